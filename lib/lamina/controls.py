@@ -1,0 +1,114 @@
+"""Null controls for trajectory geometry: shuffled layers, moment-matched random states,
+a randomly initialised model of the same architecture, and permuted labels.
+
+``states`` follow the shared convention (n, L+1, d): n prompts, L+1 layer boundaries, width d.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lamina._arraylike import _to_numpy
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["permute_labels", "random_embeddings", "random_init_like", "shuffle_layers"]
+
+Seed = int | np.random.Generator | None
+
+
+def _states(states: Any) -> np.ndarray:
+    arr = _to_numpy(states, "states")
+    if arr.ndim != 3 or min(arr.shape) < 1:
+        raise ValueError(f"states must have shape (n, L+1, d); got shape {arr.shape}")
+    return arr
+
+
+def shuffle_layers(states: Any, seed: Seed = None) -> np.ndarray:
+    """Shuffled-layers control: an independent random permutation of the layer order of each trajectory.
+
+    out[i, l] = states[i, pi_i(l)], with pi_i a uniform random permutation of 0..L drawn
+    independently for each prompt i. Each trajectory visits the same points in a random order, so
+    per-state statistics are kept and the ordering (length, curvature, SIM) is destroyed.
+
+    states: (n, L+1, d)  ->  (n, L+1, d), same dtype. seed: int, Generator or None.
+    """
+    x = _states(states)
+    rng = np.random.default_rng(seed)
+    perm = np.argsort(rng.random(x.shape[:2]), axis=1)
+    return np.take_along_axis(x, perm[:, :, None], axis=1)
+
+
+def random_embeddings(states: Any, seed: Seed = None) -> np.ndarray:
+    """Random-embeddings control: Gaussian states matched to each layer's mean and covariance.
+
+    For each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1), X_l the (n, d)
+    centred states: out_i(l) ~ N(mu_l, Sigma_l), i.i.d. over prompts and independent across layers.
+    Sampled exactly without forming Sigma_l when n <= d, as mu_l + z X_l / sqrt(n-1) with
+    z ~ N(0, I_n) (cost O(n^2 d) per layer); otherwise via eigh(Sigma_l) = V diag(lam) V^T as
+    mu_l + z diag(sqrt(lam)) V^T with z ~ N(0, I_d) (cost O(d^3) per layer). Rank of Sigma_l
+    (<= n-1) is preserved.
+
+    states: (n, L+1, d), n >= 2  ->  (n, L+1, d), dtype of the input (float64 for integer input).
+    """
+    x = _states(states)
+    n, m, d = x.shape
+    if n < 2:
+        raise ValueError(
+            f"random_embeddings needs at least 2 prompts to estimate a covariance; got {n}"
+        )
+    rng = np.random.default_rng(seed)
+    dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    out = np.empty((n, m, d), dtype=dtype)
+    for layer in range(m):
+        h = np.asarray(x[:, layer], dtype=np.float64)
+        mu = h.mean(axis=0)
+        xc = h - mu
+        if n <= d:
+            sample = rng.standard_normal((n, n)) @ xc / np.sqrt(n - 1)
+        else:
+            lam, vec = np.linalg.eigh(xc.T @ xc / (n - 1))
+            root = vec * np.sqrt(np.clip(lam, 0.0, None))
+            sample = rng.standard_normal((n, d)) @ root.T
+        out[:, layer] = mu + sample
+    return out
+
+
+def random_init_like(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Random-init control: the same Hugging Face architecture, freshly initialised.
+
+    Returns ``type(model)(deepcopy(model.config))`` built under ``torch.manual_seed(seed)`` (inside
+    ``torch.random.fork_rng``, so the caller's RNG state is untouched), moved to the model's
+    device and dtype, in eval mode. Same shapes and config; no trained weights.
+
+    model: a ``transformers.PreTrainedModel``  ->  a new model of the same class.
+    """
+    import torch
+
+    config = getattr(model, "config", None)
+    if config is None:
+        raise ValueError(
+            f"random_init_like needs a Hugging Face model with .config; got {type(model)}"
+        )
+    param = next(model.parameters())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = type(model)(copy.deepcopy(config))
+    return fresh.to(device=param.device, dtype=param.dtype).eval()
+
+
+def permute_labels(labels: Any, seed: Seed = None) -> np.ndarray:
+    """Label-permutation null: the same labels in a uniformly random order.
+
+    out = labels[pi], pi a uniform random permutation of 0..n-1; category sizes are preserved.
+
+    labels: (n,) any dtype  ->  (n,) numpy array. seed: int, Generator or None.
+    """
+    lab = np.asarray(labels.detach().cpu().numpy() if hasattr(labels, "detach") else labels)
+    if lab.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
+    return lab[np.random.default_rng(seed).permutation(lab.shape[0])]

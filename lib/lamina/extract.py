@@ -1,0 +1,322 @@
+"""Hidden-state extraction at the cost of one forward pass.
+
+Conventions (every chapter relies on them):
+
+* layer 0 is the embedding output, the input of the first block (token plus learned
+  position embeddings for GPT-2, after the embedding LayerNorm for BERT);
+* layer l (1 ≤ l ≤ L) is the residual stream after block l, **before** any final norm.
+  Hugging Face's last ``hidden_states`` entry of a causal LM has already passed through the
+  final norm (``ln_f``/``norm``); lamina never mixes that state in;
+* ``pool="last"`` takes the last non-padding token, ``pool="mean"`` averages non-padding
+  tokens, ``pool="none"`` keeps every token.
+
+States come from forward hooks on the blocks named by the architecture adapter; the LM head
+never runs and the forward pass stops after the deepest requested layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lamina.models import get_adapter
+from lamina.provenance import atomic_write, data_dir, provenance
+
+__all__ = ["POOLS", "Trajectories", "extract"]
+
+POOLS = ("last", "mean", "none")
+
+
+@dataclass
+class Trajectories:
+    """Hidden-state trajectories of a list of texts.
+
+    states: (n_texts, n_layers_kept, d_model) float32 for pooled modes, or a list of
+        (n_layers_kept, T_i, d_model) arrays for ``pool="none"``.
+    layers: the layer index of each row of axis 1 (0 = embedding output).
+    meta: model, revision, dtype, pool, lamina version and commit, conventions.
+    ids / prompts: optional prompt ids and their table (set by readers of prompt files).
+    """
+
+    states: np.ndarray | list[np.ndarray]
+    texts: list[str]
+    layers: list[int]
+    meta: dict[str, Any] = field(default_factory=dict)
+    ids: list[str] | None = None
+    prompts: Any = None  # pandas.DataFrame | None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write states (safetensors) and metadata (JSON in the safetensors header) atomically."""
+        from safetensors.numpy import save_file
+
+        if isinstance(self.states, np.ndarray):
+            tensors = {"states": np.ascontiguousarray(self.states)}
+        else:
+            tensors = {f"states.{i}": np.ascontiguousarray(s) for i, s in enumerate(self.states)}
+        header = {
+            "texts": self.texts,
+            "layers": self.layers,
+            "meta": self.meta,
+            "ids": self.ids,
+            "prompts": None if self.prompts is None else self.prompts.to_json(orient="records"),
+            "ragged": not isinstance(self.states, np.ndarray),
+        }
+        metadata = {"lamina": json.dumps(header, default=str)}
+        return atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Trajectories:
+        """Read what :meth:`save` wrote."""
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as f:
+            header = json.loads(f.metadata()["lamina"])
+            if header["ragged"]:
+                states: Any = [f.get_tensor(f"states.{i}") for i in range(len(header["texts"]))]
+            else:
+                states = f.get_tensor("states")
+        prompts = None
+        if header.get("prompts") is not None:
+            import io
+
+            import pandas as pd
+
+            prompts = pd.read_json(io.StringIO(header["prompts"]), orient="records")
+        return cls(
+            states, header["texts"], header["layers"], header["meta"], header["ids"], prompts
+        )
+
+
+class _Stop(Exception):
+    """Raised inside a hook once the deepest requested layer has been captured."""
+
+
+def _validate_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings, not a single string")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts is empty: extract needs at least one text")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        if not t.strip():
+            raise ValueError(f"texts[{i}] is an empty or blank string")
+    return texts
+
+
+def _context_limit(model: nn.Module) -> int | None:
+    cfg = model.config
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _model_fingerprint(model: nn.Module) -> str:
+    """A content hash of the weights (all of them for small models, a strided sample of every
+    tensor for large ones), so that two different models never share a cache entry."""
+    h = hashlib.sha256()
+    total = sum(p.numel() for p in model.parameters())
+    for name, p in model.state_dict().items():
+        flat = p.detach().reshape(-1)
+        if total > 50_000_000:
+            flat = flat[:: max(1, flat.numel() // 4096)]
+        h.update(name.encode())
+        h.update(str(tuple(p.shape)).encode())
+        h.update(flat.to(torch.float32).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_path(cache: bool | str | os.PathLike, key: dict[str, Any]) -> Path | None:
+    if cache is False or cache is None:
+        return None
+    root = data_dir() / "cache" / "extract" if cache is True else Path(cache)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return root / f"{digest}.safetensors"
+
+
+def extract(
+    model: nn.Module,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    pool: str = "last",
+    layers: Sequence[int] | None = None,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    add_special_tokens: bool = True,
+    progress: bool = True,
+    cache: bool | str | os.PathLike = False,
+) -> Trajectories:
+    """Hidden states of ``texts`` at every requested layer, in one forward pass per batch.
+
+    Returns :class:`Trajectories` with ``states`` of shape (n_texts, len(layers), d_model)
+    (float32) for ``pool`` in {"last", "mean"}, or a list of (len(layers), T_i, d_model)
+    arrays for ``pool="none"``. ``layers`` defaults to 0..L (L+1 states). A text longer than
+    the model's context raises unless ``max_length`` is given, in which case it keeps its
+    first ``max_length`` tokens (recorded in ``meta["truncated"]``). Results do not depend on
+    batch composition or ``tokenizer.padding_side``: position ids follow the attention mask.
+    ``cache=True`` stores results under ``<data>/cache/extract`` keyed by a hash of the model
+    weights, revision, texts, pool, layers, dtype and lamina version.
+    """
+    from tqdm.auto import tqdm
+
+    texts = _validate_texts(texts)
+    if pool not in POOLS:
+        raise ValueError(f"unknown pool {pool!r}; choose one of {POOLS}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    adapter = get_adapter(model)
+    blocks = adapter.block_list(model)
+    n_layers = len(blocks)
+    wanted = list(range(n_layers + 1)) if layers is None else [int(x) for x in layers]
+    wanted = [n_layers + 1 + x if x < 0 else x for x in wanted]
+    if not wanted or any(not 0 <= x <= n_layers for x in wanted):
+        raise ValueError(
+            f"layers must lie in 0..{n_layers} (negative counts from the end); got {layers}"
+        )
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"layers has duplicates: {layers}")
+    slot = {layer: i for i, layer in enumerate(wanted)}
+    deepest = max(wanted)
+
+    encoded = tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]
+    limit = _context_limit(model)
+    if max_length is not None and limit is not None and max_length > limit:
+        raise ValueError(f"max_length={max_length} exceeds the model's context of {limit} tokens")
+    truncated = []
+    for i, ids in enumerate(encoded):
+        if len(ids) == 0:
+            raise ValueError(f"texts[{i}] tokenises to zero tokens: {texts[i]!r}")
+        if max_length is not None and len(ids) > max_length:
+            encoded[i] = ids[:max_length]
+            truncated.append(i)
+        elif max_length is None and limit is not None and len(ids) > limit:
+            raise ValueError(
+                f"texts[{i}] has {len(ids)} tokens, more than the model's context of {limit}; "
+                "pass max_length to truncate it"
+            )
+
+    dtype = next(model.parameters()).dtype
+    meta = provenance(
+        model=getattr(model, "lamina_name", model.config._name_or_path),
+        revision=getattr(model, "lamina_revision", None),
+        model_type=model.config.model_type,
+        dtype=str(dtype).removeprefix("torch."),
+        pool=pool,
+        n_layers=n_layers,
+        d_model=adapter.d_model(model),
+        max_length=max_length,
+        add_special_tokens=add_special_tokens,
+        truncated=truncated,
+        convention="layer 0 = embedding output; layer l = residual stream after block l, before the final norm",
+    )
+    key = {
+        "fingerprint": _model_fingerprint(model) if cache else None,
+        "model": meta["model"],
+        "revision": meta["revision"],
+        "texts": texts,
+        "pool": pool,
+        "layers": wanted,
+        "dtype": meta["dtype"],
+        "max_length": max_length,
+        "special": add_special_tokens,
+        "lamina": meta["lamina_version"],
+    }
+    path = _cache_path(cache, key)
+    if path is not None and path.is_file():
+        return Trajectories.load(path)
+
+    n, d = len(texts), adapter.d_model(model)
+    pooled = np.zeros((n, len(wanted), d), np.float32) if pool != "none" else None
+    ragged: list[list[np.ndarray | None]] = [[None] * len(wanted) for _ in range(n)]
+    device = next(model.parameters()).device
+    current: dict[str, Any] = {}
+
+    def capture(layer: int, hidden: torch.Tensor) -> None:
+        mask = current["mask"]  # (batch, T) bool
+        rows = current["rows"]
+        if pool == "last":
+            positions = torch.arange(mask.shape[1], device=mask.device)
+            last = torch.where(mask, positions, -1).argmax(-1)  # (batch,)
+            vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+            pooled[rows, slot[layer]] = vec.float().cpu().numpy()
+        elif pool == "mean":
+            summed = torch.where(mask[..., None], hidden, 0).sum(1, dtype=torch.float32)
+            vec = summed / mask.sum(1, keepdim=True)
+            pooled[rows, slot[layer]] = vec.cpu().numpy()
+        else:
+            for b, r in enumerate(rows):
+                ragged[r][slot[layer]] = hidden[b][mask[b]].float().cpu().numpy()
+        if layer == deepest:
+            raise _Stop
+
+    def pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        hidden = args[0] if args else kwargs["hidden_states"]
+        capture(0, hidden)
+
+    def make_hook(layer: int):
+        def hook(module: nn.Module, args: tuple, output: Any) -> None:
+            hidden = output[0] if isinstance(output, tuple) else output
+            capture(layer, hidden)
+
+        return hook
+
+    handles = []
+    if 0 in slot:
+        handles.append(blocks[0].register_forward_pre_hook(pre_hook, with_kwargs=True))
+    for layer in wanted:
+        if layer > 0:
+            handles.append(blocks[layer - 1].register_forward_hook(make_hook(layer)))
+
+    order = np.argsort([len(ids) for ids in encoded], kind="stable")
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    base = adapter.base(model)
+    try:
+        with torch.inference_mode():
+            for rows in tqdm(batches, desc="extract", disable=not progress, leave=False):
+                batch = tokenizer.pad(
+                    {"input_ids": [encoded[r] for r in rows]}, return_tensors="pt"
+                )
+                mask = batch["attention_mask"].to(device).bool()
+                inputs = {
+                    "input_ids": batch["input_ids"].to(device),
+                    "attention_mask": mask.long(),
+                    "position_ids": (mask.long().cumsum(-1) - 1).clamp(min=0),
+                }
+                if adapter.causal:
+                    inputs["use_cache"] = False
+                else:
+                    inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+                current.update(mask=mask, rows=[int(r) for r in rows])
+                try:
+                    base(**inputs)
+                except _Stop:
+                    pass
+    finally:
+        for handle in handles:
+            handle.remove()
+
+    states: np.ndarray | list[np.ndarray]
+    if pool == "none":
+        states = [np.stack(per_layer) for per_layer in ragged]  # type: ignore[arg-type]
+    else:
+        states = pooled  # type: ignore[assignment]
+    result = Trajectories(states, texts, wanted, meta)
+    if path is not None:
+        result.save(path)
+    return result

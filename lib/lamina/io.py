@@ -1,0 +1,201 @@
+"""Results files with provenance, and the reader for the states released with paper 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lamina.extract import Trajectories
+from lamina.provenance import atomic_write, atomic_write_json, data_dir, provenance
+
+__all__ = [
+    "PeerDataError",
+    "read_latent_hidden_states",
+    "read_latent_trajectories",
+    "read_results",
+    "results_dir",
+    "safe_torch_load",
+    "write_results",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------------------
+
+
+def results_dir() -> Path:
+    """Where chapters write machine-readable results: ``$LAMINA_RESULTS`` or ``<data>/results``."""
+    env = os.environ.get("LAMINA_RESULTS")
+    return Path(env).expanduser() if env else data_dir() / "results"
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
+
+
+def write_results(
+    chapter: str,
+    model: str,
+    *,
+    summary: dict[str, Any],
+    config: dict[str, Any],
+    tables: dict[str, pd.DataFrame] | None = None,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Write a chapter's results for one model, atomically.
+
+    ``<root>/<model>/<chapter>.json`` holds ``summary`` (claims, measured values, verdicts),
+    ``config`` (the experiment's parameters) and a provenance record; each table goes to
+    ``<root>/<model>/<chapter>.<name>.parquet``. Returns the JSON path.
+    """
+    folder = Path(root) if root is not None else results_dir()
+    folder = folder / _slug(model)
+    for name, table in (tables or {}).items():
+        target = folder / f"{chapter}.{_slug(name)}.parquet"
+        atomic_write(target, lambda tmp, t=table: t.to_parquet(tmp, index=False))
+    record = {
+        "chapter": chapter,
+        "model": model,
+        "summary": summary,
+        "config": config,
+        "tables": sorted(tables or {}),
+        "provenance": provenance(),
+    }
+    return atomic_write_json(folder / f"{chapter}.json", record)
+
+
+def read_results(root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Every results record under ``root`` (default :func:`results_dir`), newest layout."""
+    folder = Path(root) if root is not None else results_dir()
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*/*.json"))]
+
+
+# ----------------------------------------------------------------------------------------
+# paper 1's released states
+# ----------------------------------------------------------------------------------------
+
+
+class PeerDataError(ValueError):
+    """The released data are missing, malformed, or not safe to unpickle."""
+
+
+def _numpy_globals() -> list[Any]:
+    """The only globals a released pickle may name: numpy's array reconstruction."""
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
+    dtypes = {
+        type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")
+    }
+    return [_reconstruct, np.ndarray, np.dtype, *dtypes]
+
+
+def safe_torch_load(path: str | os.PathLike) -> Any:
+    """``torch.load(path, weights_only=True)`` with numpy's array reconstruction allowlisted
+    and nothing else. Any other global raises :class:`PeerDataError` naming the file."""
+    import torch
+
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, AttributeError) as exc:
+        raise PeerDataError(
+            f"{path}: refused to unpickle ({exc.__class__.__name__}): {str(exc)[:300]}"
+        ) from exc
+
+
+def _read_prompts(root: Path) -> pd.DataFrame:
+    path = root / "data" / "prompts" / "prompts.jsonl"
+    if not path.is_file():
+        raise PeerDataError(
+            f"{path} is missing: is {root} the released latent-trajectories folder?"
+        )
+    return pd.read_json(path, lines=True)
+
+
+def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Trajectories:
+    """Paper 1's released last-token trajectories as :class:`Trajectories`.
+
+    ``states[i]`` stacks ``embedding_state`` and the 12 ``trajectory`` rows: shape
+    (n_prompts, 13, 768) for GPT-2, float32. Row 0 is the last token's embedding output;
+    rows 1..11 are the residual stream after blocks 1..11; row 12 is Hugging Face's
+    ``hidden_states[12]``, which is AFTER the final layer norm (recorded in ``meta``).
+    ``ids`` are the prompt ids and ``prompts`` their rows of ``prompts.jsonl``.
+    """
+    root = Path(root)
+    folder = root / "data" / "trajectories" / model
+    files = sorted(folder.glob("*.pt"))
+    if not files:
+        raise PeerDataError(f"no released trajectories under {folder}")
+    table = _read_prompts(root).set_index("id")
+    ids, texts, rows = [], [], []
+    for path in files:
+        record = safe_torch_load(path)
+        try:
+            emb, traj = record["embedding_state"], record["trajectory"]
+            pid = record["prompt_id"]
+        except (KeyError, TypeError) as exc:
+            raise PeerDataError(f"{path}: missing field {exc}") from exc
+        rows.append(np.concatenate([emb.float().numpy()[None], traj.float().numpy()], 0))
+        ids.append(pid)
+        texts.append(record.get("prompt", table.loc[pid, "prompt"] if pid in table.index else ""))
+    states = np.stack(rows).astype(np.float32)  # (n, L+1, d)
+    meta = provenance(
+        model=model,
+        source=str(folder),
+        pool="last",
+        dtype="float32",
+        convention=(
+            "row 0 = embedding output of the last token; rows 1..L-1 = residual stream after "
+            "blocks 1..L-1; row L = hidden_states[L], AFTER the final layer norm"
+        ),
+        final_row_post_norm=True,
+    )
+    prompts = table.reindex(ids).reset_index()
+    return Trajectories(states, texts, list(range(states.shape[1])), meta, ids=ids, prompts=prompts)
+
+
+def read_latent_hidden_states(
+    root: str | os.PathLike, model: str = "gpt2", pool: str = "mean"
+) -> Trajectories:
+    """The 50 released prompts whose every token's states were kept, pooled by ``pool``
+    ("mean" over tokens, or "last"): states (n, 13, 768). As above, row 12 is post-final-norm."""
+    root = Path(root)
+    folder = root / "data" / "hidden_states" / model
+    files = sorted(folder.glob("*.pt"))
+    if not files:
+        raise PeerDataError(f"no released hidden states under {folder}")
+    if pool not in ("mean", "last"):
+        raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
+    table = _read_prompts(root).set_index("id")
+    ids, rows = [], []
+    for path in files:
+        record = safe_torch_load(path)
+        hs = record["hidden_states"].float()  # (13, T, d)
+        if hs.dim() == 4:  # (13, batch=1, T, d)
+            hs = hs[:, 0]
+        mask = record["attention_mask"].reshape(-1).bool()
+        hs = hs[:, mask]
+        rows.append((hs.mean(1) if pool == "mean" else hs[:, -1]).numpy())
+        ids.append(path.stem)
+    states = np.stack(rows).astype(np.float32)
+    texts = [str(table.loc[i, "prompt"]) if i in table.index else "" for i in ids]
+    meta = provenance(
+        model=model, source=str(folder), pool=pool, dtype="float32", final_row_post_norm=True
+    )
+    return Trajectories(
+        states,
+        texts,
+        list(range(states.shape[1])),
+        meta,
+        ids=ids,
+        prompts=table.reindex(ids).reset_index(),
+    )

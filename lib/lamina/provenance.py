@@ -1,0 +1,124 @@
+"""Where lamina keeps its data, what it records about a run, and atomic writes."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "atomic_write",
+    "atomic_write_text",
+    "data_dir",
+    "git_commit",
+    "provenance",
+    "repo_root",
+]
+
+
+def repo_root() -> Path | None:
+    """The lamina checkout this package was imported from, or None when installed elsewhere."""
+    here = Path(__file__).resolve().parents[2]
+    return (
+        here if (here / "pyproject.toml").is_file() and (here / "lib" / "lamina").is_dir() else None
+    )
+
+
+def data_dir() -> Path:
+    """Root for organisms, caches and results: ``$LAMINA_DATA``, else ``<repo>/data``,
+    else ``~/.cache/lamina``."""
+    env = os.environ.get("LAMINA_DATA")
+    if env:
+        return Path(env).expanduser()
+    root = repo_root()
+    return root / "data" if root is not None else Path.home() / ".cache" / "lamina"
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the lamina checkout (with ``+dirty`` when it has local changes), or
+    ``"unknown"`` outside a git checkout."""
+    root = repo_root()
+    if root is None:
+        return "unknown"
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha or "unknown") + ("+dirty" if dirty and sha else "")
+
+
+def provenance(**extra: Any) -> dict[str, Any]:
+    """A provenance record: lamina version and commit, library versions, date, plus ``extra``
+    (model, revision, dtype, pooling, seed, parameters, elapsed seconds ...)."""
+    import numpy
+    import torch
+    import transformers
+
+    from lamina import __version__
+
+    record = {
+        "lamina_version": __version__,
+        "lamina_commit": git_commit(),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": numpy.__version__,
+        "machine": f"{platform.machine()} ({os.cpu_count()} cpus)",
+    }
+    record.update(extra)
+    return record
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place,
+    so a reader never sees a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (numpy scalars allowed)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

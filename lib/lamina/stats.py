@@ -1,0 +1,214 @@
+"""Thin wrappers over scipy / statsmodels that return tidy pandas DataFrames.
+
+Each test returns one row per call (``fdr_bh`` one row per p-value), so results concatenate with
+``pd.concat`` into tables for the book. Inputs are 1-D array-likes (numpy, lists, torch tensors);
+NaNs are dropped before testing and the counts used are reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+
+from lamina._arraylike import _to_numpy
+
+__all__ = [
+    "bootstrap_ci",
+    "cohens_d",
+    "fdr_bh",
+    "mann_whitney",
+    "permutation_test",
+    "rank_biserial",
+]
+
+Alternative = Literal["two-sided", "less", "greater"]
+
+
+def _sample(x: Any, name: str, min_size: int = 1) -> np.ndarray:
+    arr = _to_numpy(x, name).astype(np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {arr.shape}")
+    arr = arr[~np.isnan(arr)]
+    if arr.size < min_size:
+        raise ValueError(f"{name} needs at least {min_size} non-NaN values; got {arr.size}")
+    return arr
+
+
+def cohens_d(a: Any, b: Any, ranks: bool = False) -> float:
+    """Cohen's d: standardised difference of means with the pooled standard deviation.
+
+    d = (mean(a) - mean(b)) / s_p,  s_p = sqrt(((n_a-1) var(a) + (n_b-1) var(b)) / (n_a + n_b - 2)),
+    var with ddof=1. With ``ranks=True`` (the paper's "Cohen's d on ranks"), a and b are first
+    replaced by their ranks in the pooled sample (average ranks for ties).
+
+    a: (n_a,), b: (n_b,), n_a + n_b >= 3  ->  float, in pooled-SD units (NaN if s_p = 0).
+    """
+    x, y = _sample(a, "a"), _sample(b, "b")
+    if x.size + y.size < 3:
+        raise ValueError("cohens_d needs n_a + n_b >= 3")
+    if ranks:
+        r = sps.rankdata(np.concatenate([x, y]))
+        x, y = r[: x.size], r[x.size :]
+    ss = np.sum((x - x.mean()) ** 2) + np.sum((y - y.mean()) ** 2)
+    pooled = ss / (x.size + y.size - 2)
+    return float((x.mean() - y.mean()) / np.sqrt(pooled)) if pooled > 0 else float("nan")
+
+
+def rank_biserial(a: Any, b: Any) -> float:
+    """Rank-biserial correlation of two independent samples.
+
+    r = 2 U_a / (n_a n_b) - 1 = P(a > b) - P(a < b), with U_a the Mann-Whitney U statistic of a
+    (ties count 1/2). a: (n_a,), b: (n_b,)  ->  float in [-1, 1]; positive when a tends to be larger.
+    """
+    x, y = _sample(a, "a"), _sample(b, "b")
+    u = sps.mannwhitneyu(x, y, alternative="two-sided").statistic
+    return float(2.0 * u / (x.size * y.size) - 1.0)
+
+
+def mann_whitney(a: Any, b: Any, alternative: Alternative = "two-sided") -> pd.DataFrame:
+    """Mann-Whitney U test of two independent samples (scipy.stats.mannwhitneyu, automatic method).
+
+    H0: P(a > b) = P(a < b). Effect sizes: rank-biserial r = 2 U_a / (n_a n_b) - 1 and Cohen's d
+    (raw and on pooled ranks), see ``rank_biserial`` and ``cohens_d``.
+
+    a: (n_a,), b: (n_b,)  ->  one-row DataFrame with columns n_a, n_b, median_a, median_b, u, p_value,
+    alternative, rank_biserial, cohens_d, cohens_d_ranks.
+    """
+    x, y = _sample(a, "a"), _sample(b, "b")
+    res = sps.mannwhitneyu(x, y, alternative=alternative)
+    return pd.DataFrame(
+        [
+            {
+                "n_a": x.size,
+                "n_b": y.size,
+                "median_a": float(np.median(x)),
+                "median_b": float(np.median(y)),
+                "u": float(res.statistic),
+                "p_value": float(res.pvalue),
+                "alternative": alternative,
+                "rank_biserial": float(2.0 * res.statistic / (x.size * y.size) - 1.0),
+                "cohens_d": cohens_d(x, y) if x.size + y.size >= 3 else np.nan,
+                "cohens_d_ranks": cohens_d(x, y, ranks=True) if x.size + y.size >= 3 else np.nan,
+            }
+        ]
+    )
+
+
+def fdr_bh(pvalues: Any, alpha: float = 0.05) -> pd.DataFrame:
+    """Benjamini-Hochberg false-discovery-rate correction (statsmodels multipletests, "fdr_bh").
+
+    q_(i) = min_{j >= i} min(1, m p_(j) / j) over the m sorted non-NaN p-values; reject where q <= alpha.
+
+    pvalues: (m,) in [0, 1] (NaN allowed: q NaN, not rejected)  ->  DataFrame with columns p_value,
+    q_value, reject, one row per input, index kept from a pandas Series.
+    """
+    index = pvalues.index if isinstance(pvalues, pd.Series) else None
+    p = _to_numpy(np.asarray(pvalues, dtype=np.float64), "pvalues")
+    if p.ndim != 1:
+        raise ValueError(f"pvalues must be one-dimensional; got shape {p.shape}")
+    ok = ~np.isnan(p)
+    if np.any((p[ok] < 0) | (p[ok] > 1)):
+        raise ValueError("pvalues must lie in [0, 1]")
+    q = np.full(p.shape, np.nan)
+    reject = np.zeros(p.shape, dtype=bool)
+    if ok.any():
+        reject[ok], q[ok], _, _ = multipletests(p[ok], alpha=alpha, method="fdr_bh")
+    return pd.DataFrame({"p_value": p, "q_value": q, "reject": reject}, index=index)
+
+
+def bootstrap_ci(
+    data: Any,
+    statistic: Callable[..., Any] = np.mean,
+    n_resamples: int = 10_000,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+    method: Literal["percentile", "basic", "BCa"] = "BCa",
+    paired: bool = False,
+) -> pd.DataFrame:
+    """Bootstrap confidence interval of a statistic (scipy.stats.bootstrap).
+
+    Resamples the data with replacement n_resamples times; the interval is the ``method`` interval
+    (default BCa) at level ``confidence``. ``statistic(*samples, axis=-1)`` must be vectorised
+    (np.mean, np.median, ... are); pass a tuple of arrays for multi-sample statistics, with
+    ``paired=True`` to resample them jointly.
+
+    data: (n,) or tuple of (n_k,)  ->  one-row DataFrame with columns estimate, ci_low, ci_high,
+    standard_error, confidence, n_resamples, method.
+    """
+    samples = tuple(data) if isinstance(data, tuple) else (data,)
+    samples = tuple(_sample(s, "data", min_size=2) for s in samples)
+    res = sps.bootstrap(
+        samples,
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method=method,
+        paired=paired,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    return pd.DataFrame(
+        [
+            {
+                "estimate": float(statistic(*samples, axis=-1)),
+                "ci_low": float(res.confidence_interval.low),
+                "ci_high": float(res.confidence_interval.high),
+                "standard_error": float(res.standard_error),
+                "confidence": confidence,
+                "n_resamples": n_resamples,
+                "method": method,
+            }
+        ]
+    )
+
+
+def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def permutation_test(
+    a: Any,
+    b: Any,
+    statistic: Callable[..., Any] = _mean_difference,
+    n_resamples: int = 10_000,
+    seed: int | None = 0,
+    alternative: Alternative = "two-sided",
+    permutation_type: Literal["independent", "samples", "pairings"] = "independent",
+) -> pd.DataFrame:
+    """Permutation test of two samples (scipy.stats.permutation_test).
+
+    The null distribution of ``statistic(a, b, axis=-1)`` (default: mean(a) - mean(b)) comes from
+    n_resamples random relabellings ("independent": pooled samples reassigned to groups;
+    "samples": paired values swapped within pairs); exact when fewer permutations exist.
+
+    a: (n_a,), b: (n_b,)  ->  one-row DataFrame with columns n_a, n_b, statistic, p_value,
+    alternative, n_resamples, permutation_type.
+    """
+    x, y = _sample(a, "a"), _sample(b, "b")
+    res = sps.permutation_test(
+        (x, y),
+        statistic,
+        permutation_type=permutation_type,
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        rng=np.random.default_rng(seed),
+    )
+    return pd.DataFrame(
+        [
+            {
+                "n_a": x.size,
+                "n_b": y.size,
+                "statistic": float(res.statistic),
+                "p_value": float(res.pvalue),
+                "alternative": alternative,
+                "n_resamples": n_resamples,
+                "permutation_type": permutation_type,
+            }
+        ]
+    )

@@ -1,0 +1,159 @@
+"""Shared fixtures: tiny random models of each architecture, built offline from configs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+PEER = Path(__file__).resolve().parents[1].parent / "shared" / "peer" / "latent-trajectories"
+
+SAMPLE_TEXT = [
+    "The cat sat on the mat while the dog slept by the door.",
+    "A river bank is not the same as a bank that keeps money.",
+    "If all birds can fly and a robin is a bird, then a robin can fly.",
+    "Seven plus five is twelve, and twelve minus three is nine.",
+    "She felt happy, then sad, then calm again by the evening.",
+]
+
+
+def _byte_tokenizer(padding_side: str = "right"):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(SAMPLE_TEXT * 4, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    fast.padding_side = padding_side
+    return fast
+
+
+@pytest.fixture(scope="session")
+def byte_tokenizer():
+    return _byte_tokenizer()
+
+
+def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.Module:
+    """A tiny random model of ``arch`` in eval mode, seeded."""
+    from transformers import (
+        BertConfig,
+        BertModel,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        cfg = GPT2Config(
+            vocab_size=vocab_size,
+            n_positions=64,
+            n_embd=32,
+            n_layer=n_layers,
+            n_head=4,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        model = GPT2LMHeadModel(cfg)
+    elif arch == "llama":
+        cfg = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = LlamaForCausalLM(cfg)
+    elif arch == "qwen2":
+        cfg = Qwen2Config(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = Qwen2ForCausalLM(cfg)
+    elif arch == "bert":
+        cfg = BertConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        )
+        model = BertModel(cfg)
+    else:
+        raise ValueError(arch)
+    # random init leaves weights small; scale them up so layers actually change the stream
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.mul_(3.0)
+    model.eval()
+    model.lamina_name = f"tiny-{arch}"
+    return model
+
+
+ARCHS = ["gpt2", "llama", "qwen2", "bert"]
+
+
+@pytest.fixture(params=ARCHS)
+def arch(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    return {a: tiny_model(a) for a in ARCHS}
+
+
+@pytest.fixture
+def peer_root() -> Path:
+    if not PEER.is_dir():
+        pytest.skip("../shared/peer/latent-trajectories is absent")
+    return PEER
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
+    """Tiny random causal LMs saved as Hugging Face folders with a tokenizer, so that
+    ``lamina.load_model(str(path))`` (and hence any chapter's ``model`` parameter) loads them."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    tok = _byte_tokenizer()
+    dirs = {}
+    for arch in ("gpt2", "llama"):
+        folder = root / arch
+        tiny_model(arch, n_layers=4).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        dirs[arch] = folder
+    return dirs

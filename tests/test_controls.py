@@ -1,0 +1,102 @@
+"""lamina.controls: each null control keeps what it should and destroys what it should."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from lamina import controls, geometry
+
+
+def test_shuffle_layers_permutes_each_trajectory_independently() -> None:
+    x = np.random.default_rng(0).standard_normal((50, 8, 3)).astype(np.float32)
+    out = controls.shuffle_layers(x, seed=1)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    for i in range(50):  # same states, possibly new order
+        np.testing.assert_array_equal(np.sort(out[i], axis=0), np.sort(x[i], axis=0))
+    orders = {tuple(np.argsort(out[i, :, 0])) for i in range(50)}
+    assert len(orders) > 40  # independent permutations per prompt
+    np.testing.assert_array_equal(out, controls.shuffle_layers(x, seed=1))
+    assert not np.array_equal(out, controls.shuffle_layers(x, seed=2))
+
+
+def test_shuffle_layers_destroys_smooth_trajectory_similarity() -> None:
+    rng = np.random.default_rng(3)
+    x = np.cumsum(
+        rng.standard_normal((100, 12, 16)), axis=1
+    )  # random walks: adjacent states similar
+    real = geometry.layerwise_cosine(x).mean()
+    shuffled = geometry.layerwise_cosine(controls.shuffle_layers(x, seed=0)).mean()
+    assert real > shuffled + 0.1
+
+
+def test_random_embeddings_match_layer_mean_and_covariance() -> None:
+    rng = np.random.default_rng(4)
+    n, d = 4000, 4  # n > d: eigh path
+    mix = rng.standard_normal((3, d, d))
+    x = np.stack([rng.standard_normal((n, d)) @ mix[l] + 5.0 * l for l in range(3)], axis=1)
+    out = controls.random_embeddings(x, seed=0)
+    assert out.shape == x.shape
+    for layer in range(3):
+        np.testing.assert_allclose(out[:, layer].mean(0), x[:, layer].mean(0), atol=0.15)
+        cov_in, cov_out = np.cov(x[:, layer].T), np.cov(out[:, layer].T)
+        assert np.abs(cov_out - cov_in).max() < 0.1 * np.abs(cov_in).max()
+    assert not np.allclose(out, x)
+
+
+def test_random_embeddings_with_few_prompts_stay_in_the_data_subspace() -> None:
+    rng = np.random.default_rng(5)
+    n, d = 30, 256  # n <= d: low-rank path, no d x d matrix
+    basis = np.linalg.qr(rng.standard_normal((d, 5)))[0]
+    x = (rng.standard_normal((n, 2, 5)) @ basis.T + 1.0).astype(np.float32)
+    out = controls.random_embeddings(x, seed=1)
+    assert out.dtype == np.float32
+    centred = out.astype(np.float64) - x.mean(0)
+    residual = centred - centred @ basis @ basis.T
+    assert np.abs(residual).max() < 1e-4
+    np.testing.assert_array_equal(out, controls.random_embeddings(x, seed=1))
+
+
+def test_random_embeddings_need_two_prompts() -> None:
+    with pytest.raises(ValueError, match="at least 2 prompts"):
+        controls.random_embeddings(np.ones((1, 3, 4)))
+
+
+def tiny_gpt2() -> GPT2LMHeadModel:
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(config).eval()
+
+
+def test_random_init_like_rebuilds_the_same_architecture_with_new_weights() -> None:
+    model = tiny_gpt2()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # "trained" weights differ from any fresh init
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    fresh = controls.random_init_like(model, seed=7)
+    assert torch.equal(torch.rand(3), expected_next)  # caller's RNG untouched
+    assert type(fresh) is type(model) and not fresh.training
+    assert fresh.config.to_dict() == model.config.to_dict() and fresh.config is not model.config
+    own, new = dict(model.named_parameters()), dict(fresh.named_parameters())
+    assert own.keys() == new.keys()
+    assert all(own[k].shape == new[k].shape for k in own)
+    assert not torch.allclose(
+        own["transformer.h.0.attn.c_attn.weight"], new["transformer.h.0.attn.c_attn.weight"]
+    )
+    again = controls.random_init_like(model, seed=7)
+    assert all(torch.equal(new[k], p) for k, p in again.named_parameters())
+
+
+def test_permute_labels_keeps_category_sizes() -> None:
+    labels = np.repeat(["a", "b", "c"], [5, 10, 15])
+    out = controls.permute_labels(labels, seed=0)
+    assert sorted(out.tolist()) == sorted(labels.tolist())
+    assert not np.array_equal(out, labels)
+    np.testing.assert_array_equal(out, controls.permute_labels(labels, seed=0))
+    with pytest.raises(ValueError, match="one-dimensional"):
+        controls.permute_labels(np.zeros((2, 2)))
