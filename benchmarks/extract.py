@@ -75,7 +75,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=len(WORDS) + 1, n_positions=64)
+    # GPT-2 small's shape, vocabulary included (the LM head is part of what (b) and (c) pay for)
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=64)
     model = GPT2LMHeadModel(cfg).eval()
     model.lamina_name = "random-gpt2-small"
     tok = make_tokenizer()

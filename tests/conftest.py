@@ -157,3 +157,101 @@ def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
         tok.save_pretrained(folder)
         dirs[arch] = folder
     return dirs
+
+
+class QuickBook:
+    """Every chapter executed in quick mode on tiny models, and the HTML built from them."""
+
+    def __init__(self, root: Path, chapters: list[str]):
+        self.root = root
+        self.chapters = chapters
+        self.executed = root / "book" / "executed"
+        self.html = root / "book" / "_build" / "html"
+
+
+MICRO_ORGANISMS = ["organism-gpt2-micro", "organism-llama-micro"]
+
+
+def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
+    """Parameters that make each chapter run in seconds on tiny models. The trajectory
+    chapters need at least 4 blocks, so they use the tiny random models; the others use the
+    micro organisms (they need a training history)."""
+    return {
+        "convergence": {"model": str(tiny["gpt2"])},
+        "curvature": {"model": str(tiny["llama"])},
+        "bifurcation": {"model": str(tiny["gpt2"])},
+        "three_phase": {"model": str(tiny["llama"])},
+        "weight_update_signature": {"model": "organism-llama-micro", "k_sweep": [1, 4, 8, 16]},
+        "layer_anatomy": {"model": str(tiny["llama"]), "corpus": "organism-llama-micro"},
+        "growth_training": {"model": "organism-llama-micro"},
+        "organisms": {"model": "organism-gpt2-micro"},
+    }
+
+
+@pytest.fixture(scope="session")
+def quick_book(tmp_path_factory, tiny_model_dirs) -> QuickBook:
+    """Execute every chapter (quick mode, :func:`quick_parameters`) into a copy of the book's
+    sources, then build it with Jupyter Book, -W."""
+    import shutil
+    import subprocess
+    import sys
+
+    from lamina.book import CHAPTERS, execute_chapter
+
+    quick = quick_parameters(tiny_model_dirs)
+
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path_factory.mktemp("quick-book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(repo / name, root / name)
+    shutil.copytree(
+        repo / "book", root / "book", ignore=shutil.ignore_patterns("_build", "executed", "runs")
+    )
+    data = root / "data"
+    env = {"LAMINA_DATA": str(data), "LAMINA_RESULTS": str(data / "results")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        from lamina import organisms
+
+        for name in MICRO_ORGANISMS:
+            organisms.build(name, progress=False)
+        for chapter in CHAPTERS:
+            params = {"quick": True, **quick.get(chapter, {})}
+            execute_chapter(chapter, root / "book" / "executed", params, progress=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lamina.book",
+                "methods",
+                "--out",
+                str(root / "book" / "generated" / "definitions.md"),
+            ],
+            check=True,
+        )
+        subprocess.run(
+            [sys.executable, "-m", "lamina.book", "pages", "--root", str(root)], check=True
+        )
+        jb = Path(sys.executable).parent / "jupyter-book"
+        build = subprocess.run(
+            [
+                str(jb),
+                "build",
+                str(root),
+                "--path-output",
+                str(root / "book"),
+                "-W",
+                "--keep-going",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-2000:]
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return QuickBook(root, list(CHAPTERS))

@@ -26,14 +26,36 @@ from lamina.provenance import atomic_write_json, repo_root
 __all__ = ["CHAPTERS", "execute_chapter", "glue", "setup_altair", "verdict"]
 
 # Order of execution and of the book.
-CHAPTERS = ["trajectory_tour"]
+CHAPTERS = [
+    "trajectory_tour",
+    "convergence",
+    "curvature",
+    "bifurcation",
+    "three_phase",
+    "reanalysis",
+    "weight_update_signature",
+    "layer_anatomy",
+    "growth_training",
+    "organisms",
+]
 
 
 def setup_altair() -> None:
     """Render Altair charts as static SVG (via vl-convert), so the book needs no network:
     the default renderer loads vega from a CDN. Also apply lamina's chart theme."""
+    import warnings
+
     import altair as alt
 
+    # a chapter's page shows results, not library chatter
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
 
@@ -54,14 +76,14 @@ def setup_altair() -> None:
         }
 
 
-def glue(name: str, value: Any, *, display: bool = False) -> Any:
-    """``myst_nb.glue`` when available (inside the book), a no-op otherwise; returns ``value``."""
+def glue(name: str, value: Any, *, display: bool = False) -> None:
+    """``myst_nb.glue`` when available (inside the book), a no-op otherwise. Returns None,
+    so a glue call as the last line of a cell prints nothing."""
     try:
         from myst_nb import glue as _glue
     except ImportError:
-        return value
+        return
     _glue(name, value, display=display)
-    return value
 
 
 def verdict(p_value: float | None, effect_ok: bool | None, *, alpha: float = 0.05) -> str:
@@ -236,11 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--all", action="store_true", help="every chapter of the book, in order")
     ex.add_argument("--out", default=None, help="output folder (default book/executed)")
     ex.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    pg = sub.add_parser(
+        "pages", help="write the scorecard, abstract, comparison and reproducibility pages"
+    )
+    pg.add_argument("--root", default=None, help="book root (default: the checkout)")
+    pg.add_argument(
+        "--results", default=None, help="results folder (default: $LAMINA_RESULTS or data/results)"
+    )
     me = sub.add_parser("methods", help="write the methods page's quoted definitions")
     me.add_argument("--out", default=None, help="default book/generated/definitions.md")
     args = parser.parse_args(argv)
 
     root = repo_root() or Path.cwd()
+    if args.command == "pages":
+        from lamina.scorecard import write_pages
+
+        for path in write_pages(args.root or root, args.results):
+            print(f"[lamina] wrote {path}", file=sys.stderr)
+        return 0
     if args.command == "methods":
         from lamina.provenance import atomic_write_text
 

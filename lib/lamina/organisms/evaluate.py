@@ -1,0 +1,125 @@
+"""Quality checks of an organism: perplexity vs a unigram baseline, SFT and DPO accuracy.
+
+All scores are on held-out data: the validation windows (text), ``sft_eval`` and ``dpo_eval``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from lamina.organisms.corpus import format_answer, format_prompt
+from lamina.organisms.train import completion_logprob, eval_lm, qa_batch
+
+
+def perplexity(model: PreTrainedModel, windows: torch.Tensor) -> float:
+    """exp(mean next-token loss) over fixed windows (n, T); dimensionless, >= 1."""
+    return math.exp(eval_lm(model, windows))
+
+
+def unigram_perplexity(train_stream: torch.Tensor, windows: torch.Tensor, vocab_size: int) -> float:
+    """Perplexity of the add-one-smoothed unigram model of the training stream on ``windows``.
+
+    p(v) = (count_train(v) + 1) / (N_train + V);  ppl = exp(-mean_{targets} log p(x)),
+    where the targets are windows[:, 1:] (the tokens the LM is scored on).
+    train_stream: (N,) int64; windows: (n, T) int64 -> float.
+    """
+    counts = torch.bincount(train_stream, minlength=vocab_size).double() + 1.0
+    logp = torch.log(counts / counts.sum())
+    return math.exp(-float(logp[windows[:, 1:].reshape(-1)].mean()))
+
+
+@torch.no_grad()
+def sft_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: list[tuple[str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of (question, answer) pairs whose greedy completion starts with the answer.
+
+    Computed teacher-forced: greedy decoding reproduces the answer tokens exactly iff the argmax
+    at every answer position equals the answer token. Fraction in [0, 1].
+    """
+    model.eval()
+    hits = 0
+    for i in range(0, len(pairs), batch):
+        chunk = pairs[i : i + batch]
+        b = qa_batch(
+            tokenizer,
+            [format_prompt(q) for q, _ in chunk],
+            [format_answer(a) for _, a in chunk],
+            max_len,
+        )
+        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        pred = logits[:, :-1].argmax(-1)
+        tgt = b["target_mask"].clone()
+        lengths = b["attention_mask"].sum(-1)
+        tgt[torch.arange(len(chunk)), lengths - 1] = 0  # the EOS is not part of the answer
+        m = tgt[:, 1:].bool()
+        ok = ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
+        hits += int(ok.sum())
+    return hits / max(len(pairs), 1)
+
+
+@torch.no_grad()
+def dpo_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    triples: list[tuple[str, str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of (prompt, chosen, rejected) with log pi(chosen|prompt) > log pi(rejected|prompt).
+
+    Sequence log-probabilities include the EOS that ends each answer. Fraction in [0, 1].
+    """
+    model.eval()
+    hits = 0
+    for i in range(0, len(triples), batch):
+        chunk = triples[i : i + batch]
+        prompts = [format_prompt(p) for p, _, _ in chunk]
+        lc = completion_logprob(
+            model, tokenizer, prompts, [format_answer(c) for _, c, _ in chunk], max_len
+        )
+        lr = completion_logprob(
+            model, tokenizer, prompts, [format_answer(r) for _, _, r in chunk], max_len
+        )
+        hits += int((lc > lr).sum())
+    return hits / max(len(triples), 1)
+
+
+def evaluate_models(
+    models: dict[str, PreTrainedModel],
+    tokenizer: PreTrainedTokenizerBase,
+    val_windows: torch.Tensor,
+    train_stream: torch.Tensor,
+    sft_eval: list[tuple[str, str]],
+    dpo_eval: list[tuple[str, str, str]],
+    max_len: int,
+) -> dict[str, Any]:
+    """One row per model name: val perplexity, SFT accuracy, DPO preference accuracy; plus baseline.
+
+    -> {"unigram_val_perplexity": float, "models": {name: {"val_loss", "val_perplexity",
+    "sft_accuracy", "dpo_accuracy"}}, "n_val_windows", "n_sft_eval", "n_dpo_eval"}.
+    """
+    out: dict[str, Any] = {
+        "unigram_val_perplexity": unigram_perplexity(train_stream, val_windows, len(tokenizer)),
+        "n_val_windows": len(val_windows),
+        "n_sft_eval": len(sft_eval),
+        "n_dpo_eval": len(dpo_eval),
+        "models": {},
+    }
+    for name, model in models.items():
+        loss = eval_lm(model, val_windows)
+        out["models"][name] = {
+            "val_loss": loss,
+            "val_perplexity": math.exp(loss),
+            "sft_accuracy": sft_accuracy(model, tokenizer, sft_eval, max_len),
+            "dpo_accuracy": dpo_accuracy(model, tokenizer, dpo_eval, max_len),
+        }
+    return out

@@ -1,0 +1,346 @@
+"""The read/write map of a transformer, its probe subspaces, and the relative subspace fraction.
+
+Every linear map of a model is listed once, with its role (paper 2):
+
+* **read** maps take the residual stream in: ``q``, ``k``, ``v``, ``mlp_gate``, ``mlp_up``
+  (and the unembedding, ``unembed``);
+* **write** maps put their output back in: ``attn_out``, ``mlp_out`` (and the token
+  embedding, ``embed``).
+
+Matrices are always in the ``y = W x`` convention, shape (d_out, d_in), fp32. GPT-2's
+``Conv1D`` (stored (d_in, d_out)) is transposed and its fused ``c_attn`` split into Q, K and V;
+grouped-query K/V are (n_kv_heads * head_dim, d_model); tied embeddings are listed once.
+Read matrices are probed in the principal subspace of their own inputs, write matrices in
+the prediction subspace of the unembedding. The probe itself (RSF, enrichment, nulls, k
+sweep) is in :mod:`lamina.subspace_fraction` and re-exported here; gradient factors live in
+:mod:`lamina.gradients`, causal edits in :mod:`lamina.weight_edits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from lamina.models import get_adapter
+from lamina.subspace_fraction import (
+    Baseline,
+    Side,
+    enrichment,
+    k_sweep,
+    random_matrix_baseline,
+    random_orthonormal,
+    random_subspace_baseline,
+    relative_subspace_fraction,
+)
+
+__all__ = [
+    "Baseline",
+    "LinearMap",
+    "enrichment",
+    "input_second_moments",
+    "k_sweep",
+    "linear_maps",
+    "prediction_basis",
+    "principal_basis",
+    "probe_bases",
+    "random_matrix_baseline",
+    "random_orthonormal",
+    "random_subspace_baseline",
+    "relative_subspace_fraction",
+    "weight_deltas",
+]
+
+READ_ROLES = ("q", "k", "v", "mlp_gate", "mlp_up")
+WRITE_ROLES = ("attn_out", "mlp_out")
+# maps of one block that read the very same tensor: its second moment is accumulated once
+_SHARED_INPUT = {
+    "q": "attn_in",
+    "k": "attn_in",
+    "v": "attn_in",
+    "mlp_gate": "mlp_in",
+    "mlp_up": "mlp_in",
+}
+
+
+@dataclass(frozen=True)
+class LinearMap:
+    """One linear map of a model.
+
+    layer: block index, or None for the embedding / unembedding.
+    role: ``q k v mlp_gate mlp_up attn_out mlp_out embed unembed``.
+    kind: ``read`` (takes the residual stream in) or ``write`` (adds to it).
+    module: dotted path of the module from the top model (``model.get_submodule(module)``).
+    rows: (start, stop) slice of the module's output dimension (GPT-2's fused ``c_attn``), or None.
+    transposed: the parameter is stored (d_in, d_out) (GPT-2 ``Conv1D``, and the embedding
+        table, whose map one-hot token -> d_model is ``W_E.T``).
+    tied: the embedding and unembedding share this parameter (listed once, as ``unembed``).
+    """
+
+    layer: int | None
+    role: str
+    kind: Literal["read", "write"]
+    module: str
+    rows: tuple[int, int] | None = None
+    transposed: bool = False
+    tied: bool = False
+
+    @property
+    def key(self) -> str:
+        """``"<layer>.<role>"`` for block maps (``"3.q"``), the role for the others."""
+        return self.role if self.layer is None else f"{self.layer}.{self.role}"
+
+    @property
+    def parameter(self) -> str:
+        """Dotted name of the weight parameter, as in ``model.named_parameters()``."""
+        return f"{self.module}.weight"
+
+    def as_matrix(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A parameter-shaped tensor (weight, its grad, an Adam moment) as this map's (d_out, d_in)
+        matrix. A *view* when possible, so in-place edits of the result edit the parameter."""
+        m = tensor.T if self.transposed else tensor
+        return m if self.rows is None else m[self.rows[0] : self.rows[1]]
+
+    def as_bias(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A bias-shaped tensor (d_out_module,) restricted to this map's rows."""
+        return tensor if self.rows is None else tensor[self.rows[0] : self.rows[1]]
+
+    def weight(self, model: nn.Module) -> torch.Tensor:
+        """This map's weight: (d_out, d_in) fp32, a detached copy on the model's device."""
+        param = model.get_submodule(self.module).weight
+        return self.as_matrix(param.detach()).to(torch.float32).clone()
+
+
+def _base_prefix(model: nn.Module) -> str:
+    base = get_adapter(model).base(model)
+    for name, module in model.named_modules():
+        if module is base:
+            return f"{name}." if name else ""
+    raise ValueError("model.base_model is not a submodule of model")
+
+
+def linear_maps(model: nn.Module, *, embeddings: bool = True) -> list[LinearMap]:
+    """Every linear map of ``model`` with its role, each exactly once, in depth order.
+
+    Block maps come from the adapter's ``read``/``write`` table. With ``embeddings=True`` the
+    token embedding (``embed``, write, (d_model, vocab)) and the unembedding (``unembed``,
+    read, (vocab, d_model)) are added; when they are tied only ``unembed`` is listed, with
+    ``tied=True``. Learned position embeddings and BERT's pooler are not listed.
+    """
+    adapter = get_adapter(model)
+    prefix = _base_prefix(model)
+    maps: list[LinearMap] = []
+    for layer in range(adapter.n_layers(model)):
+        block = f"{prefix}{adapter.blocks}.{layer}."
+        for kind, table in (("read", adapter.read), ("write", adapter.write)):
+            for role, path in table.items():
+                module = block + path
+                if path == adapter.fused_qkv:
+                    d_out = model.get_submodule(module).weight.shape[1 if adapter.conv1d else 0]
+                    third = d_out // 3
+                    for i, sub in enumerate(("q", "k", "v")):
+                        maps.append(
+                            LinearMap(
+                                layer,
+                                sub,
+                                "read",
+                                module,
+                                (i * third, (i + 1) * third),
+                                adapter.conv1d,
+                            )
+                        )
+                else:
+                    maps.append(LinearMap(layer, role, kind, module, None, adapter.conv1d))  # type: ignore[arg-type]
+    if embeddings:
+        embed_path = prefix + adapter.embedding
+        embed = model.get_submodule(embed_path)
+        if not isinstance(embed, nn.Embedding):  # BERT's embeddings block
+            embed_path += ".word_embeddings"
+            embed = model.get_submodule(embed_path)
+        unembed = adapter.unembedding_module(model)
+        tied = unembed is not None and unembed.weight is embed.weight
+        if not tied:
+            maps.insert(0, LinearMap(None, "embed", "write", embed_path, None, True))
+        if unembed is not None:
+            maps.append(
+                LinearMap(None, "unembed", "read", str(adapter.unembedding), None, False, tied)
+            )
+    return maps
+
+
+def _check_same_architecture(model_a: nn.Module, model_b: nn.Module) -> None:
+    type_a, type_b = model_a.config.model_type, model_b.config.model_type
+    if type_a != type_b:
+        raise ValueError(
+            f"cannot compare checkpoints of different architectures: model_a is {type_a!r}, model_b is {type_b!r}"
+        )
+
+
+def weight_deltas(
+    model_a: nn.Module, model_b: nn.Module, *, maps: Sequence[LinearMap] | None = None
+) -> dict[str, torch.Tensor]:
+    """ΔW = W_b - W_a for every linear map, in fp32 on the CPU.
+
+    model_a, model_b: two checkpoints of one architecture and shape (e.g. base and aligned).
+    -> {map key: (d_out, d_in) fp32}. Tied embeddings give one ``unembed`` entry.
+    Raises ValueError naming the parameter when the architectures, the maps or a shape differ.
+    """
+    _check_same_architecture(model_a, model_b)
+    maps_a = list(maps) if maps is not None else linear_maps(model_a)
+    keys_b = {m.key: m for m in linear_maps(model_b)} if maps is None else {m.key: m for m in maps}
+    out: dict[str, torch.Tensor] = {}
+    for lm in maps_a:
+        other = keys_b.get(lm.key)
+        if other is None:
+            raise ValueError(f"{lm.parameter} ({lm.key}) exists in model_a but not in model_b")
+        try:
+            w_b_param = model_b.get_submodule(other.module).weight
+        except AttributeError as exc:
+            raise ValueError(f"{other.parameter} ({lm.key}) is missing from model_b") from exc
+        w_a_param = model_a.get_submodule(lm.module).weight
+        if w_a_param.shape != w_b_param.shape:
+            raise ValueError(
+                f"parameter {lm.parameter} ({lm.key}) has shape {tuple(w_a_param.shape)} in model_a "
+                f"but {tuple(w_b_param.shape)} in model_b"
+            )
+        w_a, w_b = lm.weight(model_a).cpu(), other.weight(model_b).cpu()
+        out[lm.key] = w_b - w_a
+    extra = set(keys_b) - {m.key for m in maps_a}
+    if extra:
+        raise ValueError(f"model_b has linear maps that model_a lacks: {sorted(extra)[:5]}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# probe subspaces
+# ----------------------------------------------------------------------------------------
+
+
+def _batches(
+    model: nn.Module, tokenizer, texts: Sequence[str], batch_size: int, max_length: int | None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(input_ids, attention_mask), each (B, T), on the model's device."""
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    device = next(model.parameters()).device
+    for i in range(0, len(texts), batch_size):
+        enc = tokenizer(
+            list(texts[i : i + batch_size]),
+            return_tensors="pt",
+            padding=True,
+            truncation=max_length is not None,
+            max_length=max_length,
+        )
+        yield enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def input_second_moments(
+    model: nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    maps: Sequence[LinearMap] | None = None,
+    centred: bool = False,
+    batch_size: int = 8,
+    max_length: int | None = 256,
+) -> dict[str, torch.Tensor]:
+    """Second moment of each map's actual input over the non-padding tokens of ``texts``.
+
+    M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
+    Accumulated in float64 with forward pre-hooks, batch by batch; activations are never kept.
+    Maps that read one tensor (Q/K/V; gate/up) share one accumulator.
+    maps: default every read map of the blocks. -> {map key: (d_in, d_in) float64, on the CPU}.
+    """
+    maps = (
+        [m for m in linear_maps(model, embeddings=False) if m.kind == "read"]
+        if maps is None
+        else list(maps)
+    )
+    if any(m.role == "embed" for m in maps):
+        raise ValueError("the embedding reads one-hot token ids; it has no input second moment")
+    source = {m.key: (m.layer, _SHARED_INPUT.get(m.role, m.module)) for m in maps}
+    hooked: dict[tuple, str] = {}
+    for m in maps:
+        hooked.setdefault(source[m.key], m.module)
+    sums: dict[tuple, torch.Tensor] = {}
+    firsts: dict[tuple, torch.Tensor] = {}
+    count = 0
+    mask_now: list[torch.Tensor] = []
+
+    def make_hook(src: tuple) -> Callable:
+        def hook(module: nn.Module, args: tuple) -> None:
+            a = args[0][mask_now[0]].detach().to(torch.float64)  # (N, d_in)
+            sums[src] = sums.get(src, 0) + a.T @ a
+            firsts[src] = firsts.get(src, 0) + a.sum(0)
+
+        return hook
+
+    handles = [
+        model.get_submodule(path).register_forward_pre_hook(make_hook(src))
+        for src, path in hooked.items()
+    ]
+    run = model if any(m.role == "unembed" for m in maps) else get_adapter(model).base(model)
+    try:
+        with torch.no_grad():
+            for ids, mask in _batches(model, tokenizer, texts, batch_size, max_length):
+                mask_now[:] = [mask.bool()]
+                run(input_ids=ids, attention_mask=mask)
+                count += int(mask.sum())
+    finally:
+        for h in handles:
+            h.remove()
+    out = {}
+    for m in maps:
+        src = source[m.key]
+        moment = sums[src] / count
+        if centred:
+            mu = firsts[src] / count
+            moment = moment - torch.outer(mu, mu)
+        out[m.key] = moment.cpu()
+    return out
+
+
+def principal_basis(moment: torch.Tensor, k: int) -> torch.Tensor:
+    """Top-k eigenvectors of a symmetric (d, d) moment, by decreasing eigenvalue -> (d, k)
+    with orthonormal columns, in the moment's dtype."""
+    d = moment.shape[0]
+    if not 1 <= k <= d:
+        raise ValueError(f"k must be in [1, {d}], got {k}")
+    _, vecs = torch.linalg.eigh(moment)
+    return vecs[:, -k:].flip(1).contiguous()
+
+
+def prediction_basis(model: nn.Module, k: int) -> torch.Tensor:
+    """The prediction subspace: top-k right singular vectors of the unembedding W_U (vocab, d).
+
+    -> (d_model, k) float64, orthonormal columns, by decreasing singular value (computed as
+    the eigenvectors of W_Uᵀ W_U).
+    """
+    unembed = get_adapter(model).unembedding_module(model)
+    if unembed is None:
+        raise ValueError(
+            f"{model.config.model_type} model has no unembedding (load it as a causal LM)"
+        )
+    w = unembed.weight.detach().to(torch.float64).cpu()
+    return principal_basis(w.T @ w, k)
+
+
+def probe_bases(
+    model: nn.Module, maps: Sequence[LinearMap], moments: dict[str, torch.Tensor], k_max: int
+) -> dict[str, tuple[torch.Tensor, Side]]:
+    """The paper's probe for each map: read maps -> (input principal basis of ``moments[key]``,
+    "input"); write maps -> (prediction basis, "output"). Bases are (d, min(k_max, d))."""
+    out: dict[str, tuple[torch.Tensor, Side]] = {}
+    pred = None
+    for m in maps:
+        if m.kind == "read":
+            moment = moments[m.key]
+            out[m.key] = (principal_basis(moment, min(k_max, moment.shape[0])), "input")
+        else:
+            if pred is None:
+                pred = prediction_basis(model, min(k_max, get_adapter(model).d_model(model)))
+            out[m.key] = (pred, "output")
+    return out

@@ -1,0 +1,428 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The weight-update signature (paper 2)
+#
+# :::{admonition} The claims (paper 2, arXiv 2605.16600)
+# "Alignment updates to the query and key matrices are enriched in the principal input
+# subspace, while its updates to the output matrices are close to random relative to the
+# prediction subspace, and the same signature appears in late pretraining and under every
+# objective we apply to one checkpoint, so it is a property of the training stage rather than
+# of the objective. […] Read gradients therefore inherit the spectrum of the activations,
+# which is the same under every objective, while write gradients inherit the geometry of the
+# upstream gradients, which point into the prediction subspace only early in pretraining, when
+# the output matrices acquire their prediction geometry. The raw read gradient follows the
+# activation spectrum, the optimiser attenuates the concentration it inherits, and
+# cancellation between tokens sets the scale of the update but not its direction. A write
+# direction derived from the unembedding still changes predictions after alignment, and
+# adaptation restricted to any single group of matrices remains effective, so the signature
+# describes where training places its updates, not which matrices can carry them."
+# :::
+#
+# No code or full text of paper 2 is public. Every choice it leaves open (the subspace
+# dimension k, raw or centred second moments, the text sample, the edit's input direction,
+# the adaptation budget) is a named parameter below; the sensitivity section shows how the
+# verdicts move with k and the moment. We test the claims on lamina's two model organisms,
+# whose whole history is on disk: pretraining checkpoints with their AdamW state, and three
+# objectives (continued LM, SFT, DPO) applied to the final checkpoint with equal budgets.
+#
+# The same code runs, by parameters only, on any pair of Hugging Face causal LMs of one
+# architecture: set `target` (and `base`), e.g. for SmolLM2-135M against its -Instruct
+# version (the Makefile runs offline; `HF_HUB_OFFLINE=0` lets the two models download once
+# into the Hugging Face cache):
+#
+# ```
+# make chapter CH=weight_update_signature MODEL=HuggingFaceTB/SmolLM2-135M \
+#     PARAMS="-p target HuggingFaceTB/SmolLM2-135M-Instruct"
+# ```
+#
+# `MODEL` is the base here (it also names the output folder, `book/runs/<model>/`); the
+# equivalent `-p base HuggingFaceTB/SmolLM2-135M` needs `--out book/runs/<name>` in `PARAMS`,
+# or the run replaces the book's `book/executed` copy. Revisions (an intermediate checkpoint, a
+# Pythia `stepN`) are separate parameters, `-p base_revision …` and `-p target_revision …`:
+# `name@revision` is not parsed, because `@` already names organism checkpoints
+# (`organism-llama@sft`). Two checkpoints carry no training history, so on a pair the claims
+# that need it (late and early pretraining, several objectives from one checkpoint, Adam's
+# moments) are "not testable", each with its reason; everything else runs: the ΔW signature at
+# every k with its baselines, the gradient mechanism at the base, the write-direction edit on
+# base and target, and single-group adaptation from the base. The text is never downloaded: the
+# organisms' held-out split (or lamina's generated curriculum), with the curriculum's SFT and
+# DPO items.
+
+# %% tags=["parameters"]
+model = "default"  # "default": both organisms; "micro": the test organisms; or organism names
+base = "final"  # checkpoint the alignment stages start from; for a real pair, the base model
+targets = ["lm", "sft", "dpo"]  # stages compared with base (continued LM, SFT, DPO)
+target = None  # a real pair's target (hub name or folder); runs the pair instead of organisms
+base_revision = None  # a real pair's revisions (branch, tag, commit), e.g. "step143000"
+target_revision = None
+k = 8  # subspace dimension of the verdicts (reimplementation choice)
+k_sweep = [1, 2, 4, 8, 16, 32, 64]  # ks of the enrichment curves
+n_tokens = 4096  # tokens of held-out text for the input second moments
+text_source = "heldout"  # "heldout" text split or "curriculum" documents
+centred = False  # raw E[a aᵀ] and W_U (paper) or centred covariance and mean-free W_U
+seed = 0  # seeds every random draw
+quick = False  # tiny samples and budgets, for CI
+
+# %%
+import altair as alt
+import pandas as pd
+from IPython.display import Markdown
+
+from lamina.book import glue, setup_altair
+from lamina.experiments.weight_signature import SignatureConfig, run_weight_signature
+from lamina.experiments.weight_signature_claims import CLAIMS
+from lamina.experiments.weight_signature_report import (
+    describe,
+    enrichment_curves,
+    mechanism_summary,
+    pretraining_trajectory,
+)
+
+setup_altair()
+# shown instead of the charts that need a training history, on a real pair
+NO_HISTORY = Markdown("*Not testable on a real pair: it needs the training history.*")
+config = SignatureConfig(
+    model=model,
+    base=base,
+    targets=tuple(targets),
+    target=target,
+    base_revision=base_revision,
+    target_revision=target_revision,
+    k=k,
+    k_sweep=tuple(k_sweep),
+    n_tokens=n_tokens,
+    text_source=text_source,
+    centred=centred,
+    seed=seed,
+    quick=quick,
+)
+result = run_weight_signature(config)
+paths = result.write()
+claims = result.claims
+for cid in CLAIMS:
+    glue(f"ws_{cid}", describe(claims, cid))
+glue("ws_models", ", ".join(result.models) or "none")
+glue("ws_k", config.k)
+glue("ws_margin", config.random_margin)
+glue("ws_n_tokens", config.n_tokens)
+glue("ws_early_fraction", f"{config.early_fraction:.0%}")
+glue("ws_edit_scale", config.edit_scale)
+glue("ws_notes", "; ".join(result.notes) or "none")
+glue(
+    "ws_text",
+    "the organisms' held-out text"
+    if config.text_source == "heldout"
+    else "the organisms' curriculum documents",
+)
+glue("ws_seconds", round(sum(config.timings.values()), 1))
+
+# %% [markdown]
+# ## Method
+#
+# For a weight change ΔW the probe is the relative subspace fraction
+# (`lamina.weights.relative_subspace_fraction`): read matrices (Q, K, V, MLP gate and up) are
+# probed on their input side, in the top-k eigenvectors of the second moment of their own
+# inputs (`lamina.weights.input_second_moments`, over {glue:text}`ws_n_tokens` tokens of
+# {glue:text}`ws_text`); write matrices (attention output, MLP down) on their
+# output side, in the prediction subspace, the top-k right singular vectors of W_U.
+# Enrichment is RSF / (k/d); an isotropic ΔW gives 1, and so, in expectation, does a random
+# k-subspace for any fixed ΔW, which we draw as the empirical null. Verdicts use
+# k = {glue:text}`ws_k`; summaries over matrices are geometric means with bootstrap 95% CIs
+# and Wilcoxon signed-rank tests; "close to random" means the CI lies within
+# [1/m, m] with m = {glue:text}`ws_margin` (reimplementation choice). Models:
+# {glue:text}`ws_models` (notes: {glue:text}`ws_notes`). All the computation is in
+# `lamina.experiments.weight_signature`; this run took {glue:text}`ws_seconds` s.
+
+# %% [markdown]
+# ## Where alignment puts its updates
+#
+# :::{admonition} Verdict: Q/K alignment updates are enriched in the principal input subspace
+# {glue:text}`ws_align_qk_enriched`
+# :::
+#
+# :::{admonition} Verdict: alignment updates to the output matrices are close to random
+# {glue:text}`ws_align_write_random`
+# :::
+
+# %%
+curves = enrichment_curves(result.tables["deltas"], config)
+band = (
+    alt.Chart(curves)
+    .mark_area(opacity=0.25, color="gray")
+    .encode(
+        x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)),
+        y="null_low:Q",
+        y2="null_high:Q",
+        detail="pair:N",
+    )
+)
+lines = (
+    alt.Chart(curves)
+    .mark_line(point=True)
+    .encode(
+        x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace dimension k"),
+        y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title="enrichment RSF / (k/d)"),
+        color=alt.Color("pair:N", title="ΔW"),
+        tooltip=["model", "pair", "group", "k", alt.Tooltip("enrichment:Q", format=".2f")],
+    )
+)
+rand = (
+    alt.Chart(curves)
+    .mark_line(strokeDash=[4, 3], color="black")
+    .encode(x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)), y="random_matrix:Q", detail="pair:N")
+)
+alt.layer(band, rand, lines, data=curves).properties(width=190, height=170).facet(
+    row=alt.Row("model:N", title=None), column=alt.Column("group:N", title=None)
+).properties(
+    title="Read updates concentrate in the principal input subspace at every k"
+)
+
+# %% [markdown]
+# The grey band is the 2.5–97.5 % range of the same ΔW against random k-subspaces; the dashed
+# line is the mean enrichment of random Gaussian matrices of the same shapes against the same
+# subspaces. Both sit at 1 at every k, as they must: the two empirical baselines agree with
+# the isotropic one.
+#
+# ## Late pretraining and every objective
+#
+# :::{admonition} Verdict: the same signature in late pretraining
+# {glue:text}`ws_late_pretraining_signature`
+# :::
+#
+# :::{admonition} Verdict: the same signature under every objective
+# {glue:text}`ws_every_objective_signature`
+# :::
+#
+# :::{admonition} Verdict: a property of the stage, not of the objective
+# {glue:text}`ws_stage_not_objective`
+# :::
+
+# %%
+traj = pretraining_trajectory(result.tables["deltas"], config)
+traj_chart = alt.Chart(traj).mark_line(point=True).encode(
+    x=alt.X("step_end:Q", scale=alt.Scale(type="symlog"), title="pretraining step (end of ΔW)"),
+    y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title=f"enrichment at k = {config.k}"),
+    color=alt.Color("group:N", title="matrices"),
+    tooltip=["pair", "phase", "group", alt.Tooltip("enrichment:Q", format=".2f")],
+).properties(width=300, height=200).facet(row=alt.Row("model:N", title=None)).properties(
+    title="How the signature of consecutive pretraining updates changes with training time"
+)
+traj_chart if len(traj) else NO_HISTORY
+
+# %% [markdown]
+# ## The mechanism: gradients as sums of outer products
+#
+# ∇W = Σ_t δ_t a_tᵀ. `lamina.gradients.gradient_geometry` measures the summed gradient, the
+# per-token terms and their cancellation without forming any outer product, at the base
+# checkpoint, under the three objectives.
+#
+# :::{admonition} Verdict: read gradients inherit the activation spectrum, under every objective
+# {glue:text}`ws_read_grad_inherits`
+# :::
+#
+# :::{admonition} Verdict: the raw read gradient follows the activation spectrum
+# {glue:text}`ws_raw_read_grad_follows`
+# :::
+
+# %%
+grads = result.tables["gradients"]
+read = grads[grads["kind"] == "read"]
+alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
+    x=alt.X("activation_share:Q", title="activation energy in the top-k directions"),
+    y=alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
+    color=alt.Color("objective:N"),
+    shape=alt.Shape("role:N"),
+    tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
+).properties(width=260, height=220).facet(column=alt.Column("model:N", title=None)).properties(
+    title="Summed read gradients against the activation energy they inherit"
+)
+
+# %% [markdown]
+# :::{admonition} Verdict: the optimiser attenuates the concentration it inherits
+# {glue:text}`ws_optimizer_attenuates`
+# :::
+#
+# :::{admonition} Verdict: cancellation sets the scale, not the direction
+# {glue:text}`ws_cancellation_scale_not_direction`
+# :::
+
+# %% [markdown]
+# From one token's term to the update: enrichment at k = {glue:text}`ws_k` (geometric mean over
+# matrices) of the per-token terms, their sum, Adam's first moment m and Adam's update, at
+# the base checkpoint under the LM objective.
+
+# %%
+mechanism_summary(result.tables["gradients"], result.tables["adam"], config).round(3)
+
+# %%
+adam = result.tables["adam"]
+adam_chart = alt.Chart(adam[adam["kind"] == "read"]).mark_point(filled=True, opacity=0.6).encode(
+    x=alt.X("enrichment_momentum:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's m"),
+    y=alt.Y(
+        "enrichment_update:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's update"
+    ),
+    color=alt.Color("state:N", title="optimiser state"),
+    tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
+).properties(width=260, height=220).facet(column=alt.Column("model:N", title=None)).properties(
+    title="Adam's update against the momentum it normalises, per read matrix"
+)
+adam_chart if len(adam) else NO_HISTORY
+
+# %% [markdown]
+# :::{admonition} Verdict: write gradients point into the prediction subspace only early
+# {glue:text}`ws_write_grad_early_only`
+# :::
+#
+# :::{admonition} Verdict: the output matrices acquire their prediction geometry early
+# {glue:text}`ws_write_weights_acquire_early`
+# :::
+
+# %%
+wg = result.tables["write_gradients"]
+wg_long = wg.melt(
+    id_vars=["model", "step", "key"],
+    value_vars=["enrichment_summed", "weight_enrichment"],
+    var_name="quantity",
+).replace({"enrichment_summed": "LM gradient", "weight_enrichment": "weight itself"})
+wg_chart = alt.Chart(wg_long).mark_line(point=True).encode(
+    x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="pretraining step"),
+    y=alt.Y("median(value):Q", scale=alt.Scale(type="log"), title="enrichment (median over W)"),
+    color=alt.Color("quantity:N"),
+).properties(width=300, height=200).facet(row=alt.Row("model:N", title=None)).properties(
+    title="Write matrices against the prediction subspace across pretraining"
+)
+wg_chart if len(wg) else NO_HISTORY
+
+# %% [markdown]
+# ## Causal tests
+#
+# A rank-1 edit adds, to every attention-output and MLP-down matrix, a write along one
+# token's unembedding row (norm {glue:text}`ws_edit_scale` ‖W‖_F per matrix), against random directions of the
+# same norm; we score the change in that token's log-probability and the KL from the
+# unedited predictions. Single-group adaptation trains only {Q,K}, {V,O}, MLP-in or MLP-out on
+# SFT pairs from the base checkpoint with one budget, against full fine-tuning.
+#
+# :::{admonition} Verdict: a write direction from the unembedding still changes predictions
+# {glue:text}`ws_write_edit_after_alignment`
+# :::
+#
+# :::{admonition} Verdict: adaptation restricted to any single group remains effective
+# {glue:text}`ws_single_group_effective`
+# :::
+
+# %%
+edits = result.tables["edits"]
+alt.Chart(edits).mark_tick(thickness=2).encode(
+    x=alt.X("delta_logp:Q", title="Δ log p(target token), nats"),
+    y=alt.Y("direction:N", title=None),
+    color=alt.Color("direction:N", legend=None),
+    row=alt.Row("stage:N", title=None),
+    column=alt.Column("model:N", title=None),
+).properties(width=220, height=50, title="Unembedding writes move their token; random ones barely")
+
+# %%
+adapt = result.tables["adaptation"]
+gain = (
+    adapt.assign(reduction=adapt["loss_before"] - adapt["loss_after"])
+    .groupby(["model", "group"], as_index=False)
+    .agg(reduction=("reduction", "mean"), n_params=("n_params", "first"))
+)
+alt.Chart(gain).mark_bar().encode(
+    x=alt.X("reduction:Q", title="mean SFT eval-loss reduction, nats"),
+    y=alt.Y("group:N", title="trained group", sort=["qk", "vo", "mlp_in", "mlp_out", "all"]),
+    tooltip=["group", "n_params", alt.Tooltip("reduction:Q", format=".3f")],
+).properties(width=300, height=120).facet(row=alt.Row("model:N", title=None)).properties(
+    title="Every single group adapts, with one budget"
+)
+
+# %% [markdown]
+# :::{admonition} Verdict: where training places updates, not which matrices can carry them
+# {glue:text}`ws_where_not_which`
+# :::
+#
+# ## Sensitivity
+#
+# The two stage claims, re-decided at every k of the sweep and with raw or centred subspaces
+# (reimplementation choices). "Centred" uses the covariance of each matrix's inputs instead of
+# their second moment, and W_U with its mean row removed: the mean row is the direction that
+# raises every logit alike, which the softmax ignores.
+
+# %%
+sens = result.tables["sensitivity"]
+sens_long = sens.melt(
+    id_vars=["model", "stage", "k", "moment"],
+    value_vars=["qk_enrichment", "write_enrichment"],
+    var_name="matrices",
+).replace({"qk_enrichment": "Q, K", "write_enrichment": "writes"})
+alt.Chart(sens_long).mark_line(point=True).encode(
+    x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)),
+    y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="enrichment (geo-mean)"),
+    color=alt.Color("stage:N"),
+    strokeDash=alt.StrokeDash("moment:N"),
+).properties(width=190, height=160).facet(
+    row=alt.Row("model:N", title=None), column=alt.Column("matrices:N", title=None)
+).properties(title="Stage signatures with raw (solid) and centred (dashed) subspaces")
+
+# %%
+sens.pivot_table(
+    index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
+)
+
+# %% [markdown]
+# ## All verdicts
+#
+# The claims table written to the results file (one row per claim and model or stage):
+
+# %%
+claims[["model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict"]].round(4)
+
+# %% [markdown]
+# ## Caveats
+#
+# - The organisms are small (12 layers, d = 128) and their alignment stages short (100
+#   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
+#   (`base`, `target` and their revisions; see the top of the chapter) when their weights are
+#   available, and may behave differently. On such a pair the text is the organisms' (plays
+#   and a synthetic curriculum), not the model's training distribution, and sequences are cut
+#   at 512 tokens.
+# - "Close to random" and "effective" need thresholds that the paper does not give; ours
+#   (margin, the fraction of full fine-tuning) are parameters of `SignatureConfig`.
+# - "Early" pretraining is the first {glue:text}`ws_early_fraction` of the steps. With tied
+#   embeddings the prediction subspace itself is random at initialisation and forms during
+#   that window, so "early" write gradients are measured against a subspace still being
+#   built; the write-gradient figure shows the whole course rather than one cut.
+# - Adam's "raw gradient" is its first moment m, an exponential average of clipped
+#   gradients; the update is m̂/(√v̂+ε) from the saved state.
+# - Groups differ in parameter count (see the tooltip of the adaptation chart); GPT-2's fused
+#   `c_attn` is trained row-masked, so its count includes rows that do not move.
+#
+# ## Closing note: every claim
+#
+# | claim | verdict |
+# |---|---|
+# | shared coordinate frame | {glue:text}`ws_shared_frame` |
+# | Q/K alignment updates enriched | {glue:text}`ws_align_qk_enriched` |
+# | write alignment updates random | {glue:text}`ws_align_write_random` |
+# | same signature in late pretraining | {glue:text}`ws_late_pretraining_signature` |
+# | same signature under every objective | {glue:text}`ws_every_objective_signature` |
+# | stage, not objective | {glue:text}`ws_stage_not_objective` |
+# | read gradients inherit the activations | {glue:text}`ws_read_grad_inherits` |
+# | write gradients in the prediction subspace only early | {glue:text}`ws_write_grad_early_only` |
+# | output matrices acquire prediction geometry early | {glue:text}`ws_write_weights_acquire_early` |
+# | raw read gradient follows the spectrum | {glue:text}`ws_raw_read_grad_follows` |
+# | optimiser attenuates | {glue:text}`ws_optimizer_attenuates` |
+# | cancellation: scale, not direction | {glue:text}`ws_cancellation_scale_not_direction` |
+# | unembedding write still changes predictions | {glue:text}`ws_write_edit_after_alignment` |
+# | any single group adapts | {glue:text}`ws_single_group_effective` |
+# | where, not which | {glue:text}`ws_where_not_which` |
