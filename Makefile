@@ -36,11 +36,14 @@ lint: $(STAMP)
 organisms: $(STAMP)
 	$(PY) -m lamina.organisms build
 
+# the methods page's quoted definitions, and the scorecard / comparison / reproducibility
+# pages assembled from the results files
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
+	$(PY) -m lamina.book pages
 
 chapters: $(STAMP) organisms
-	$(PY) -m lamina.book execute --all --out $(BUILD)
+	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD)
 
 html: $(STAMP) methods
 	rm -rf book/_build/.doctrees

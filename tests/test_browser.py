@@ -11,8 +11,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def screenshots(tmp_path_factory):
-    return tmp_path_factory.mktemp("screenshots")
+def screenshots():
+    """Screenshots of the quick book, one per page, kept as CI artefacts."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots-quick"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def test_every_page_opens_offline_without_errors(quick_book, screenshots):

@@ -258,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--all", action="store_true", help="every chapter of the book, in order")
     ex.add_argument("--out", default=None, help="output folder (default book/executed)")
     ex.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ex.add_argument(
+        "--jobs", type=int, default=1, help="chapters executed at once (each kernel is separate)"
+    )
     pg = sub.add_parser(
         "pages", help="write the scorecard, abstract, comparison and reproducibility pages"
     )
@@ -294,9 +297,38 @@ def main(argv: list[str] | None = None) -> int:
         out = root / "book" / "runs" / _safe_dirname(str(params["model"]))
     else:
         out = root / "book" / "executed"
-    for chapter in chapters:
+    return _execute_many(chapters, out, params, jobs=args.jobs)
+
+
+def _last_seconds(out: Path, chapter: str) -> float:
+    """How long ``chapter`` took last time in ``out`` (0 when unknown)."""
+    try:
+        return float(json.loads((out / f"{chapter}.report.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
+
+
+def _execute_many(chapters: list[str], out: Path, params: dict[str, Any], *, jobs: int) -> int:
+    """Execute ``chapters``; with ``jobs > 1``, several kernels at once, longest (by the last
+    run's report) first, so the slow chapters do not queue behind the quick ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(chapter: str) -> None:
         print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
-        execute_chapter(chapter, out, params)
+        execute_chapter(chapter, out, params, progress=jobs == 1)
+
+    if jobs <= 1:
+        for chapter in chapters:
+            run(chapter)
+        return 0
+    order = sorted(chapters, key=lambda c: -_last_seconds(out, c))
+    # kernels inherit the environment: share the cores out instead of oversubscribing them
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in [pool.submit(run, c) for c in order]:
+            future.result()  # re-raise the first failure
     return 0
 
 
