@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lamina.anatomy.ablation import importance_range, spearman_ci
+from lamina.anatomy.ablation import importance_range
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.results import claim_record
-from lamina.stats import fdr_bh
+from lamina.stats import fdr_bh, paired_bootstrap_ci, spearman_ci
 
 __all__ = ["anatomy_claims", "core_layers", "importance_bootstrap", "recovery_correlation"]
 
@@ -39,23 +39,6 @@ CLAIMS = {
     "P3-recovery": "Recovery speed correlates with layer importance",
     "P3-scaling": "Only weight scaling (alpha = 0.9) preserves quality among five strategies",
 }
-
-
-def _boot(data: tuple[np.ndarray, ...], statistic: Any, n: int, seed: int) -> tuple[float, float]:
-    """95% percentile bootstrap CI (scipy), NaN when undefined."""
-    if n <= 0 or len(data[0]) < 3:
-        return float("nan"), float("nan")
-    res = stats.bootstrap(
-        data,
-        statistic,
-        n_resamples=n,
-        paired=True,
-        vectorized=True,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    lo, hi = res.confidence_interval
-    return float(lo), float(hi)
 
 
 def _skip(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -101,8 +84,8 @@ def importance_bootstrap(
 
     data = (base, *per)
     return {
-        "log10_range": _boot(data, log_range, n_bootstrap, seed),
-        "core_share": _boot(data, core_share, n_bootstrap, seed + 1),
+        "log10_range": paired_bootstrap_ci(data, log_range, n_bootstrap, seed, min_size=3),
+        "core_share": paired_bootstrap_ci(data, core_share, n_bootstrap, seed + 1, min_size=3),
     }
 
 
@@ -164,7 +147,9 @@ def _predictability_claims(config: AnatomyConfig, tables: dict, r2_null: np.ndar
             )
         ]
     r2 = pred["r2"].to_numpy()
-    lo, hi = _boot((r2,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed)
+    lo, hi = paired_bootstrap_ci(
+        (r2,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed, min_size=3
+    )
     p = (1 + np.sum(r2_null >= r2.mean())) / (1 + r2_null.size) if r2_null.size else None
     rows.append(
         _directional(
@@ -185,7 +170,9 @@ def _predictability_claims(config: AnatomyConfig, tables: dict, r2_null: np.ndar
     )
     delta = tables["delta"]
     corr = delta["corr"].to_numpy()
-    lo, hi = _boot((corr,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed)
+    lo, hi = paired_bootstrap_ci(
+        (corr,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed, min_size=3
+    )
     word = (
         "not testable"
         if not np.isfinite(lo)
@@ -206,7 +193,9 @@ def _predictability_claims(config: AnatomyConfig, tables: dict, r2_null: np.ndar
         )
     )
     diff = corr - delta["corr_null"].to_numpy()
-    lo, hi = _boot((diff,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed)
+    lo, hi = paired_bootstrap_ci(
+        (diff,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed, min_size=3
+    )
     p = float(stats.wilcoxon(diff).pvalue) if len(diff) > 1 and np.any(diff != 0) else None
     rows.append(
         _directional(
@@ -234,7 +223,9 @@ def _predicted_claims(config: AnatomyConfig, sweep: pd.DataFrame, tables: dict) 
             for k, v in (("P3-predicted", "catastrophic"), ("P3-accumulation", "nonlinear"))
         ]
     d = pr["delta_pct"].to_numpy()
-    lo, hi = _boot((d,), lambda x, axis: np.median(x, axis), config.n_bootstrap, config.seed)
+    lo, hi = paired_bootstrap_ci(
+        (d,), lambda x, axis: np.median(x, axis), config.n_bootstrap, config.seed, min_size=3
+    )
     sk = _skip(sweep).set_index("layer")["delta_pct"].reindex(pr["layer"]).to_numpy()
     p = float(stats.wilcoxon(d, sk, alternative="greater").pvalue) if len(d) > 1 else None
     rows = [
