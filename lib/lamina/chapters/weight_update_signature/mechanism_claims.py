@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from lamina.chapters.results import verdict
 from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.units import Units
 from lamina.chapters.weight_update_signature.verdicts import (
     claim_row,
     close_verdict,
@@ -24,7 +24,7 @@ __all__ = ["mechanism_claims"]
 
 
 def mechanism_claims(
-    model: str, parts: dict, config: SignatureConfig, ck: Checkpoints | ModelPair
+    model: str, parts: dict, config: SignatureConfig, ck: Units
 ) -> list[dict[str, Any]]:
     """Verdict rows of the mechanism claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
     g, m = keep_layers(parts["gradients"], config), config.random_margin
