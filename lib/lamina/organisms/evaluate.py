@@ -1,6 +1,7 @@
 """Quality checks of an organism: perplexity vs a unigram baseline, SFT and DPO accuracy.
 
-All scores are on held-out data: the validation windows (text), ``sft_eval`` and ``dpo_eval``.
+All scores are on held-out data: the validation windows (text), ``sft_eval`` and ``dpo_eval``
+(questions never seen in any training format).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.organisms.corpus import format_answer, format_prompt
-from lamina.organisms.train import completion_logprob, eval_lm, qa_batch
+from lamina.organisms.stages import completion_logprob, dpo_margins, qa_batch
+from lamina.organisms.train import eval_lm
 
 
 def perplexity(model: PreTrainedModel, windows: torch.Tensor) -> float:
@@ -101,11 +103,16 @@ def evaluate_models(
     sft_eval: list[tuple[str, str]],
     dpo_eval: list[tuple[str, str, str]],
     max_len: int,
+    ref: PreTrainedModel | None = None,
+    beta: float = 0.1,
 ) -> dict[str, Any]:
     """One row per model name: val perplexity, SFT accuracy, DPO preference accuracy; plus baseline.
 
     -> {"unigram_val_perplexity": float, "models": {name: {"val_loss", "val_perplexity",
     "sft_accuracy", "dpo_accuracy"}}, "n_val_windows", "n_sft_eval", "n_dpo_eval"}.
+    With ``ref`` (DPO's reference), the "dpo" model also gets "reward_margin" (mean beta * margin
+    of :func:`lamina.organisms.stages.dpo_margins`, nats) and "reward_accuracy" (margin > 0) on
+    ``dpo_eval``.
     """
     out: dict[str, Any] = {
         "unigram_val_perplexity": unigram_perplexity(train_stream, val_windows, len(tokenizer)),
@@ -122,4 +129,8 @@ def evaluate_models(
             "sft_accuracy": sft_accuracy(model, tokenizer, sft_eval, max_len),
             "dpo_accuracy": dpo_accuracy(model, tokenizer, dpo_eval, max_len),
         }
+        if ref is not None and name == "dpo" and dpo_eval:
+            m = dpo_margins(model, ref, tokenizer, dpo_eval, max_len)
+            out["models"][name]["reward_margin"] = beta * float(m.mean())
+            out["models"][name]["reward_accuracy"] = float((m > 0).float().mean())
     return out
