@@ -35,20 +35,20 @@ def unigram_perplexity(train_stream: torch.Tensor, windows: torch.Tensor, vocab_
 
 
 @torch.no_grad()
-def sft_accuracy(
+def sft_hits(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     pairs: list[tuple[str, str]],
     max_len: int,
     batch: int = 64,
-) -> float:
-    """Fraction of (question, answer) pairs whose greedy completion starts with the answer.
+) -> torch.Tensor:
+    """Per (question, answer) pair: does the greedy completion start with the answer? (N,) bool.
 
     Computed teacher-forced: greedy decoding reproduces the answer tokens exactly iff the argmax
-    at every answer position equals the answer token. Fraction in [0, 1].
+    at every answer position equals the answer token.
     """
     model.eval()
-    hits = 0
+    out = []
     for i in range(0, len(pairs), batch):
         chunk = pairs[i : i + batch]
         b = qa_batch(
@@ -63,25 +63,36 @@ def sft_accuracy(
         lengths = b["attention_mask"].sum(-1)
         tgt[torch.arange(len(chunk)), lengths - 1] = 0  # the EOS is not part of the answer
         m = tgt[:, 1:].bool()
-        ok = ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
-        hits += int(ok.sum())
-    return hits / max(len(pairs), 1)
+        out.append(((pred == b["input_ids"][:, 1:]) | ~m).all(-1))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def sft_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: list[tuple[str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of pairs whose greedy completion starts with the answer (:func:`sft_hits`)."""
+    hits = sft_hits(model, tokenizer, pairs, max_len, batch)
+    return float(hits.float().mean()) if len(hits) else 0.0
 
 
 @torch.no_grad()
-def dpo_accuracy(
+def dpo_hits(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     triples: list[tuple[str, str, str]],
     max_len: int,
     batch: int = 64,
-) -> float:
-    """Fraction of (prompt, chosen, rejected) with log pi(chosen|prompt) > log pi(rejected|prompt).
+) -> torch.Tensor:
+    """Per (prompt, chosen, rejected): log pi(chosen|prompt) > log pi(rejected|prompt)? (N,) bool.
 
-    Sequence log-probabilities include the EOS that ends each answer. Fraction in [0, 1].
+    Sequence log-probabilities include the EOS that ends each answer.
     """
     model.eval()
-    hits = 0
+    out = []
     for i in range(0, len(triples), batch):
         chunk = triples[i : i + batch]
         prompts = [format_prompt(p) for p, _, _ in chunk]
@@ -91,8 +102,20 @@ def dpo_accuracy(
         lr = completion_logprob(
             model, tokenizer, prompts, [format_answer(r) for _, _, r in chunk], max_len
         )
-        hits += int((lc > lr).sum())
-    return hits / max(len(triples), 1)
+        out.append(lc > lr)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def dpo_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    triples: list[tuple[str, str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of triples where the model prefers the chosen answer (:func:`dpo_hits`)."""
+    hits = dpo_hits(model, tokenizer, triples, max_len, batch)
+    return float(hits.float().mean()) if len(hits) else 0.0
 
 
 def evaluate_models(
