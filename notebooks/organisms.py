@@ -20,7 +20,7 @@
 # with their Adam moments) and three alignment stages: continued pretraining (`@lm`) and
 # supervised fine-tuning (`@sft`) from the final checkpoint, and DPO (`@dpo`) from `@sft`,
 # with `@sft` as its reference. The later chapters lean on them, so this page checks four
-# things against targets fixed in advance (`lamina.experiments.organisms.TARGETS`):
+# things against targets fixed in advance (`lamina.chapters.organisms.TARGETS`):
 # no evaluation prompt in the training text (shared word 8-grams: 0); SFT that keeps the
 # language model (validation perplexity at most 1.25× the base's); SFT that answers held-out
 # questions better than always giving the most frequent answer (CI of the gain above 0); and
@@ -46,7 +46,7 @@ from IPython.display import Markdown, display
 from lamina.book import glue, setup_altair
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
-from lamina.experiments.organisms import OrganismsConfig, run_organisms  # noqa: E402
+from lamina.chapters.organisms import TARGETS, OrganismsConfig, run_organisms  # noqa: E402
 
 config = OrganismsConfig(model=model, n_eval=n_eval, n_samples=n_samples, seed=seed, quick=quick)
 result = run_organisms(config)
@@ -209,7 +209,7 @@ alt.Chart(stages).mark_line().encode(
 # {glue:text}`org_sft_ratio_detail`.
 
 # %%
-TARGET_RATIO = 1.25  # lamina.experiments.organisms.TARGETS["sft_ppl_ratio"]
+TARGET_RATIO = TARGETS["sft_ppl_ratio"]
 final = pick(quality, checkpoint="final")
 glue("org_ppl", span(final["val_perplexity"].tolist()))
 glue("org_unigram", span(final["unigram_perplexity"].tolist()))
@@ -333,7 +333,7 @@ table[["model", "component", "n", *[c for c in order if c in table.columns]]].ro
 # {glue:text}`org_margin_detail`.
 
 # %%
-TARGET_PREF = 0.75  # lamina.experiments.organisms.TARGETS["dpo_preference_accuracy"]
+TARGET_PREF = TARGETS["dpo_preference_accuracy"]
 dpo = T["dpo_accuracy"]
 dpo_all = pick(dpo, component="all")
 d_acc = {

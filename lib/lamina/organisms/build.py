@@ -26,6 +26,7 @@ import torch
 from lamina.organisms.checkpoints import write_json
 from lamina.organisms.configs import ORGANISMS_CODE_VERSION, OrganismConfig
 from lamina.organisms.corpus import load_corpus
+from lamina.organisms.curriculum import homograph_rows
 from lamina.organisms.evaluate import evaluate_models
 from lamina.organisms.overlap import corpus_overlap, phrase_hits
 from lamina.organisms.stages import run_all
@@ -89,8 +90,6 @@ def compute_environment() -> dict[str, Any]:
 def contamination(corpus: Any) -> dict[str, Any]:
     """Word 8-grams shared by ``data/prompts/`` and every text a stage trains on (must be 0),
     and the glosses of ambiguous.jsonl found in that text (must be none)."""
-    from lamina.organisms.curriculum import homograph_rows
-
     parts = {
         "pretraining (plays + curriculum, train split)": corpus.train,
         "lm stage (held-out split)": corpus.heldout,

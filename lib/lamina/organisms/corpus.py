@@ -35,25 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lamina.organisms.configs import OrganismConfig
+from lamina.organisms.curriculum import generate_curriculum
+from lamina.organisms.qa import EOS, QA_TEMPLATE, format_answer, format_prompt
+
+__all__ = ["EOS", "QA_TEMPLATE", "SPLIT_SEED", "Corpus", "clean_markdown", "corpus_card",
+           "format_answer", "format_prompt", "load_corpus", "shakespeare_plays", "split_documents"]  # fmt: skip
 
 SPLIT_SEED = 1234
 """Seed of the train/val/held-out permutations (fixed: the splits do not move with the model seed)."""
-
-QA_TEMPLATE = "Question: {question}\nAnswer:"
-"""Prompt format for SFT and DPO; the answer follows after one space and ends with EOS."""
-
-EOS = "<|endoftext|>"
-
-
-def format_prompt(question: str) -> str:
-    """Render a curriculum question as the prompt the model completes (see :data:`QA_TEMPLATE`)."""
-    return QA_TEMPLATE.format(question=question.strip())
-
-
-def format_answer(answer: str) -> str:
-    """The completion for an answer: a leading space, no trailing EOS (added by the tokenizer step)."""
-    return " " + answer.strip()
-
 
 _SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")
 
@@ -97,7 +86,7 @@ def shakespeare_plays() -> dict[str, str]:
     return dict(sorted(plays.items()))
 
 
-def _split(items: list[Any], fractions: tuple[float, float]) -> tuple[list, list, list]:
+def split_documents(items: list[Any], fractions: tuple[float, float]) -> tuple[list, list, list]:
     """Seeded permutation, then (val, heldout, train) by fractions (val, heldout) of len(items)."""
     order = list(range(len(items)))
     random.Random(SPLIT_SEED).shuffle(order)
@@ -131,15 +120,15 @@ class Corpus:
 
 def load_corpus(cfg: OrganismConfig) -> Corpus:
     """Build the deterministic corpus for an organism config (plays + curriculum, split)."""
-    from lamina.organisms.curriculum import generate_curriculum
-
     plays = shakespeare_plays()
     names = list(plays)[: cfg.max_plays] if cfg.max_plays else list(plays)
     texts = [plays[n][: cfg.max_chars_per_play] for n in names]
-    play_val, play_held, play_train = _split(list(zip(names, texts, strict=True)), (0.08, 0.08))
+    play_val, play_held, play_train = split_documents(
+        list(zip(names, texts, strict=True)), (0.08, 0.08)
+    )
 
     cur = generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs)
-    cur_val, cur_held, cur_train = _split(list(cur.text), (0.05, 0.10))
+    cur_val, cur_held, cur_train = split_documents(list(cur.text), (0.05, 0.10))
 
     train = [t for _, t in play_train] + cur_train
     random.Random(SPLIT_SEED + 1).shuffle(train)

@@ -13,7 +13,7 @@ every sentence comes from lamina's own templates and fact tables
 and the reasoning templates use names that no prompt file contains.
 :func:`lamina.organisms.overlap.corpus_overlap` checks the result (no shared word 8-gram).
 
-Question -> answer pairs are raw strings; :func:`lamina.organisms.corpus.format_prompt` renders
+Question -> answer pairs are raw strings; :func:`lamina.organisms.qa.format_prompt` renders
 them as ``"Question: {question}\\nAnswer:"`` and the answer follows after one space. The unique
 questions of each component are split three ways: :data:`EVAL_FRACTION` held out
 (``sft_eval`` / ``dpo_eval``), :data:`PRETRAIN_QA_FRACTION` rendered as QA documents in the
@@ -51,6 +51,7 @@ from lamina.organisms.curriculum_facts import (
     WORKER_TOOLS,
     YOUNG,
 )  # fmt: skip
+from lamina.organisms.qa import format_answer, format_prompt
 from lamina.prompts import load_prompts, prompts_dir
 
 __all__ = ["ANSWER_SENTENCE", "EVAL_FRACTION", "MIXTURE", "PRETRAIN_QA_FRACTION", "Curriculum",
@@ -399,8 +400,6 @@ def _split_qa(rng: random.Random, qa: list[QA]) -> tuple[list[QA], list[QA], lis
 
 
 def _qa_doc(question: str, answer: str) -> str:
-    from lamina.organisms.corpus import format_answer, format_prompt
-
     return format_prompt(question) + format_answer(answer)
 
 

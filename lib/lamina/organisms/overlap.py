@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lamina.prompts import prompts_dir
+
 __all__ = ["N_GRAM", "corpus_overlap", "eval_texts", "ngrams", "phrase_hits", "words"]
 
 N_GRAM = 8
@@ -49,8 +51,6 @@ def eval_texts(folder: str | Path | None = None) -> dict[str, list[str]]:
     ``folder`` defaults to :func:`lamina.prompts.prompts_dir`. Raises ValueError if the folder
     has no files or a JSONL line is not a JSON object.
     """
-    from lamina.prompts import prompts_dir
-
     root = Path(folder) if folder is not None else prompts_dir()
     out: dict[str, list[str]] = {}
     for path in sorted(p for p in root.iterdir() if p.is_file()):

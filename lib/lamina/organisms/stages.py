@@ -28,15 +28,16 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.organisms.checkpoints import save_checkpoint, write_curve
 from lamina.organisms.configs import OrganismConfig
-from lamina.organisms.corpus import Corpus, format_answer, format_prompt
+from lamina.organisms.corpus import Corpus
 from lamina.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
+from lamina.organisms.qa import format_answer, format_prompt
 from lamina.organisms.train import (
     STAGES,
-    _step,
     eval_lm,
     fixed_windows,
     lr_at,
     make_optimizer,
+    optimizer_step,
     pretrain,
     random_windows,
 )  # fmt: skip
@@ -238,7 +239,7 @@ def align(
             replay = random_windows(streams["train"], cfg.replay_batch_size, cfg.context, gen)
         loss = stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay)
         row: dict[str, Any] = {"step": i + 1, "examples": (i + 1) * len(idx), "lr": step_lr}
-        row["train_loss"] = _step(model, opt, loss, step_lr, cfg.grad_clip)
+        row["train_loss"] = optimizer_step(model, opt, loss, step_lr, cfg.grad_clip)
         if (i + 1) % cfg.align_eval_every == 0 or i + 1 == cfg.align_steps:
             evaluate(row)
         rows.append(row)

@@ -94,9 +94,10 @@ def eval_lm(model: PreTrainedModel, windows: torch.Tensor, batch: int = 32) -> f
     return total / max(count, 1)
 
 
-def _step(
+def optimizer_step(
     model: PreTrainedModel, opt: torch.optim.Optimizer, loss: torch.Tensor, lr: float, clip: float
 ) -> float:
+    """One clipped AdamW step at learning rate ``lr`` on ``loss``; returns the loss (float)."""
     for g in opt.param_groups:
         g["lr"] = lr
     opt.zero_grad(set_to_none=True)
@@ -142,7 +143,7 @@ def pretrain(
     for i in bar:
         x = random_windows(train_stream, cfg.batch_size, cfg.context, gen)
         lr = lr_at(i, cfg.steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_ratio)
-        loss = _step(model, opt, lm_loss(model(input_ids=x).logits, x), lr, cfg.grad_clip)
+        loss = optimizer_step(model, opt, lm_loss(model(input_ids=x).logits, x), lr, cfg.grad_clip)
         row = {"step": i + 1, "tokens": (i + 1) * x.numel(), "lr": lr, "train_loss": loss}
         maybe_save(i + 1, row)
         rows.append(row)
@@ -150,15 +151,3 @@ def pretrain(
     if out is not None:
         write_curve(out / "curves", "pretrain", rows)
     return rows
-
-
-_STAGE_NAMES = frozenset({"qa_batch", "completion_logprob", "stage_loss", "align", "run_all"})
-
-
-def __getattr__(name: str) -> Any:
-    """Names that moved to :mod:`lamina.organisms.stages`, still importable from here."""
-    if name in _STAGE_NAMES:
-        from lamina.organisms import stages
-
-        return getattr(stages, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,362 @@
+"""The model organisms' quality: what the appendix chapter ``notebooks/organisms.py`` shows.
+
+For every organism: its build (architecture, wall and CPU time, threads, CPU, corpus card, the
+word 8-grams its training text shares with ``data/prompts/``), loss curves, validation
+perplexity against the unigram baseline and the alignment stages' perplexity ratios to the
+base, generated samples, held-out SFT accuracy against the majority-answer baseline (Wilson 95%
+CIs; paired bootstrap CI of the difference), DPO preference accuracy and reward margins on
+training and held-out pairs, the spread over training seeds where several are built, and
+whether each homograph's two senses are separated at the final layer beyond its control.
+Metrics come from :mod:`lamina.organisms.evaluate` and :func:`lamina.geometry.bifurcation`.
+:data:`TARGETS` are the alignment targets of the organisms (issue 12); ``targets`` in each
+summary says which were met.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats as sps
+
+from lamina import organisms
+from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
+from lamina.chapters.organisms.tables import (
+    accuracy_rows,
+    build_row,
+    corpus_rows,
+    group_by_component,
+    loss_curves,
+    margin_curve,
+    margin_rows,
+    paired_gain,
+    seed_rows,
+    wilson,
+)  # fmt: skip
+from lamina.io import write_results
+from lamina.models import load_model
+from lamina.organisms.configs import OrganismConfig, organism_config
+from lamina.organisms.corpus import Corpus, load_corpus
+from lamina.organisms.curriculum import generate_curriculum
+from lamina.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
+from lamina.organisms.stages import dpo_margins
+from lamina.organisms.tokenizer import encode_stream
+from lamina.organisms.train import STAGES, eval_lm, fixed_windows
+from lamina.stats import bootstrap_ci
+
+__all__ = [
+    "CHECKPOINTS",
+    "DEFAULT_ORGANISMS",
+    "SAMPLE_PROMPTS",
+    "TARGETS",
+    "OrganismsConfig",
+    "OrganismsResult",
+    "homograph_separation",
+    "organism_names",
+    "run_organisms",
+    "wilson",
+]
+
+DEFAULT_ORGANISMS = ("organism-gpt2", "organism-llama")
+CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
+TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
+"""@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
+answer (the paired bootstrap CI of the difference excludes 0); @dpo held-out preference accuracy
+at least 0.75; no evaluation 8-gram in the training text."""
+
+
+@dataclass
+class OrganismsConfig:
+    """Parameters of the organisms' quality report (serialised next to its results).
+
+    model: "default" (every built full organism), one organism name, a comma-separated string
+        or a list of names (e.g. the ``-micro`` test organisms).
+    n_eval: held-out curriculum questions / preference pairs scored (None: all of them).
+    n_samples: prompts of :data:`SAMPLE_PROMPTS` to generate from (greedy and sampled), and
+        held-out questions answered by the base and @sft.
+    seed: seeds the sampled generations and the bootstrap.
+    quick: fewer questions (32), samples (2) and tokens, for tests.
+    max_new_tokens: generated tokens per sample; temperature: of the sampled generations.
+    """
+
+    model: str | list[str] = "default"
+    n_eval: int | None = None
+    n_samples: int = 4
+    seed: int = 0
+    quick: bool = False
+    max_new_tokens: int = 40
+    temperature: float = 0.8
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class OrganismsResult:
+    """Tidy tables (each with a ``model`` column: the organism), a summary per organism, notes."""
+
+    config: OrganismsConfig
+    tables: dict[str, pd.DataFrame]
+    summaries: dict[str, dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.summaries)
+
+    def write(self, root: str | os.PathLike | None = None) -> list[Path]:
+        """``lamina.io.write_results("organisms", organism, ...)`` once per organism."""
+
+        return [
+            write_results(
+                "organisms",
+                name,
+                summary={**summary, "notes": self.notes},
+                config=self.config.to_dict(),
+                tables={
+                    k: v[v["model"] == name].reset_index(drop=True) for k, v in self.tables.items()
+                },
+                root=root,
+            )
+            for name, summary in self.summaries.items()
+        ]
+
+
+def _built(name: str) -> bool:
+    try:
+        organisms.resolve(name)
+    except organisms.OrganismNotBuiltError:
+        return False
+    return True
+
+
+def organism_names(model: str | list[str]) -> tuple[list[str], list[str]]:
+    """(organisms to report, notes). "default": the built full organisms, else the built micro
+    ones (noted); raises OrganismNotBuiltError (saying how to build) when none is built."""
+    if model != "default":
+        names = [m.strip() for m in model.split(",")] if isinstance(model, str) else list(model)
+        for n in names:
+            organisms.resolve(n)  # clear error for an unknown or unbuilt organism
+        return names, []
+    names = [n for n in DEFAULT_ORGANISMS if _built(n)]
+    notes = [f"{n} is not built; skipped." for n in DEFAULT_ORGANISMS if n not in names]
+    if not names:
+        names = [n for n in organisms.list_organisms(micro=True) if n.endswith("-micro")]
+        names = [n for n in names if _built(n)]
+        notes = ["The full organisms are not built: this page shows the micro test organisms."]
+    if not names:
+        organisms.resolve(DEFAULT_ORGANISMS[0])
+    return names, notes
+
+
+# ----------------------------------------------------------------------------- corpus, curves
+
+_CACHE: dict[Any, Any] = {}
+
+
+def _corpus(cfg: OrganismConfig) -> Corpus:
+    key = ("corpus", cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play)
+    if key not in _CACHE:
+        _CACHE[key] = load_corpus(cfg)
+    return _CACHE[key]
+
+
+def _components(cfg: OrganismConfig) -> dict[str, str]:
+    """{question: curriculum component} (the questions do not depend on n_docs)."""
+    key = ("components", cfg.corpus_seed)
+    if key not in _CACHE:
+        _CACHE[key] = generate_curriculum(cfg.corpus_seed, 1).qa_components
+    return _CACHE[key]
+
+
+def _streams(
+    cfg: OrganismConfig, tokenizer: Any, folder: Path
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train stream, validation windows) with the organism's own tokenizer."""
+    tok_hash = hashlib.sha256((folder / "tokenizer" / "tokenizer.json").read_bytes()).hexdigest()
+    key = ("streams", tok_hash, cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays,
+           cfg.max_chars_per_play, cfg.n_val_windows, cfg.context)  # fmt: skip
+    if key not in _CACHE:
+        corpus = _corpus(cfg)
+        val = fixed_windows(encode_stream(tokenizer, corpus.val), cfg.n_val_windows, cfg.context)
+        _CACHE[key] = (encode_stream(tokenizer, corpus.train), val)
+    return _CACHE[key]
+
+
+def _one(
+    name: str, config: OrganismsConfig, n_eval: int | None, n_samples: int, n_new: int
+) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    cfg = organism_config(name)
+    folder = organisms.organism_dir(name)
+    build = json.loads((folder / "build.json").read_text())
+    models, tok = {}, None
+    for ck in CHECKPOINTS:
+        models[ck], tok = load_model(f"{name}@{ck}")
+    corpus = _corpus(cfg)
+    train, val = _streams(cfg, tok, folder)
+    unigram = unigram_perplexity(train, val, len(tok))
+    quality = []
+    for ck, m in models.items():
+        loss = eval_lm(m, val)
+        m.eval()  # eval_lm leaves the model in train mode
+        quality.append({"model": name, "checkpoint": ck, "val_loss": loss,
+                        "val_perplexity": float(np.exp(loss)), "unigram_perplexity": unigram,
+                        "fraction_of_unigram": float(np.exp(loss)) / unigram})  # fmt: skip
+    base_ppl = quality[0]["val_perplexity"]
+    for row in quality:
+        row["ratio_to_base"] = row["val_perplexity"] / base_ppl
+    comp, L = _components(cfg), cfg.context
+    prior: dict[str, Counter] = {}  # answers of the SFT training pairs, by component
+    for q, a in corpus.sft:
+        prior.setdefault(comp.get(q, "other"), Counter())[a] += 1
+
+    def majority(g: list[tuple]) -> np.ndarray:
+        c = prior.get(comp.get(g[0][0], "other"), Counter())
+        return np.array([bool(c) and a == c.most_common(1)[0][0] for _, a in g])
+
+    sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
+    for ck in CHECKPOINTS:
+        sft_scorers[ck] = lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy()
+    dpo_scorers = {ck: (lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
+                   for ck in ("final", "sft", "dpo")}  # fmt: skip
+    sft_rows, sft_items = accuracy_rows(name, sft_scorers,
+                                         group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip
+    dpo_rows, _ = accuracy_rows(
+        name, dpo_scorers, group_by_component(corpus.dpo_eval[:n_eval], comp), 0.5
+    )
+    n_pairs = len(corpus.dpo_eval[:n_eval])
+    margins = {split: dpo_margins(models["dpo"], models["sft"], tok, items, L).numpy()
+               for split, items in (("training", corpus.dpo[:n_pairs]),
+                                    ("held-out", corpus.dpo_eval[:n_eval]))}  # fmt: skip
+    words, profile = homograph_separation(models["final"], tok)
+    tables = {
+        "build": [build_row(name, cfg, build, models["final"])],
+        "corpus": corpus_rows(name, build["corpus"]),
+        "overlap": [{"model": name, "part": part, **{k: v for k, v in r.items() if k != "examples"},
+                     "examples": "; ".join(r["examples"])}
+                    for part, r in build.get("overlap", {}).get("by_part", {}).items()],
+        "curves": loss_curves(name, folder).to_dict("records"),
+        "margin_curve": margin_curve(name, folder),
+        "quality": quality,
+        "sft_accuracy": sft_rows,
+        "dpo_accuracy": dpo_rows,
+        "dpo_margins": margin_rows(name, margins, cfg.dpo_beta, config.seed),
+        "seeds": seed_rows(name),
+        "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
+        "homographs": words.assign(model=name).to_dict("records"),
+        "homograph_layers": profile.assign(model=name).to_dict("records"),
+    }  # fmt: skip
+    gain = paired_gain(sft_items["sft"], sft_items["majority answer"], config.seed)
+    return tables, _summary(tables, words, config.seed, gain, build)
+
+
+def _summary(
+    t: dict[str, list[dict]], words: pd.DataFrame, seed: int, gain: list[float], build: dict
+) -> dict[str, Any]:
+    """Headline numbers, the targets (``targets``: value, CI, threshold, met) and the plain list
+    of what did not work (``problems``)."""
+    q = {r["checkpoint"]: r for r in t["quality"]}
+    s = {r["checkpoint"]: r for r in t["sft_accuracy"] if r["component"] == "all"}
+    d = {r["checkpoint"]: r for r in t["dpo_accuracy"] if r["component"] == "all"}
+    mg = {r["pairs"]: r for r in t["dpo_margins"]}
+    gap = (words["separation"] - words["control_separation"]).to_numpy()
+    wil = sps.wilcoxon(gap) if np.count_nonzero(gap) else None
+    ratio = bootstrap_ci(words["ratio"].to_numpy(), np.median, n_resamples=2000, seed=seed,
+                         method="percentile").iloc[0]  # fmt: skip
+    overlap = build.get("overlap", {}).get("overlap")
+    out: dict[str, Any] = {
+        "val_perplexity": {ck: r["val_perplexity"] for ck, r in q.items()},
+        "ppl_ratio_to_base": {ck: r["ratio_to_base"] for ck, r in q.items()},
+        "unigram_perplexity": q["final"]["unigram_perplexity"],
+        "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
+        "sft_gain_over_majority": gain,
+        "dpo_accuracy": {
+            ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()
+        },  # fmt: skip
+        "dpo_reward_margin": {
+            k: [r["reward_margin"], r["margin_ci_low"], r["margin_ci_high"]] for k, r in mg.items()
+        },  # fmt: skip
+        "dpo_reward_accuracy": {
+            k: [r["reward_accuracy"], r["ci_low"], r["ci_high"]] for k, r in mg.items()
+        },  # fmt: skip
+        "eval_8gram_overlap": overlap,
+        "gloss_hits": len(build.get("overlap", {}).get("gloss_hits", [])),
+        "n_training_seeds": len(t["seeds"]),
+        "homographs_separated": int(words["separated"].sum()),
+        "homographs": len(words),
+        "homograph_median_ratio": [
+            float(ratio["estimate"]),
+            float(ratio["ci_low"]),
+            float(ratio["ci_high"]),
+        ],  # fmt: skip
+        "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
+        "build_seconds": t["build"][0]["build_seconds"],
+        "cpu_seconds": t["build"][0]["cpu_seconds"],
+    }
+    base_ppl, uni = q["final"]["val_perplexity"], q["final"]["unigram_perplexity"]
+    out["targets"] = [
+        {"target": "@sft validation perplexity / base", "value": q["sft"]["ratio_to_base"],
+         "ci_low": None, "ci_high": None, "threshold": f"<= {TARGETS['sft_ppl_ratio']}",
+         "met": bool(q["sft"]["ratio_to_base"] <= TARGETS["sft_ppl_ratio"])},
+        {"target": "@sft held-out accuracy - majority answer", "value": gain[0],
+         "ci_low": gain[1], "ci_high": gain[2], "threshold": "CI above 0",
+         "met": bool(gain[1] > 0)},
+        {"target": "@dpo held-out preference accuracy", "value": d["dpo"]["accuracy"],
+         "ci_low": d["dpo"]["ci_low"], "ci_high": d["dpo"]["ci_high"],
+         "threshold": f">= {TARGETS['dpo_preference_accuracy']}",
+         "met": bool(d["dpo"]["accuracy"] >= TARGETS["dpo_preference_accuracy"])},
+        {"target": "evaluation 8-grams in the training text", "value": overlap,
+         "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
+    ]  # fmt: skip
+    problems = [f"{x['target']} is {x['value']:.3g} (target {x['threshold']})"
+                for x in out["targets"] if x["value"] is not None and not x["met"]]  # fmt: skip
+    if overlap is None:
+        problems.append("the build recorded no 8-gram overlap check (an older build)")
+    if base_ppl > 0.5 * uni:
+        problems.append(f"validation perplexity {base_ppl:.1f} is not far below the unigram "
+                        f"baseline {uni:.1f}")  # fmt: skip
+    if q["dpo"]["ratio_to_base"] > 1.5:
+        problems.append(f"@dpo raised validation perplexity from {base_ppl:.1f} to "
+                        f"{q['dpo']['val_perplexity']:.1f}")  # fmt: skip
+    if mg["held-out"]["margin_ci_low"] <= 0:
+        problems.append("@dpo's mean reward margin on held-out pairs is not above 0")
+    if not (out["homograph_wilcoxon_p"] < 0.05 and np.median(gap) > 0):
+        problems.append(f"homograph senses are not separated beyond their controls "
+                        f"({out['homographs_separated']} of {len(words)} words; Wilcoxon "
+                        f"p = {out['homograph_wilcoxon_p']:.3g})")  # fmt: skip
+    out["problems"] = problems
+    return out
+
+
+def run_organisms(config: OrganismsConfig) -> OrganismsResult:
+    """Everything the organisms chapter shows, for every organism of ``config.model``.
+
+    Runs on ``$LAMINA_NUM_THREADS`` torch threads (default 1: these small models gain nothing
+    from more, and lose much when the CPUs are shared).
+    """
+    names, notes = organism_names(config.model)
+    n_eval = config.n_eval if config.n_eval is not None else (32 if config.quick else None)
+    n_samples = min(config.n_samples, 2) if config.quick else config.n_samples
+    n_new = min(config.max_new_tokens, 12) if config.quick else config.max_new_tokens
+    rows: dict[str, list[dict]] = {}
+    summaries = {}
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(int(os.environ.get("LAMINA_NUM_THREADS", 1)))
+    try:
+        for name in names:
+            tables, summaries[name] = _one(name, config, n_eval, n_samples, n_new)
+            for k, v in tables.items():
+                rows.setdefault(k, []).extend(v)
+    finally:
+        torch.set_num_threads(old_threads)
+    return OrganismsResult(config, {k: pd.DataFrame(v) for k, v in rows.items()}, summaries, notes)
