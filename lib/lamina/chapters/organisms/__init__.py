@@ -5,6 +5,7 @@ from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separatio
 from lamina.chapters.organisms.run import (
     CHECKPOINTS,
     DEFAULT_ORGANISMS,
+    TARGETS,
     OrganismsConfig,
     OrganismsResult,
     organism_names,
@@ -16,6 +17,7 @@ __all__ = [
     "CHECKPOINTS",
     "DEFAULT_ORGANISMS",
     "SAMPLE_PROMPTS",
+    "TARGETS",
     "OrganismsConfig",
     "OrganismsResult",
     "homograph_separation",
