@@ -11,13 +11,13 @@ import torch
 
 from lamina.anatomy.predictability import delta_correlation, ridge_depth_fit
 from lamina.chapters.growth_training import GrowthConfig, budget_comparison, schedules_for
-from lamina.chapters.layer_anatomy.claims import (
-    anatomy_claims,
+from lamina.chapters.layer_anatomy.claims import anatomy_claims
+from lamina.chapters.layer_anatomy.config import AnatomyConfig
+from lamina.chapters.layer_anatomy.measures import (
     core_layers,
     importance_bootstrap,
     recovery_correlation,
 )
-from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.run import delta_null, loo_hat_matrix, permuted_r2, run_anatomy
 
 from .conftest import lamina_env, tiny_model

@@ -30,6 +30,7 @@ __all__ = [
     "permutation_test",
     "rank_biserial",
     "spearman_ci",
+    "t_summary",
     "wilson",
 ]
 
@@ -256,6 +257,23 @@ def geometric_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, flo
             key = "p_two" if alt == "two-sided" else f"p_{alt}"
             out[key] = float(sps.wilcoxon(x, alternative=alt).pvalue)
     return out
+
+
+def t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, float, float]:
+    """Mean (geometric if ``log``), 95% t CI over seeds, one-sided p of mean > 0 (> 1 if log)."""
+    x = np.log(values) if log else np.asarray(values, float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (float("nan"),) * 4
+    m = float(x.mean())
+    if x.size < 2 or np.ptp(x) == 0:
+        lo = hi = m
+        p = float("nan")
+    else:
+        lo, hi = sps.t.interval(0.95, x.size - 1, loc=m, scale=sps.sem(x))
+        p = float(sps.ttest_1samp(x, 0.0, alternative="greater").pvalue)
+    f = np.exp if log else (lambda v: v)
+    return float(f(m)), float(f(lo)), float(f(hi)), p
 
 
 def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
