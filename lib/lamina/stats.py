@@ -21,9 +21,15 @@ __all__ = [
     "bootstrap_ci",
     "cohens_d",
     "fdr_bh",
+    "index_bootstrap",
     "mann_whitney",
+    "max_permutation_test",
+    "peak_bootstrap",
     "permutation_test",
     "rank_biserial",
+    "resample_indices",
+    "sign_flip_test",
+    "wilcoxon",
 ]
 
 Alternative = Literal["two-sided", "less", "greater"]
@@ -212,3 +218,213 @@ def permutation_test(
             }
         ]
     )
+
+
+# ----------------------------------------------------------------------------- paired tests
+def wilcoxon(a: Any, b: Any | None = None, alternative: Alternative = "two-sided") -> pd.DataFrame:
+    """Wilcoxon signed-rank test of paired samples (scipy.stats.wilcoxon, zero differences
+    dropped: "wilcox" zero method), on d = a - b (or on a alone when b is None).
+
+    H0: the distribution of d is symmetric about 0. Effect size: the matched-pairs
+    rank-biserial r = (W+ - W-) / (W+ + W-), with W+/- the rank sums of the positive/negative
+    differences (in [-1, 1]; positive when a tends to exceed b).
+
+    a: (n,), b: (n,) paired with a (NaN pairs dropped)  ->  one-row DataFrame with columns n,
+    median_difference, mean_difference, statistic, p_value, alternative, rank_biserial.
+    """
+    x = _to_numpy(a, "a").astype(np.float64)
+    if b is not None:
+        y = _to_numpy(b, "b").astype(np.float64)
+        if y.shape != x.shape:
+            raise ValueError(f"paired samples need equal shapes; got {x.shape} and {y.shape}")
+        x = x - y
+    if x.ndim != 1:
+        raise ValueError(f"differences must be one-dimensional; got shape {x.shape}")
+    d = x[np.isfinite(x)]
+    nz = d[d != 0]
+    if nz.size < 2:
+        p, stat, rb = np.nan, np.nan, np.nan
+    else:
+        res = sps.wilcoxon(nz, alternative=alternative)
+        r = sps.rankdata(np.abs(nz))
+        wp, wm = r[nz > 0].sum(), r[nz < 0].sum()
+        p, stat, rb = float(res.pvalue), float(res.statistic), float((wp - wm) / (wp + wm))
+    return pd.DataFrame(
+        [
+            {
+                "n": int(d.size),
+                "median_difference": float(np.median(d)) if d.size else np.nan,
+                "mean_difference": float(np.mean(d)) if d.size else np.nan,
+                "statistic": stat,
+                "p_value": p,
+                "alternative": alternative,
+                "rank_biserial": rb,
+            }
+        ]
+    )
+
+
+def sign_flip_test(
+    d: Any, n_resamples: int = 10_000, seed: int | None = 0, alternative: Alternative = "two-sided"
+) -> float:
+    """Paired permutation (sign-flip) p-value of the mean of paired differences d.
+
+    Null: each d_i is symmetric about 0, so its sign is exchangeable. p = (1 + #{|mean(s d)|
+    >= |mean(d)|}) / (1 + B) over B random sign vectors s (one-sided versions compare without
+    the absolute value). d: (n,)  ->  p in (0, 1].
+    """
+    x = _sample(d, "d", min_size=1)
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_resamples, x.size))
+    null = signs @ x / x.size
+    obs = x.mean()
+    if alternative == "two-sided":
+        hits = np.sum(np.abs(null) >= abs(obs) - 1e-12)
+    elif alternative == "greater":
+        hits = np.sum(null >= obs - 1e-12)
+    else:
+        hits = np.sum(null <= obs + 1e-12)
+    return float((1 + hits) / (1 + n_resamples))
+
+
+# ----------------------------------------------------------------------------- resampling units
+def _plan(n: int, strata: Any | None, clusters: Any | None) -> list[list[np.ndarray]]:
+    """Per stratum, the row indices of each resampling unit (a cluster, or a single row)."""
+    groups = [np.arange(n)] if strata is None else _groups(np.asarray(strata))
+    if clusters is None:
+        return [[g[:, None]] for g in groups]  # one (size, 1) block: draw rows
+    cl = np.asarray(clusters)
+    return [[g[cl[g] == c] for c in dict.fromkeys(cl[g].tolist())] for g in groups]
+
+
+def _draw(plan: list[list[np.ndarray]], rng: np.random.Generator) -> np.ndarray:
+    out = []
+    for units in plan:
+        if len(units) == 1 and units[0].ndim == 2:  # rows are the units
+            rows = units[0][:, 0]
+            out.append(rng.choice(rows, size=rows.size, replace=True))
+        else:
+            pick = rng.integers(0, len(units), len(units))
+            out += [units[k] for k in pick]
+    return np.concatenate(out)
+
+
+def resample_indices(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+) -> np.ndarray:
+    """One bootstrap resample of row indices 0..n-1.
+
+    Plain: n draws with replacement. ``strata`` (n,): draws within each stratum, keeping its
+    size (e.g. prompts within a category). ``clusters`` (n,): the independent unit is the
+    cluster (e.g. a lexical base word): as many clusters as there are are drawn with
+    replacement and all their rows kept (within strata when both are given).
+    Returns an int array of row indices (length n for plain/strata; variable with clusters).
+    """
+    return _draw(_plan(n, strata, clusters), rng)
+
+
+def _groups(labels: np.ndarray) -> list[np.ndarray]:
+    _, inv = np.unique(labels, return_inverse=True)
+    return [np.flatnonzero(inv == k) for k in range(inv.max() + 1)]
+
+
+def index_bootstrap(
+    statistic: Callable[[np.ndarray], float],
+    n: int,
+    n_resamples: int = 2_000,
+    seed: int | None = 0,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Percentile bootstrap of any statistic of a resample of rows.
+
+    ``statistic(idx)`` recomputes the statistic from the rows ``idx`` (with repeats): the
+    whole pipeline is rerun on every resample, so selection steps inside it are resampled too.
+    Rows are drawn by :func:`resample_indices` (``strata`` / ``clusters`` name the
+    independent unit). Returns estimate (on all rows), ci_low, ci_high (percentiles), the
+    bootstrap standard error and the draws (B,).
+    """
+    if n < 2:
+        raise ValueError(f"index_bootstrap needs at least 2 rows; got {n}")
+    rng = np.random.default_rng(seed)
+    plan = _plan(n, strata, clusters)
+    est = float(statistic(np.arange(n)))
+    draws = np.array([statistic(_draw(plan, rng)) for _ in range(n_resamples)], dtype=np.float64)
+    ok = draws[np.isfinite(draws)]
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = (np.percentile(ok, [tail, 100 - tail]) if ok.size else (np.nan, np.nan))
+    return {
+        "estimate": est,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "standard_error": float(np.std(ok, ddof=1)) if ok.size > 1 else np.nan,
+        "draws": draws,
+    }
+
+
+def peak_bootstrap(
+    profile: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    n_resamples: int = 2_000,
+    seed: int | None = 0,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Bootstrap of a profile's peak with the peak re-selected in every resample.
+
+    ``profile(idx)`` -> (m,) recomputes the whole profile (e.g. the convergence index per
+    layer) from the rows ``idx``; the statistic is max_l profile(l), so the choice of the
+    peak layer is part of what is resampled (a CI at a fixed, data-chosen layer is too
+    narrow). Returns :func:`index_bootstrap`'s fields plus ``peak_index`` (on all rows) and
+    ``peak_share`` (m,): how often each layer was the peak.
+    """
+    picks: list[int] = []
+
+    def stat(idx: np.ndarray) -> float:
+        prof = np.asarray(profile(idx), dtype=np.float64)
+        if not np.isfinite(prof).any():
+            return np.nan
+        picks.append(int(np.nanargmax(prof)))
+        return float(np.nanmax(prof))
+
+    full = np.asarray(profile(np.arange(n)), dtype=np.float64)
+    out = index_bootstrap(
+        stat, n, n_resamples, seed, strata=strata, clusters=clusters, confidence=confidence
+    )
+    share = np.bincount(picks[1:], minlength=full.size)[: full.size] / max(len(picks) - 1, 1)
+    out.update(peak_index=int(np.nanargmax(full)), peak_share=share)
+    return out
+
+
+def max_permutation_test(
+    profile: Callable[[np.ndarray], np.ndarray],
+    labels: Any,
+    n_permutations: int = 2_000,
+    seed: int | None = 0,
+) -> dict[str, Any]:
+    """Label-permutation test of a profile's maximum, corrected for choosing the peak.
+
+    Statistic T = max_l profile(labels)(l). Null: labels exchangeable across rows, so T under
+    uniformly permuted labels (category sizes kept) is a draw of the null of the *maximum over
+    layers*; p = (1 + #{T_perm >= T}) / (1 + B). The smallest attainable p is 1 / (1 + B), so
+    B must exceed 1/alpha - 1 for a claim at level alpha.
+
+    profile(labels) -> (m,); labels: (n,)  ->  dict with statistic, p_value, null (B,),
+    n_permutations.
+    """
+    lab = np.asarray(labels)
+    if lab.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
+    rng = np.random.default_rng(seed)
+    obs = float(np.nanmax(profile(lab)))
+    null = np.array([np.nanmax(profile(lab[rng.permutation(lab.size)])) for _ in range(n_permutations)])
+    p = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_permutations)
+    return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations}

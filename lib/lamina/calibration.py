@@ -1,0 +1,278 @@
+"""Calibration of paper 1's claim tests: false-positive rate under a null, power at the
+paper's effect sizes.
+
+For each seed, the synthetic null and planted sources (:mod:`lamina.synthetic`) produce
+states for lamina's own prompt families at their real sizes (60 semantic prompts in 6
+categories, 40 reasoning prompts against 48 lexical variants of 8 base words, 40 homograph
+pairs with their controls, 184 prompts for the phases), and the very tests and verdict rules
+of the chapters (:mod:`lamina.trajectory_tests`, :mod:`lamina.trajectory_verdicts`) judge
+them. Then, per claim:
+
+* false-positive rate = share of null seeds whose verdict is "reproduced" or "partially";
+* power = share of planted seeds whose verdict is "reproduced";
+
+each with a Wilson 95% interval. Targets: FPR <= 5% and power >= 80%.
+
+CLI: ``python -m lamina.calibration [N_SEEDS]`` prints the summary table.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from lamina.claims import Claim
+from lamina.geometry import layerwise_cosine, mean_curvature
+from lamina.stats import mann_whitney
+from lamina.synthetic import synthetic_states, word_counts
+from lamina.trajectory_tests import (
+    bifurcation_test,
+    convergence_test,
+    curvature_test,
+    three_phase_test,
+)
+from lamina.trajectory_verdicts import (
+    bifurcation_claims,
+    convergence_claims,
+    curvature_claims,
+    three_phase_claims,
+)
+
+__all__ = ["TESTS", "calibrate", "calibration_markdown", "run_seed", "summarise", "wilson"]
+
+TESTS = ("convergence", "curvature", "bifurcation", "three_phase")
+FPR_TARGET, POWER_TARGET = 0.05, 0.80
+
+
+def _tables() -> dict[str, pd.DataFrame]:
+    from lamina.prompts import load_prompts
+
+    return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
+
+
+def pair_rows(table: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """Row indices (a, b, ca, cb) of each homograph pair's two contexts and of its control
+    pair's, in the long table of ``bifurcation_prompts`` (columns role, pair_id, sense)."""
+    out = []
+    for role in ("ambiguous", "control"):
+        t = table[table["role"] == role]
+        one = t[t["sense"] == "ctx1"].reset_index().set_index("pair_id")["index"]
+        two = t[t["sense"] == "ctx2"].reset_index().set_index("pair_id")["index"]
+        out.append((one, two))
+    common = out[0][0].index.intersection(out[0][1].index)
+    common = common.intersection(out[1][0].index).intersection(out[1][1].index)
+    return tuple(s.loc[common].to_numpy() for pair in out for s in pair)
+
+
+def run_seed(
+    kind: str,
+    seed: int,
+    tests: Iterable[str] = TESTS,
+    *,
+    n_bootstrap: int = 500,
+    n_permutations: int = 1000,
+    tables: dict[str, pd.DataFrame] | None = None,
+) -> list[Claim]:
+    """The claims rows of every test in ``tests`` on one synthetic source (kind "null" or
+    "planted") at one seed, at the real families' sizes."""
+    from lamina.experiments.bifurcation import bifurcation_prompts
+
+    tb = tables or _tables()
+    name, conv = f"synthetic-{kind}", "synthetic states"
+    out: list[Claim] = []
+    kw = {"n_bootstrap": n_bootstrap, "seed": seed}
+    if "convergence" in tests:
+        t = tb["semantic"]
+        x = synthetic_states(t, kind, seed)
+        layers = list(range(x.shape[1]))
+        s = convergence_test(x, t["category"].to_numpy(), layers, n_permutations=n_permutations, **kw)
+        out += convergence_claims(s, name, conv)
+    if "curvature" in tests:
+        t = pd.concat([tb["reasoning"], tb["lexical"]], ignore_index=True)
+        x = synthetic_states(t, kind, seed)
+        units = np.where(t["family"] == "lexical", t.get("base", t["id"]), t["id"])
+        s = curvature_test(
+            mean_curvature(x), t["family"].to_numpy(), units, n_tokens=word_counts(t), **kw
+        )
+        out += curvature_claims(s, name, conv)
+    if "bifurcation" in tests:
+        t = bifurcation_prompts(tb["ambiguous"])
+        x = synthetic_states(t, kind, seed)
+        a, b, ca, cb = pair_rows(t)
+        s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
+        out += bifurcation_claims(s, name, conv)
+    if "three_phase" in tests:
+        t = pd.concat(
+            [tb[f] for f in ("semantic", "analogies", "reasoning", "lexical")], ignore_index=True
+        )
+        x = synthetic_states(t, kind, seed)
+        s = three_phase_test(layerwise_cosine(x), **kw)
+        out += three_phase_claims(s, name, conv)
+    return out
+
+
+LEGACY = "legacy: convergence peak by argmax, Mann-Whitney vs first layer, p < 0.05"
+
+
+def _legacy_convergence(kind: str, seed: int, table: pd.DataFrame) -> str:
+    """The test lamina used before (issue 11, defect 4): peak layer by argmax of the mean
+    per-prompt CI, then a Mann-Whitney U of per-prompt CI at the peak vs the first layer."""
+    from lamina.geometry import convergence_index_per_prompt
+
+    x = synthetic_states(table, kind, seed)
+    ci = convergence_index_per_prompt(x, table["category"].to_numpy())
+    k = int(np.nanargmax(np.nanmean(ci, axis=0)))
+    if k == 0:
+        return "not reproduced"
+    p = mann_whitney(ci[:, k], ci[:, 0]).iloc[0]["p_value"]
+    return "partially" if p < 0.05 else "not reproduced"
+
+
+def calibrate(
+    seeds: Iterable[int], tests: Iterable[str] = TESTS, *, legacy: bool = False, **kwargs: int
+) -> pd.DataFrame:
+    """One row per (kind, seed, claim): columns kind, seed, claim_id, main, verdict, p,
+    measured. ``kwargs`` go to :func:`run_seed`; ``legacy`` adds the old convergence test
+    (:data:`LEGACY`) for comparison."""
+    tables = _tables()
+    rows = []
+    for seed in seeds:
+        for kind in ("null", "planted"):
+            if legacy:
+                v = _legacy_convergence(kind, seed, tables["semantic"])
+                rows.append({"kind": kind, "seed": seed, "claim_id": LEGACY, "main": False,
+                             "verdict": v, "p": np.nan, "measured": np.nan})
+            for c in run_seed(kind, seed, tests, tables=tables, **kwargs):
+                rows.append(
+                    {
+                        "kind": kind,
+                        "seed": seed,
+                        "claim_id": c.claim_id,
+                        "main": c.main,
+                        "verdict": c.verdict,
+                        "p": c.p,
+                        "measured": c.measured,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score 95% interval of a proportion k/n ((nan, nan) when n = 0)."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (float(centre - half), float(centre + half))
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per claim: n seeds, FPR (null: "reproduced" or "partially") and power (planted:
+    "reproduced"), with Wilson intervals and whether each meets its target
+    (FPR <= 5%, power >= 80%; judged on the point estimates). Claims "not testable" on a
+    source count as not reproduced there; ``untestable_null`` says how often that happened."""
+    rows = []
+    for cid, g in runs.groupby("claim_id", sort=False):
+        null, plant = g[g["kind"] == "null"], g[g["kind"] == "planted"]
+        fp = int(null["verdict"].isin(["reproduced", "partially"]).sum())
+        tp = int((plant["verdict"] == "reproduced").sum())
+        fl, fh = wilson(fp, len(null))
+        pl, ph = wilson(tp, len(plant))
+        fpr = fp / len(null) if len(null) else np.nan
+        power = tp / len(plant) if len(plant) else np.nan
+        rows.append(
+            {
+                "claim_id": cid,
+                "main": bool(g["main"].any()),
+                "n_seeds": int(g["seed"].nunique()),
+                "fpr": fpr,
+                "fpr_low": fl,
+                "fpr_high": fh,
+                "power": power,
+                "power_low": pl,
+                "power_high": ph,
+                "untestable_null": int((null["verdict"] == "not testable").sum()),
+                "fpr_ok": bool(fpr <= FPR_TARGET),
+                "power_ok": bool(power >= POWER_TARGET),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _pct(x: float) -> str:
+    return "–" if not np.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def calibration_markdown(n_seeds: int = 20, **kwargs: int) -> str:
+    """The book's calibration page body: one table row per claim (FPR and power with Wilson
+    95% intervals over ``n_seeds`` seeds), and sentences computed from it naming the tests
+    that miss a target."""
+    runs = calibrate(range(n_seeds), legacy=True, **kwargs)
+    s = summarise(runs)
+    lines = [
+        f"{n_seeds} seeds per source; bootstrap and permutation sizes: "
+        f"{kwargs or {'n_bootstrap': 500, 'n_permutations': 1000}}.",
+        "",
+        "| claim | main | FPR (null: reproduced or partially) | power (planted: reproduced) "
+        "| targets |",
+        "|---|---|---|---|---|",
+    ]
+    for r in s.itertuples():
+        ok = "met" if r.fpr_ok and r.power_ok else (
+            "FPR missed" if not r.fpr_ok else "power missed"
+        )
+        if r.claim_id == LEGACY:
+            ok = "FPR missed (replaced)" if not r.fpr_ok else "met (replaced)"
+        lines.append(
+            f"| `{r.claim_id}` | {'yes' if r.main else ''} | {_pct(r.fpr)} "
+            f"[{_pct(r.fpr_low)}, {_pct(r.fpr_high)}] | {_pct(r.power)} "
+            f"[{_pct(r.power_low)}, {_pct(r.power_high)}] | {ok} |"
+        )
+    current = s[s["claim_id"] != LEGACY]
+    miss = current[~(current["fpr_ok"] & current["power_ok"])]
+    lines.append("")
+    if miss.empty:
+        lines.append(
+            f"Every current claim test meets both targets over these {n_seeds} seeds "
+            "(point estimates; the Wilson intervals show how far the seeds pin them down)."
+        )
+    else:
+        for r in miss.itertuples():
+            why = []
+            if not r.fpr_ok:
+                why.append(f"its false-positive rate is {_pct(r.fpr)}")
+            if not r.power_ok:
+                why.append(f"its power is {_pct(r.power)}")
+            lines.append(f"- `{r.claim_id}` misses a target: {' and '.join(why)}.")
+    leg = s[s["claim_id"] == LEGACY]
+    if len(leg):
+        lines += [
+            "",
+            f"The convergence test lamina used before (peak chosen by argmax, then Mann-Whitney "
+            f"against the first layer) gives a verdict on {_pct(float(leg['fpr'].iloc[0]))} of "
+            "the null seeds.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover
+    """``python -m lamina.calibration [N_SEEDS]`` prints the summary;
+    ``python -m lamina.calibration page OUT.md [N_SEEDS]`` writes the book page body."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "page":
+        from lamina.provenance import atomic_write_text
+
+        n = int(args[2]) if len(args) > 2 else 20
+        print(atomic_write_text(args[1], calibration_markdown(n)))
+        return
+    n = int(args[0]) if args else 5
+    pd.set_option("display.width", 200)
+    print(summarise(calibrate(range(n), legacy=True)).round(3).to_string(index=False))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
