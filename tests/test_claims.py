@@ -71,7 +71,8 @@ def test_vanish_needs_the_real_effect():
     assert v == "not testable" and "absent" in why
     assert vanish_decide("reproduced", [0.1, 0.2], [0.9, 0.8])[0] == "reproduced"
     assert vanish_decide("reproduced", [0.1, 0.2], [0.001, 0.8])[0] == "partially"
-    assert vanish_decide("partially", [0.9, 1.2], [0.001, 0.8])[0] == "not reproduced"
+    assert vanish_decide("partially", [0.9, 1.2], [0.001, 0.001])[0] == "not reproduced"
+    assert vanish_decide("reproduced", [-1.0, 0.2], [0.001, 0.8])[0] == "reproduced"
 
 
 def test_claim_record_is_keyword_only_and_checked():

@@ -25,20 +25,16 @@ import numpy as np
 import pandas as pd
 
 from lamina.claims import Claim
-from lamina.geometry import layerwise_cosine, mean_curvature
+from lamina.controls import shuffle_layers
 from lamina.stats import mann_whitney
 from lamina.synthetic import synthetic_states, word_counts
-from lamina.trajectory_tests import (
-    bifurcation_test,
-    convergence_test,
-    curvature_test,
-    three_phase_test,
-)
+from lamina.trajectory_tests import paper1_test
 from lamina.trajectory_verdicts import (
     bifurcation_claims,
     convergence_claims,
     curvature_claims,
     three_phase_claims,
+    vanish_claim,
 )
 
 __all__ = ["TESTS", "calibrate", "calibration_markdown", "run_seed", "summarise", "wilson"]
@@ -53,18 +49,41 @@ def _tables() -> dict[str, pd.DataFrame]:
     return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
 
 
-def pair_rows(table: pd.DataFrame) -> tuple[np.ndarray, ...]:
-    """Row indices (a, b, ca, cb) of each homograph pair's two contexts and of its control
-    pair's, in the long table of ``bifurcation_prompts`` (columns role, pair_id, sense)."""
-    out = []
-    for role in ("ambiguous", "control"):
-        t = table[table["role"] == role]
-        one = t[t["sense"] == "ctx1"].reset_index().set_index("pair_id")["index"]
-        two = t[t["sense"] == "ctx2"].reset_index().set_index("pair_id")["index"]
-        out.append((one, two))
-    common = out[0][0].index.intersection(out[0][1].index)
-    common = common.intersection(out[1][0].index).intersection(out[1][1].index)
-    return tuple(s.loc[common].to_numpy() for pair in out for s in pair)
+CLAIMS = {
+    "convergence": (convergence_claims, "Convergence"),
+    "curvature": (curvature_claims, "The curvature difference"),
+    "bifurcation": (bifurcation_claims, "Bifurcation"),
+    "three_phase": (three_phase_claims, "The three-phase structure"),
+}
+
+
+def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
+    from lamina.experiments.bifurcation import bifurcation_prompts
+
+    if name == "convergence":
+        return tb["semantic"]
+    if name == "curvature":
+        return pd.concat([tb["reasoning"], tb["lexical"]], ignore_index=True)
+    if name == "bifurcation":
+        return bifurcation_prompts(tb["ambiguous"])
+    return pd.concat(
+        [tb[f] for f in ("semantic", "analogies", "reasoning", "lexical")], ignore_index=True
+    )
+
+
+def control_fractions(
+    name: str, real: dict, controls: dict[str, np.ndarray], table: pd.DataFrame,
+    layers: list[int], seed: int, n_bootstrap: int = 100,
+) -> dict[str, tuple[float, float | None]]:
+    """Per control states: (control effect / real effect, the control effect's p), with the
+    same test (fewer resamples: 200 permutations, ``n_bootstrap``)."""
+    out = {}
+    for cname, xc in controls.items():
+        sc = paper1_test(name, xc, table, layers, n_bootstrap=n_bootstrap,
+                         n_permutations=200, seed=seed)
+        frac = sc["effect"] / real["effect"] if real["effect"] else float("nan")
+        out[cname] = (float(frac), sc["effect_p"])
+    return out
 
 
 def run_seed(
@@ -75,42 +94,33 @@ def run_seed(
     n_bootstrap: int = 500,
     n_permutations: int = 1000,
     tables: dict[str, pd.DataFrame] | None = None,
+    vanish: bool = True,
 ) -> list[Claim]:
     """The claims rows of every test in ``tests`` on one synthetic source (kind "null" or
-    "planted") at one seed, at the real families' sizes."""
-    from lamina.experiments.bifurcation import bifurcation_prompts
-
+    "planted") at one seed, at the real families' sizes; with ``vanish``, also the
+    "vanishes under controls" row (shuffled layers of the same states; random input
+    embeddings = null states of seed + 20002, as ``synthetic_model_states`` gives them)."""
     tb = tables or _tables()
-    name, conv = f"synthetic-{kind}", "synthetic states"
+    src, conv = f"synthetic-{kind}", "synthetic states"
     out: list[Claim] = []
-    kw = {"n_bootstrap": n_bootstrap, "seed": seed}
-    if "convergence" in tests:
-        t = tb["semantic"]
+    for name in tests:
+        t = _families(tb, name)
         x = synthetic_states(t, kind, seed)
         layers = list(range(x.shape[1]))
-        s = convergence_test(x, t["category"].to_numpy(), layers, n_permutations=n_permutations, **kw)
-        out += convergence_claims(s, name, conv)
-    if "curvature" in tests:
-        t = pd.concat([tb["reasoning"], tb["lexical"]], ignore_index=True)
-        x = synthetic_states(t, kind, seed)
-        units = np.where(t["family"] == "lexical", t.get("base", t["id"]), t["id"])
-        s = curvature_test(
-            mean_curvature(x), t["family"].to_numpy(), units, n_tokens=word_counts(t), **kw
-        )
-        out += curvature_claims(s, name, conv)
-    if "bifurcation" in tests:
-        t = bifurcation_prompts(tb["ambiguous"])
-        x = synthetic_states(t, kind, seed)
-        a, b, ca, cb = pair_rows(t)
-        s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
-        out += bifurcation_claims(s, name, conv)
-    if "three_phase" in tests:
-        t = pd.concat(
-            [tb[f] for f in ("semantic", "analogies", "reasoning", "lexical")], ignore_index=True
-        )
-        x = synthetic_states(t, kind, seed)
-        s = three_phase_test(layerwise_cosine(x), **kw)
-        out += three_phase_claims(s, name, conv)
+        s = paper1_test(name, x, t, layers, n_bootstrap=n_bootstrap,
+                        n_permutations=n_permutations, seed=seed, n_tokens=word_counts(t))
+        make, what = CLAIMS[name]
+        rows = make(s, src, conv)
+        out += rows
+        if vanish:
+            head = next(r for r in rows if r.main)
+            ctl = {}
+            if head.verdict in ("reproduced", "partially"):
+                ctl = control_fractions(name, s, {
+                    "shuffled layers": shuffle_layers(x, seed=seed),
+                    "random embeddings": synthetic_states(t, "null", seed + 20_002),
+                }, t, layers, seed)
+            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl))
     return out
 
 

@@ -46,9 +46,10 @@ Only lowercase letters, digits and dashes; :func:`claim_id` builds and checks th
 **"Vanishes under controls"** (:func:`vanish_decide`) is testable only when the real effect
 is present (the real claim's verdict is "reproduced" or "partially"); otherwise it is
 "not testable", never a ratio over a null effect. With the effect present, a control
-*removes* it when the control's effect is not significant at ``alpha`` and less than half of
-the real effect remains (``|fraction| < 0.5``). Reproduced when every control removes it,
-partially when some do, not reproduced when none does.
+*removes* it when less than half of the real effect remains in the claimed direction
+(signed ``fraction < 0.5``; an effect of the opposite sign remains 0) and what remains is
+not significant in that direction (``p >= alpha`` or ``fraction <= 0``). Reproduced when
+every control removes it, partially when some do, not reproduced when none does.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ def vanish_decide(
     for f, p in zip(fractions, control_p, strict=True):
         if not _finite(f):
             continue
-        removed.append(abs(f) < 0.5 and (p is None or not _finite(p) or p >= alpha))
+        significant = p is not None and _finite(p) and p < alpha and f > 0
+        removed.append(f < 0.5 and not significant)
     if not removed:
         return "not testable", "no control gave a finite effect"
     if all(removed):

@@ -26,13 +26,16 @@ from lamina.stats import (
 )
 
 __all__ = [
+    "bifurcation_rows",
     "bifurcation_test",
     "ci_profile",
     "convergence_test",
     "curvature_test",
     "distance_stack",
     "onset_from_difference",
+    "paper1_test",
     "three_phase_test",
+    "units_of",
 ]
 
 
@@ -311,3 +314,68 @@ def three_phase_test(sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0
         "per_prompt": m,
     }
 
+
+
+# ----------------------------------------------------------------------------- dispatch
+def bifurcation_rows(table: Any) -> tuple[np.ndarray, ...]:
+    """Row indices (a, b, ca, cb) of each homograph pair's two contexts and of its control
+    pair's, matched by ``pair_id``, in a long table with columns role ("ambiguous" /
+    "control"), pair_id and sense ("ctx1" / "ctx2")."""
+    t = table.reset_index(drop=True)
+    cols = []
+    for role in ("ambiguous", "control"):
+        r = t[t["role"] == role]
+        for sense in ("ctx1", "ctx2"):
+            s = r[r["sense"] == sense]
+            cols.append(dict(zip(s["pair_id"], s.index, strict=True)))
+    common = [p for p in cols[0] if all(p in c for c in cols[1:])]
+    return tuple(np.array([c[p] for p in common], dtype=int) for c in cols)
+
+
+def units_of(table: Any) -> np.ndarray:
+    """(n,) the independent unit of each row: the base word of a lexical variant, else the
+    prompt's id (or its row number)."""
+    ids = table["id"].astype(str).to_numpy() if "id" in table else np.arange(len(table)).astype(str)
+    if "base" in table:
+        return np.where(table["family"] == "lexical", "base:" + table["base"].astype(str), ids)
+    return ids
+
+
+def paper1_test(
+    name: str,
+    x: np.ndarray,
+    table: Any,
+    layers: list[int],
+    *,
+    n_bootstrap: int = 2_000,
+    n_permutations: int = 2_000,
+    seed: int = 0,
+    n_tokens: Any | None = None,
+) -> dict[str, Any]:
+    """Run the test of chapter ``name`` ("convergence", "curvature", "bifurcation",
+    "three_phase") on states x (n, m, d) of the rows of ``table``; the result also holds
+    ``effect`` and ``effect_p``: the headline effect (peak CI; reasoning - lexical; median
+    homograph ratio - 1; SIM margin) and its p, from which control fractions are taken."""
+    from lamina.geometry import layerwise_cosine, mean_curvature
+
+    kw = {"n_bootstrap": n_bootstrap, "seed": seed}
+    if name == "convergence":
+        s = convergence_test(
+            x, table["category"].to_numpy(), layers, n_permutations=n_permutations, **kw
+        )
+        s["effect"], s["effect_p"] = s["peak"], s["p"]
+    elif name == "curvature":
+        s = curvature_test(
+            mean_curvature(x), table["family"].to_numpy(), units_of(table), n_tokens=n_tokens, **kw
+        )
+        s["effect"], s["effect_p"] = s["difference"], s["p"]
+    elif name == "bifurcation":
+        a, b, ca, cb = bifurcation_rows(table)
+        s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
+        s["effect"], s["effect_p"] = s["ratio"] - 1, s["p"]
+    elif name == "three_phase":
+        s = three_phase_test(layerwise_cosine(x), **kw)
+        s["effect"], s["effect_p"] = s["margin"], s["p"]
+    else:
+        raise ValueError(f"unknown paper-1 test {name!r}")
+    return s

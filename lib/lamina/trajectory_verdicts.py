@@ -257,7 +257,7 @@ def vanish_claim(
     fr = [controls[k][0] for k in names]
     ps = [controls[k][1] for k in names]
     verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha)
-    finite = [abs(f) for f in fr if f is not None and math.isfinite(f)]
+    finite = [f for f in fr if f is not None and math.isfinite(f)]
     return Claim(
         claim_id=claim_id(1, chapter, "controls-vanish"),
         claim=f"{what} vanishes under shuffled-layer and random-embedding controls",
@@ -267,6 +267,6 @@ def vanish_claim(
         p=max((p for p in ps if p is not None), default=math.nan),
         verdict=verdict,
         reason=reason,
-        effect_name="largest share of the effect remaining under the two controls",
+        effect_name="largest signed share of the effect remaining under the two controls",
         convention=real.convention,
     )
