@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lamina._arraylike import _to_numpy
+from lamina.models import get_adapter
 
 if TYPE_CHECKING:
     import torch
@@ -140,8 +141,6 @@ def random_input_states(
     (L+1, T_i, d_model). Deterministic in ``seed``.
     """
     import torch
-
-    from lamina.models import get_adapter
 
     sizes = [int(t) for t in np.asarray(n_tokens).ravel()]
     if not sizes or min(sizes) < 1:

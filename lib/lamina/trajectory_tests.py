@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lamina.geometry import bifurcation as _bifurcation
-from lamina.geometry import convergence_index_per_prompt
+from lamina.geometry import convergence_index_per_prompt, layerwise_cosine, mean_curvature
 from lamina.phases import fixed_phase_bands
 from lamina.stats import (
     index_bootstrap,
@@ -56,20 +56,25 @@ def ci_profile(D: np.ndarray, labels: np.ndarray, idx: np.ndarray | None = None)
     CI_i(l) = mean_{j: y_j != y_i} D[l, i, j] - mean_{j: y_j = y_i, j not a copy of i} D[l, i, j]
     over the resampled rows, averaged over i (the definition of
     ``lamina.geometry.convergence_index_per_prompt``, on a resample: copies of a prompt are
-    not its neighbours). D: (m, n, n) from :func:`distance_stack`; labels: (n,)  ->  (m,).
+    not its neighbours). With multiplicities c_j of the rows in ``idx``, both means are
+    c-weighted sums over the distinct rows (one batched matrix product), and the average over
+    i is c-weighted too. D: (m, n, n) from :func:`distance_stack`; labels: (n,)  ->  (m,).
     """
-    idx = np.arange(D.shape[1]) if idx is None else np.asarray(idx)
-    lab = np.asarray(labels)[idx]
-    sub = D[:, idx][:, :, idx]
-    same = lab[:, None] == lab[None, :]
-    within = same & (idx[:, None] != idx[None, :])
-    between = ~same
-    nw, nb = within.sum(1), between.sum(1)
+    n = D.shape[1]
+    c = np.ones(n) if idx is None else np.bincount(np.asarray(idx), minlength=n).astype(float)
+    _, inv = np.unique(np.asarray(labels), return_inverse=True)
+    onehot = np.zeros((n, inv.max() + 1))
+    onehot[np.arange(n), inv] = 1.0
+    wcat = onehot * c[:, None]  # (n, K) weight of row j in category k
+    sums = D @ wcat  # (m, n, K): sum_j c_j D_ij over category k
+    size = wcat.sum(0)  # (K,) resampled category sizes
+    own = sums[:, np.arange(n), inv]  # (m, n)
+    n_within = size[inv] - c  # copies of i are not its neighbours
+    n_between = c.sum() - size[inv]
     with np.errstate(invalid="ignore", divide="ignore"):
-        w = (sub * within).sum(2) / nw
-        b = (sub * between).sum(2) / nb
-        ci = np.where((nw > 0) & (nb > 0), b - w, np.nan)
-    return np.nanmean(ci, axis=1)
+        ci = (sums.sum(2) - own) / n_between - own / n_within  # (m, n)
+    ok = (c > 0) & (n_within > 0) & (n_between > 0)
+    return (ci[:, ok] * c[ok]).sum(1) / c[ok].sum() if ok.any() else np.full(D.shape[0], np.nan)
 
 
 def convergence_test(
@@ -356,8 +361,6 @@ def paper1_test(
     "three_phase") on states x (n, m, d) of the rows of ``table``; the result also holds
     ``effect`` and ``effect_p``: the headline effect (peak CI; reasoning - lexical; median
     homograph ratio - 1; SIM margin) and its p, from which control fractions are taken."""
-    from lamina.geometry import layerwise_cosine, mean_curvature
-
     kw = {"n_bootstrap": n_bootstrap, "seed": seed}
     if name == "convergence":
         s = convergence_test(

@@ -51,7 +51,9 @@ CONTROL_RATIO = (1.0, 1.2)  # claimed 1.1x
 ONSET_RANGE = (0.17, 0.27)  # "about 22% of depth"
 
 
-def convergence_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
+def convergence_claims(
+    s: dict[str, Any], model: str, convention: str, *, chapter: str = "convergence"
+) -> list[Claim]:
     """The peak (main; test: the label-permutation null of the maximum over layers, at the
     claim's alpha 0.001) and its depth (middle-to-late: peak at >= 1/3 of the depth, CI from
     the re-selected peaks). The paper's own p < 0.001 is a Mann-Whitney U of between- vs
@@ -62,7 +64,7 @@ def convergence_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     )
     common = {"model": model, "convention": convention}
     peak = Claim.tested(
-        claim_id=claim_id(1, "convergence", "peak"),
+        claim_id=claim_id(1, chapter, "peak"),
         claim=CONVERGENCE,
         paper_value="peak CI 0.41-0.58, p<0.001",
         measured=s["peak"],
@@ -81,7 +83,7 @@ def convergence_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     )
     present = peak.verdict in ("reproduced", "partially")
     depth = Claim.tested(
-        claim_id=claim_id(1, "convergence", "peak-depth"),
+        claim_id=claim_id(1, chapter, "peak-depth"),
         claim="The convergence peak lies in middle-to-late layers",
         paper_value="middle-to-late layers",
         measured=s["peak_fraction"],
@@ -95,14 +97,16 @@ def convergence_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     return [peak, depth]
 
 
-def curvature_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
+def curvature_claims(
+    s: dict[str, Any], model: str, convention: str, *, chapter: str = "curvature"
+) -> list[Claim]:
     """The gap (main; reasoning - lexical >= 0.40 rad, two-sided Mann-Whitney U on the
     independent units, alpha 0.05), the two ranges, and the length-adjusted gap when
     token counts are known."""
     common = {"model": model, "convention": convention}
     rows = [
         Claim.tested(
-            claim_id=claim_id(1, "curvature", "gap"),
+            claim_id=claim_id(1, chapter, "gap"),
             claim=CURVATURE,
             paper_value="difference >= 0.40 rad (0.71-0.83 vs 0.27-0.31)",
             measured=s["difference"],
@@ -119,7 +123,7 @@ def curvature_claims(s: dict[str, Any], model: str, convention: str) -> list[Cla
             **common,
         ),
         Claim.tested(
-            claim_id=claim_id(1, "curvature", "reasoning-range"),
+            claim_id=claim_id(1, chapter, "reasoning-range"),
             claim="Reasoning curvature is 0.71-0.83 rad",
             paper_value="0.71-0.83 rad",
             measured=s["reasoning"],
@@ -130,7 +134,7 @@ def curvature_claims(s: dict[str, Any], model: str, convention: str) -> list[Cla
             **common,
         ),
         Claim.tested(
-            claim_id=claim_id(1, "curvature", "lexical-range"),
+            claim_id=claim_id(1, chapter, "lexical-range"),
             claim="Lexical-variation curvature is 0.27-0.31 rad",
             paper_value="0.27-0.31 rad",
             measured=s["lexical"],
@@ -147,7 +151,7 @@ def curvature_claims(s: dict[str, Any], model: str, convention: str) -> list[Cla
             why = "token counts unknown or constant"
         rows.append(
             Claim.tested(
-                claim_id=claim_id(1, "curvature", "gap-length-adjusted"),
+                claim_id=claim_id(1, chapter, "gap-length-adjusted"),
                 claim="Reasoning curves more than lexical variation at equal length",
                 paper_value="difference >= 0.40 rad",
                 measured=s["adjusted"],
