@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from lamina.calibration import calibrate, run_seed, summarise, wilson
-from lamina.experiments.states import load_model_states
-from lamina.experiments.trajectory import Convention, TrajectoryConfig
+from lamina.chapters.states import load_model_states
+from lamina.chapters.trajectory import Convention, TrajectoryConfig
 from lamina.synthetic import synthetic_states
 
 MAIN = {

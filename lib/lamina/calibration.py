@@ -24,8 +24,12 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from lamina.chapters.bifurcation import bifurcation_prompts
 from lamina.claims import Claim
 from lamina.controls import shuffle_layers
+from lamina.geometry import convergence_index_per_prompt
+from lamina.prompts import load_prompts
+from lamina.provenance import atomic_write_text
 from lamina.stats import mann_whitney
 from lamina.synthetic import synthetic_states, word_counts
 from lamina.trajectory_tests import paper1_test
@@ -44,8 +48,6 @@ FPR_TARGET, POWER_TARGET = 0.05, 0.80
 
 
 def _tables() -> dict[str, pd.DataFrame]:
-    from lamina.prompts import load_prompts
-
     return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
 
 
@@ -58,8 +60,6 @@ CLAIMS = {
 
 
 def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
-    from lamina.experiments.bifurcation import bifurcation_prompts
-
     if name == "convergence":
         return tb["semantic"]
     if name == "curvature":
@@ -130,8 +130,6 @@ LEGACY = "legacy: convergence peak by argmax, Mann-Whitney vs first layer, p < 0
 def _legacy_convergence(kind: str, seed: int, table: pd.DataFrame) -> str:
     """The test lamina used before (issue 11, defect 4): peak layer by argmax of the mean
     per-prompt CI, then a Mann-Whitney U of per-prompt CI at the peak vs the first layer."""
-    from lamina.geometry import convergence_index_per_prompt
-
     x = synthetic_states(table, kind, seed)
     ci = convergence_index_per_prompt(x, table["category"].to_numpy())
     k = int(np.nanargmax(np.nanmean(ci, axis=0)))
@@ -274,8 +272,6 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     ``python -m lamina.calibration page OUT.md [N_SEEDS]`` writes the book page body."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "page":
-        from lamina.provenance import atomic_write_text
-
         n = int(args[2]) if len(args) > 2 else 20
         print(atomic_write_text(args[1], calibration_markdown(n)))
         return

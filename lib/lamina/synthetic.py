@@ -40,9 +40,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lamina.phases import fixed_phase_bands
+from lamina.geometry.phases import fixed_phase_bands
 
-__all__ = ["SYNTHETIC", "SyntheticSpec", "synthetic_model_states", "synthetic_states", "word_counts"]
+__all__ = ["SYNTHETIC", "SyntheticSpec", "synthetic_states", "word_counts"]
 
 SYNTHETIC = ("synthetic-null", "synthetic-planted")
 
@@ -183,35 +183,3 @@ def synthetic_states(
             out[one[0]], out[two[0]] = _separate(rng, base, profiles[role], spec)
     return out
 
-
-def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
-    """``ModelStates`` of a synthetic source for ``prompts`` (what ``load_model_states``
-    returns for ``name`` "synthetic-null" / "synthetic-planted"): both pools hold the same
-    states (there are no tokens to pool), the random-init model and the random-input control
-    hold null states of other seeds, ``n_tokens`` = :func:`word_counts`."""
-    from lamina.experiments.states import ModelStates, PooledStates
-
-    if name not in SYNTHETIC:
-        raise ValueError(f"unknown synthetic source {name!r}; choose one of {SYNTHETIC}")
-    table = prompts.reset_index(drop=True)
-    n_tok = word_counts(table)
-
-    def pools(x: np.ndarray) -> dict:
-        x = x.astype(np.float32)
-        return {p: PooledStates(x, None, True, table, n_tok) for p in ("mean", "last")}
-
-    kind = name.removeprefix("synthetic-")
-    real = synthetic_states(table, kind, seed)
-    notes = [
-        f"{name}: a known-answer source (seed {seed}), not a model: "
-        + ("no effect is planted." if kind == "null" else "paper 1's effects are planted at the "
-           "abstract's sizes.")
-    ]
-    return ModelStates(
-        name,
-        pools(real),
-        pools(synthetic_states(table, "null", seed + 10_001)),
-        {"has_final_norm": False, "synthetic": kind, "seed": seed},
-        notes,
-        pools(synthetic_states(table, "null", seed + 20_002)),
-    )

@@ -16,7 +16,7 @@ import numpy as np
 
 from lamina.geometry import bifurcation as _bifurcation
 from lamina.geometry import convergence_index_per_prompt, layerwise_cosine, mean_curvature
-from lamina.phases import fixed_phase_bands
+from lamina.geometry.phases import fixed_phase_bands
 from lamina.stats import (
     index_bootstrap,
     mann_whitney,
@@ -285,7 +285,7 @@ def bifurcation_test(
 def three_phase_test(sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0) -> dict[str, Any]:
     """The paper's fixed bands on per-prompt SIM profiles, tested paired within prompts.
 
-    sim: (n, L) SIM_i(l). Band means per prompt (``lamina.phases.fixed_phase_bands``);
+    sim: (n, L) SIM_i(l). Band means per prompt (``lamina.geometry.fixed_phase_bands``);
     d1 = elaboration - encoding, d2 = elaboration - output preparation (paired per prompt).
     Estimate: min(mean d1, mean d2), the margin by which elaboration exceeds both neighbours,
     with a percentile bootstrap CI over prompts; p = max of the two Wilcoxon signed-rank
