@@ -20,7 +20,7 @@ bifurcation, a flat expected SIM (no phases).
   at most about theta + (pi/2)/L radians per layer from the origin, so a family whose
   theta is too small for those angles has its band angles scaled down by one factor (its
   SIM bands keep their order, encoding < output preparation < elaboration, nearer to 1).
-* Convergence (family ``semantic``): h_i(l) += g(l) |h_i(l)| mu_c, mu_c orthonormal category
+* Convergence (families ``semantic*``): h_i(l) += g(l) |h_i(l)| mu_c, mu_c orthonormal category
   directions, g(l) chosen so the expected convergence index is
   CI(l) = 0.495 exp(-((l - 0.67 L) / (0.25 L))^2) (peak 0.495, the middle of 0.41-0.58, at
   two thirds of the depth), from CI = sqrt(2) (1 - 1/sqrt(1 + g^2)) for independent
@@ -159,8 +159,9 @@ def synthetic_states(
     t = prompts.reset_index(drop=True)
     fam = t["family"].astype(str).to_numpy() if "family" in t else np.full(n, "")
     out = np.stack([_path(rng, spec.theta.get(f, spec.theta_other), spec) for f in fam])
-    if "category" in t and (fam == "semantic").any():
-        sem = np.flatnonzero(fam == "semantic")
+    semantic = np.char.startswith(fam.astype(str), "semantic")  # topical and neutral frames
+    if "category" in t and semantic.any():
+        sem = np.flatnonzero(semantic)
         cats = t.loc[sem, "category"].astype(str).to_numpy()
         names = sorted(set(cats))
         mu = np.linalg.qr(rng.standard_normal((spec.d_model, len(names))))[0].T

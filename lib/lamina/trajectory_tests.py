@@ -98,7 +98,15 @@ def convergence_test(
     ``fraction_low``/``fraction_high``: percentiles of the re-selected peak's depth.
     """
     lab = np.asarray(labels)
-    D = distance_stack(np.asarray(x, dtype=np.float64))
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 3 or lab.shape != (x.shape[0],):
+        raise ValueError(
+            f"convergence_test needs states (n, m, d) and n labels; got states {x.shape} and "
+            f"labels of length {lab.size}"
+        )
+    if len(np.unique(lab)) < 2:
+        raise ValueError("convergence_test needs at least 2 categories")
+    D = distance_stack(x)
     perm = max_permutation_test(lambda y: ci_profile(D, y), lab, n_permutations, seed)
     boot = peak_bootstrap(lambda i: ci_profile(D, lab, i), len(lab), n_bootstrap, seed, strata=lab)
     profile = ci_profile(D, lab)
