@@ -62,3 +62,28 @@ def test_cluster_resampling_keeps_clusters_whole():
     naive = index_bootstrap(lambda i: y[i].mean(), 48, 500, 0)
     clust = index_bootstrap(lambda i: y[i].mean(), 48, 500, 0, clusters=clusters)
     assert clust["standard_error"] > 1.5 * naive["standard_error"]
+
+
+def test_partial_spearman_removes_a_shared_cause_and_keeps_a_direct_link():
+    from lamina.stats import partial_spearman
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=40)
+    x, y = z + 0.1 * rng.normal(size=40), z + 0.1 * rng.normal(size=40)
+    shared = partial_spearman(x, y, z, n_resamples=300)
+    assert abs(shared["rho"]) < 0.5 and shared["p"] > 0.01
+    direct = partial_spearman(x, x + 0.1 * rng.normal(size=40), rng.normal(size=40), n_resamples=300)
+    assert direct["rho"] > 0.8 and direct["p"] < 0.01 and direct["ci_low"] > 0.5
+
+
+def test_top_share_permutation_is_not_fooled_by_chance():
+    from lamina.stats import top_share_permutation
+
+    layers = np.arange(12)
+    core = [3, 4]
+    planted = top_share_permutation(np.r_[np.ones(3), [50, 40], np.ones(7)], layers, core)
+    assert planted["share"] == 1.0 and planted["p"] < 0.05
+    rng = np.random.default_rng(0)
+    ps = [top_share_permutation(rng.normal(size=12), layers, core, n_resamples=500,
+                                seed=i)["p"] for i in range(40)]
+    assert np.mean(np.array(ps) < 0.05) <= 0.1
