@@ -36,6 +36,7 @@ n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B; the peak 
 n_permutations = 2000  # label permutations for the claim's p (>= 1000 for p < 0.001)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
+sensitivity = True  # also rerun the test under every representation convention (slower)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 

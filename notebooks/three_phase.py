@@ -33,6 +33,7 @@ prompts = (
 n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
+sensitivity = True  # also rerun the test under every representation convention (slower)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 

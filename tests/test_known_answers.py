@@ -30,6 +30,7 @@ def _config(source: str, seed: int) -> TrajectoryConfig:
                             n_permutations=1000, sensitivity=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(5))
 def test_known_answers_over_seeds(seed: int) -> None:
     for chapter, (run, main) in RUNS.items():
@@ -51,6 +52,7 @@ def _outputs(nb: dict) -> str:
     return "\n".join(text)
 
 
+@pytest.mark.slow
 def test_a_rendered_chapter_says_what_its_source_shows(tmp_path) -> None:
     from lamina.book import execute_chapter
 
@@ -58,7 +60,7 @@ def test_a_rendered_chapter_says_what_its_source_shows(tmp_path) -> None:
     for source in ("null", "planted"):
         out = tmp_path / source
         params = {"model": f"synthetic-{source}", "seed": 0, "n_bootstrap": 200,
-                  "results_root": str(tmp_path / "results")}
+                  "sensitivity": False, "results_root": str(tmp_path / "results")}
         path = execute_chapter("curvature", out, params, progress=False)
         pages[source] = _outputs(json.loads(path.read_text()))
     assert "synthetic-planted: reproduced" in pages["planted"]

@@ -152,7 +152,7 @@ def calibrate(
             if legacy:
                 v = _legacy_convergence(kind, seed, tables["semantic"])
                 rows.append({"kind": kind, "seed": seed, "claim_id": LEGACY, "main": False,
-                             "verdict": v, "p": np.nan, "measured": np.nan})
+                             "verdict": v, "reason": "", "p": np.nan, "measured": np.nan})
             for c in run_seed(kind, seed, tests, tables=tables, **kwargs):
                 rows.append(
                     {
@@ -161,6 +161,7 @@ def calibrate(
                         "claim_id": c.claim_id,
                         "main": c.main,
                         "verdict": c.verdict,
+                        "reason": c.reason,
                         "p": c.p,
                         "measured": c.measured,
                     }
@@ -192,6 +193,13 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         pl, ph = wilson(tp, len(plant))
         fpr = fp / len(null) if len(null) else np.nan
         power = tp / len(plant) if len(plant) else np.nan
+        why = {}
+        for kind, part, bad in (("null", null, null["verdict"].isin(["reproduced", "partially"])),
+                                ("planted", plant, plant["verdict"] != "reproduced")):
+            reasons = part.loc[bad, "reason"] if "reason" in part else pd.Series(dtype=str)
+            top = reasons[reasons != ""].value_counts()
+            why[kind] = (f"{top.index[0]} ({top.iloc[0]} of {len(part)} seeds)"
+                         if len(top) else "")
         rows.append(
             {
                 "claim_id": cid,
@@ -206,6 +214,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
                 "untestable_null": int((null["verdict"] == "not testable").sum()),
                 "fpr_ok": bool(fpr <= FPR_TARGET),
                 "power_ok": bool(power >= POWER_TARGET),
+                "why_null": why["null"],
+                "why_planted": why["planted"],
             }
         )
     return pd.DataFrame(rows)
@@ -252,9 +262,11 @@ def calibration_markdown(n_seeds: int = 20, **kwargs: int) -> str:
         for r in miss.itertuples():
             why = []
             if not r.fpr_ok:
-                why.append(f"its false-positive rate is {_pct(r.fpr)}")
+                why.append(f"its false-positive rate is {_pct(r.fpr)}"
+                           + (f"; on the null: {r.why_null}" if r.why_null else ""))
             if not r.power_ok:
-                why.append(f"its power is {_pct(r.power)}")
+                why.append(f"its power is {_pct(r.power)}"
+                           + (f"; on the planted source: {r.why_planted}" if r.why_planted else ""))
             lines.append(f"- `{r.claim_id}` misses a target: {' and '.join(why)}.")
     leg = s[s["claim_id"] == LEGACY]
     if len(leg):

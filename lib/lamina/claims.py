@@ -174,25 +174,29 @@ def vanish_decide(
     control_p: list[float | None],
     *,
     alpha: float = 0.05,
+    names: list[str] | None = None,
 ) -> tuple[str, str]:
     """(verdict, reason) for "the effect vanishes under the controls" (module docstring).
     fractions: per control, the share of the real effect that remains; control_p: per
     control, the p-value of the effect measured on the control states (None: untested)."""
     if real_verdict not in ("reproduced", "partially"):
         return "not testable", f"the real effect is absent (verdict: {real_verdict})"
-    removed = []
-    for f, p in zip(fractions, control_p, strict=True):
+    removed, kept = [], []
+    names = names or [f"control {i + 1}" for i in range(len(fractions))]
+    for name, f, p in zip(names, fractions, control_p, strict=True):
         if not _finite(f):
             continue
         significant = p is not None and _finite(p) and p < alpha and f > 0
         removed.append(f < 0.5 and not significant)
+        if not removed[-1]:
+            kept.append(name)
     if not removed:
         return "not testable", "no control gave a finite effect"
     if all(removed):
         return "reproduced", "every control removes the effect"
     if any(removed):
-        return "partially", f"{sum(removed)} of {len(removed)} controls remove the effect"
-    return "not reproduced", "no control removes the effect"
+        return "partially", f"the effect survives {', '.join(kept)}"
+    return "not reproduced", f"the effect survives {', '.join(kept)}"
 
 
 @dataclass(frozen=True, kw_only=True)

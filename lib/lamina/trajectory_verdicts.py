@@ -260,7 +260,7 @@ def vanish_claim(
     names = [k for k in controls if k in ("shuffled layers", "random embeddings")]
     fr = [controls[k][0] for k in names]
     ps = [controls[k][1] for k in names]
-    verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha)
+    verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha, names=names)
     finite = [f for f in fr if f is not None and math.isfinite(f)]
     return Claim(
         claim_id=claim_id(1, chapter, "controls-vanish"),
