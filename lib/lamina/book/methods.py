@@ -30,9 +30,9 @@ METHODS: dict[str, list[str]] = {
         "lamina.claims.Claim",
     ],
     "Statistics (paper 1's claims)": [
-        "lamina.stats.max_permutation_test",
-        "lamina.stats.peak_bootstrap",
-        "lamina.stats.resample_indices",
+        "lamina.resampling.max_permutation_test",
+        "lamina.resampling.peak_bootstrap",
+        "lamina.resampling.resample_indices",
         "lamina.stats.wilcoxon",
         "lamina.trajectory_tests.convergence_test",
         "lamina.trajectory_tests.curvature_test",
