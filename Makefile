@@ -50,6 +50,7 @@ organisms: $(STAMP)
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
+	$(PY) -m lamina.calibration page book/generated/calibration.md 20
 
 chapters: $(STAMP) organisms
 	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD)

@@ -22,6 +22,7 @@
 # the SIM profile into three **fixed** bands (l ≤ ⌊L/4⌋, ≤ ⌊3L/4⌋, the rest) and quotes GPT-2
 # ranges 0.35–0.55, 0.70–0.85 and 0.60–0.70. Fixed bands always give three phases; whether the
 # data have three is a separate question, which we answer with change-point detection.
+# Stability, the fifth of paper 1's metrics, is measured here too.
 
 # %% tags=["parameters"]
 model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
@@ -32,34 +33,41 @@ prompts = (
 n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
+sensitivity = True  # also rerun the test under every representation convention (slower)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
 # %%
 import altair as alt
+from IPython.display import display
 
 from lamina.book import glue
-from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
 from lamina.chapters.three_phase import run_three_phase
 
 result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
+claims = result.claims
+glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 
 # %% [markdown]
 # ## Method
 # `lamina.chapters.three_phase.run_three_phase` computes `lamina.geometry.layerwise_cosine` for the
 # semantic, analogy, reasoning and lexical families (single-token prompts left out), then
-# (a) `lamina.geometry.phases.fixed_phase_bands` and `phase_summary`: per-prompt band means, the
-# elaboration − encoding difference with a bootstrap CI, and Mann–Whitney U tests of elaboration
-# against each other band (BH-adjusted; p is the larger q). "Reproduced" needs p < 0.05 and the
-# paper's ordering encoding < output preparation < elaboration.
-# (b) `lamina.geometry.phases.detect_phases`: exact least-squares change points with the number of phases
-# chosen by a penalised BIC (and, for comparison, cross-validation), on the prompt-mean profile
-# and on 300 prompt resamples.
+# (a) the paper's fixed bands (`lamina.geometry.phases.fixed_phase_bands`), tested within
+# prompts: each prompt's mean SIM in the elaboration band is compared with its own encoding and
+# output-preparation bands (two paired Wilcoxon signed-rank tests; both must hold, so p is the
+# larger of the two). The estimate is the margin by which elaboration exceeds both neighbours,
+# with a bootstrap CI over prompts. GPT-2's quoted band ranges are tested on GPT-2 models only.
+# (b) `lamina.geometry.phases.detect_phases`: exact least-squares change points with the number
+# of phases chosen by a penalised BIC (and, for comparison, cross-validation), on the
+# prompt-mean profile and on 300 prompt resamples.
+# (c) Stability STAB(l) = cos(h_p(l), h_p′(l)) on the perturbation pairs of
+# `perturbations.jsonl` ("cat" → "a cat", synonyms, tense, ...).
 
 # %% [markdown]
 # ## Result
-# The fixed bands on {glue:text}`tp_model`: elaboration exceeds encoding by
-# {glue:text}`tp_measured:.3f` in mean SIM (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`).
+# The fixed bands on {glue:text}`tp_model`: the margin of elaboration over its two neighbouring
+# bands is {glue:text}`tp_measured:.3f` in mean SIM (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`).
 # Change-point detection finds {glue:text}`tp_k` phase(s) there.
 
 # %%
@@ -77,7 +85,7 @@ points = base.mark_point(filled=True, size=80).encode(
 (base.mark_line(color="gray") + points).facet(
     column=alt.Column("model:N", title=None)
 ).resolve_scale(y="independent").properties(
-    title="Fixed bands impose three phases; the data choose their own"
+    title=finding_title(claims, "p1-three-phase-bands", "Elaboration's SIM margin over both neighbours")
 )
 
 # %%
@@ -85,8 +93,8 @@ result.tables["bands"].round(3)
 
 # %% [markdown]
 # ## Controls
-# Shuffled layers, moment-matched random states and a random-init model: their SIM profiles,
-# detected phases and band ordering.
+# Shuffled layers, random input embeddings fed through the model, and a random-init model: their
+# SIM profiles and band margins. "Vanishes" is testable only where the real structure is present.
 
 # %%
 alt.Chart(prof).mark_line().encode(
@@ -95,19 +103,37 @@ alt.Chart(prof).mark_line().encode(
     color=alt.Color("condition:N"),
     strokeDash="condition:N",
 ).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Shuffled layers flatten the SIM profile"
+    title="SIM profile, real and under each control"
 )
 
 # %%
 result.tables["controls"]
 
+# %% [markdown]
+# ## Stability
+# Mean STAB(l) over the perturbation pairs with a bootstrap 95% band; paper 1 names the metric
+# but states no number for it.
+
 # %%
-claims = result.claims
-glue_claim("tp", claims, "three_phase_fixed_bands", n_models=len(result.models))
+stab = result.tables["stability"]
+if len(stab):
+    display(
+        alt.Chart(stab[stab["kind"] == "all"])
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("depth:Q", title="depth (layer / last layer)"),
+            y=alt.Y("stability:Q", title="STAB(l)", scale=alt.Scale(zero=False)),
+            color="model:N",
+        )
+        .properties(title="Stability under small lexical edits, by depth")
+    )
+    display(stab.groupby(["model", "kind"])["stability"].mean().unstack().round(3))
+
+# %%
 claims_view(claims)
 
 # %%
-detected = claims[claims["claim_id"] == "three_phase_detected"].reset_index(drop=True)
+detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(drop=True)
 glue("tp_k", int(detected.loc[0, "measured"]))
 glue("tp_share_three", float(detected.loc[0, "effect_size"]))
 glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
@@ -115,28 +141,32 @@ glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
 # %% [markdown]
 # :::{admonition} Verdict
 # :class: important
-# Fixed bands on {glue:text}`tp_model`: elaboration − encoding = {glue:text}`tp_measured:.3f`
-# (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`, p = {glue:text}`tp_p:.3g`):
-# **{glue:text}`tp_verdict`**; the ordering holds in full on {glue:text}`tp_n_reproduced` of
-# {glue:text}`tp_n_models` models. **Is it three?** Change points find {glue:text}`tp_k`
+# Fixed bands on {glue:text}`tp_model`: elaboration's margin over both neighbouring bands =
+# {glue:text}`tp_measured:.3f` (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`,
+# p = {glue:text}`tp_p:.3g`): **{glue:text}`tp_verdict`** ({glue:text}`tp_reason`); reproduced
+# in full on {glue:text}`tp_n_reproduced` of {glue:text}`tp_n_models` sources. **Is it three?** Change points find {glue:text}`tp_k`
 # phase(s) on {glue:text}`tp_model` (three in a share {glue:text}`tp_share_three:.2f` of prompt
-# resamples), and three phases on {glue:text}`tp_n_three` of {glue:text}`tp_n_models` models.
+# resamples), and three phases on {glue:text}`tp_n_three` of {glue:text}`tp_n_models` sources.
 # :::
 #
 # ## Sensitivity to the representation convention
 
 # %%
 sens = result.tables["sensitivity"]
-alt.Chart(sens).mark_point(filled=True, size=70).encode(
-    x=alt.X("k_bic:O", title="phases detected (BIC)"),
-    y=alt.Y("convention:N", title=None),
-    color="model:N",
-    shape="ordered:N",
-    tooltip=["model", "convention", "encoding", "elaboration", "output"],
-).properties(title="Change points rarely find three phases under any convention")
-
-# %%
-sens.drop(columns=["definition"]).round(3)
+if len(sens):
+    display(
+        alt.Chart(sens)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("margin:Q", title="elaboration's SIM margin over both neighbours"),
+            y=alt.Y("convention:N", title=None),
+            color="model:N",
+            shape="verdict:N",
+            tooltip=["model", "convention", "encoding", "elaboration", "output", "p"],
+        )
+        .properties(title="Band margin under each convention")
+    )
+    display(sens.drop(columns=["definition"]).round(3))
 
 # %% [markdown]
 # ## Caveats
@@ -144,4 +174,4 @@ sens.drop(columns=["definition"]).round(3)
 #   few phases. A fixed band of one or two points is not a phase in any data-driven sense.
 # - Under mean pooling, GPT-2's first-token massive activation dominates the pooled state, so
 #   SIM stays near 1 in the middle layers (see the released states).
-# - The paper's ranges are for GPT-2; other models are compared on the ordering only.
+# - The paper's ranges are for GPT-2; other models are tested on the band structure only.

@@ -297,6 +297,8 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
         subprocess.run(
             [sys.executable, "-m", "lamina.book", "pages", "--root", str(root)], check=True
         )
+        calibration = root / "book" / "generated" / "calibration.md"
+        subprocess.run([sys.executable, "-m", "lamina.calibration", "page", str(calibration), "2"], check=True)
         jb = Path(sys.executable).parent / "jupyter-book"
         build = subprocess.run(
             [

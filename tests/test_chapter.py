@@ -53,7 +53,18 @@ def test_glue_claim_glues_head_row_and_counts_under_prefix(glued: dict[str, Any]
         "conv_verdict": "partially",
         "conv_n_models": 3,
         "conv_n_reproduced": 1,
+        "conv_reason": "",
     }
+
+
+def test_finding_title_is_computed_from_the_claims_table() -> None:
+    claims = _claims()
+    title = chapter.finding_title(claims, "peak", "Peak")
+    assert title.startswith("Peak on a: 0.2 [0.1, 0.3] (paper: x)")
+    assert "a: partially" in title and "reproduced on 1 of 2 sources" in title
+    flipped = claims.assign(verdict=["reproduced", "not reproduced", "not testable"])
+    assert "a: reproduced" in chapter.finding_title(flipped, "peak", "Peak")
+    assert chapter.finding_title(claims, "absent", "Neutral") == "Neutral"
 
 
 def test_glue_claim_strings_formats_missing_values_as_na(glued: dict[str, Any]) -> None:

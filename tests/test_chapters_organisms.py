@@ -18,8 +18,8 @@ from lamina.chapters.organisms.run import (
     OrganismsConfig,
     organism_names,
     run_organisms,
-    wilson,
 )
+from lamina.stats import wilson
 
 from .conftest import lamina_env
 

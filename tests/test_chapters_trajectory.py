@@ -9,16 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.chapters.bifurcation import bifurcation_stats
-from lamina.chapters.convergence import _effect_ok as convergence_ok
-from lamina.chapters.convergence import convergence_stats
-from lamina.chapters.curvature import _effect_ok as curvature_ok
-from lamina.chapters.curvature import curvature_stats
-from lamina.chapters.results import claim_record, range_verdict
-from lamina.chapters.skeleton import vanish_verdict
 from lamina.chapters.states import PooledStates, load_model_states
-from lamina.chapters.three_phase import phase_stats
+from lamina.chapters.three_phase import detected_phases
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, expand_models
+from lamina.trajectory_tests import (
+    bifurcation_test,
+    convergence_test,
+    curvature_test,
+    three_phase_test,
+)
+from lamina.trajectory_verdicts import (
+    bifurcation_claims,
+    convergence_claims,
+    curvature_claims,
+    three_phase_claims,
+)
 
 
 # ----------------------------------------------------------------------------- synthetic states
@@ -32,92 +37,76 @@ def _clustered(n_per: int, n_cat: int, layers: int, d: int, onset: int, seed: in
     return x, labels
 
 
-def test_convergence_verdict_is_reproduced_when_categories_converge_late():
+def test_convergence_is_significant_when_categories_converge_late_and_not_without_them():
     x, labels = _clustered(8, 4, 9, 32, onset=5)
-    s = convergence_stats(x, labels, list(range(9)), 200, 0)
-    assert s["peak_fraction"] >= 0.5 and s["peak"] >= 0.41 and s["p"] < 0.001
-    assert (
-        claim_record("c", "", "", "m", s["peak"], p=s["p"], effect_ok=convergence_ok(s))["verdict"]
-        == "reproduced"
-    )
-
-
-def test_convergence_verdict_is_not_reproduced_without_categories():
+    s = convergence_test(x, labels, list(range(9)), n_bootstrap=200, n_permutations=1000)
+    assert s["peak_fraction"] >= 0.5 and s["p"] < 0.001 and s["ci_low"] > 0.1
+    peak = convergence_claims(s, "m", "")[0]
+    assert peak.verdict in ("reproduced", "partially", "not reproduced")  # the size decides
     rng = np.random.default_rng(1)
-    x, labels = rng.normal(size=(32, 9, 32)), np.repeat(np.arange(4), 8)
-    s = convergence_stats(x, labels, list(range(9)), 200, 0)
-    verdict = claim_record("c", "", "", "m", s["peak"], p=s["p"], effect_ok=convergence_ok(s))
-    assert abs(s["peak"]) < 0.1 and verdict["verdict"] != "reproduced"
+    x0, labels0 = rng.normal(size=(32, 9, 32)), np.repeat(np.arange(4), 8)
+    s0 = convergence_test(x0, labels0, list(range(9)), n_bootstrap=200, n_permutations=1000)
+    assert abs(s0["peak"]) < 0.1 and s0["p"] > 0.001
+    assert convergence_claims(s0, "m", "")[0].verdict == "not reproduced"
+
+
+def test_too_few_permutations_make_the_convergence_claim_not_testable():
+    x, labels = _clustered(8, 4, 9, 32, onset=5)
+    s = convergence_test(x, labels, list(range(9)), n_bootstrap=50, n_permutations=99)
+    peak = convergence_claims(s, "m", "")[0]
+    assert peak.verdict == "not testable" and "permutations" in peak.reason
 
 
 def test_convergence_labels_of_the_wrong_length_are_a_clear_error():
     x, labels = _clustered(4, 3, 5, 8, onset=2)
-    with pytest.raises(ValueError, match="labels has length 11"):
-        convergence_stats(x, labels[:-1], list(range(5)), 50, 0)
+    with pytest.raises(ValueError):
+        convergence_test(x, labels[:-1], list(range(5)), n_bootstrap=20, n_permutations=20)
 
 
-def _zigzag(n: int, layers: int, d: int, angle_noise: float, seed: int) -> np.ndarray:
-    """Random walks whose steps are independent (sharp turns) or nearly parallel (straight)."""
-    rng = np.random.default_rng(seed)
-    base = rng.normal(size=(n, 1, d))
-    steps = base + angle_noise * rng.normal(size=(n, layers - 1, d))
-    return np.concatenate([np.zeros((n, 1, d)), np.cumsum(steps, axis=1)], axis=1)
-
-
-def test_curvature_difference_is_found_when_reasoning_paths_turn_and_lexical_are_straight():
-    x = np.concatenate([_zigzag(12, 10, 16, 10.0, 0), _zigzag(12, 10, 16, 0.05, 1)])
-    fam = np.array(["reasoning"] * 12 + ["lexical"] * 12)
-    s = curvature_stats(x, fam, 200, 0)
-    assert s["difference"] > 0.4 and s["p"] < 0.001 and curvature_ok(s)
-    flipped = curvature_stats(x, fam[::-1].copy(), 200, 0)
-    assert flipped["difference"] < 0 and not curvature_ok(flipped)
+def test_curvature_gap_uses_base_words_and_fails_the_wrong_way():
+    rng = np.random.default_rng(0)
+    mc = np.r_[rng.normal(0.77, 0.02, 12), rng.normal(0.29, 0.01, 24)]
+    fam = np.array(["reasoning"] * 12 + ["lexical"] * 24)
+    units = np.r_[np.arange(12).astype(str), np.repeat(["cat", "dog", "car", "tree"], 6)]
+    s = curvature_test(mc, fam, units, n_bootstrap=300)
+    assert s["n_units"] == (12, 4)  # 4 base words, not 24 prompts
+    assert [c.verdict for c in curvature_claims(s, "m", "")[:3]] == ["reproduced"] * 3
+    flipped = curvature_test(mc, fam[::-1].copy(), units, n_bootstrap=100)
+    assert curvature_claims(flipped, "m", "")[0].verdict == "not reproduced"
 
 
 def test_curvature_needs_both_families():
     with pytest.raises(ValueError, match="reasoning and lexical"):
-        curvature_stats(_zigzag(4, 5, 8, 1.0, 0), np.array(["reasoning"] * 4), 50, 0)
+        curvature_test(np.ones(4), np.array(["reasoning"] * 4), np.arange(4), n_bootstrap=20)
 
 
-def test_bifurcation_ratio_separates_diverging_homographs_from_steady_controls():
+def test_bifurcation_is_paired_and_its_onset_uses_the_ratios_baseline():
     rng = np.random.default_rng(0)
-    n, layers, d = 10, 8, 16
+    n, layers, d = 10, 9, 16
     base = np.repeat(rng.normal(size=(n, 1, d)) * 5, layers, axis=1)
     push = rng.normal(size=(n, 1, d))
-    grow = np.linspace(0.2, 3.0, layers)[None, :, None]
-    s = bifurcation_stats(
-        base + grow * push, base - grow * push, base + 0.2 * push, base - 0.2 * push, 200, 0
-    )
-    assert s["ratio"] > 5 and abs(s["control_ratio"] - 1) < 1e-6 and s["p"] < 0.001
-    flat = bifurcation_stats(
-        base + 0.2 * push, base - 0.2 * push, base + 0.2 * push, base - 0.2 * push, 200, 0
-    )
-    assert abs(flat["ratio"] - 1) < 1e-6 and flat["p"] > 0.05
+    grow = np.r_[np.full(3, 0.2), np.linspace(0.2, 3.0, layers - 3)][None, :, None]
+    s = bifurcation_test(base + grow * push, base - grow * push, base + 0.2 * push,
+                         base - 0.2 * push, n_bootstrap=200)
+    assert s["ratio"] > 5 and abs(s["control_ratio"] - 1) < 1e-6 and s["p"] < 0.01
+    assert s["onset"] == pytest.approx(4 / 8)  # the first rise after the flat start, not 1/L
+    assert bifurcation_claims(s, "m", "")[0].verdict == "reproduced"
+    flat = bifurcation_test(base + 0.2 * push, base - 0.2 * push, base + 0.2 * push,
+                            base - 0.2 * push, n_bootstrap=100)
+    assert abs(flat["ratio"] - 1) < 1e-6 and not flat["p"] < 0.05
+    rows = bifurcation_claims(flat, "m", "")
+    assert rows[0].verdict == "not reproduced" and rows[2].verdict == "not testable"
 
 
-def test_phase_detection_finds_a_planted_three_phase_profile_and_no_phases_in_a_flat_one():
+def test_three_phase_bands_are_tested_within_prompts():
     rng = np.random.default_rng(0)
     levels = np.r_[np.full(4, 0.45), np.full(8, 0.8), np.full(4, 0.65)]
-    s = phase_stats(levels + 0.01 * rng.normal(size=(30, 16)), 100, 0)
-    assert s["k_bic"] == 3 and s["ordered"] and s["p"] < 0.001
-    flat = phase_stats(0.8 + 0.01 * rng.normal(size=(30, 16)), 100, 0)
-    assert flat["k_bic"] == 1
-
-
-def test_vanish_and_range_verdicts():
-    assert vanish_verdict([0.1, -0.2]) == "reproduced"
-    assert vanish_verdict([0.1, 0.9]) == "partially"
-    assert vanish_verdict([1.2, 0.8]) == "not reproduced"
-    assert vanish_verdict([float("nan")]) == "not testable"
-    assert range_verdict(0.7, 0.9, 0.71, 0.83) == "reproduced"
-    assert range_verdict(0.7, 0.9, 0.71, 0.83, 0.75) == "reproduced"
-    # a wide CI that merely overlaps the range is not a reproduction
-    assert range_verdict(0.08, 1.0, 0.17, 0.27, 0.083) == "partially"
-    assert range_verdict(1.0, 1.2, 0.71, 0.83) == "not reproduced"
-
-
-def test_a_significant_effect_of_the_wrong_sign_is_not_reproduced():
-    row = claim_record("c", "", "", "m", -0.3, p=1e-6, effect_ok=False, direction_ok=False)
-    assert row["verdict"] == "not reproduced"
+    s = three_phase_test(levels + 0.01 * rng.normal(size=(30, 16)), n_bootstrap=100)
+    assert s["ordered"] and s["p"] < 0.001
+    assert three_phase_claims(s, "m", "")[0].verdict == "reproduced"
+    assert detected_phases(levels + 0.01 * rng.normal(size=(30, 16)), 50, 0)["k_bic"] == 3
+    flat = three_phase_test(0.8 + 0.01 * rng.normal(size=(30, 16)), n_bootstrap=100)
+    assert three_phase_claims(flat, "m", "")[0].verdict != "reproduced"
 
 
 def test_conventions_drop_layer0_and_append_or_replace_the_post_norm_final_state():
@@ -234,6 +223,7 @@ def test_chapter_executes_in_quick_mode_and_writes_results(
         c["verdict"] in {"reproduced", "partially", "not reproduced", "not testable"}
         for c in claims
     )
+    assert any(c["main"] for c in claims)
     assert all(c["model"] == model for c in claims)
     assert list((tmp_path / "results").glob(f"*/{chapter}.sensitivity.parquet"))
 
@@ -250,15 +240,21 @@ def test_reanalysis_chapter_says_so_when_the_released_data_are_absent(tmp_path):
 def test_released_code_convention_comes_close_to_the_released_numbers(peer_root):
     from lamina.chapters.reanalysis import run_reanalysis
 
-    result = run_reanalysis(TrajectoryConfig(peer_root=str(peer_root)))
-    claims = result.claims.set_index("claim_id")
-    sens = result.tables["sensitivity"].set_index("convention")
-    assert (
-        0.9
-        < sens.loc["released code", "curvature_min"]
-        < sens.loc["released code", "curvature_max"]
-        < 1.35
+    result = run_reanalysis(
+        TrajectoryConfig(peer_root=str(peer_root), n_bootstrap=100, n_permutations=1000)
     )
-    assert claims.loc["reanalysis_released_curvature", "measured"] < 1e-3  # per prompt, exact
-    assert claims.loc["reanalysis_released_ci", "measured"] < 0.05
-    assert sens["peak_ci"].max() < 0.41  # the paper's 0.41-0.58 is out of reach
+    claims = result.claims.set_index("claim_id")
+    curv = result.tables["curvature"]
+    released = curv[curv["convention"] == "released code"]["mean_curvature"]
+    assert 0.9 < released.min() < released.max() < 1.35
+    assert claims.loc["self-reanalysis-released-curvature", "measured"] < 1e-3  # per prompt
+    assert claims.loc["self-reanalysis-released-curvature", "verdict"] == "check passed"
+    assert claims.loc["self-reanalysis-bootstrap-table-source", "verdict"] == "check passed"
+    assert claims.loc["self-reanalysis-released-ci", "measured"] < 0.05
+    assert result.tables["sensitivity"]["peak_ci"].max() < 0.41  # 0.41-0.58 is out of reach
+    # the single-token exclusion acts on the released states (defect 1 of issue 11)
+    parts = result.tables["curvature_parts"].set_index(["convention", "single_token_prompts"])
+    assert parts.loc[("released code", "excluded"), "n_prompts"] < parts.loc[
+        ("released code", "included"), "n_prompts"]
+    assert parts.loc[("released code", "excluded"), "difference"] != pytest.approx(
+        parts.loc[("released code", "included"), "difference"])

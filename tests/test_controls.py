@@ -100,3 +100,21 @@ def test_permute_labels_keeps_category_sizes() -> None:
     np.testing.assert_array_equal(out, controls.permute_labels(labels, seed=0))
     with pytest.raises(ValueError, match="one-dimensional"):
         controls.permute_labels(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("arch_name", ["gpt2", "llama", "bert"])
+def test_random_input_states_run_random_embeddings_through_the_model(arch_name) -> None:
+    from tests.conftest import tiny_model
+
+    model = tiny_model(arch_name)
+    out = controls.random_input_states(model, [3, 1, 5], seed=4)
+    n_layers = model.config.num_hidden_layers
+    assert [a.shape[:2] for a in out] == [(n_layers + 1, 3), (n_layers + 1, 1), (n_layers + 1, 5)]
+    again = controls.random_input_states(model, [3, 1, 5], seed=4)
+    assert all(np.array_equal(a, b) for a, b in zip(out, again, strict=True))
+    other = controls.random_input_states(model, [3, 1, 5], seed=5)
+    assert not np.array_equal(out[0], other[0])
+    # the blocks act on the random inputs: deeper states differ from layer 0
+    assert not np.allclose(out[0][0], out[0][-1])
+    with pytest.raises(ValueError, match="positive"):
+        controls.random_input_states(model, [0], seed=0)

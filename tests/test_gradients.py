@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -117,3 +118,18 @@ def test_gradient_factors_reject_the_embedding_and_unknown_losses(tok):
         gradient_factors(model, tok, SAMPLE_TEXT[:1], embed, lm_loss)
     with pytest.raises(TypeError, match="loss must be a callable"):
         gradient_factors(model, tok, SAMPLE_TEXT[:1], linear_maps(model)[1:2], loss="dpo")
+
+
+def test_sign_randomised_cancellation_is_about_one_over_sqrt_t_for_equal_terms():
+    torch.manual_seed(0)
+    t = 400
+    deltas, acts = torch.randn(t, 6), torch.randn(t, 5)
+    deltas = deltas / deltas.norm(dim=1, keepdim=True)
+    acts = acts / acts.norm(dim=1, keepdim=True)  # every ||g_t|| = 1
+    basis = torch.linalg.qr(torch.randn(5, 2))[0]
+    g = gradient_geometry(deltas, acts, basis, "input")
+    assert g.cancellation_random == pytest.approx(1 / np.sqrt(t))
+    # unrelated terms cancel to about the sign-randomised level: the old "< 0.5" test passed
+    assert g.cancellation < 0.5 and 0.5 < g.cancellation / g.cancellation_random < 2
+    ref = gradient_geometry_reference(deltas, acts, basis, "input")
+    assert ref.cancellation_random == pytest.approx(g.cancellation_random)

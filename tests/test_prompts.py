@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lamina.prompts import SCHEMAS, PromptFileError, list_families, load_prompts, prompts_dir
@@ -196,3 +197,13 @@ def test_a_custom_file_takes_its_schema_from_the_family_field(tmp_path: Path) ->
     frame = load_prompts(path)
     assert frame.attrs["family"] == "semantic"
     assert frame["extra"].tolist() == ["kept"]
+
+
+def test_neutral_frames_make_thirty_per_category_with_no_topical_words() -> None:
+    topical, neutral = load_prompts("semantic"), load_prompts("semantic_neutral")
+    both = pd.concat([topical, neutral])
+    assert (both["category"].value_counts() == 30).all()
+    # every category uses the same frames: removing the member leaves identical text
+    frames = {p.removesuffix(" " + i) for p, i in zip(neutral["prompt"], neutral["item"], strict=True)}
+    assert len(frames) == neutral["frame"].nunique() == 2
+    assert set(neutral["item"]) == set(topical["item"])

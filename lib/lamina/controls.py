@@ -12,11 +12,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lamina.arrays import Labels, States, to_numpy
+from lamina.models import get_adapter
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["permute_labels", "random_embeddings", "random_init_like", "shuffle_layers"]
+__all__ = [
+    "permute_labels",
+    "random_embeddings",
+    "random_init_like",
+    "random_input_states",
+    "shuffle_layers",
+]
 
 Seed = int | np.random.Generator | None
 
@@ -44,7 +51,11 @@ def shuffle_layers(states: States, seed: Seed = None) -> np.ndarray:
 
 
 def random_embeddings(states: States, seed: Seed = None) -> np.ndarray:
-    """Random-embeddings control: Gaussian states matched to each layer's mean and covariance.
+    """Moment-matched Gaussian states (a state-level stand-in, not paper 1's control).
+
+    Paper 1's random-embedding control feeds random input embeddings through the model; that
+    is :func:`random_input_states`. This draw is i.i.d. over prompts, so every label effect
+    vanishes under it by construction; lamina uses it only where no model exists.
 
     For each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1), X_l the (n, d)
     centred states: out_i(l) ~ N(mu_l, Sigma_l), i.i.d. over prompts and independent across layers.
@@ -112,3 +123,59 @@ def permute_labels(labels: Labels, seed: Seed = None) -> np.ndarray:
     if lab.ndim != 1:
         raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
     return lab[np.random.default_rng(seed).permutation(lab.shape[0])]
+
+
+def random_input_states(
+    model: torch.nn.Module, n_tokens: Any, seed: int = 0
+) -> list[np.ndarray]:
+    """Random-embedding control (paper 1): random input embeddings fed through the model.
+
+    For prompt i with T_i = n_tokens[i] tokens, inputs e_t ~ N(mu, diag(sigma^2)) i.i.d. over
+    positions, with mu and sigma the per-dimension mean and standard deviation of the model's
+    token-embedding matrix (moment matching); they replace the token embeddings (the model
+    still adds its position embeddings), one prompt at a time, in the model's dtype. Layer 0
+    is the first block's input, layer l the residual stream after block l before any final
+    norm (the convention of ``lamina.extract``).
+
+    model: a Hugging Face model; n_tokens: (n,) ints >= 1  ->  list of n float32 arrays
+    (L+1, T_i, d_model). Deterministic in ``seed``.
+    """
+    import torch
+
+    sizes = [int(t) for t in np.asarray(n_tokens).ravel()]
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"n_tokens must be positive integers; got {sizes[:5]}...")
+    adapter = get_adapter(model)
+    blocks = adapter.block_list(model)
+    weight = model.get_input_embeddings().weight.detach().float()  # (vocab, d)
+    mu, sd = weight.mean(0), weight.std(0)
+    param = next(model.parameters())
+    gen = torch.Generator().manual_seed(int(seed))
+    grabbed: list[torch.Tensor] = []
+
+    def pre(module: Any, args: tuple, kwargs: dict) -> None:
+        grabbed.append((args[0] if args else kwargs["hidden_states"])[0])
+
+    def post(module: Any, args: tuple, output: Any) -> None:
+        grabbed.append((output[0] if isinstance(output, tuple) else output)[0])
+
+    handles = [blocks[0].register_forward_pre_hook(pre, with_kwargs=True)]
+    handles += [b.register_forward_hook(post) for b in blocks]
+    out = []
+    try:
+        with torch.inference_mode():
+            for t in sizes:
+                e = mu + sd * torch.randn((1, t, weight.shape[1]), generator=gen)
+                kw: dict[str, Any] = {"inputs_embeds": e.to(param.device, param.dtype)}
+                kw["attention_mask"] = torch.ones((1, t), dtype=torch.long, device=param.device)
+                kw["use_cache"] = False if adapter.causal else None
+                if not adapter.causal:
+                    kw.pop("use_cache")
+                    kw["token_type_ids"] = torch.zeros((1, t), dtype=torch.long, device=param.device)
+                grabbed.clear()
+                adapter.base(model)(**kw)
+                out.append(torch.stack(grabbed[: len(blocks) + 1]).float().cpu().numpy())
+    finally:
+        for h in handles:
+            h.remove()
+    return out

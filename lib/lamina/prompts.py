@@ -73,6 +73,13 @@ SCHEMAS: dict[str, FamilySchema] = {
             item=str,
         ),
         _schema(
+            "semantic_neutral",
+            "The semantic family's members in two neutral frames shared by every category.",
+            category=str,
+            item=str,
+            frame=str,
+        ),
+        _schema(
             "lexical",
             "Variants of a base word: bare, article, adjective, plural, possessive.",
             base=str,

@@ -19,18 +19,34 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from lamina.arrays import to_numpy
+from lamina.resampling import (
+    index_bootstrap,
+    max_permutation_test,
+    partial_spearman,
+    peak_bootstrap,
+    resample_indices,
+    top_share_permutation,
+)
 
 __all__ = [
     "bootstrap_ci",
     "cohens_d",
     "fdr_bh",
     "geometric_summary",
+    "index_bootstrap",
     "mann_whitney",
+    "max_permutation_test",
     "paired_bootstrap_ci",
+    "partial_spearman",
+    "peak_bootstrap",
     "permutation_test",
     "rank_biserial",
+    "resample_indices",
+    "sign_flip_test",
     "spearman_ci",
     "t_summary",
+    "top_share_permutation",
+    "wilcoxon",
     "wilson",
 ]
 
@@ -321,3 +337,70 @@ def permutation_test(
             }
         ]
     )
+
+
+# ----------------------------------------------------------------------------- paired tests
+def wilcoxon(a: Any, b: Any | None = None, alternative: Alternative = "two-sided") -> pd.DataFrame:
+    """Wilcoxon signed-rank test of paired samples (scipy.stats.wilcoxon, zero differences
+    dropped: "wilcox" zero method), on d = a - b (or on a alone when b is None).
+
+    H0: the distribution of d is symmetric about 0. Effect size: the matched-pairs
+    rank-biserial r = (W+ - W-) / (W+ + W-), with W+/- the rank sums of the positive/negative
+    differences (in [-1, 1]; positive when a tends to exceed b).
+
+    a: (n,), b: (n,) paired with a (NaN pairs dropped)  ->  one-row DataFrame with columns n,
+    median_difference, mean_difference, statistic, p_value, alternative, rank_biserial.
+    """
+    x = to_numpy(a, "a").astype(np.float64)
+    if b is not None:
+        y = to_numpy(b, "b").astype(np.float64)
+        if y.shape != x.shape:
+            raise ValueError(f"paired samples need equal shapes; got {x.shape} and {y.shape}")
+        x = x - y
+    if x.ndim != 1:
+        raise ValueError(f"differences must be one-dimensional; got shape {x.shape}")
+    d = x[np.isfinite(x)]
+    nz = d[d != 0]
+    if nz.size < 2:
+        p, stat, rb = np.nan, np.nan, np.nan
+    else:
+        res = sps.wilcoxon(nz, alternative=alternative)
+        r = sps.rankdata(np.abs(nz))
+        wp, wm = r[nz > 0].sum(), r[nz < 0].sum()
+        p, stat, rb = float(res.pvalue), float(res.statistic), float((wp - wm) / (wp + wm))
+    return pd.DataFrame(
+        [
+            {
+                "n": int(d.size),
+                "median_difference": float(np.median(d)) if d.size else np.nan,
+                "mean_difference": float(np.mean(d)) if d.size else np.nan,
+                "statistic": stat,
+                "p_value": p,
+                "alternative": alternative,
+                "rank_biserial": rb,
+            }
+        ]
+    )
+
+
+def sign_flip_test(
+    d: Any, n_resamples: int = 10_000, seed: int | None = 0, alternative: Alternative = "two-sided"
+) -> float:
+    """Paired permutation (sign-flip) p-value of the mean of paired differences d.
+
+    Null: each d_i is symmetric about 0, so its sign is exchangeable. p = (1 + #{|mean(s d)|
+    >= |mean(d)|}) / (1 + B) over B random sign vectors s (one-sided versions compare without
+    the absolute value). d: (n,)  ->  p in (0, 1].
+    """
+    x = _sample(d, "d", min_size=1)
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_resamples, x.size))
+    null = signs @ x / x.size
+    obs = x.mean()
+    if alternative == "two-sided":
+        hits = np.sum(np.abs(null) >= abs(obs) - 1e-12)
+    elif alternative == "greater":
+        hits = np.sum(null >= obs - 1e-12)
+    else:
+        hits = np.sum(null <= obs + 1e-12)
+    return float((1 + hits) / (1 + n_resamples))

@@ -21,6 +21,7 @@ from lamina.chapters.trajectory import TrajectoryConfig
 __all__ = [
     "CLAIM_COLUMNS",
     "claims_view",
+    "finding_title",
     "fmt_value",
     "glue_claim",
     "glue_claim_strings",
@@ -79,8 +80,9 @@ def glue_claim(
 
     Names: ``<prefix>_model`` (str), ``<prefix>_measured``, ``_ci_low``, ``_ci_high``, ``_p``,
     ``_effect`` (floats: measured value, its 95% CI, p-value, effect size), ``_verdict`` (str),
-    ``_n_models`` (``n_models``; None: the models with a row for the claim) and
-    ``_n_reproduced`` (rows of the claim judged "reproduced")."""
+    ``_n_models`` (``n_models``; None: the models with a row for the claim),
+    ``_n_reproduced`` (rows of the claim judged "reproduced") and ``_reason`` (the verdict's
+    reason, from ``lamina.claims``; "" for rows without one)."""
     main = claims[claims["claim_id"] == claim_id].reset_index(drop=True)
     head = main.iloc[0]
     glue(f"{prefix}_model", str(head["model"]))
@@ -92,7 +94,29 @@ def glue_claim(
     glue(f"{prefix}_verdict", str(head["verdict"]))
     glue(f"{prefix}_n_models", int(main["model"].nunique()) if n_models is None else n_models)
     glue(f"{prefix}_n_reproduced", int((main["verdict"] == "reproduced").sum()))
+    glue(f"{prefix}_reason", str(head.get("reason", "") or ""))
     return head
+
+
+def finding_title(claims: pd.DataFrame, claim_id: str, what: str, spec: str = ".3g") -> str:
+    """A chart title computed from the claims table, never typed: for the head row of
+    ``claim_id``, "<what> on <model>: <measured> [<ci_low>, <ci_high>] (paper: <paper_value>):
+    <model>: <verdict>", plus "; reproduced on k of n sources" when several sources have the
+    claim. Neutral ("<what>") when the claim has no row."""
+    rows = claims[claims["claim_id"] == claim_id]
+    if rows.empty:
+        return what
+    h = rows.iloc[0]
+    ci = f" [{fmt_value(h['ci_low'], spec)}, {fmt_value(h['ci_high'], spec)}]"
+    ci = "" if ci == " [n/a, n/a]" else ci
+    title = (
+        f"{what} on {h['model']}: {fmt_value(h['measured'], spec)}{ci} "
+        f"(paper: {h['paper_value']}) — {h['model']}: {h['verdict']}"
+    )
+    if rows["model"].nunique() > 1:
+        k = int((rows["verdict"] == "reproduced").sum())
+        title += f"; reproduced on {k} of {rows['model'].nunique()} sources"
+    return title
 
 
 def fmt_value(v: float | None, spec: str = ".3g") -> str:

@@ -25,8 +25,24 @@ METHODS: dict[str, list[str]] = {
         "lamina.geometry.phases.fixed_phase_bands",
         "lamina.geometry.phases.detect_phases",
     ],
+    "Verdicts": [
+        "lamina.claims",
+        "lamina.claims.Claim",
+    ],
+    "Statistics (paper 1's claims)": [
+        "lamina.resampling.max_permutation_test",
+        "lamina.resampling.peak_bootstrap",
+        "lamina.resampling.resample_indices",
+        "lamina.stats.wilcoxon",
+        "lamina.trajectory_tests.convergence_test",
+        "lamina.trajectory_tests.curvature_test",
+        "lamina.trajectory_tests.bifurcation_test",
+        "lamina.trajectory_tests.three_phase_test",
+    ],
+    "Known-answer sources": ["lamina.synthetic"],
     "Controls": [
         "lamina.controls.shuffle_layers",
+        "lamina.controls.random_input_states",
         "lamina.controls.random_embeddings",
         "lamina.controls.random_init_like",
         "lamina.controls.permute_labels",
@@ -51,8 +67,11 @@ METHODS: dict[str, list[str]] = {
 def _resolve_dotted(dotted: str) -> Any:
     import importlib
 
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+    try:  # a module: its docstring
+        return importlib.import_module(dotted)
+    except ImportError:
+        module, _, name = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), name)
 
 
 def methods_markdown() -> str:

@@ -75,11 +75,14 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
             context = " / ".join(
                 str(row[k]) for k in ("stage",) if row.get(k) not in (None, "", "-")
             )
+            cid = str(row.get("claim_id", ""))
+            kind = str(row.get("kind") or ("self-check" if cid.startswith("self-") else "paper"))
             rows.append(
                 {
                     "paper": CHAPTER_PAPER[chapter],
                     "chapter": chapter,
-                    "claim_id": str(row.get("claim_id", "")),
+                    "kind": kind,
+                    "claim_id": cid,
                     "claim": str(row.get("claim", "")),
                     "paper_value": str(row.get("paper_value", "")),
                     "model": str(row.get("model") or record.get("model")),
@@ -100,6 +103,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                 {
                     "paper": paper,
                     "chapter": chapter,
+                    "kind": "paper",
                     "claim_id": f"{chapter}:*",
                     "claim": f"every claim of the {chapter.replace('_', ' ')} chapter",
                     "paper_value": "",
@@ -131,6 +135,8 @@ _BADGE = {
     "not reproduced": "❌ not reproduced",
     "not testable": "⚪ not testable",
     "not run": "⚪ not run",
+    "check passed": "🔧 check passed",
+    "check failed": "🔧 check failed",
 }
 
 
@@ -161,6 +167,8 @@ def _scorecard_md(table: pd.DataFrame) -> str:
 
 
 def _abstract_md(table: pd.DataFrame) -> str:
+    checks = table[table["kind"] == "self-check"]
+    table = table[table["kind"] != "self-check"]  # self-checks are not claims of the papers
     measured = table[table.verdict != "not run"]
     counts = measured["verdict"].value_counts()
     parts = [f"{_BADGE.get(k, k)} {v}" for k, v in counts.items()]
@@ -169,6 +177,14 @@ def _abstract_md(table: pd.DataFrame) -> str:
         f"the {len(measured)} rows of the scorecard read: {'; '.join(parts) or 'none yet'}.",
         "",
     ]
+    if len(checks):
+        passed = int((checks["verdict"] == "check passed").sum())
+        lines += [
+            f"Besides these, lamina ran {len(checks)} self-check(s) against paper 1's released "
+            f"numbers ({passed} passed); they test lamina, not the papers, and are not counted "
+            "above.",
+            "",
+        ]
     for paper, group in table.groupby("paper", sort=True):
         lines += [f"**{PAPER_TITLES.get(int(paper), paper)}.**", ""]
         for _cid, rows in group.groupby("claim_id", sort=False):

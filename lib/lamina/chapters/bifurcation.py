@@ -1,39 +1,27 @@
-"""Paper 1, claim 3: an ambiguous word's two senses separate across layers; controls do not."""
+"""Paper 1, claim 3: an ambiguous word's two senses separate across layers; controls do not.
+
+Every homograph pair is kept with its matched control pair (same frame, the homograph
+replaced by an unambiguous word), and the test is paired over all pairs: Wilcoxon
+signed-rank of log(ratio_homograph) - log(ratio_control). The onset is read from the paired
+difference delta_homograph - delta_control, with the same baseline layer as the ratio.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.results import (
-    ExperimentResult,
-    claim_record,
-    concat_tables,
-    range_claim,
-    tested_verdict,
-)
-from lamina.chapters.skeleton import ChapterSpec, run_chapter, vanish_claim
-from lamina.chapters.states import ModelStates, PooledStates
-from lamina.chapters.trajectory import (
-    CONVENTIONS,
-    Convention,
-    TrajectoryConfig,
-)
-from lamina.controls import random_embeddings, shuffle_layers
-from lamina.geometry import bifurcation
-from lamina.stats import bootstrap_ci, mann_whitney
+from lamina.chapters.results import ExperimentResult
+from lamina.chapters.skeleton import ChapterSpec, control_effects, main_pool, run_chapter
+from lamina.chapters.states import ModelStates
+from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
+from lamina.claims import claims_frame
+from lamina.trajectory_tests import paper1_test
+from lamina.trajectory_verdicts import BIFURCATION, bifurcation_claims, vanish_claim
 
-__all__ = ["CLAIM", "bifurcation_prompts", "bifurcation_stats", "run_bifurcation"]
+__all__ = ["CLAIM", "analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
 
-CLAIM = (
-    "Ambiguous tokens exhibit trajectory bifurcation with up to 5.6x representational "
-    "separation by the final layer, absent in unambiguous controls"
-)
-CLAIMED_RATIO = 4.9  # the smallest of the claimed 5.6x (GPT-2), 4.9x (TinyLlama), 5.1x (Qwen)
-CONTROL_RANGE = (1.0, 1.2)  # claimed 1.1x
-ONSET_RANGE = (0.17, 0.27)  # claimed "about 22% of depth"
+CLAIM = BIFURCATION
 
 
 def bifurcation_prompts(table: pd.DataFrame) -> pd.DataFrame:
@@ -44,77 +32,6 @@ def bifurcation_prompts(table: pd.DataFrame) -> pd.DataFrame:
     amb = table[keep + ["prompt"]].assign(role="ambiguous")
     ctl = table[keep + ["control_prompt"]].rename(columns={"control_prompt": "prompt"})
     return pd.concat([amb, ctl.assign(role="control")], ignore_index=True)
-
-
-def _pairs(prompts: pd.DataFrame, role: str, word_last_only: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (ctx1, ctx2) of the pairs of one role."""
-    t = prompts[prompts["role"] == role]
-    if word_last_only:
-        t = t[t["word_last"].astype(bool)]
-    one = t[t["sense"] == "ctx1"].set_index("pair_id")
-    two = t[t["sense"] == "ctx2"].set_index("pair_id")
-    common = one.index.intersection(two.index)
-    return (one.loc[common, "_row"].to_numpy(), two.loc[common, "_row"].to_numpy())
-
-
-def _median_ci(v: np.ndarray, n_bootstrap: int, seed: int) -> dict[str, float]:
-    """Median of the finite values of v with a percentile bootstrap 95% CI (NaN if < 2 values)."""
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        nan = float("nan")
-        return {"estimate": float(v[0]) if v.size else nan, "ci_low": nan, "ci_high": nan}
-    b = bootstrap_ci(v, np.median, n_resamples=n_bootstrap, seed=seed, method="percentile")
-    return {
-        "estimate": float(np.median(v)),
-        "ci_low": float(b["ci_low"].iloc[0]),
-        "ci_high": float(b["ci_high"].iloc[0]),
-    }
-
-
-def bifurcation_stats(
-    a: np.ndarray, b: np.ndarray, ca: np.ndarray, cb: np.ndarray, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
-    """Separation ratio of homograph pairs (a, b) vs control pairs (ca, cb), each (n, m, d).
-
-    ratio = delta(last) / delta(base): base is layer index 0, or 1 when some pair has
-    delta(0) = 0 (the same token at layer 0, e.g. without position embeddings; reimplementation
-    choice). Returns median ratios with percentile bootstrap CIs, the two-sided Mann-Whitney U
-    test ambiguous vs control (p, rank-biserial), the median onset fraction, and delta profiles.
-    """
-    amb, ctl = bifurcation(a, b), bifurcation(ca, cb)
-    base = 0 if (np.all(amb.delta[:, 0] > 1e-6) and np.all(ctl.delta[:, 0] > 1e-6)) else 1
-    r_amb = amb.delta[:, -1] / amb.delta[:, base]
-    r_ctl = ctl.delta[:, -1] / ctl.delta[:, base]
-    r_amb, r_ctl = r_amb[np.isfinite(r_amb)], r_ctl[np.isfinite(r_ctl)]
-    boot = {k: _median_ci(v, n_bootstrap, seed) for k, v in (("amb", r_amb), ("ctl", r_ctl))}
-    onset = np.asarray(amb.onset_fraction, dtype=float)
-    ob = _median_ci(onset, n_bootstrap, seed)
-    mw = mann_whitney(r_amb, r_ctl).iloc[0]
-    return {
-        "ratio": float(np.median(r_amb)),
-        "ratio_low": boot["amb"]["ci_low"],
-        "ratio_high": boot["amb"]["ci_high"],
-        "control_ratio": float(np.median(r_ctl)),
-        "control_low": boot["ctl"]["ci_low"],
-        "control_high": boot["ctl"]["ci_high"],
-        "onset": ob["estimate"],
-        "onset_low": ob["ci_low"],
-        "onset_high": ob["ci_high"],
-        "p": float(mw["p_value"]),
-        "rank_biserial": float(mw["rank_biserial"]),
-        "base_layer": base,
-        "delta": amb.delta,
-        "control_delta": ctl.delta,
-        "n_pairs": len(r_amb),
-    }
-
-
-def _effect_ok(s: dict[str, Any]) -> bool:
-    return s["ratio"] > s["control_ratio"] and s["ratio_high"] >= CLAIMED_RATIO
-
-
-def _split(x: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    return x[:n], x[n:]
 
 
 def _quick(table: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -139,147 +56,66 @@ SPEC = ChapterSpec(
 
 
 def run_bifurcation(config: TrajectoryConfig) -> ExperimentResult:
-    """Bifurcation of the ambiguous family's homograph pairs vs their matched controls for every
-    model (paper 1 released no ambiguous states, so peer-gpt2 is skipped). Last-token pooling
-    uses the ``word_last`` pairs (the homograph is the last token in both contexts); mean pooling
-    uses every pair."""
+    """Bifurcation of the ambiguous family's homograph pairs vs their matched control pairs for
+    every model (paper 1 released no ambiguous states, so peer-gpt2 is skipped), paired over
+    pairs. Last-token pooling uses the ``word_last`` pairs (the homograph is the last token
+    in both contexts); mean pooling uses every pair."""
     return run_chapter(SPEC, config, analyse_model)
+
+
+def pair_mask(prompts: pd.DataFrame, conv: Convention) -> np.ndarray:
+    """(n,) bool: the rows a convention uses (``word_last`` pairs for last-token pooling)."""
+    if conv.pool == "last" and "word_last" in prompts:
+        return prompts["word_last"].astype(bool).to_numpy()
+    return np.ones(len(prompts), bool)
 
 
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
-    """One model's homograph and control separation, controls, claims and sensitivity (tables as in :data:`SPEC`); ``prompts`` has the rows of :func:`bifurcation_prompts`."""
-    claims: list[dict[str, Any]] = []
-    profiles: list[dict[str, Any]] = []
-    controls: list[pd.DataFrame] = []
-    sens: list[dict[str, Any]] = []
-
-    def run(pooled: PooledStates, conv: Convention, nb: int) -> dict[str, Any]:
-        x, layers = pooled.states(conv)
-        last_only = conv.pool == "last"
-        ia, ib = _pairs(prompts, "ambiguous", last_only)
-        ca, cb = _pairs(prompts, "control", last_only)
-        s = bifurcation_stats(x[ia], x[ib], x[ca], x[cb], nb, config.seed)
-        s["layers"], s["x"], s["idx"] = layers, x, (ia, ib)
-        return s
-
-    c = Convention(config.pooling)
-    s = run(ms.pools[c.pool], c, config.n_bootstrap)
-    layers = s["layers"]
-    for cond, d in (("ambiguous", s["delta"]), ("control", s["control_delta"])):
-        for j, layer in enumerate(layers):
-            profiles.append(
-                {
-                    "model": ms.name,
-                    "condition": cond,
-                    "layer": layer,
-                    "depth": layer / layers[-1],
-                    "delta": float(np.mean(d[:, j])),
-                    "delta_sd": float(np.std(d[:, j])),
-                }
-            )
-    rows = [{"control": "none (real)", "ratio": s["ratio"], "p": s["p"], "fraction_remaining": 1.0}]
-    ia, ib = s["idx"]
-    both = np.concatenate([s["x"][ia], s["x"][ib]])
-    ca, cb = _pairs(prompts, "control", c.pool == "last")
-    for name, xc in (
-        ("shuffled layers", shuffle_layers(both, seed=config.seed)),
-        ("random embeddings", random_embeddings(both, seed=config.seed)),
-    ):
-        sc = bifurcation_stats(*_split(xc, len(ia)), s["x"][ca], s["x"][cb], 10, config.seed)
-        rows.append(
-            {
-                "control": name,
-                "ratio": sc["ratio"],
-                "p": sc["p"],
-                "fraction_remaining": (sc["ratio"] - 1) / (s["ratio"] - 1),
-            }
-        )
-    if ms.control is not None:
-        sc = run(ms.control[c.pool], c, 10)
-        rows.append(
-            {
-                "control": "random-init model",
-                "ratio": sc["ratio"],
-                "p": sc["p"],
-                "fraction_remaining": (sc["ratio"] - 1) / (s["ratio"] - 1),
-            }
-        )
-    table_c = pd.DataFrame(rows)
-    table_c.insert(0, "model", ms.name)
-    controls.append(table_c)
+    """One model's homograph and control separation, controls, claims and sensitivity (tables
+    as in :data:`SPEC`); ``prompts`` has the rows of :func:`bifurcation_prompts`."""
+    pool, c, pooled = main_pool(ms, config.pooling)
+    x, layers = pooled.states(c)
+    keep = pair_mask(pooled.prompts, c)
+    x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
+    kw = {"n_bootstrap": min(config.n_bootstrap, 5_000), "seed": config.seed}
+    s = paper1_test("bifurcation", x, t, layers, **kw)
     conv = c.label + f"; ratio baseline layer {s['base_layer']}; {s['n_pairs']} pairs"
-    claims += [
-        claim_record(
-            "bifurcation_ratio",
-            CLAIM,
-            "5.6x (GPT-2), 4.9x, 5.1x; controls 1.1x",
-            ms.name,
-            s["ratio"],
-            s["ratio_low"],
-            s["ratio_high"],
-            s["p"],
-            _effect_ok(s),
-            direction_ok=s["ratio"] > s["control_ratio"],
-            effect_size=s["rank_biserial"],
-            effect_name="rank-biserial (homograph vs control ratios)",
-            convention=conv,
-        ),
-        range_claim(
-            "bifurcation_control_ratio",
-            "Unambiguous controls separate ~1.1x",
-            "1.1x",
-            ms.name,
-            s["control_ratio"],
-            s["control_low"],
-            s["control_high"],
-            CONTROL_RANGE,
-            convention=conv,
-        ),
-        range_claim(
-            "bifurcation_onset",
-            "Bifurcation begins at about 22% of depth",
-            "~0.22 of depth",
-            ms.name,
-            s["onset"],
-            s["onset_low"],
-            s["onset_high"],
-            ONSET_RANGE,
-            convention=conv,
-        ),
+    claims = bifurcation_claims(s, ms.name, conv)
+    depth = np.asarray(layers) / layers[-1]
+    diff = s["delta"] - s["control_delta"]  # (pairs, m) paired difference
+    profiles = [
+        {"model": ms.name, "condition": cond, "layer": layer, "depth": dd,
+         "delta": float(np.mean(d[:, j])), "delta_sd": float(np.std(d[:, j]))}
+        for cond, d in (("ambiguous", s["delta"]), ("control", s["control_delta"]),
+                        ("difference", diff))
+        for j, (layer, dd) in enumerate(zip(layers, depth, strict=True))
     ]
-    claims.append(
-        vanish_claim(
-            "bifurcation_controls_vanish",
-            "Bifurcation vanishes under shuffled-layer and random-embedding controls",
-            ms.name,
-            table_c,
-            effect_name="fraction of (ratio - 1) remaining (max over the two controls)",
-            convention=conv,
-        )
-    )
-    for name, cv in CONVENTIONS.items():
-        r = run(ms.pools[cv.pool], cv, min(config.n_bootstrap, 1000))
-        sens.append(
-            {
-                "model": ms.name,
-                "convention": name,
-                "definition": cv.label,
-                "n_pairs": r["n_pairs"],
-                "base_layer": r["base_layer"],
-                "ratio": r["ratio"],
-                "control_ratio": r["control_ratio"],
-                "onset": r["onset"],
-                "p": r["p"],
-                "verdict": tested_verdict(
-                    r["p"], _effect_ok(r), direction_ok=r["ratio"] > r["control_ratio"]
-                ),
-            }
-        )
+    effects = control_effects("bifurcation", s, x, ms, c, t, layers, config, keep)
+    controls = [{"model": ms.name, "control": "none (real)", "ratio": s["ratio"],
+                 "control_ratio": s["control_ratio"], "p": s["p"], "fraction_remaining": 1.0}]
+    controls += [{"model": ms.name, "control": k, "ratio": v["ratio"],
+                  "control_ratio": v["control_ratio"], "p": v["p"],
+                  "fraction_remaining": v["fraction"]} for k, v in effects.items()]
+    claims.append(vanish_claim("bifurcation", "Bifurcation", claims[0],
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+    sens = []
+    for name, cv in CONVENTIONS.items() if config.sensitivity else ():
+        if cv.pool not in ms.pools:
+            continue
+        xs, lay = ms.pools[cv.pool].states(cv)
+        k = pair_mask(ms.pools[cv.pool].prompts, cv)
+        r = paper1_test("bifurcation", xs[k], ms.pools[cv.pool].prompts[k].reset_index(drop=True),
+                        lay, n_bootstrap=500, seed=config.seed)
+        sens.append({"model": ms.name, "convention": name, "definition": cv.label,
+                     "n_pairs": r["n_pairs"], "base_layer": r["base_layer"],
+                     "ratio": r["ratio"], "control_ratio": r["control_ratio"],
+                     "onset": r["onset"], "p": r["p"],
+                     "verdict": bifurcation_claims(r, ms.name, cv.label)[0].verdict})
     return {
-        "claims": pd.DataFrame(claims),
+        "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
-        "controls": concat_tables(controls),
+        "controls": pd.DataFrame(controls),
         "sensitivity": pd.DataFrame(sens),
     }

@@ -1,4 +1,11 @@
-"""Paper 1, claim 2: reasoning prompts turn more sharply than lexical variations."""
+"""Paper 1, claim 2: reasoning prompts turn more sharply than lexical variations.
+
+The independent unit of the lexical family is the base word (8 words x 6 variants), so its
+CIs resample base words and the test compares unit means. Lexical prompts are 1-3 words and
+reasoning prompts 6-25, so the gap is also reported adjusted for length (OLS on
+log(tokens)), with the number of prompts whose length both families share. Trajectory
+length, the first of paper 1's five metrics, is reported per family beside curvature.
+"""
 
 from __future__ import annotations
 
@@ -7,240 +14,127 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.results import (
-    ExperimentResult,
-    claim_record,
-    concat_tables,
-    range_claim,
-    tested_verdict,
-)
+from lamina.chapters.results import ExperimentResult
 from lamina.chapters.skeleton import (
     ChapterSpec,
+    control_effects,
     main_pool,
     run_chapter,
     sensitivity_rows,
-    state_controls,
-    vanish_claim,
 )
 from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.geometry import curvature, mean_curvature
-from lamina.stats import bootstrap_ci, mann_whitney
+from lamina.claims import claims_frame
+from lamina.geometry import curvature, mean_curvature, trajectory_length
+from lamina.stats import index_bootstrap
+from lamina.trajectory_tests import paper1_test, units_of
+from lamina.trajectory_verdicts import CURVATURE, curvature_claims, vanish_claim
 
-__all__ = ["CLAIM", "curvature_stats", "run_curvature"]
+__all__ = ["CLAIM", "analyse_model", "keep_rows", "run_curvature"]
 
-CLAIM = (
-    "Reasoning tasks produce trajectories of greater curvature than lexical variations "
-    "(0.71-0.83 rad vs. 0.27-0.31 rad)"
-)
-REASONING_RANGE = (0.71, 0.83)
-LEXICAL_RANGE = (0.27, 0.31)
-CLAIMED_DIFFERENCE = REASONING_RANGE[0] - LEXICAL_RANGE[1]  # 0.40 rad, the smallest claimed
+CLAIM = CURVATURE
 
 
-def _diff(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
-
-
-def curvature_stats(
-    x: np.ndarray, family: np.ndarray, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
-    """Mean curvature (radians) of reasoning vs lexical prompts.
-
-    x: (n, m, d) states; family: (n,) with values "reasoning" / "lexical". Returns the family
-    means with BCa 95% CIs, the difference reasoning - lexical with a two-sample bootstrap CI,
-    and the two-sided Mann-Whitney U test (p, rank-biserial). ``per_prompt`` (n,) too.
-    """
-    mc = mean_curvature(x)
-    a, b = mc[family == "reasoning"], mc[family == "lexical"]
-    if a.size < 2 or b.size < 2:
-        raise ValueError(f"need >= 2 reasoning and lexical prompts; got {a.size} and {b.size}")
-    ra = bootstrap_ci(a, n_resamples=n_bootstrap, seed=seed).iloc[0]
-    rb = bootstrap_ci(b, n_resamples=n_bootstrap, seed=seed).iloc[0]
-    d = bootstrap_ci((a, b), _diff, n_resamples=n_bootstrap, seed=seed, method="percentile")
-    mw = mann_whitney(a, b).iloc[0]
-    return {
-        "reasoning": float(np.mean(a)),
-        "reasoning_low": ra["ci_low"],
-        "reasoning_high": ra["ci_high"],
-        "lexical": float(np.mean(b)),
-        "lexical_low": rb["ci_low"],
-        "lexical_high": rb["ci_high"],
-        "difference": float(np.mean(a) - np.mean(b)),
-        "diff_low": float(d["ci_low"].iloc[0]),
-        "diff_high": float(d["ci_high"].iloc[0]),
-        "p": float(mw["p_value"]),
-        "rank_biserial": float(mw["rank_biserial"]),
-        "per_prompt": mc,
-    }
-
-
-def _effect_ok(s: dict[str, Any]) -> bool:
-    return s["difference"] > 0 and s["diff_high"] >= CLAIMED_DIFFERENCE
-
-
-def _keep(pooled: PooledStates, exclude_single: bool) -> np.ndarray:
-    fam = pooled.prompts["family"].isin(["reasoning", "lexical"]).to_numpy().copy()
+def keep_rows(pooled: PooledStates, exclude_single: bool) -> np.ndarray:
+    """(n,) bool: reasoning and lexical rows, without single-token prompts when
+    ``exclude_single`` (``n_tokens == 1``: from the tokenizer, the released
+    ``metadata.parquet``, or a position-0 state flagged by its norm; 0 = unknown, kept)."""
+    keep = pooled.prompts["family"].isin(["reasoning", "lexical"]).to_numpy().copy()
     if exclude_single:
-        fam &= ~((pooled.n_tokens > 0) & (pooled.n_tokens <= 1))
-    return fam
+        keep &= pooled.n_tokens != 1
+    return keep
 
 
 SPEC = ChapterSpec(
     "curvature",
     families=("reasoning", "lexical"),
     required=("family",),
-    tables=("profiles", "per_prompt", "controls", "sensitivity"),
-    quick=lambda prompts, seed: subsample(prompts, "family", 8, seed),
+    tables=("profiles", "per_prompt", "length", "controls", "sensitivity"),
+    quick=lambda prompts, seed: subsample(prompts, "family", 12, seed),
 )
 
 
 def run_curvature(config: TrajectoryConfig) -> ExperimentResult:
-    """Mean curvature of the reasoning and lexical families for every model, with controls,
-    the per-layer angle profile, and sensitivity to the convention and to single-token prompts."""
+    """Mean curvature of the reasoning and lexical families for every model, with its
+    length-adjusted version, trajectory length, controls, the per-layer angle profile, and
+    sensitivity to the convention and to single-token prompts."""
     return run_chapter(SPEC, config, analyse_model)
+
+
+def _length_rows(ms: ModelStates, x: np.ndarray, t: pd.DataFrame, seed: int) -> list[dict]:
+    """Trajectory length (raw and on normalised states) per family, mean with a unit bootstrap."""
+    rows = []
+    units = units_of(t)
+    for normalize in (False, True):
+        ln = trajectory_length(x, normalize=normalize)
+        for f in ("reasoning", "lexical"):
+            m = (t["family"] == f).to_numpy()
+            if m.sum() < 2:
+                continue
+            b = index_bootstrap(lambda i, v=ln[m]: float(np.mean(v[i])), int(m.sum()), 500, seed,
+                                clusters=units[m])
+            rows.append({"model": ms.name, "family": f, "normalised": normalize,
+                         "length": b["estimate"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
+    return rows
 
 
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
-    """One model's curvature by family, profile, controls, claims and sensitivity (tables as in :data:`SPEC`)."""
-    claims: list[dict[str, Any]] = []
-    profiles: list[dict[str, Any]] = []
-    controls: list[pd.DataFrame] = []
-    sens: list[dict[str, Any]] = []
-    per_prompt: list[dict[str, Any]] = []
+    """One model's curvature by family, length, profile, controls, claims and sensitivity."""
     pool, c, pooled = main_pool(ms, config.pooling)
-    keep = _keep(pooled, config.exclude_single_token)
+    keep = keep_rows(pooled, config.exclude_single_token)
     x, layers = pooled.states(c)
-    x, fam = x[keep], pooled.prompts["family"].to_numpy()[keep]
-    s = curvature_stats(x, fam, config.n_bootstrap, config.seed)
-    kappa = curvature(x)  # (n, m-2): angle at layers[1..m-2]
-    for f in ("reasoning", "lexical"):
-        for j, layer in enumerate(layers[1:-1]):
-            profiles.append(
-                {
-                    "model": ms.name,
-                    "family": f,
-                    "layer": layer,
-                    "kappa": float(np.nanmean(kappa[fam == f, j])),
-                }
-            )
-    per_prompt += [
-        {"model": ms.name, "family": f, "prompt": p, "mean_curvature": v}
-        for f, p, v in zip(
-            fam, pooled.prompts["prompt"].to_numpy()[keep], s["per_prompt"], strict=True
-        )
+    x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
+    n_tok = pooled.n_tokens[keep]
+    fam = t["family"].to_numpy()
+    kw = {"n_bootstrap": min(config.n_bootstrap, 5_000), "seed": config.seed}
+    s = paper1_test("curvature", x, t, layers, n_tokens=n_tok, **kw)
+    excluded = int((pooled.n_tokens == 1).sum()) if config.exclude_single_token else 0
+    conv = c.label + (f", {excluded} single-token prompts excluded" if excluded else "")
+    claims = curvature_claims(s, ms.name, conv)
+    kappa = curvature(x)  # (n, m-2): the angle at layers[1..m-2]
+    profiles = [
+        {"model": ms.name, "family": f, "layer": layer,
+         "kappa": float(np.nanmean(kappa[fam == f, j]))}
+        for f in ("reasoning", "lexical")
+        for j, layer in enumerate(layers[1:-1])
     ]
-    rows = [
-        {
-            "control": "none (real)",
-            "reasoning": s["reasoning"],
-            "lexical": s["lexical"],
-            "difference": s["difference"],
-            "p": s["p"],
-            "fraction_remaining": 1.0,
-        }
-    ]
-    for name, xc in state_controls(x, ms, c, config.seed).items():
-        if xc is None:
-            continue
-        if name == "random-init model":
-            xc = ms.control[pool].states(c)[0][keep]
-        sc = curvature_stats(xc, fam, 10, config.seed)
-        rows.append(
-            {
-                "control": name,
-                "reasoning": sc["reasoning"],
-                "lexical": sc["lexical"],
-                "difference": sc["difference"],
-                "p": sc["p"],
-                "fraction_remaining": sc["difference"] / s["difference"],
-            }
-        )
-    table = pd.DataFrame(rows)
-    table.insert(0, "model", ms.name)
-    controls.append(table)
-    conv = c.label + (", single-token prompts excluded" if config.exclude_single_token else "")
-    claims += [
-        claim_record(
-            "curvature_reasoning_gt_lexical",
-            CLAIM,
-            "difference >= 0.40 rad (0.71-0.83 vs 0.27-0.31)",
-            ms.name,
-            s["difference"],
-            s["diff_low"],
-            s["diff_high"],
-            s["p"],
-            _effect_ok(s),
-            direction_ok=s["difference"] > 0,
-            effect_size=s["rank_biserial"],
-            effect_name="rank-biserial",
-            convention=conv,
-        ),
-        range_claim(
-            "curvature_reasoning_range",
-            "Reasoning curvature is 0.71-0.83 rad",
-            "0.71-0.83 rad",
-            ms.name,
-            s["reasoning"],
-            s["reasoning_low"],
-            s["reasoning_high"],
-            REASONING_RANGE,
-            convention=conv,
-        ),
-        range_claim(
-            "curvature_lexical_range",
-            "Lexical-variation curvature is 0.27-0.31 rad",
-            "0.27-0.31 rad",
-            ms.name,
-            s["lexical"],
-            s["lexical_low"],
-            s["lexical_high"],
-            LEXICAL_RANGE,
-            convention=conv,
-        ),
-    ]
-    claims.append(
-        vanish_claim(
-            "curvature_controls_vanish",
-            "The curvature difference vanishes under shuffled-layer and random-embedding controls",
-            ms.name,
-            table,
-            effect_name="fraction of the difference remaining (max over the two controls)",
-            convention=conv,
-        )
-    )
+    mc = mean_curvature(x)
+    per_prompt = pd.DataFrame({"model": ms.name, "family": fam, "prompt": t["prompt"],
+                               "n_tokens": n_tok, "mean_curvature": mc})
+    effects = control_effects("curvature", s, x, ms, c, t, layers, config, keep)
+    controls = [{"model": ms.name, "control": "none (real)", "reasoning": s["reasoning"],
+                 "lexical": s["lexical"], "difference": s["difference"], "p": s["p"],
+                 "fraction_remaining": 1.0}]
+    controls += [{"model": ms.name, "control": k, "reasoning": v["reasoning"],
+                  "lexical": v["lexical"], "difference": v["difference"], "p": v["p"],
+                  "fraction_remaining": v["fraction"]} for k, v in effects.items()]
+    claims.append(vanish_claim("curvature", "The curvature difference", claims[0],
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+    sens = []
+    for exclude in (True, False) if config.sensitivity else ():
 
-    for exclude in (True, False):
-
-        def measure(
-            xs: np.ndarray, pld: Any, lay: list[int], cv: Convention, exclude: bool = exclude
-        ) -> dict:
-            k = _keep(pld, exclude)
-            r = curvature_stats(
-                xs[k],
-                pld.prompts["family"].to_numpy()[k],
-                min(config.n_bootstrap, 1000),
-                config.seed,
-            )
-            return {
-                "single_token_prompts": "excluded" if exclude else "included",
-                "n_prompts": int(k.sum()),
-                "reasoning": r["reasoning"],
-                "lexical": r["lexical"],
-                "difference": r["difference"],
-                "diff_low": r["diff_low"],
-                "diff_high": r["diff_high"],
-                "p": r["p"],
-                "verdict": tested_verdict(r["p"], _effect_ok(r), direction_ok=r["difference"] > 0),
-            }
+        def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention,
+                    exclude: bool = exclude) -> dict:
+            k = keep_rows(pld, exclude)
+            tk = pld.prompts[k].reset_index(drop=True)
+            r = paper1_test("curvature", xs[k], tk, lay, n_tokens=pld.n_tokens[k],
+                            n_bootstrap=500, seed=config.seed)
+            rows = curvature_claims(r, ms.name, cv.label)
+            return {"single_token_prompts": "excluded" if exclude else "included",
+                    "n_prompts": int(k.sum()), "reasoning": r["reasoning"],
+                    "lexical": r["lexical"], "difference": r["difference"],
+                    "diff_low": r["diff_low"], "diff_high": r["diff_high"],
+                    "adjusted": r.get("adjusted", np.nan), "p": r["p"],
+                    "verdict": rows[0].verdict}
 
         sens += sensitivity_rows(ms, measure)
     return {
-        "claims": pd.DataFrame(claims),
+        "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
-        "per_prompt": pd.DataFrame(per_prompt),
-        "controls": concat_tables(controls),
+        "per_prompt": per_prompt,
+        "length": pd.DataFrame(_length_rows(ms, x, t, config.seed)),
+        "controls": pd.DataFrame(controls),
         "sensitivity": pd.DataFrame(sens),
     }

@@ -1,5 +1,10 @@
 """Reanalysis of paper 1's released GPT-2 states: which conventions give the released numbers
-(curvature 0.94-1.27 rad, peak CI ~0.14) and which the paper's text (0.27-0.83 rad, 0.41-0.58)."""
+(curvature 0.94-1.27 rad, peak CI ~0.14) and which the paper's text (0.27-0.83 rad, 0.41-0.58).
+
+Rows of two kinds: self-checks of lamina (its metrics reproduce the released per-prompt
+values; the released bootstrap table's source), which never count as reproductions, and
+paper 1's claims tested on the released states (curvature's three parts, the peak CI).
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.results import ExperimentResult, claim_record
+from lamina.chapters.results import ExperimentResult
 from lamina.chapters.states import ModelStates, peer_states
 from lamina.chapters.trajectory import CONVENTIONS, TrajectoryConfig, peer_root
+from lamina.claims import Claim, claim_id, claims_frame, self_check
 from lamina.geometry import convergence_index_per_prompt, mean_curvature, trajectory_length
+from lamina.trajectory_tests import paper1_test
+from lamina.trajectory_verdicts import convergence_claims, curvature_claims
 
 __all__ = ["peer_available", "run_reanalysis"]
 
-PAPER_CURVATURE = (0.27, 0.83)
-PAPER_CI = (0.41, 0.58)
-
-
 PER_PROMPT = "metrics/phase_7_controls_metrics/gpt2_trajectory_metrics.csv"
+CATEGORIES = ("animals", "objects", "reasoning")
+
+
+def peer_available(config: TrajectoryConfig) -> bool:
+    """Whether the released trajectories are under ``config.peer_root``."""
+    return (peer_root(config) / "data" / "trajectories" / "gpt2").is_dir()
+
+
+def _released(root: Path, rel: str) -> pd.DataFrame | None:
+    path = root / "results" / rel
+    return pd.read_csv(path) if path.is_file() else None
 
 
 def _per_prompt_match(ms: ModelStates, released: pd.DataFrame | None) -> pd.DataFrame:
@@ -38,44 +53,53 @@ def _per_prompt_match(ms: ModelStates, released: pd.DataFrame | None) -> pd.Data
         if not common:
             continue
         x = pooled.states(conv)[0][[ids.index(i) for i in common]]
-        rows.append(
-            {
-                "model": "peer-gpt2",
-                "convention": name,
-                "n_prompts": len(common),
-                "curvature_max_diff": float(
-                    np.max(np.abs(mean_curvature(x) - rel.loc[common, "curvature"].to_numpy()))
-                ),
-                "length_max_diff": float(
-                    np.max(np.abs(trajectory_length(x) - rel.loc[common, "length"].to_numpy()))
-                ),
-            }
-        )
+        rows.append({
+            "model": "peer-gpt2", "convention": name, "n_prompts": len(common),
+            "curvature_max_diff": float(np.max(np.abs(
+                mean_curvature(x) - rel.loc[common, "curvature"].to_numpy()))),
+            "length_max_diff": float(np.max(np.abs(
+                trajectory_length(x) - rel.loc[common, "length"].to_numpy()))),
+        })
     return pd.DataFrame(rows)
 
 
-def peer_available(config: TrajectoryConfig) -> bool:
-    """Whether the released trajectories are under ``config.peer_root``."""
-    return (peer_root(config) / "data" / "trajectories" / "gpt2").is_dir()
-
-
-def _released(root: Path, rel: str) -> pd.DataFrame | None:
-    path = root / "results" / rel
-    return pd.read_csv(path) if path.is_file() else None
+def bootstrap_source(
+    boot: pd.DataFrame | None, per_prompt: pd.DataFrame | None, ms: ModelStates
+) -> pd.DataFrame:
+    """The released bootstrap table's curvature means beside the category means of (a) the
+    prompts of the released per-prompt metrics table and (b) all 170 released trajectories
+    (released code's convention). Columns: category, released, per_prompt_table, all_170."""
+    if boot is None or per_prompt is None:
+        return pd.DataFrame()
+    rb = boot[boot["metric"] == "curvature"].set_index("category")["mean"]
+    pooled = ms.pools["last"]
+    # the per-prompt table names some categories by subgroup ("vehicles"): use the released
+    # prompt table's group of each prompt id instead
+    group = dict(zip(pooled.prompts["id"], pooled.prompts["category"], strict=True))
+    cats = per_prompt["prompt_id"].map(group).fillna(per_prompt["category"])
+    pp = per_prompt["curvature"].groupby(cats.to_numpy()).mean()
+    n_pp = cats.value_counts()
+    mc = mean_curvature(pooled.states(CONVENTIONS["released code"])[0])
+    allm = pd.Series(mc).groupby(pooled.prompts["category"].to_numpy()).mean()
+    rows = [{"model": "peer-gpt2", "category": c, "released": float(rb[c]),
+             "per_prompt_table": float(pp.get(c, np.nan)), "all_170": float(allm.get(c, np.nan)),
+             "n_per_prompt_table": int(n_pp.get(c, 0))}
+            for c in rb.index]
+    return pd.DataFrame(rows)
 
 
 def run_reanalysis(config: TrajectoryConfig) -> ExperimentResult:
-    """lamina's curvature and convergence index on the released last-token (170 prompts) and
-    mean-pooled (50 prompts) GPT-2 states under every convention, beside the released tables
-    (``results/statistics/bootstrap_ci.csv``, ``results/convergence_metrics.csv``). Raises
+    """lamina's metrics on the released last-token (170 prompts) and mean-pooled (50 prompts)
+    GPT-2 states under every convention, beside the released tables. Raises
     FileNotFoundError when the released data are absent."""
     if not peer_available(config):
         raise FileNotFoundError(f"paper 1's released states are not under {peer_root(config)}")
     root = peer_root(config)
     ms = peer_states(config)
-    rel_boot = _released(root, "statistics/bootstrap_ci.csv")
     rel_ci = _released(root, "convergence_metrics.csv")
-    curv_rows, ci_rows, sens = [], [], []
+    per_prompt = _released(root, PER_PROMPT)
+    curv_rows, ci_rows, sens, parts = [], [], [], []
+    nb, nperm = min(config.n_bootstrap, 1000), max(config.n_permutations, 1000)
     for name, conv in CONVENTIONS.items():
         if conv.pool not in ms.pools:
             continue
@@ -83,128 +107,86 @@ def run_reanalysis(config: TrajectoryConfig) -> ExperimentResult:
         x, layers = pooled.states(conv)
         mc = mean_curvature(x)
         cats = pooled.prompts["category"].to_numpy()
-        for cat in ("animals", "objects", "reasoning"):
-            curv_rows.append(
-                {
-                    "model": "peer-gpt2",
-                    "convention": name,
-                    "category": cat,
-                    "mean_curvature": float(np.mean(mc[cats == cat])),
-                }
-            )
+        curv_rows += [{"model": "peer-gpt2", "convention": name, "category": cat,
+                       "mean_curvature": float(np.mean(mc[cats == cat]))} for cat in CATEGORIES]
         ci = np.nanmean(convergence_index_per_prompt(x, cats), axis=0)
-        ci_rows += [
-            {"model": "peer-gpt2", "convention": name, "layer": layer, "ci": float(v)}
-            for layer, v in zip(layers, ci, strict=True)
-        ]
-        means = [r["mean_curvature"] for r in curv_rows if r["convention"] == name]
-        sens.append(
-            {
-                "model": "peer-gpt2",
-                "convention": name,
-                "definition": conv.label,
-                "n_prompts": len(x),
-                "curvature_min": min(means),
-                "curvature_max": max(means),
-                "peak_ci": float(np.nanmax(ci)),
-                "peak_layer": int(layers[int(np.nanargmax(ci))]),
-            }
-        )
-    curv = pd.DataFrame(curv_rows)
-    table = pd.DataFrame(sens)
-    claims = []
-    if rel_boot is not None:  # category means of the released bootstrap table (for reference)
-        rb = rel_boot[rel_boot["metric"] == "curvature"].set_index("category")["mean"]
-        curv = curv.merge(rb.rename("released").reset_index(), on="category", how="left")
-    match = _per_prompt_match(ms, _released(root, PER_PROMPT))
+        ci_rows += [{"model": "peer-gpt2", "convention": name, "layer": layer, "ci": float(v)}
+                    for layer, v in zip(layers, ci, strict=True)]
+        conv_s = paper1_test("convergence", x, pooled.prompts, layers, n_bootstrap=nb,
+                             n_permutations=nperm, seed=config.seed)
+        for exclude in (True, False):
+            keep = pooled.prompts["family"].isin(["reasoning", "lexical"]).to_numpy().copy()
+            if exclude:
+                keep &= pooled.n_tokens != 1
+            t = pooled.prompts[keep].reset_index(drop=True)
+            r = paper1_test("curvature", x[keep], t, layers, n_bootstrap=nb, seed=config.seed)
+            rows = curvature_claims(r, "peer-gpt2", conv.label, chapter="reanalysis")[:3]
+            parts.append({"model": "peer-gpt2", "convention": name,
+                          "single_token_prompts": "excluded" if exclude else "included",
+                          "n_prompts": int(keep.sum()), "reasoning": r["reasoning"],
+                          "lexical": r["lexical"], "difference": r["difference"],
+                          "diff_low": r["diff_low"], "diff_high": r["diff_high"], "p": r["p"],
+                          **{"verdict_" + c.claim_id.removeprefix("p1-reanalysis-"): c.verdict
+                             for c in rows}, "_rows": rows})
+        sens.append({"model": "peer-gpt2", "convention": name, "definition": conv.label,
+                     "n_prompts": len(x), "peak_ci": conv_s["peak"],
+                     "peak_low": conv_s["ci_low"], "peak_high": conv_s["ci_high"],
+                     "peak_layer": conv_s["peak_layer"], "p": conv_s["p"], "_s": conv_s})
+    claims: list[Claim] = []
+    match = _per_prompt_match(ms, per_prompt)
     if len(match):
         ours = match.set_index("convention").loc["released code"]
-        claims.append(
-            claim_record(
-                "reanalysis_released_curvature",
-                "lamina's curvature with the released code's convention gives the released "
-                "per-prompt curvature",
-                f"released per-prompt curvature ({int(ours['n_prompts'])} prompts)",
-                "peer-gpt2",
-                float(ours["curvature_max_diff"]),
-                verdict_word="reproduced"
-                if ours["curvature_max_diff"] < 1e-3
-                else "not reproduced",
-                effect_name="max |lamina - released| over prompts (rad)",
-                convention=CONVENTIONS["released code"].label,
-            )
-        )
-    best = table.loc[table["curvature_min"].idxmin()]
-    in_paper = table[
-        (table["curvature_min"] >= PAPER_CURVATURE[0])
-        & (table["curvature_max"] <= PAPER_CURVATURE[1])
-    ]
-    chosen = in_paper.iloc[0] if len(in_paper) else best
-    claims.append(
-        claim_record(
-            "reanalysis_paper_curvature",
-            "Some convention gives the paper's curvature range on the released states",
-            "0.27-0.83 rad",
-            "peer-gpt2",
-            float(chosen["curvature_min"]),
-            float(chosen["curvature_min"]),
-            float(chosen["curvature_max"]),
-            verdict_word="reproduced" if len(in_paper) else "not reproduced",
-            effect_name="lowest category mean (CI columns: lowest-highest) under the convention "
-            "in the paper's range, else the lowest-curvature one",
-            convention=str(chosen["convention"]),
-        )
-    )
+        v, why = self_check(bool(ours["curvature_max_diff"] < 1e-3), "to 0.001 rad")
+        claims.append(Claim(
+            claim_id=claim_id(None, "reanalysis", "released-curvature"),
+            claim="lamina's curvature with the released code's convention gives the released "
+            "per-prompt curvature", paper_value=f"released per-prompt curvature "
+            f"({int(ours['n_prompts'])} prompts)", model="peer-gpt2",
+            measured=float(ours["curvature_max_diff"]), verdict=v, reason=why,
+            effect_name="max |lamina - released| over prompts (rad)",
+            convention=CONVENTIONS["released code"].label, kind="self-check"))
+    source = bootstrap_source(_released(root, "statistics/bootstrap_ci.csv"), per_prompt, ms)
+    if len(source):
+        gap = float(np.max(np.abs(source["released"] - source["per_prompt_table"])))
+        v, why = self_check(bool(gap < 1e-3), "to 0.001 rad")
+        claims.append(Claim(
+            claim_id=claim_id(None, "reanalysis", "bootstrap-table-source"),
+            claim="The released bootstrap table's curvature means are those of the prompts in "
+            "the released per-prompt metrics table", paper_value="released bootstrap_ci.csv",
+            model="peer-gpt2", measured=gap, verdict=v, reason=why,
+            effect_name="max |released mean - mean over the per-prompt table| (rad)",
+            kind="self-check"))
     if rel_ci is not None:
         rc = rel_ci[rel_ci["model"] == "gpt2"].set_index("layer")["mean_tci"]
-        ours = pd.DataFrame(ci_rows)
-        ours = ours[ours["convention"] == "released code"].set_index("layer")["ci"]
-        gap = float(np.nanmax(np.abs(ours.reindex(rc.index) - rc)))
-        ci_rows = [
-            dict(
-                r,
-                released=float(rc.get(r["layer"], np.nan))
-                if r["convention"] == "released code"
-                else np.nan,
-            )
-            for r in ci_rows
-        ]
-        claims.append(
-            claim_record(
-                "reanalysis_released_ci",
-                "lamina's convergence index with the released convention gives the released profile",
-                f"released peak {rc.max():.3f}",
-                "peer-gpt2",
-                gap,
-                verdict_word="reproduced" if gap < 0.01 else "not reproduced",
-                effect_name="max |lamina - released| over layers",
-                convention=CONVENTIONS["released code"].label,
-            )
-        )
-    claims.append(
-        claim_record(
-            "reanalysis_paper_ci",
-            "Some convention gives the paper's peak CI on the released states",
-            "0.41-0.58",
-            "peer-gpt2",
-            float(table["peak_ci"].max()),
-            verdict_word="reproduced"
-            if table["peak_ci"].max() >= PAPER_CI[0]
-            else "not reproduced",
-            effect_name="largest peak CI over conventions",
-            convention=str(table.loc[table["peak_ci"].idxmax(), "convention"]),
-        )
-    )
+        ours_ci = pd.DataFrame(ci_rows)
+        ours_ci = ours_ci[ours_ci["convention"] == "released code"].set_index("layer")["ci"]
+        gap = float(np.nanmax(np.abs(ours_ci.reindex(rc.index) - rc)))
+        ci_rows = [dict(r, released=float(rc.get(r["layer"], np.nan))
+                        if r["convention"] == "released code" else np.nan) for r in ci_rows]
+        v, why = self_check(bool(gap < 0.01), "to 0.01")
+        claims.append(Claim(
+            claim_id=claim_id(None, "reanalysis", "released-ci"),
+            claim="lamina's convergence index with the released convention gives the released "
+            "profile", paper_value=f"released peak {rc.max():.3f}", model="peer-gpt2",
+            measured=gap, verdict=v, reason=why, effect_name="max |lamina - released| over layers",
+            convention=CONVENTIONS["released code"].label, kind="self-check"))
+    parts_t = pd.DataFrame(parts)
+    head = parts_t[(parts_t["convention"] == "paper text")
+                   & (parts_t["single_token_prompts"] == "excluded")]
+    if head.empty:
+        head = parts_t[parts_t["single_token_prompts"] == "excluded"].head(1)
+    claims += head.iloc[0]["_rows"]
+    sens_t = pd.DataFrame(sens)
+    best = sens_t.loc[sens_t["peak_ci"].idxmax()]
+    s = dict(best["_s"])
+    s["p"] = min(1.0, s["p"] * len(sens_t))  # Bonferroni over the conventions searched
+    claims.append(convergence_claims(s, "peer-gpt2", f"{best['convention']} (the convention "
+                                     "with the highest peak; p Bonferroni-corrected over "
+                                     f"{len(sens_t)} conventions)", chapter="reanalysis")[0])
     return ExperimentResult(
-        "reanalysis",
-        config,
-        pd.DataFrame(claims),
-        {
-            "curvature": curv,
-            "per_prompt_match": match,
-            "convergence": pd.DataFrame(ci_rows),
-            "sensitivity": table,
-        },
-        ms.notes,
-        ["peer-gpt2"],
+        "reanalysis", config, claims_frame(claims),
+        {"curvature": pd.DataFrame(curv_rows), "curvature_parts": parts_t.drop(columns="_rows"),
+         "bootstrap_source": source, "per_prompt_match": match,
+         "convergence": pd.DataFrame(ci_rows), "sensitivity": sens_t.drop(columns="_s")},
+        ms.notes, ["peer-gpt2"],
     )

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.results import ExperimentResult, claim_record, concat_tables
+from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.states import ModelStates, PooledStates, load_model_states
 from lamina.chapters.trajectory import (
     CONVENTIONS,
@@ -25,7 +25,8 @@ from lamina.chapters.trajectory import (
     expand_models,
     load_chapter_prompts,
 )
-from lamina.controls import random_embeddings, shuffle_layers
+from lamina.controls import shuffle_layers
+from lamina.trajectory_tests import paper1_test
 
 __all__ = [
     "ChapterSpec",
@@ -33,14 +34,11 @@ __all__ = [
     "each_model",
     "main_pool",
     "run_chapter",
+    "control_effects",
+    "control_states",
     "sensitivity_rows",
-    "state_controls",
-    "vanish_claim",
-    "vanish_verdict",
 ]
 
-# the two controls under which paper 1 says its effects vanish
-VANISH_CONTROLS = ("shuffled layers", "random embeddings")
 
 
 # one model's analysis: (its states, the chapter's prompts, the config) -> {table name: table},
@@ -119,19 +117,49 @@ def each_model(
         yield states
 
 
-def state_controls(
-    x: np.ndarray, ms: ModelStates, conv: Convention, seed: int
-) -> dict[str, np.ndarray | None]:
-    """Control versions of the states ``x`` (n, layers, d) of convention ``conv``: shuffled
-    layers, moment-matched Gaussian states, and the random-init model (None when absent)."""
-    init = None
-    if ms.control is not None and conv.pool in ms.control:
-        init = ms.control[conv.pool].states(conv)[0]
-    return {
-        "shuffled layers": shuffle_layers(x, seed=seed),
-        "random embeddings": random_embeddings(x, seed=seed),
-        "random-init model": init,
-    }
+def control_states(
+    x: np.ndarray, ms: ModelStates, conv: Convention, seed: int, keep: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Control versions of the states ``x`` (n, layers, d) of convention ``conv``, for the
+    rows ``keep`` of the model's prompt table (None: all):
+
+    * "shuffled layers": each trajectory's layers in a random order (paper 1's control);
+    * "random embeddings": random input embeddings fed through the model
+      (``lamina.controls.random_input_states``; paper 1's control), absent without a model;
+    * "random-init model": the same architecture freshly initialised, absent without a model.
+    """
+    rows = slice(None) if keep is None else keep
+    out = {"shuffled layers": shuffle_layers(x, seed=seed)}
+    for name, pools in (("random embeddings", ms.random_input), ("random-init model", ms.control)):
+        if pools is not None and conv.pool in pools:
+            out[name] = pools[conv.pool].states(conv)[0][rows]
+    return out
+
+
+def control_effects(
+    test: str,
+    real: dict[str, Any],
+    x: np.ndarray,
+    ms: ModelStates,
+    conv: Convention,
+    table: pd.DataFrame,
+    layers: list[int],
+    config: TrajectoryConfig,
+    keep: np.ndarray | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The chapter's test (``lamina.trajectory_tests.paper1_test``) on every control of
+    :func:`control_states` (fewer resamples: 100 bootstrap, 200 permutations), each result
+    with ``fraction`` = its headline effect / the real one and ``p`` = its effect's p."""
+    out = {}
+    for name, xc in control_states(x, ms, conv, config.seed, keep).items():
+        sc = paper1_test(test, xc, table, layers, n_bootstrap=100, n_permutations=200,
+                         seed=config.seed)
+        eff = real["effect"]
+        sc["fraction"] = float(sc["effect"] / eff) if eff and np.isfinite(eff) else float("nan")
+        sc["p"] = sc["effect_p"]
+        sc["states"] = xc
+        out[name] = sc
+    return out
 
 
 def sensitivity_rows(
@@ -152,44 +180,3 @@ def sensitivity_rows(
         row.update(measure(x, pooled, layers, conv))
         rows.append(row)
     return rows
-
-
-def vanish_verdict(fractions: list[float]) -> str:
-    """Verdict on "the effect vanishes under the controls", from the fraction of the effect
-    that remains under each control: reproduced if every fraction is below 0.5, partially if
-    some are, not reproduced if none; not testable without a finite fraction."""
-    f = np.array([v for v in fractions if v is not None and np.isfinite(v)])
-    if f.size == 0:
-        return "not testable"
-    small = np.abs(f) < 0.5
-    return "reproduced" if small.all() else "partially" if small.any() else "not reproduced"
-
-
-def vanish_claim(
-    claim_id: str,
-    claim: str,
-    model: str,
-    controls: pd.DataFrame,
-    *,
-    effect_name: str,
-    convention: str,
-    p_rule: Literal["min p", "max q"] = "min p",
-) -> dict[str, Any]:
-    """Claims row for "the effect vanishes under shuffled-layer and random-embedding
-    controls", from one model's controls table (columns ``control``, ``fraction_remaining``,
-    ``p`` and, for ``p_rule="max q"``, ``q``). Measured: the largest |fraction of the effect
-    remaining| over the two controls; p: their smallest ``p`` ("min p") or largest
-    Benjamini-Hochberg ``q`` ("max q"); verdict: :func:`vanish_verdict`."""
-    named = controls[controls["control"].isin(VANISH_CONTROLS)]
-    p = named["p"].min() if p_rule == "min p" else named["q"].max()
-    return claim_record(
-        claim_id,
-        claim,
-        "effect absent under controls",
-        model,
-        float(named["fraction_remaining"].abs().max()),
-        p=float(p),
-        verdict_word=vanish_verdict(named["fraction_remaining"].tolist()),
-        effect_name=effect_name,
-        convention=convention,
-    )

@@ -9,6 +9,7 @@ is a view of the same extraction. ``"peer-gpt2"`` reads paper 1's released state
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,11 +17,13 @@ import pandas as pd
 
 from lamina import load_model
 from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
-from lamina.controls import random_init_like
+from lamina.controls import random_init_like, random_input_states
 from lamina.extract import extract, pool_token_states
 from lamina.io import read_latent_hidden_states, read_latent_trajectories
+from lamina.models import get_adapter
+from lamina.synthetic import SYNTHETIC, synthetic_states, word_counts
 
-__all__ = ["ModelStates", "PooledStates", "load_model_states"]
+__all__ = ["ModelStates", "PooledStates", "load_model_states", "position0_flags", "synthetic_model_states"]
 
 
 @dataclass
@@ -59,13 +62,15 @@ class PooledStates:
 class ModelStates:
     """One model's trajectories for one prompt table: ``pools[pool]`` for "mean"/"last", the
     same for a random-init model of the architecture (``control``, None where no model exists),
-    diagnostics (the massive first-token activation) and notes."""
+    for random input embeddings fed through the model (``random_input``, paper 1's control;
+    None where no model exists), diagnostics (the massive first-token activation) and notes."""
 
     name: str
     pools: dict[str, PooledStates]
     control: dict[str, PooledStates] | None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    random_input: dict[str, PooledStates] | None = None
 
 
 def _pool_ragged(
@@ -128,23 +133,51 @@ def _peer_families(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def position0_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
+    """(n,) bool: states whose middle-layer norm exceeds ``factor`` x the median over prompts,
+    the signature of GPT-2's massive activation at position 0 (a last-token state of a
+    one-token prompt). x: (n, L+1, d)."""
+    norms = np.linalg.norm(x[:, x.shape[1] // 2], axis=-1)
+    return norms > factor * np.median(norms)
+
+
+def _peer_token_counts(root: Any, prompts: pd.DataFrame, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(n,) tokens per released prompt: ``num_tokens`` of the released ``metadata.parquet``
+    where it lists the prompt; else 1 for a state flagged by :func:`position0_flags`, else 0
+    (unknown, and not at position 0). Also the number flagged by norm."""
+    n_tok = np.zeros(len(prompts), dtype=int)
+    meta = Path(root) / "data" / "hidden_states" / "gpt2" / "metadata.parquet"
+    if meta.is_file():
+        known = pd.read_parquet(meta).set_index("prompt_id")["num_tokens"]
+        ids = prompts["id"].astype(str)
+        n_tok = ids.map(known).fillna(0).astype(int).to_numpy()
+    flags = position0_flags(x)
+    n_tok = np.where((n_tok == 0) & flags, 1, n_tok)
+    return n_tok, int(flags.sum())
+
+
 def peer_states(config: TrajectoryConfig) -> ModelStates:
 
     root = peer_root(config)
     traj = read_latent_trajectories(root)
     x = np.asarray(traj.states, dtype=np.float32)  # (n, 13, d), row 12 post-norm
     prompts = _peer_families(traj.prompts)
-    last = PooledStates(x[:, :-1], x[:, -1], False, prompts, np.zeros(len(x), dtype=int))
+    n_tok, flagged = _peer_token_counts(root, prompts, x)
+    last = PooledStates(x[:, :-1], x[:, -1], False, prompts, n_tok)
     pools = {"last": last}
     notes = [
         "peer-gpt2: paper 1's released last-token states (170 prompts); their final row is "
-        "post-norm only, so the raw-final conventions end at block 11."
+        "post-norm only, so the raw-final conventions end at block 11.",
+        f"peer-gpt2: {int(np.sum(n_tok == 1))} prompts are single-token (metadata.parquet "
+        f"num_tokens, or a position-0 state flagged by its norm: {flagged} flagged).",
     ]
     try:
         hs = read_latent_hidden_states(root, pool="mean")
         hx = np.asarray(hs.states, dtype=np.float32)
         hp = _peer_families(hs.prompts)
-        pools["mean"] = PooledStates(hx[:, :-1], hx[:, -1], False, hp, np.zeros(len(hx), int))
+        pools["mean"] = PooledStates(
+            hx[:, :-1], hx[:, -1], False, hp, _peer_token_counts(root, hp, hx)[0]
+        )
         notes.append("peer-gpt2 mean pooling: only the 50 prompts released with every token.")
     except Exception as exc:  # hidden states absent: mean pooling unavailable
         notes.append(f"peer-gpt2 mean pooling unavailable: {exc}")
@@ -159,6 +192,8 @@ def load_model_states(
     ``name == "peer-gpt2"`` reads the released states instead (their own prompts)."""
     if name == PEER_MODEL:
         return peer_states(config)
+    if name in SYNTHETIC:
+        return synthetic_model_states(name, prompts, config.seed)
     import torch
 
     model, tokenizer = load_model(name, dtype=torch.float32)
@@ -166,6 +201,8 @@ def load_model_states(
     pools, diag = _extract_model(model, tokenizer, texts, cache=True)
     for p in pools.values():
         p.prompts = prompts.reset_index(drop=True)
+    ragged = random_input_states(model, [max(int(t), 1) for t in pools["mean"].n_tokens], config.seed)
+    random_input = _pool_plain(model, ragged, prompts)
     control = None
     if random_init:
         fresh = random_init_like(model, seed=config.seed)
@@ -185,4 +222,59 @@ def load_model_states(
             f"median of the others (layer {diag['first_token_norm_ratio_layer']}): a massive "
             "activation that dominates mean-pooled and single-token states."
         )
-    return ModelStates(name, pools, control, diag, notes)
+    return ModelStates(name, pools, control, diag, notes, random_input)
+
+
+def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> dict[str, PooledStates]:
+    """Mean / last pooling of per-token states (L+1, T_i, d) that have no special tokens
+    (random input embeddings), with the model's final norm applied to the last row."""
+    import torch
+
+    adapter = get_adapter(model)
+    norm = adapter.final_norm_module(model) if adapter.causal else None
+    pools = {}
+    posts = None
+    if norm is not None:
+        with torch.inference_mode():
+            posts = [norm(torch.from_numpy(np.ascontiguousarray(a[-1]))).float().numpy() for a in ragged]
+    for pool in ("mean", "last"):
+        raw = np.stack([a.mean(1) if pool == "mean" else a[:, -1] for a in ragged])
+        post = None
+        if posts is not None:
+            post = np.stack([q.mean(0) if pool == "mean" else q[-1] for q in posts])
+        n_tok = np.array([a.shape[1] for a in ragged])
+        pools[pool] = PooledStates(
+            raw.astype(np.float32), post, True, prompts.reset_index(drop=True), n_tok
+        )
+    return pools
+
+
+def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
+    """``ModelStates`` of a synthetic source for ``prompts`` (what ``load_model_states``
+    returns for ``name`` "synthetic-null" / "synthetic-planted", see ``lamina.synthetic``): both pools hold the same
+    states (there are no tokens to pool), the random-init model and the random-input control
+    hold null states of other seeds, ``n_tokens`` = :func:`word_counts`."""
+    if name not in SYNTHETIC:
+        raise ValueError(f"unknown synthetic source {name!r}; choose one of {SYNTHETIC}")
+    table = prompts.reset_index(drop=True)
+    n_tok = word_counts(table)
+
+    def pools(x: np.ndarray) -> dict:
+        x = x.astype(np.float32)
+        return {p: PooledStates(x, None, True, table, n_tok) for p in ("mean", "last")}
+
+    kind = name.removeprefix("synthetic-")
+    real = synthetic_states(table, kind, seed)
+    notes = [
+        f"{name}: a known-answer source (seed {seed}), not a model: "
+        + ("no effect is planted." if kind == "null" else "paper 1's effects are planted at the "
+           "abstract's sizes.")
+    ]
+    return ModelStates(
+        name,
+        pools(real),
+        pools(synthetic_states(table, "null", seed + 10_001)),
+        {"has_final_norm": False, "synthetic": kind, "seed": seed},
+        notes,
+        pools(synthetic_states(table, "null", seed + 20_002)),
+    )

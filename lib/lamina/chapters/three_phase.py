@@ -1,255 +1,211 @@
-"""Paper 1, claim 4: layerwise similarity has three phases (encoding, elaboration, output)."""
+"""Paper 1, claim 4: layerwise similarity has three phases (encoding, elaboration, output).
+
+The main claim is tested paired within prompts: elaboration's mean SIM must exceed both
+neighbouring bands (``lamina.trajectory_tests.three_phase_test``). GPT-2's quoted band
+ranges are a claim about GPT-2 and are issued for GPT-2 models only. Stability, the fifth of
+paper 1's metrics, is measured on the perturbation pairs (``perturbations.jsonl``).
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.results import ExperimentResult, claim_record, concat_tables
+from lamina.chapters.results import ExperimentResult
 from lamina.chapters.skeleton import (
     ChapterSpec,
+    control_effects,
     main_pool,
     run_chapter,
     sensitivity_rows,
-    state_controls,
 )
 from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.geometry import detect_phases, fixed_phase_bands, layerwise_cosine, phase_summary
-from lamina.stats import bootstrap_ci, fdr_bh, mann_whitney
-
-__all__ = ["CLAIM", "PAPER_SIM_RANGES", "phase_stats", "run_three_phase"]
-
-CLAIM = (
-    "Layerwise cosine similarity reveals a universal three-phase structure: encoding, "
-    "elaboration, and output preparation, consistent across all three architectures"
+from lamina.claims import Claim, claim_id, claims_frame
+from lamina.geometry import (
+    detect_phases,
+    fixed_phase_bands,
+    layerwise_cosine,
+    phase_summary,
+    stability,
 )
+from lamina.prompts import load_prompts
+from lamina.stats import index_bootstrap
+from lamina.trajectory_tests import paper1_test
+from lamina.trajectory_verdicts import THREE_PHASE, three_phase_claims, vanish_claim
+
+__all__ = ["CLAIM", "PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
+
+CLAIM = THREE_PHASE
 PAPER_SIM_RANGES = ((0.35, 0.55), (0.70, 0.85), (0.60, 0.70))  # GPT-2, per fixed band
+FAMILIES = ("semantic", "analogies", "reasoning", "lexical")
 
 
-def phase_stats(sim: np.ndarray, n_bootstrap: int, seed: int) -> dict[str, Any]:
-    """Fixed bands and detected phases of a SIM profile.
-
-    sim: (n, L) per-prompt SIM(l). Fixed bands: per-prompt band means; the elaboration -
-    encoding difference with a BCa bootstrap CI; Mann-Whitney U tests elaboration vs encoding
-    and elaboration vs output preparation (BH-adjusted, p = the larger q); ``ordered`` = the
-    band means are ordered encoding < output preparation < elaboration, as in the paper's GPT-2
-    ranges. Detected: ``detect_phases`` (BIC and CV) on the prompt-mean profile, and the
-    number of phases over ``min(n_bootstrap, 300)`` prompt resamples (share that gives 3).
-    """
-    n_blocks = sim.shape[1]
-    bands = fixed_phase_bands(n_blocks)
-    summary = phase_summary(sim, bands)
-    means = [np.nanmean(sim[:, bands == k], axis=1) for k in range(3) if np.any(bands == k)]
-    out: dict[str, Any] = {"summary": summary, "bands": bands}
-    if len(means) == 3:
-        enc, elab, outp = means
-        d = bootstrap_ci(elab - enc, n_resamples=n_bootstrap, seed=seed).iloc[0]
-        ps = [
-            mann_whitney(elab, enc).iloc[0]["p_value"],
-            mann_whitney(elab, outp).iloc[0]["p_value"],
-        ]
-        q = fdr_bh(np.array(ps))["q_value"].to_numpy()
-        m = [float(np.mean(v)) for v in means]
-        out.update(
-            difference=float(np.mean(elab - enc)),
-            diff_low=d["ci_low"],
-            diff_high=d["ci_high"],
-            p=float(np.max(q)),
-            ordered=m[0] < m[2] < m[1],
-            band_means=m,
-        )
-    else:  # too few blocks for three bands
-        out.update(
-            difference=np.nan,
-            diff_low=np.nan,
-            diff_high=np.nan,
-            p=None,
-            ordered=None,
-            band_means=[float(np.mean(v)) for v in means],
-        )
-    profile = np.nanmean(sim, axis=0)
-    bic = detect_phases(profile, method="bic")
-    cv = detect_phases(profile, method="cv") if n_blocks >= 4 else bic
-    rng = np.random.default_rng(seed)
-    ks = np.array(
-        [
-            detect_phases(np.nanmean(sim[rng.integers(0, len(sim), len(sim))], axis=0)).n_phases
-            for _ in range(min(n_bootstrap, 300))
-        ]
-    )
-    out.update(
-        k_bic=bic.n_phases,
-        k_cv=cv.n_phases,
-        change_points=list(bic.change_points),
-        detected_bands=bic.bands,
-        share_three=float(np.mean(ks == 3)),
-        k_low=float(np.percentile(ks, 2.5)),
-        k_high=float(np.percentile(ks, 97.5)),
-        profile=profile,
-    )
-    return out
+def _with_perturbations(prompts: pd.DataFrame) -> pd.DataFrame:
+    """The chapter's prompts plus the perturbation pairs of ``perturbations.jsonl`` as rows
+    of family "stability" (``pair_id``; ``sense`` "original" / "perturbed"), for stability."""
+    try:
+        pert = load_prompts("perturbations")
+    except FileNotFoundError:  # no perturbation file: no stability table
+        return prompts
+    rows = []
+    for r in pert.itertuples():
+        for sense, text in (("original", r.prompt), ("perturbed", r.perturbed)):
+            rows.append({"id": f"{r.id}-{sense}", "family": "stability", "prompt": text,
+                         "pair_id": r.id, "sense": sense, "kind": r.kind})
+    return pd.concat([prompts, pd.DataFrame(rows)], ignore_index=True)
 
 
-def _ranges_hit(summary: pd.DataFrame) -> int:
-    """How many fixed bands have a prompt-mean SIM range overlapping the paper's GPT-2 range."""
-    hits = 0
-    for (_, row), (lo, hi) in zip(summary.iterrows(), PAPER_SIM_RANGES, strict=False):
-        hits += int(row["profile_min"] <= hi and row["profile_max"] >= lo)
-    return hits
+def _quick(prompts: pd.DataFrame, seed: int) -> pd.DataFrame:
+    return subsample(prompts, "family", 8, seed)
 
 
 SPEC = ChapterSpec(
     "three_phase",
-    families=("semantic", "analogies", "reasoning", "lexical"),
+    families=FAMILIES,
     required=("family",),
-    tables=("profiles", "bands", "controls", "sensitivity"),
-    quick=lambda prompts, seed: subsample(prompts, "family", 5, seed),
+    tables=("profiles", "bands", "controls", "stability", "sensitivity"),
+    quick=_quick,
+    prepare=_with_perturbations,
 )
 
 
 def run_three_phase(config: TrajectoryConfig) -> ExperimentResult:
     """SIM profiles of the semantic, analogy, reasoning and lexical families for every model:
-    the paper's fixed bands and data-driven change points (is it three?), with controls and
-    sensitivity to the convention."""
+    the paper's fixed bands (tested paired), GPT-2's band ranges (GPT-2 models only),
+    data-driven change points (is it three?), controls, stability on the perturbation pairs,
+    and sensitivity to the convention."""
     return run_chapter(SPEC, config, analyse_model)
+
+
+def detected_phases(sim: np.ndarray, n_resamples: int, seed: int) -> dict[str, Any]:
+    """``detect_phases`` (BIC and CV) on the prompt-mean SIM profile (sim: (n, L)), and the
+    number of phases over ``n_resamples`` prompt resamples: its 2.5-97.5 percentiles and the
+    share of resamples giving 3."""
+    profile = np.nanmean(sim, axis=0)
+    bic = detect_phases(profile, method="bic")
+    cv = detect_phases(profile, method="cv") if sim.shape[1] >= 4 else bic
+    rng = np.random.default_rng(seed)
+    ks = np.array([
+        detect_phases(np.nanmean(sim[rng.integers(0, len(sim), len(sim))], axis=0)).n_phases
+        for _ in range(n_resamples)
+    ])
+    return {"k_bic": bic.n_phases, "k_cv": cv.n_phases, "detected_bands": bic.bands,
+            "share_three": float(np.mean(ks == 3)), "k_low": float(np.percentile(ks, 2.5)),
+            "k_high": float(np.percentile(ks, 97.5)), "profile": profile}
+
+
+def is_gpt2(name: str) -> bool:
+    """Whether a source is a GPT-2 model (GPT-2's band ranges apply): "gpt2" in its name."""
+    return "gpt2" in name.lower().replace("-", "")
+
+
+def _range_claims(ms: ModelStates, sim: np.ndarray, conv: str, seed: int) -> list[Claim]:
+    bands = fixed_phase_bands(sim.shape[1])
+    names = ("encoding", "elaboration", "output")
+    out = []
+    for k, (lo, hi) in enumerate(PAPER_SIM_RANGES):
+        v = np.nanmean(sim[:, bands == k], axis=1)
+        b = index_bootstrap(lambda i, v=v: float(np.mean(v[i])), len(v), 1000, seed)
+        out.append(Claim.tested(
+            claim_id=claim_id(1, "three-phase", f"gpt2-{names[k]}"),
+            claim=f"GPT-2's {names[k]} band has SIM {lo:g}-{hi:g}",
+            paper_value=f"{lo:g}-{hi:g}", model=ms.name, measured=b["estimate"],
+            ci_low=b["ci_low"], ci_high=b["ci_high"], effect_name="mean SIM in the band",
+            claimed=(lo, hi), convention=conv))
+    return out
+
+
+def _stability_rows(ms: ModelStates, pooled: Any, c: Convention, seed: int) -> list[dict]:
+    t = pooled.prompts
+    if "pair_id" not in t or not (t["family"] == "stability").any():
+        return []
+    x, layers = pooled.states(c)
+    st = t[t["family"] == "stability"]
+    a = st[st["sense"] == "original"].reset_index().set_index("pair_id")
+    b = st[st["sense"] == "perturbed"].reset_index().set_index("pair_id")
+    common = a.index.intersection(b.index)
+    stab = stability(x[a.loc[common, "index"].to_numpy()], x[b.loc[common, "index"].to_numpy()])
+    kinds = a.loc[common, "kind"].to_numpy()
+    rng = np.random.default_rng(seed)
+    rows = []
+    for kind in ("all", *sorted(set(kinds))):
+        v = stab if kind == "all" else stab[kinds == kind]
+        boots = np.stack([v[rng.integers(0, len(v), len(v))].mean(0) for _ in range(500)])
+        lo, hi = np.percentile(boots, [2.5, 97.5], axis=0)
+        rows += [{"model": ms.name, "kind": kind, "n_pairs": len(v), "layer": layer,
+                  "depth": layer / layers[-1], "stability": float(v[:, j].mean()),
+                  "ci_low": float(lo[j]), "ci_high": float(hi[j])}
+                 for j, layer in enumerate(layers)]
+    return rows
 
 
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
-    """One model's SIM profile, bands, detected phases, controls, claims and sensitivity (tables as in :data:`SPEC`)."""
-    claims: list[dict[str, Any]] = []
-    profiles: list[dict[str, Any]] = []
-    bands_t: list[pd.DataFrame] = []
-    controls: list[pd.DataFrame] = []
-    sens: list[dict[str, Any]] = []
+    """One model's SIM profile, bands, detected phases, stability, controls, claims and
+    sensitivity (tables as in :data:`SPEC`)."""
     pool, c, pooled = main_pool(ms, config.pooling)
-    keep = (
-        ~((pooled.n_tokens > 0) & (pooled.n_tokens <= 1))
-        if config.exclude_single_token
-        else np.ones(len(pooled.n_tokens), bool)
-    )
+    keep = pooled.prompts["family"].isin(FAMILIES).to_numpy().copy()
+    if config.exclude_single_token:
+        keep &= pooled.n_tokens != 1
     x, layers = pooled.states(c)
-    x = x[keep]
+    x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
     sim = layerwise_cosine(x)
-    s = phase_stats(sim, config.n_bootstrap, config.seed)
-    for j, layer in enumerate(layers[:-1]):
-        profiles.append(
-            {
-                "model": ms.name,
-                "condition": "real",
-                "layer": layer,
-                "transition": f"{layer}->{layers[j + 1]}",
-                "depth": (j + 0.5) / (len(layers) - 1),
-                "sim": s["profile"][j],
-                "fixed_band": int(s["bands"][j]),
-                "detected_phase": int(s["detected_bands"][j]),
-            }
-        )
-    bands_t.append(s["summary"].assign(model=ms.name))
-    rows = [
-        {
-            "control": "none (real)",
-            "k_bic": s["k_bic"],
-            "k_cv": s["k_cv"],
-            "ordered": s["ordered"],
-            "difference": s["difference"],
-        }
+    s = paper1_test("three_phase", x, t, layers, n_bootstrap=min(config.n_bootstrap, 5_000),
+                    seed=config.seed)
+    claims = three_phase_claims(s, ms.name, c.label)
+    if is_gpt2(ms.name):
+        claims += _range_claims(ms, sim, c.label, config.seed)
+    det = detected_phases(sim, min(config.n_bootstrap, 300), config.seed)
+    claims.append(Claim.tested(
+        claim_id=claim_id(1, "three-phase", "detected"),
+        claim="The data show three phases (change points, BIC)", paper_value="3 phases",
+        model=ms.name, measured=float(det["k_bic"]), ci_low=det["k_low"],
+        ci_high=det["k_high"], effect_size=det["share_three"],
+        effect_name="phases found; effect size: share of prompt resamples giving 3",
+        claimed=(3.0, 3.0), convention=c.label))
+    effects = control_effects("three_phase", s, x, ms, c, t, layers, config, keep)
+    claims.append(vanish_claim("three-phase", "The three-phase structure", claims[0],
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+    bands = fixed_phase_bands(sim.shape[1])
+    transitions = [f"{a}->{b}" for a, b in zip(layers[:-1], layers[1:], strict=True)]
+    depth = [(j + 0.5) / (len(layers) - 1) for j in range(len(layers) - 1)]
+    profiles = [
+        {"model": ms.name, "condition": "real", "layer": layer, "transition": tr, "depth": d,
+         "sim": v, "fixed_band": int(b), "detected_phase": int(p)}
+        for layer, tr, d, v, b, p in zip(layers[:-1], transitions, depth, det["profile"], bands,
+                                          det["detected_bands"], strict=True)
     ]
-    for name, xc in state_controls(x, ms, c, config.seed).items():
-        if xc is None:
-            continue
-        if name == "random-init model":
-            xc = ms.control[pool].states(c)[0][keep]
-        sc = phase_stats(layerwise_cosine(xc), 10, config.seed)
-        rows.append(
-            {
-                "control": name,
-                "k_bic": sc["k_bic"],
-                "k_cv": sc["k_cv"],
-                "ordered": sc["ordered"],
-                "difference": sc["difference"],
-            }
-        )
+    controls = [{"model": ms.name, "control": "none (real)", "margin": s["margin"], "p": s["p"],
+                 "ordered": s["ordered"], "fraction_remaining": 1.0}]
+    for name, v in effects.items():
+        controls.append({"model": ms.name, "control": name, "margin": v["margin"], "p": v["p"],
+                         "ordered": v["ordered"], "fraction_remaining": v["fraction"]})
+        prof = np.nanmean(layerwise_cosine(v["states"]), axis=0)
         profiles += [
-            {
-                "model": ms.name,
-                "condition": name,
-                "layer": layer,
-                "transition": f"{layer}->{layers[j + 1]}",
-                "depth": (j + 0.5) / (len(layers) - 1),
-                "sim": v,
-                "fixed_band": -1,
-                "detected_phase": -1,
-            }
-            for j, (layer, v) in enumerate(zip(layers[:-1], sc["profile"], strict=True))
+            {"model": ms.name, "condition": name, "layer": layer, "transition": tr, "depth": d,
+             "sim": float(val), "fixed_band": -1, "detected_phase": -1}
+            for layer, tr, d, val in zip(layers[:-1], transitions, depth, prof, strict=True)
         ]
-    table = pd.DataFrame(rows)
-    table.insert(0, "model", ms.name)
-    controls.append(table)
-    hits = _ranges_hit(s["summary"])
-    claims += [
-        claim_record(
-            "three_phase_fixed_bands",
-            CLAIM,
-            "SIM 0.35-0.55 / 0.70-0.85 / 0.60-0.70 (GPT-2)",
-            ms.name,
-            s["difference"],
-            s["diff_low"],
-            s["diff_high"],
-            s["p"],
-            s["ordered"],
-            direction_ok=bool(s["difference"] > 0) if s["p"] is not None else True,
-            effect_size=s["difference"],
-            effect_name="elaboration - encoding mean SIM",
-            convention=c.label,
-        ),
-        claim_record(
-            "three_phase_gpt2_ranges",
-            "GPT-2's band SIM ranges are 0.35-0.55, 0.70-0.85 and 0.60-0.70",
-            "3 of 3 bands in range",
-            ms.name,
-            hits,
-            verdict_word="reproduced" if hits == 3 else "partially" if hits else "not reproduced",
-            effect_name="bands whose SIM range overlaps the paper's",
-            convention=c.label,
-        ),
-        claim_record(
-            "three_phase_detected",
-            "The data show three phases (change points)",
-            "3 phases",
-            ms.name,
-            s["k_bic"],
-            s["k_low"],
-            s["k_high"],
-            verdict_word="reproduced" if s["k_bic"] == 3 else "not reproduced",
-            effect_size=s["share_three"],
-            effect_name="share of prompt resamples giving 3 phases",
-            convention=c.label,
-        ),
-    ]
 
     def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
-        k = ~((pld.n_tokens > 0) & (pld.n_tokens <= 1))
-        r = phase_stats(layerwise_cosine(xs[k]), 50, config.seed)
-        return {
-            "encoding": r["band_means"][0],
-            "elaboration": r["band_means"][1],
-            "output": r["band_means"][-1],
-            "ordered": r["ordered"],
-            "k_bic": r["k_bic"],
-            "k_cv": r["k_cv"],
-            "share_three": r["share_three"],
-        }
+        k = pld.prompts["family"].isin(FAMILIES).to_numpy() & (pld.n_tokens != 1)
+        r = paper1_test("three_phase", xs[k], pld.prompts[k], lay, n_bootstrap=200,
+                        seed=config.seed)
+        bm = r["band_means"] or [math.nan] * 3
+        return {"encoding": bm[0], "elaboration": bm[1], "output": bm[2],
+                "margin": r["margin"], "p": r["p"], "ordered": r["ordered"],
+                "verdict": three_phase_claims(r, ms.name, cv.label)[0].verdict}
 
-    sens += sensitivity_rows(ms, measure)
     return {
-        "claims": pd.DataFrame(claims),
+        "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
-        "bands": concat_tables(bands_t),
-        "controls": concat_tables(controls),
-        "sensitivity": pd.DataFrame(sens),
+        "bands": phase_summary(sim, bands).assign(model=ms.name),
+        "controls": pd.DataFrame(controls),
+        "stability": pd.DataFrame(_stability_rows(ms, pooled, c, config.seed)),
+        "sensitivity": pd.DataFrame(sensitivity_rows(ms, measure) if config.sensitivity else []),
     }

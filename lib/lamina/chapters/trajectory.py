@@ -56,23 +56,27 @@ class TrajectoryConfig(ChapterConfig):
     prompts: None for the chapter's default families, else a prompt file path or family name
         (comma-separated for several) read with ``lamina.prompts.load_prompts``.
     n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
-    n_permutations: label permutations / control draws for null distributions.
+    n_permutations: label permutations for null distributions (the convergence claim needs
+        at least 1000 for p < 0.001; fewer make it "not testable").
     seed: seeds every random draw (controls, bootstraps, random-init model).
     quick: few prompts and resamples, for CI (caps in ``QUICK``).
     exclude_single_token: drop prompts that tokenise to one token from the main analysis
         (their last token is also their first, which in GPT-2 carries a massive activation).
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
+    sensitivity: also run the main test under every representation convention (the
+        sensitivity tables); False skips them (faster).
     """
 
     model: str = "default"
     pooling: Literal["mean", "last"] = "mean"
     prompts: str | None = None
     n_bootstrap: int = 10_000
-    n_permutations: int = 200
+    n_permutations: int = 2_000
     seed: int = 0
     quick: bool = False
     exclude_single_token: bool = True
     peer_root: str | None = None
+    sensitivity: bool = True
 
     QUICK: ClassVar[Mapping[str, Any]] = {"n_bootstrap": 200, "n_permutations": 20}
 

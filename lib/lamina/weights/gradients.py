@@ -127,6 +127,9 @@ class GradientGeometry:
     rsf_token_pooled: Σ_t ‖proj g_t‖²_F / Σ_t ‖g_t‖²_F (tokens weighted by their energy).
     cancellation: ‖Σ_t g_t‖_F / Σ_t ‖g_t‖_F, in [0, 1]; 1 = all terms aligned.
     n_tokens: tokens with g_t ≠ 0; norm_summed: ‖G‖_F; norm_terms: Σ_t ‖g_t‖_F.
+    cancellation_random: the same ratio for sign-randomised terms Σ_t ε_t g_t (ε_t = ±1),
+        in root-mean-square: sqrt(Σ_t ‖g_t‖²_F) / Σ_t ‖g_t‖_F, since E‖Σ_t ε_t g_t‖²_F =
+        Σ_t ‖g_t‖²_F. About 1/√T for terms of similar size: unrelated terms cancel this much.
     """
 
     rsf_summed: float
@@ -136,6 +139,7 @@ class GradientGeometry:
     n_tokens: int
     norm_summed: float
     norm_terms: float
+    cancellation_random: float = float("nan")
 
 
 def gradient_geometry(
@@ -176,6 +180,9 @@ def gradient_geometry(
         n_tokens=int(live.sum()),
         norm_summed=norm_summed,
         norm_terms=norm_terms,
+        cancellation_random=(
+            float(term2.sum().sqrt()) / norm_terms if norm_terms > 0 else float("nan")
+        ),
     )
 
 
@@ -210,6 +217,7 @@ def gradient_geometry_reference(
         n_tokens=len(rsf_t),
         norm_summed=norm_summed,
         norm_terms=norm_terms,
+        cancellation_random=np.sqrt(energy) / norm_terms if norm_terms > 0 else float("nan"),
     )
 
 

@@ -41,7 +41,6 @@ from lamina.chapters.organisms.tables import (
     margin_rows,
     paired_gain,
     seed_rows,
-    wilson,
 )  # fmt: skip
 from lamina.io import write_results
 from lamina.models import load_model

@@ -19,18 +19,11 @@ from scipy import stats as sps
 from lamina import organisms
 from lamina.organisms.configs import OrganismConfig, organism_config
 from lamina.organisms.train import STAGES
-from lamina.stats import bootstrap_ci
+from lamina.stats import bootstrap_ci, wilson
 
 __all__ = ["accuracy_rows", "blas_name", "build_row", "corpus_rows", "group_by_component",
-           "loss_curves", "margin_curve", "margin_rows", "paired_gain", "seed_rows", "wilson"]  # fmt: skip
+           "loss_curves", "margin_curve", "margin_rows", "paired_gain", "seed_rows"]  # fmt: skip
 
-
-def wilson(hits: int, n: int) -> tuple[float, float, float]:
-    """Accuracy hits/n with the Wilson score 95% interval (scipy); NaNs when n = 0."""
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    ci = sps.binomtest(int(hits), int(n)).proportion_ci(0.95, method="wilson")
-    return hits / n, float(ci.low), float(ci.high)
 
 
 def loss_curves(name: str, folder: Path) -> pd.DataFrame:

@@ -28,7 +28,7 @@ from lamina.weights.gradients import (
 # Columns of the tables that a pair without training history leaves empty.
 WRITE_GRADIENT_COLUMNS = [
     "step", "checkpoint", "key", "layer", "role", "kind", "k", "d", "rsf_summed",
-    "rsf_token_mean", "rsf_token_pooled", "cancellation", "enrichment_summed",
+    "rsf_token_mean", "rsf_token_pooled", "cancellation", "cancellation_random", "enrichment_summed",
     "enrichment_token_mean", "enrichment_token_pooled", "activation_share", "weight_rsf",
     "weight_enrichment",
 ]  # fmt: skip

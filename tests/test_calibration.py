@@ -1,0 +1,51 @@
+"""Known-answer sources and the calibration harness (small N: the book page uses more)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lamina.calibration import calibrate, run_seed, summarise
+from lamina.chapters.states import load_model_states
+from lamina.chapters.trajectory import Convention, TrajectoryConfig
+from lamina.stats import wilson
+from lamina.synthetic import synthetic_states
+
+MAIN = {
+    "p1-convergence-peak",
+    "p1-curvature-gap",
+    "p1-bifurcation-ratio",
+    "p1-three-phase-bands",
+}
+
+
+def test_synthetic_sources_flow_through_the_state_loader():
+    t = pd.DataFrame({"prompt": ["a cat", "two dogs ran"], "family": ["lexical", "reasoning"]})
+    ms = load_model_states("synthetic-planted", t, TrajectoryConfig(model="synthetic-planted"))
+    x, layers = ms.pools["mean"].states(Convention("mean"))
+    assert x.shape == (2, 13, 64) and layers == list(range(13))
+    assert list(ms.pools["mean"].n_tokens) == [2, 3]
+    assert ms.random_input is not None and ms.control is not None
+    a = synthetic_states(t, "null", 3)
+    assert np.array_equal(a, synthetic_states(t, "null", 3))
+    assert not np.array_equal(a, synthetic_states(t, "null", 4))
+    with pytest.raises(ValueError, match="synthetic kind"):
+        synthetic_states(t, "planted-ish", 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_known_answers(seed):
+    """No claim row on the null is "reproduced"; every main claim on the planted source is."""
+    null = run_seed("null", seed, n_bootstrap=100, n_permutations=1000)
+    assert [c.claim_id for c in null if c.verdict == "reproduced"] == []
+    planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, n_bootstrap=100)}
+    assert {k: planted[k] for k in MAIN} == dict.fromkeys(MAIN, "reproduced")
+
+
+def test_calibration_summary_shape_and_wilson():
+    runs = calibrate(range(2), tests=("bifurcation", "three_phase"), n_bootstrap=50)
+    s = summarise(runs).set_index("claim_id")
+    assert s.loc["p1-bifurcation-ratio", "n_seeds"] == 2
+    assert s.loc["p1-bifurcation-ratio", "power"] == 1.0
+    assert s.loc["p1-three-phase-bands", "fpr"] == 0.0
+    _, lo, hi = wilson(0, 20)
+    assert lo == pytest.approx(0.0, abs=1e-12) and 0.1 < hi < 0.2
