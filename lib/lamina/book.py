@@ -177,17 +177,13 @@ def methods_markdown() -> str:
 
 
 def _notebooks_dir() -> Path:
+    """``$LAMINA_NOTEBOOKS`` (for tests), else the checkout's ``notebooks/``."""
+    if os.environ.get("LAMINA_NOTEBOOKS"):
+        return Path(os.environ["LAMINA_NOTEBOOKS"]).resolve()
     root = repo_root()
     if root is None:
         raise RuntimeError("chapters are executed from a lamina checkout (notebooks/ not found)")
     return root / "notebooks"
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def execute_chapter(
@@ -202,15 +198,22 @@ def execute_chapter(
 
     The jupytext source is converted to a temporary notebook first, so the ``.py`` file is
     never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status).
+    ``parameters`` are checked against the chapter's parameters cell first
+    (:func:`lamina.chapter_params.check_parameters`: unknown names and wrong types raise
+    ``ParameterError``; relative paths resolve against the caller's working directory, as
+    does ``out_dir``).
     """
     import jupytext
     import papermill
+
+    from lamina.chapter_params import check_parameters
 
     source = _notebooks_dir() / f"{chapter}.py"
     if not source.is_file():
         known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
-    out_dir = Path(out_dir)
+    parameters = check_parameters(chapter, source, parameters or {})
+    out_dir = Path(out_dir).resolve()  # papermill's cwd= changes the process's directory
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = out_dir / f".{chapter}.src.ipynb"
     jupytext.write(jupytext.read(source), staged, fmt="ipynb")
@@ -247,7 +250,47 @@ def execute_chapter(
 
 
 def _safe_dirname(model: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._@-]+", "_", model)
+    """The runs folder named after ``model``: a local folder's own name, else the hub name
+    with unsafe characters replaced; never ``.`` or ``..``."""
+    name = Path(model).name if Path(model).is_absolute() else model
+    name = re.sub(r"[^A-Za-z0-9._@-]+", "_", name)
+    if name.strip(".") == "":
+        raise ValueError(f"model {model!r} gives no usable folder name; pass --out")
+    return name
+
+
+def _cli_parameters(chapters: list[str], pairs: list[list[str]]) -> dict[str, dict[str, Any]]:
+    """Each chapter's ``-p`` parameters, parsed against its parameters cell and checked. A
+    name no chapter defines raises ParameterError (with the closest name); a name only some
+    of them define goes to those."""
+    import difflib
+
+    from lamina.chapter_params import (
+        ParameterError,
+        chapter_defaults,
+        check_parameters,
+        parse_cli_value,
+    )
+
+    sources = {c: _notebooks_dir() / f"{c}.py" for c in chapters}
+    for c, src in sources.items():
+        if not src.is_file():
+            known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
+            raise ParameterError(f"unknown chapter {c!r}; chapters: {known}")
+    defaults = {c: chapter_defaults(src) for c, src in sources.items()}
+    known = sorted({n for d in defaults.values() for n in d})
+    for name, _ in pairs:
+        if not any(name in d for d in defaults.values()):
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ParameterError(
+                f"no chapter among {chapters} has a parameter {name!r}{hint} Parameters: {known}"
+            )
+    out = {}
+    for c in chapters:
+        raw = {n: parse_cli_value(v, defaults[c][n]) for n, v in pairs if n in defaults[c]}
+        out[c] = check_parameters(c, sources[c], raw)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "pages":
         from lamina.scorecard import write_pages
 
+        if args.results is not None and not Path(args.results).is_dir():
+            parser.error(f"--results {args.results!r}: no such results folder")
         for path in write_pages(args.root or root, args.results):
             print(f"[lamina] wrote {path}", file=sys.stderr)
         return 0
@@ -290,13 +335,21 @@ def main(argv: list[str] | None = None) -> int:
     chapters = CHAPTERS if args.all else args.chapters
     if not chapters:
         parser.error("name a chapter or pass --all")
-    params = {name: _parse_value(value) for name, value in args.p}
-    if args.out:
-        out = Path(args.out)
-    elif "model" in params:
-        out = root / "book" / "runs" / _safe_dirname(str(params["model"]))
-    else:
-        out = root / "book" / "executed"
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    from lamina.chapter_params import ParameterError
+
+    try:
+        params = _cli_parameters(chapters, args.p)
+        models = [p["model"] for p in params.values() if "model" in p]
+        if args.out:
+            out = Path(args.out).resolve()
+        elif models:
+            out = root / "book" / "runs" / _safe_dirname(str(models[0]))
+        else:
+            out = root / "book" / "executed"
+    except ParameterError as exc:
+        parser.error(str(exc))
     return _execute_many(chapters, out, params, jobs=args.jobs)
 
 
@@ -308,26 +361,38 @@ def _last_seconds(out: Path, chapter: str) -> float:
         return 0.0
 
 
-def _execute_many(chapters: list[str], out: Path, params: dict[str, Any], *, jobs: int) -> int:
-    """Execute ``chapters``; with ``jobs > 1``, several kernels at once, longest (by the last
-    run's report) first, so the slow chapters do not queue behind the quick ones."""
-    from concurrent.futures import ThreadPoolExecutor
+def _run_chapter(chapter: str, out: Path, params: dict[str, Any], progress: bool) -> str:
+    """One chapter, in a worker process of :func:`_execute_many`."""
+    print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
+    execute_chapter(chapter, out, params, progress=progress)
+    return chapter
 
-    def run(chapter: str) -> None:
-        print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
-        execute_chapter(chapter, out, params, progress=jobs == 1)
 
+def _execute_many(
+    chapters: list[str], out: Path, params: dict[str, dict[str, Any]], *, jobs: int
+) -> int:
+    """Execute ``chapters`` into ``out`` (made absolute), ``params[chapter]`` for each. With
+    ``jobs > 1``, each chapter runs in its own process (papermill changes the working
+    directory of the process that runs it), several at once, longest (by the last run's
+    report) first, so the slow chapters do not queue behind the quick ones."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    out = Path(out).resolve()
+    per = {c: params.get(c, {}) for c in chapters}
     if jobs <= 1:
         for chapter in chapters:
-            run(chapter)
+            _run_chapter(chapter, out, per[chapter], True)
         return 0
     order = sorted(chapters, key=lambda c: -_last_seconds(out, c))
     # kernels inherit the environment: share the cores out instead of oversubscribing them
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
         os.environ.setdefault(name, threads)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in [pool.submit(run, c) for c in order]:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_run_chapter, c, out, per[c], False) for c in order]
+        for future in futures:
             future.result()  # re-raise the first failure
     return 0
 

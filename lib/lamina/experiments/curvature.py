@@ -96,6 +96,14 @@ def run_curvature(config: TrajectoryConfig) -> ExperimentResult:
         pooled = ms.pools[pool]
         keep = _keep(pooled, config.exclude_single_token)
         x, layers = pooled.states(c)
+        shortest = pooled.states(Convention(pool, layer0=False))[0].shape[1]
+        if shortest < 3:  # curvature needs two steps, i.e. three states, in every convention
+            raise ValueError(
+                f"{ms.name}: the curvature chapter needs at least 3 layer states in every "
+                f"convention it compares; the 'released code' convention drops layer 0 (the "
+                f"embedding output) and leaves {shortest} for this model. Use a model with at "
+                "least 3 blocks."
+            )
         x, fam = x[keep], pooled.prompts["family"].to_numpy()[keep]
         s = curvature_stats(x, fam, config.n_bootstrap, config.seed)
         models.append(ms.name)
