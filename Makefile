@@ -32,6 +32,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline .github/workflows/
 
 organisms: $(STAMP)
 	$(PY) -m lamina.organisms build

@@ -76,9 +76,7 @@ def test_bad2_fingerprint_hashes_every_byte_of_a_model_over_50M_parameters(tmp_p
     wte = model.transformer.wte.weight
     stride = wte.numel() // 4096
     used = sorted({i for ids in tok(texts)["input_ids"] for i in ids})
-    missed = [
-        t for t in used if (t * cfg.n_embd) // stride == ((t + 1) * cfg.n_embd - 1) // stride
-    ]
+    missed = [t for t in used if (t * cfg.n_embd) // stride == ((t + 1) * cfg.n_embd - 1) // stride]
     missed = [t for t in missed if (t * cfg.n_embd) % stride != 0]
     assert missed, "every used row is sampled by the old stride; pick other texts"
     extract(model, tok, texts, pool="mean", cache=tmp_path, progress=False)
@@ -258,7 +256,9 @@ def test_poor_extract_arguments_are_validated_up_front(tiny_models, kwargs, erro
 
 def test_poor_token_ids_beyond_the_vocabulary_name_the_text():
     model = tiny_model("gpt2", vocab_size=64)
-    with pytest.raises(ValueError, match=r"texts\[0\] \('The cat.*outside the model's vocabulary of 64"):
+    with pytest.raises(
+        ValueError, match=r"texts\[0\] \('The cat.*outside the model's vocabulary of 64"
+    ):
         extract(model, _byte_tokenizer(), TEXTS, progress=False)
 
 

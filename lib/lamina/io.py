@@ -210,11 +210,11 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
         pid = record.get("prompt_id")
         if not isinstance(pid, str) or not pid:
             raise PeerDataError(f"{path}: field 'prompt_id' is {pid!r}, not a non-empty str")
-        row = np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
         if emb.shape[0] != traj.shape[1]:
             raise PeerDataError(
                 f"{path}: embedding_state has width {emb.shape[0]} but trajectory {traj.shape[1]}"
             )
+        row = np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
         if shape is not None and row.shape != shape:
             raise PeerDataError(
                 f"{path}: states of shape {row.shape}, unlike {shape} in {files[0].name}"
