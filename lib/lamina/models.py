@@ -290,7 +290,7 @@ def load_model(
     try:
         config = AutoConfig.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as exc:
-        cause = f"{exc.__class__.__name__}: {str(exc).strip()[:400]}"
+        cause = f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:400]}"
         if local:
             raise ModelNotFoundError(
                 f"model folder {source!r} (from {str(name_or_path)!r}) exists but its config "
