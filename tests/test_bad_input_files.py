@@ -323,3 +323,13 @@ def test_poor_two_layer_model_in_the_curvature_chapter_names_the_convention(tmp_
     config = TrajectoryConfig(model=str(folder), quick=True, n_bootstrap=10)
     with pytest.raises(ValueError, match=r"two-layer.*'released code' convention drops layer 0"):
         run_curvature(config)
+
+
+def test_bad4_a_model_parameter_takes_a_list_of_names(monkeypatch):
+    seen = _captured_main(
+        monkeypatch, ["execute", "organisms", "-p", "model", '["organism-gpt2", "organism-llama"]']
+    )
+    assert seen["params"]["organisms"]["model"] == ["organism-gpt2", "organism-llama"]
+    assert seen["out"].name == "organism-gpt2+organism-llama"
+    seen = _captured_main(monkeypatch, ["execute", "convergence", "-p", "pooling", "[1]"])
+    assert seen["params"]["convergence"]["pooling"] == "[1]"  # not a model: the text itself

@@ -288,7 +288,7 @@ def _cli_parameters(chapters: list[str], pairs: list[list[str]]) -> dict[str, di
             )
     out = {}
     for c in chapters:
-        raw = {n: parse_cli_value(v, defaults[c][n]) for n, v in pairs if n in defaults[c]}
+        raw = {n: parse_cli_value(v, defaults[c][n], n) for n, v in pairs if n in defaults[c]}
         out[c] = check_parameters(c, sources[c], raw)
     return out
 
@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             out = Path(args.out).resolve()
         elif models:
-            out = root / "book" / "runs" / _safe_dirname(str(models[0]))
+            names = models[0] if isinstance(models[0], list) else [models[0]]
+            out = root / "book" / "runs" / "+".join(_safe_dirname(str(m)) for m in names)
         else:
             out = root / "book" / "executed"
     except ParameterError as exc:

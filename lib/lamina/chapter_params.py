@@ -73,13 +73,21 @@ def parse_literal(text: str) -> Any:
         return text
 
 
-def parse_cli_value(text: str, default: Any) -> Any:
-    """A command-line value for a parameter whose default is ``default``: a str parameter
-    keeps the text as given (``-p model 7`` is the name "7"); any other is
-    :func:`parse_literal`."""
+def _str_list(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple) and bool(value) and all(isinstance(x, str) for x in value)
+    )
+
+
+def parse_cli_value(text: str, default: Any, name: str = "") -> Any:
+    """A command-line value for parameter ``name`` whose default is ``default``: a str
+    parameter keeps the text as given (``-p model 7`` is the name "7"; a model parameter also
+    takes a list of names, ``-p model '["a", "b"]'``); any other is :func:`parse_literal`."""
     if isinstance(default, str):
         value = parse_literal(text)
-        return value if isinstance(value, str) else text
+        if isinstance(value, str) or (name in MODEL_PARAMETERS and _str_list(value)):
+            return value
+        return text
     return parse_literal(text)
 
 
@@ -100,9 +108,12 @@ def _type_word(value: Any) -> str:
 
 
 def _check_type(chapter: str, name: str, value: Any, default: Any) -> Any:
-    """``value`` converted to its default's type where that is lossless, else ParameterError."""
+    """``value`` converted to its default's type where that is lossless, else ParameterError.
+    A model parameter with a str default also takes a list of names."""
     if default is None or default is ...:
         return value
+    if isinstance(default, str) and name in MODEL_PARAMETERS and _str_list(value):
+        return list(value)
     ok: bool
     if isinstance(default, bool):
         ok = isinstance(value, bool)
@@ -195,6 +206,8 @@ def check_parameters(
         value = _check_type(chapter, name, value, defaults[name])
         if name in PATH_PARAMETERS and isinstance(value, str | os.PathLike):
             value = _absolute(str(value), here)
+        elif name in MODEL_PARAMETERS and isinstance(value, list):
+            value = [_resolve_model(chapter, name, v, here) for v in value]
         elif name in MODEL_PARAMETERS:
             value = _resolve_model(chapter, name, value, here)
         elif name == "prompts":
