@@ -259,40 +259,6 @@ def _safe_dirname(model: str) -> str:
     return name
 
 
-def _cli_parameters(chapters: list[str], pairs: list[list[str]]) -> dict[str, dict[str, Any]]:
-    """Each chapter's ``-p`` parameters, parsed against its parameters cell and checked. A
-    name no chapter defines raises ParameterError (with the closest name); a name only some
-    of them define goes to those."""
-    import difflib
-
-    from lamina.chapter_params import (
-        ParameterError,
-        chapter_defaults,
-        check_parameters,
-        parse_cli_value,
-    )
-
-    sources = {c: _notebooks_dir() / f"{c}.py" for c in chapters}
-    for c, src in sources.items():
-        if not src.is_file():
-            known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
-            raise ParameterError(f"unknown chapter {c!r}; chapters: {known}")
-    defaults = {c: chapter_defaults(src) for c, src in sources.items()}
-    known = sorted({n for d in defaults.values() for n in d})
-    for name, _ in pairs:
-        if not any(name in d for d in defaults.values()):
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ParameterError(
-                f"no chapter among {chapters} has a parameter {name!r}{hint} Parameters: {known}"
-            )
-    out = {}
-    for c in chapters:
-        raw = {n: parse_cli_value(v, defaults[c][n], n) for n, v in pairs if n in defaults[c]}
-        out[c] = check_parameters(c, sources[c], raw)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lamina.book")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -337,10 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name a chapter or pass --all")
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
-    from lamina.chapter_params import ParameterError
+    from lamina.chapter_params import ParameterError, cli_parameters
 
     try:
-        params = _cli_parameters(chapters, args.p)
+        params = cli_parameters(chapters, args.p, _notebooks_dir())
         models = [p["model"] for p in params.values() if "model" in p]
         if args.out:
             out = Path(args.out).resolve()

@@ -22,6 +22,7 @@ __all__ = [
     "ParameterError",
     "chapter_defaults",
     "check_parameters",
+    "cli_parameters",
     "parse_cli_value",
     "parse_literal",
 ]
@@ -213,4 +214,31 @@ def check_parameters(
         elif name == "prompts":
             value = _resolve_prompts(value, here)
         out[name] = value
+    return out
+
+
+def cli_parameters(
+    chapters: list[str], pairs: list[list[str]], notebooks: Path
+) -> dict[str, dict[str, Any]]:
+    """Each chapter's ``-p NAME VALUE`` parameters, parsed against the parameters cell of
+    ``<notebooks>/<chapter>.py`` and checked. A name no chapter defines raises ParameterError
+    (with the closest name); a name only some of them define goes to those."""
+    sources = {c: notebooks / f"{c}.py" for c in chapters}
+    for c, src in sources.items():
+        if not src.is_file():
+            known = sorted(p.stem for p in notebooks.glob("*.py"))
+            raise ParameterError(f"unknown chapter {c!r}; chapters: {known}")
+    defaults = {c: chapter_defaults(src) for c, src in sources.items()}
+    known = sorted({n for d in defaults.values() for n in d})
+    for name, _ in pairs:
+        if not any(name in d for d in defaults.values()):
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ParameterError(
+                f"no chapter among {chapters} has a parameter {name!r}{hint} Parameters: {known}"
+            )
+    out = {}
+    for c in chapters:
+        raw = {n: parse_cli_value(v, defaults[c][n], n) for n, v in pairs if n in defaults[c]}
+        out[c] = check_parameters(c, sources[c], raw)
     return out
