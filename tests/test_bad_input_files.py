@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _captured_main(monkeypatch, argv: list[str]) -> dict:
     """Run ``python -m lamina.book`` with ``argv`` up to the point of executing chapters, and
     return what would have been executed."""
-    from lamina import book
+    from lamina.book import execute as book
 
     seen: dict = {}
 
@@ -34,7 +34,7 @@ def _captured_main(monkeypatch, argv: list[str]) -> dict:
 
 
 def _cli_error(capsys, argv: list[str]) -> str:
-    from lamina import book
+    from lamina.book import execute as book
 
     with pytest.raises(SystemExit) as info:
         book.main(argv)
@@ -124,7 +124,7 @@ def test_poor_unknown_parameter_is_refused_with_the_closest_name(capsys):
 
 def test_poor_unknown_parameter_in_the_python_api_is_refused(tmp_path):
     from lamina.book import execute_chapter
-    from lamina.chapter_params import ParameterError
+    from lamina.book.params import ParameterError
 
     with pytest.raises(ParameterError, match="has no parameter 'qiuck'; did you mean 'quick'"):
         execute_chapter("trajectory_tour", tmp_path, {"qiuck": True})
@@ -164,7 +164,7 @@ print("{name}", quick)
 def test_bad11_two_chapters_in_parallel_repeatedly(tmp_path, monkeypatch):
     """``execute --jobs 2 --out <relative>``: papermill changes the working directory of the
     process that runs a chapter, which broke the other thread's relative paths."""
-    from lamina import book
+    from lamina.book import execute as book
 
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -314,8 +314,8 @@ def test_poor_one_nan_prompt_warns_naming_it():
 # ------------------------------------------------------------------------- POOR: 2-layer model
 @pytest.mark.slow
 def test_poor_two_layer_model_in_the_curvature_chapter_names_the_convention(tmp_path):
-    from lamina.experiments.curvature import run_curvature
-    from lamina.experiments.trajectory import TrajectoryConfig
+    from lamina.chapters.curvature import run_curvature
+    from lamina.chapters.trajectory import TrajectoryConfig
 
     folder = tmp_path / "two-layer"
     tiny_model("llama", n_layers=2).save_pretrained(folder)
