@@ -36,6 +36,8 @@ test-fast: $(STAMP)  # the non-slow tests: the edit-test loop (under 2 minutes o
 lint: $(STAMP)
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks
 	$(MAKE) typecheck
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline .github/workflows/
 
 typecheck: $(STAMP)  # mypy over lib/ (configuration in pyproject.toml)
 	$(VENV)/bin/mypy lib/lamina

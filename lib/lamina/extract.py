@@ -21,87 +21,41 @@ never runs and the forward pass stops after the deepest requested layer.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from lamina.extract_cache import (
+    cache_path,
+    cache_root,
+    ids_fingerprint,
+    model_fingerprint,
+    read_cache,
+    tokenizer_fingerprint,
+)
 from lamina.models import get_adapter
-from lamina.provenance import atomic_write, data_dir, provenance
+from lamina.provenance import provenance
+from lamina.trajectories import Trajectories, TrajectoriesFileError
 
-__all__ = ["POOLS", "Trajectories", "content_token_mask", "extract", "pool_token_states"]
+__all__ = [
+    "POOLS",
+    "NonFiniteStatesError",
+    "Trajectories",
+    "TrajectoriesFileError",
+    "content_token_mask",
+    "extract",
+    "pool_token_states",
+]
 
 POOLS = ("last", "mean", "none")
 
 
-@dataclass
-class Trajectories:
-    """Hidden-state trajectories of a list of texts.
-
-    states: (n_texts, n_layers_kept, d_model) float32 for pooled modes, or a list of
-        (n_layers_kept, T_i, d_model) arrays for ``pool="none"``.
-    layers: the layer index of each row of axis 1 (0 = embedding output).
-    meta: model, revision, dtype, pool, lamina version and commit, conventions.
-    ids / prompts: optional prompt ids and their table (set by readers of prompt files).
-    """
-
-    states: np.ndarray | list[np.ndarray]
-    texts: list[str]
-    layers: list[int]
-    meta: dict[str, Any] = field(default_factory=dict)
-    ids: list[str] | None = None
-    prompts: Any = None  # pandas.DataFrame | None
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write states (safetensors) and metadata (JSON in the safetensors header) atomically."""
-        from safetensors.numpy import save_file
-
-        if isinstance(self.states, np.ndarray):
-            tensors = {"states": np.ascontiguousarray(self.states)}
-        else:
-            tensors = {f"states.{i}": np.ascontiguousarray(s) for i, s in enumerate(self.states)}
-        header = {
-            "texts": self.texts,
-            "layers": self.layers,
-            "meta": self.meta,
-            "ids": self.ids,
-            "prompts": None if self.prompts is None else self.prompts.to_json(orient="records"),
-            "ragged": not isinstance(self.states, np.ndarray),
-        }
-        metadata = {"lamina": json.dumps(header, default=str)}
-        return atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> Trajectories:
-        """Read what :meth:`save` wrote."""
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="numpy") as f:
-            header = json.loads(f.metadata()["lamina"])
-            if header["ragged"]:
-                states: Any = [f.get_tensor(f"states.{i}") for i in range(len(header["texts"]))]
-            else:
-                states = f.get_tensor("states")
-        prompts = None
-        if header.get("prompts") is not None:
-            import io
-
-            import pandas as pd
-
-            prompts = pd.read_json(io.StringIO(header["prompts"]), orient="records")
-        return cls(
-            states, header["texts"], header["layers"], header["meta"], header["ids"], prompts
-        )
+class NonFiniteStatesError(FloatingPointError):
+    """A forward pass produced NaN or infinite hidden states (e.g. NaN weights)."""
 
 
 class _Stop(Exception):
@@ -122,6 +76,27 @@ def _validate_texts(texts: Sequence[str]) -> list[str]:
     return texts
 
 
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    return int(value)
+
+
+def _layer_list(layers: Any) -> list[int]:
+    if isinstance(layers, str | bytes) or not isinstance(layers, Sequence | np.ndarray):
+        raise TypeError(
+            f"layers must be a list of layer indices (e.g. [{layers!r}]); got {type(layers).__name__}"
+        )
+    out = []
+    for x in layers:
+        if isinstance(x, bool) or not isinstance(x, int | np.integer):
+            raise TypeError(
+                f"layers must hold integers; got {x!r} ({type(x).__name__}) in {layers!r}"
+            )
+        out.append(int(x))
+    return out
+
+
 def _context_limit(model: nn.Module) -> int | None:
     cfg = model.config
     for name in ("n_positions", "max_position_embeddings"):
@@ -129,29 +104,6 @@ def _context_limit(model: nn.Module) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
-
-
-def _model_fingerprint(model: nn.Module) -> str:
-    """A content hash of the weights (all of them for small models, a strided sample of every
-    tensor for large ones), so that two different models never share a cache entry."""
-    h = hashlib.sha256()
-    total = sum(p.numel() for p in model.parameters())
-    for name, p in model.state_dict().items():
-        flat = p.detach().reshape(-1)
-        if total > 50_000_000:
-            flat = flat[:: max(1, flat.numel() // 4096)]
-        h.update(name.encode())
-        h.update(str(tuple(p.shape)).encode())
-        h.update(flat.to(torch.float32).cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def _cache_path(cache: bool | str | os.PathLike, key: dict[str, Any]) -> Path | None:
-    if cache is False or cache is None:
-        return None
-    root = data_dir() / "cache" / "extract" if cache is True else Path(cache)
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return root / f"{digest}.safetensors"
 
 
 def extract(
@@ -166,6 +118,7 @@ def extract(
     add_special_tokens: bool = True,
     progress: bool = True,
     cache: bool | str | os.PathLike = False,
+    nonfinite: str = "raise",
 ) -> Trajectories:
     """Hidden states of ``texts`` at every requested layer, in one forward pass per batch.
 
@@ -175,20 +128,29 @@ def extract(
     the model's context raises unless ``max_length`` is given, in which case it keeps its
     first ``max_length`` tokens (recorded in ``meta["truncated"]``). Results do not depend on
     batch composition or ``tokenizer.padding_side``: position ids follow the attention mask.
-    ``cache=True`` stores results under ``<data>/cache/extract`` keyed by a hash of the model
-    weights, revision, texts, pool, layers, dtype and lamina version.
+    ``cache=True`` (or a folder path) stores results under ``<data>/cache/extract`` keyed by
+    a hash of every byte of the weights, the tokenizer and the exact token ids, plus revision,
+    texts, pool, layers, dtype and lamina version; a corrupt entry is warned about, deleted and
+    recomputed. The model runs in eval mode (no dropout); the caller's train/eval mode of
+    every submodule is restored afterwards. A NaN or infinite state raises
+    :class:`NonFiniteStatesError` naming the text and layer (``nonfinite="warn"``: a warning,
+    and the (text, layer) pairs are listed in ``meta["nonfinite"]``).
     """
     from tqdm.auto import tqdm
 
     texts = _validate_texts(texts)
     if pool not in POOLS:
         raise ValueError(f"unknown pool {pool!r}; choose one of {POOLS}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = _positive_int("batch_size", batch_size)
+    if max_length is not None:
+        max_length = _positive_int("max_length", max_length)
+    if nonfinite not in ("raise", "warn"):
+        raise ValueError(f"nonfinite must be 'raise' or 'warn'; got {nonfinite!r}")
+    root = cache_root(cache)
     adapter = get_adapter(model)
     blocks = adapter.block_list(model)
     n_layers = len(blocks)
-    wanted = list(range(n_layers + 1)) if layers is None else [int(x) for x in layers]
+    wanted = list(range(n_layers + 1)) if layers is None else _layer_list(layers)
     wanted = [n_layers + 1 + x if x < 0 else x for x in wanted]
     if not wanted or any(not 0 <= x <= n_layers for x in wanted):
         raise ValueError(
@@ -215,6 +177,17 @@ def extract(
                 f"texts[{i}] has {len(ids)} tokens, more than the model's context of {limit}; "
                 "pass max_length to truncate it"
             )
+    vocab = adapter.embedding_module(model)
+    vocab_size = getattr(vocab, "num_embeddings", None) or getattr(
+        getattr(vocab, "word_embeddings", None), "num_embeddings", None
+    )
+    for i, ids in enumerate(encoded):
+        bad = [t for t in ids if t < 0 or (vocab_size is not None and t >= vocab_size)]
+        if bad:
+            raise ValueError(
+                f"texts[{i}] ({texts[i][:60]!r}) has token id {bad[0]}, outside the model's "
+                f"vocabulary of {vocab_size}: is the tokenizer the model's own?"
+            )
 
     dtype = next(model.parameters()).dtype
     meta = provenance(
@@ -231,7 +204,9 @@ def extract(
         convention="layer 0 = embedding output; layer l = residual stream after block l, before the final norm",
     )
     key = {
-        "fingerprint": _model_fingerprint(model) if cache else None,
+        "fingerprint": model_fingerprint(model) if root else None,
+        "tokenizer": tokenizer_fingerprint(tokenizer) if root else None,
+        "ids": ids_fingerprint(encoded) if root else None,
         "model": meta["model"],
         "revision": meta["revision"],
         "texts": texts,
@@ -242,19 +217,33 @@ def extract(
         "special": add_special_tokens,
         "lamina": meta["lamina_version"],
     }
-    path = _cache_path(cache, key)
+    path = cache_path(root, key)
     if path is not None and path.is_file():
-        return Trajectories.load(path)
+        hit = read_cache(path, texts, wanted)
+        if hit is not None:
+            return hit
 
     n, d = len(texts), adapter.d_model(model)
     pooled = np.zeros((n, len(wanted), d), np.float32) if pool != "none" else None
     ragged: list[list[np.ndarray | None]] = [[None] * len(wanted) for _ in range(n)]
     device = next(model.parameters()).device
     current: dict[str, Any] = {}
+    bad_rows: list[tuple[int, int]] = []  # (text index, layer) with a non-finite state
+
+    def check(layer: int, hidden: torch.Tensor, mask: torch.Tensor, rows: list[int]) -> None:
+        finite = torch.where(mask[..., None], torch.isfinite(hidden), True).all(-1).all(-1)
+        for b in (~finite).nonzero().flatten().tolist():
+            if nonfinite == "raise":
+                raise NonFiniteStatesError(
+                    f"non-finite (NaN or inf) hidden state at layer {layer} for texts[{rows[b]}] "
+                    f"({texts[rows[b]][:60]!r}): are the model's weights finite?"
+                )
+            bad_rows.append((rows[b], layer))
 
     def capture(layer: int, hidden: torch.Tensor) -> None:
         mask = current["mask"]  # (batch, T) bool
         rows = current["rows"]
+        check(layer, hidden, mask, rows)
         if pool == "last":
             positions = torch.arange(mask.shape[1], device=mask.device)
             last = torch.where(mask, positions, -1).argmax(-1)  # (batch,)
@@ -291,6 +280,8 @@ def extract(
     order = np.argsort([len(ids) for ids in encoded], kind="stable")
     batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
     base = adapter.base(model)
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()  # dropout off: states must not depend on the caller's train mode
     try:
         with torch.inference_mode():
             for rows in tqdm(batches, desc="extract", disable=not progress, leave=False):
@@ -315,6 +306,19 @@ def extract(
     finally:
         for handle in handles:
             handle.remove()
+        for module, training in modes:
+            module.training = training
+    if bad_rows:
+        import warnings
+
+        i, layer = bad_rows[0]
+        warnings.warn(
+            f"{len(bad_rows)} non-finite hidden states, first at layer {layer} for texts[{i}] "
+            f"({texts[i][:60]!r}); listed in meta['nonfinite']",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        meta["nonfinite"] = [{"text": i, "layer": layer} for i, layer in sorted(bad_rows)]
 
     states: np.ndarray | list[np.ndarray]
     if pool == "none":

@@ -16,8 +16,10 @@ from lamina.provenance import atomic_write, atomic_write_json, data_dir, provena
 
 __all__ = [
     "PeerDataError",
+    "ResultsFileError",
     "read_latent_hidden_states",
     "read_latent_trajectories",
+    "read_result_file",
     "read_results",
     "results_dir",
     "safe_torch_load",
@@ -71,10 +73,36 @@ def write_results(
     return atomic_write_json(folder / f"{chapter}.json", record)
 
 
+class ResultsFileError(ValueError):
+    """A results file that is not valid JSON or not a results record; names the file."""
+
+
+def read_result_file(path: str | os.PathLike) -> dict[str, Any]:
+    """One results record (what :func:`write_results` wrote); :class:`ResultsFileError`
+    naming ``path`` when it is not JSON or lacks the record's fields."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsFileError(f"{path}: not a valid results JSON file ({exc})") from exc
+    missing = (
+        [k for k in ("chapter", "model", "summary") if k not in record]
+        if isinstance(record, dict)
+        else ["(not a JSON object)"]
+    )
+    if missing:
+        raise ResultsFileError(f"{path}: not a lamina results record; missing {missing}")
+    return record
+
+
 def read_results(root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """Every results record under ``root`` (default :func:`results_dir`), newest layout."""
+    """Every results record under ``root`` (default :func:`results_dir`), newest layout.
+    A ``root`` that is not a folder raises ``FileNotFoundError`` naming it; a corrupt file
+    raises :class:`ResultsFileError` naming it."""
     folder = Path(root) if root is not None else results_dir()
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*/*.json"))]
+    if not folder.is_dir():
+        raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
+    return [read_result_file(p) for p in sorted(folder.glob("*/*.json"))]
 
 
 # ----------------------------------------------------------------------------------------
@@ -110,6 +138,37 @@ def safe_torch_load(path: str | os.PathLike) -> Any:
         raise PeerDataError(
             f"{path}: refused to unpickle ({exc.__class__.__name__}): {str(exc)[:300]}"
         ) from exc
+    except (EOFError, OSError, ValueError) as exc:
+        raise PeerDataError(f"{path}: unreadable ({exc.__class__.__name__}: {exc})") from exc
+
+
+def _record(path: Path) -> dict[str, Any]:
+    record = safe_torch_load(path)
+    if not isinstance(record, dict):
+        raise PeerDataError(f"{path}: expected a dict of fields, got {type(record).__name__}")
+    return record
+
+
+def _field(path: Path, record: dict[str, Any], key: str, ndims: tuple[int, ...]) -> Any:
+    """``record[key]`` as a finite float32 torch tensor with one of ``ndims`` dimensions
+    (numpy arrays are accepted); otherwise :class:`PeerDataError` naming the file."""
+    import torch
+
+    if key not in record:
+        raise PeerDataError(f"{path}: missing field {key!r}; fields: {sorted(record)}")
+    value = record[key]
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    if not isinstance(value, torch.Tensor):
+        raise PeerDataError(f"{path}: field {key!r} is {type(value).__name__}, not an array")
+    if value.dim() not in ndims:
+        raise PeerDataError(
+            f"{path}: field {key!r} has shape {tuple(value.shape)}; expected {ndims} dimensions"
+        )
+    value = value.float()
+    if not torch.isfinite(value).all():
+        raise PeerDataError(f"{path}: field {key!r} holds NaN or infinite values")
+    return value
 
 
 def _read_prompts(root: Path) -> pd.DataFrame:
@@ -118,7 +177,13 @@ def _read_prompts(root: Path) -> pd.DataFrame:
         raise PeerDataError(
             f"{path} is missing: is {root} the released latent-trajectories folder?"
         )
-    return pd.read_json(path, lines=True)
+    try:
+        table = pd.read_json(path, lines=True)
+    except ValueError as exc:
+        raise PeerDataError(f"{path}: not valid JSON lines ({exc})") from exc
+    if not {"id", "prompt"} <= set(table.columns):
+        raise PeerDataError(f"{path}: needs 'id' and 'prompt' fields; has {list(table.columns)}")
+    return table
 
 
 def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Trajectories:
@@ -137,16 +202,37 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
         raise PeerDataError(f"no released trajectories under {folder}")
     table = _read_prompts(root).set_index("id")
     ids, texts, rows = [], [], []
+    shape: tuple[int, ...] | None = None
     for path in files:
-        record = safe_torch_load(path)
-        try:
-            emb, traj = record["embedding_state"], record["trajectory"]
-            pid = record["prompt_id"]
-        except (KeyError, TypeError) as exc:
-            raise PeerDataError(f"{path}: missing field {exc}") from exc
-        rows.append(np.concatenate([emb.float().numpy()[None], traj.float().numpy()], 0))
+        record = _record(path)
+        emb = _field(path, record, "embedding_state", (1,))  # (d,)
+        traj = _field(path, record, "trajectory", (2,))  # (L, d)
+        pid = record.get("prompt_id")
+        if not isinstance(pid, str) or not pid:
+            raise PeerDataError(f"{path}: field 'prompt_id' is {pid!r}, not a non-empty str")
+        if emb.shape[0] != traj.shape[1]:
+            raise PeerDataError(
+                f"{path}: embedding_state has width {emb.shape[0]} but trajectory {traj.shape[1]}"
+            )
+        row = np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
+        if shape is not None and row.shape != shape:
+            raise PeerDataError(
+                f"{path}: states of shape {row.shape}, unlike {shape} in {files[0].name}"
+            )
+        shape = row.shape
+        text = record.get("prompt")
+        if text is None:
+            if pid not in table.index:
+                raise PeerDataError(
+                    f"{path}: prompt_id {pid!r} is not in prompts.jsonl and the file has no "
+                    "'prompt' field"
+                )
+            text = table.loc[pid, "prompt"]
+        if not isinstance(text, str) or not text.strip():
+            raise PeerDataError(f"{path}: prompt for {pid!r} is {text!r}, not a non-empty str")
+        rows.append(row)
         ids.append(pid)
-        texts.append(record.get("prompt", table.loc[pid, "prompt"] if pid in table.index else ""))
+        texts.append(text)
     states = np.stack(rows).astype(np.float32)  # (n, L+1, d)
     meta = provenance(
         model=model,
@@ -178,16 +264,30 @@ def read_latent_hidden_states(
     table = _read_prompts(root).set_index("id")
     ids, rows = [], []
     for path in files:
-        record = safe_torch_load(path)
-        hs = record["hidden_states"].float()  # (13, T, d)
-        if hs.dim() == 4:  # (13, batch=1, T, d)
+        record = _record(path)
+        hs = _field(path, record, "hidden_states", (3, 4))  # (13, T, d) or (13, 1, T, d)
+        if hs.dim() == 4:
+            if hs.shape[1] != 1:
+                raise PeerDataError(f"{path}: hidden_states {tuple(hs.shape)} holds a batch > 1")
             hs = hs[:, 0]
-        mask = record["attention_mask"].reshape(-1).bool()
+        mask = _field(path, record, "attention_mask", (1, 2)).reshape(-1).bool()
+        if mask.numel() != hs.shape[1] or not mask.any():
+            raise PeerDataError(
+                f"{path}: attention_mask has {mask.numel()} entries ({int(mask.sum())} set) "
+                f"for {hs.shape[1]} tokens"
+            )
         hs = hs[:, mask]
-        rows.append((hs.mean(1) if pool == "mean" else hs[:, -1]).numpy())
+        row = (hs.mean(1) if pool == "mean" else hs[:, -1]).numpy()
+        if rows and row.shape != rows[0].shape:
+            raise PeerDataError(
+                f"{path}: states of shape {row.shape}, unlike {rows[0].shape} in {files[0].name}"
+            )
+        if path.stem not in table.index:
+            raise PeerDataError(f"{path}: prompt id {path.stem!r} is not in prompts.jsonl")
+        rows.append(row)
         ids.append(path.stem)
     states = np.stack(rows).astype(np.float32)
-    texts = [str(table.loc[i, "prompt"]) if i in table.index else "" for i in ids]
+    texts = [str(table.loc[i, "prompt"]) for i in ids]
     meta = provenance(
         model=model, source=str(folder), pool=pool, dtype="float32", final_row_post_norm=True
     )

@@ -231,6 +231,31 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, bool]:
     return name, False
 
 
+def _check_load_arguments(
+    name_or_path: object, revision: object, device: str | torch.device
+) -> None:
+    """Type and device checks made before anything is read."""
+    if not isinstance(name_or_path, str | os.PathLike) or not str(name_or_path).strip():
+        raise TypeError(
+            "load_model needs a model name, alias or folder path (a non-empty str); "
+            f"got {name_or_path!r}"
+        )
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(f"revision must be a str (branch, tag or commit); got {revision!r}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device: {exc}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} requested but CUDA is not available here")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise RuntimeError(
+            f"device={device!r} requested but only {torch.cuda.device_count()} CUDA device(s)"
+        )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device={device!r} requested but MPS is not available here")
+
+
 def load_model(
     name_or_path: str | os.PathLike,
     *,
@@ -251,17 +276,30 @@ def load_model(
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
+    _check_load_arguments(name_or_path, revision, device)
     source, local = _resolve(name_or_path)
+    if local and revision is not None:
+        raise ValueError(
+            f"revision={revision!r} cannot apply to {str(name_or_path)!r}, which is a local "
+            "folder, an alias or an organism (use organism-NAME@STAGE for an organism's "
+            "checkpoints); pass revision only with a hub name"
+        )
     kwargs: dict = {"revision": revision, "trust_remote_code": False}
     if local or not hub_reachable():
         kwargs["local_files_only"] = True
     try:
         config = AutoConfig.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as exc:
+        cause = f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:400]}"
+        if local:
+            raise ModelNotFoundError(
+                f"model folder {source!r} (from {str(name_or_path)!r}) exists but its config "
+                f"could not be loaded: {cause}"
+            ) from exc
         offline = ", ".join(available_offline()) or "none"
         raise ModelNotFoundError(
             f"model {str(name_or_path)!r} (revision {revision!r}) is not a local folder, not an "
-            f"organism and could not be loaded from the Hugging Face cache or hub ({exc.__class__.__name__}). "
+            f"organism and could not be loaded from the Hugging Face cache or hub ({cause}). "
             f"Available offline: {offline}."
         ) from exc
     is_causal = any(

@@ -224,8 +224,14 @@ def load_prompts(path_or_family: str | os.PathLike[str]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line, raw in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for line, raw_bytes in enumerate(handle, start=1):
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise PromptFileError(
+                    path, line, None, f"not valid UTF-8 (byte {err.start + 1} of the line)"
+                ) from err
             if not raw.strip():
                 continue
             try:
@@ -249,14 +255,14 @@ def load_prompts(path_or_family: str | os.PathLike[str]) -> pd.DataFrame:
                     )
                 family = row["family"]
             schema = SCHEMAS[family]
+            if "family" in row and row["family"] != family:
+                raise PromptFileError(
+                    path, line, "family", f"expected {family!r}, got {row['family']!r}"
+                )
             for field, kind in schema.fields.items():
                 if field not in row:
                     raise PromptFileError(path, line, field, "missing required field")
                 _check_type(path, line, field, row[field], kind)
-            if row["family"] != family:
-                raise PromptFileError(
-                    path, line, "family", f"expected {family!r}, got {row['family']!r}"
-                )
             if row["id"] in seen:
                 raise PromptFileError(
                     path,

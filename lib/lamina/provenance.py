@@ -18,6 +18,7 @@ from lamina.version import __version__
 __all__ = [
     "atomic_write",
     "atomic_write_text",
+    "clean_stale_temporaries",
     "data_dir",
     "git_commit",
     "provenance",
@@ -86,12 +87,55 @@ def provenance(**extra: Any) -> dict[str, Any]:
     return record
 
 
+_TMP_TAG = "pid"
+_STALE_SECONDS = 3600.0  # a temporary without a pid (older lamina) is stale after an hour
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the hidden ``.<name>.pid<PID>.<random>.tmp`` files that :func:`atomic_write`
+    left in ``folder`` when its process was killed (SIGKILL, power loss): those whose process
+    no longer runs, or, without a pid, those older than an hour. Returns what it deleted."""
+    import re
+    import time
+
+    removed = []
+    for tmp in Path(folder).glob(".*.tmp"):
+        m = re.search(rf"\.{_TMP_TAG}(\d+)\.[a-z0-9_]{{8}}\.tmp$", tmp.name)
+        if m is None and not re.search(r"\.[a-z0-9_]{8}\.tmp$", tmp.name):
+            continue  # not one of ours
+        try:
+            stale = (
+                not _pid_alive(int(m.group(1)))
+                if m
+                else time.time() - tmp.stat().st_mtime > _STALE_SECONDS
+            )
+            if stale:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:  # vanished meanwhile, or not ours to delete
+            continue
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place,
     so a reader never sees a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    clean_stale_temporaries(path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{_TMP_TAG}{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     os.close(fd)
     try:
         write(Path(tmp))

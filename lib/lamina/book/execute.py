@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lamina.book.methods import methods_markdown
+from lamina.book.params import ParameterError, check_parameters, cli_parameters
 from lamina.book.scorecard import write_pages
 from lamina.provenance import atomic_write_json, atomic_write_text, repo_root
 
@@ -43,17 +44,13 @@ CHAPTERS = [
 
 
 def _notebooks_dir() -> Path:
+    """``$LAMINA_NOTEBOOKS`` (for tests), else the checkout's ``notebooks/``."""
+    if os.environ.get("LAMINA_NOTEBOOKS"):
+        return Path(os.environ["LAMINA_NOTEBOOKS"]).resolve()
     root = repo_root()
     if root is None:
         raise RuntimeError("chapters are executed from a lamina checkout (notebooks/ not found)")
     return root / "notebooks"
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def execute_chapter(
@@ -68,6 +65,10 @@ def execute_chapter(
 
     The jupytext source is converted to a temporary notebook first, so the ``.py`` file is
     never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status).
+    ``parameters`` are checked against the chapter's parameters cell first
+    (:func:`lamina.book.params.check_parameters`: unknown names and wrong types raise
+    ``ParameterError``; relative paths resolve against the caller's working directory, as
+    does ``out_dir``).
     """
     import jupytext
     import papermill
@@ -76,7 +77,8 @@ def execute_chapter(
     if not source.is_file():
         known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
-    out_dir = Path(out_dir)
+    parameters = check_parameters(chapter, source, parameters or {})
+    out_dir = Path(out_dir).resolve()  # papermill's cwd= changes the process's directory
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = out_dir / f".{chapter}.src.ipynb"
     jupytext.write(jupytext.read(source), staged, fmt="ipynb")
@@ -113,7 +115,13 @@ def execute_chapter(
 
 
 def _safe_dirname(model: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._@-]+", "_", model)
+    """The runs folder named after ``model``: a local folder's own name, else the hub name
+    with unsafe characters replaced; never ``.`` or ``..``."""
+    name = Path(model).name if Path(model).is_absolute() else model
+    name = re.sub(r"[^A-Za-z0-9._@-]+", "_", name)
+    if name.strip(".") == "":
+        raise ValueError(f"model {model!r} gives no usable folder name; pass --out")
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
 
     root = repo_root() or Path.cwd()
     if args.command == "pages":
+        if args.results is not None and not Path(args.results).is_dir():
+            parser.error(f"--results {args.results!r}: no such results folder")
         for path in write_pages(args.root or root, args.results):
             print(f"[lamina] wrote {path}", file=sys.stderr)
         return 0
@@ -152,13 +162,20 @@ def main(argv: list[str] | None = None) -> int:
     chapters = CHAPTERS if args.all else args.chapters
     if not chapters:
         parser.error("name a chapter or pass --all")
-    params = {name: _parse_value(value) for name, value in args.p}
-    if args.out:
-        out = Path(args.out)
-    elif "model" in params:
-        out = root / "book" / "runs" / _safe_dirname(str(params["model"]))
-    else:
-        out = root / "book" / "executed"
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    try:
+        params = cli_parameters(chapters, args.p, _notebooks_dir())
+        models = [p["model"] for p in params.values() if "model" in p]
+        if args.out:
+            out = Path(args.out).resolve()
+        elif models:
+            names = models[0] if isinstance(models[0], list) else [models[0]]
+            out = root / "book" / "runs" / "+".join(_safe_dirname(str(m)) for m in names)
+        else:
+            out = root / "book" / "executed"
+    except ParameterError as exc:
+        parser.error(str(exc))
     return _execute_many(chapters, out, params, jobs=args.jobs)
 
 
@@ -170,26 +187,38 @@ def _last_seconds(out: Path, chapter: str) -> float:
         return 0.0
 
 
-def _execute_many(chapters: list[str], out: Path, params: dict[str, Any], *, jobs: int) -> int:
-    """Execute ``chapters``; with ``jobs > 1``, several kernels at once, longest (by the last
-    run's report) first, so the slow chapters do not queue behind the quick ones."""
-    from concurrent.futures import ThreadPoolExecutor
+def _run_chapter(chapter: str, out: Path, params: dict[str, Any], progress: bool) -> str:
+    """One chapter, in a worker process of :func:`_execute_many`."""
+    print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
+    execute_chapter(chapter, out, params, progress=progress)
+    return chapter
 
-    def run(chapter: str) -> None:
-        print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
-        execute_chapter(chapter, out, params, progress=jobs == 1)
 
+def _execute_many(
+    chapters: list[str], out: Path, params: dict[str, dict[str, Any]], *, jobs: int
+) -> int:
+    """Execute ``chapters`` into ``out`` (made absolute), ``params[chapter]`` for each. With
+    ``jobs > 1``, each chapter runs in its own process (papermill changes the working
+    directory of the process that runs it), several at once, longest (by the last run's
+    report) first, so the slow chapters do not queue behind the quick ones."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    out = Path(out).resolve()
+    per = {c: params.get(c, {}) for c in chapters}
     if jobs <= 1:
         for chapter in chapters:
-            run(chapter)
+            _run_chapter(chapter, out, per[chapter], True)
         return 0
     order = sorted(chapters, key=lambda c: -_last_seconds(out, c))
     # kernels inherit the environment: share the cores out instead of oversubscribing them
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
         os.environ.setdefault(name, threads)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in [pool.submit(run, c) for c in order]:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_run_chapter, c, out, per[c], False) for c in order]
+        for future in futures:
             future.result()  # re-raise the first failure
     return 0
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from lamina.io import read_results, results_dir
+from lamina.io import read_result_file, read_results, results_dir
 from lamina.provenance import atomic_write_text, provenance
 
 __all__ = ["CHAPTER_PAPER", "claims_table", "write_pages"]
@@ -241,13 +241,21 @@ def _comparison_md(table: pd.DataFrame) -> str:
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
-    from the results files (default :func:`lamina.io.results_dir`, plus ``book/runs/*``)."""
+    from the results files (default :func:`lamina.io.results_dir`, plus ``book/runs/*``).
+    A ``results`` folder that does not exist raises FileNotFoundError naming it."""
     root = Path(root)
-    records = read_results(results if results is not None else results_dir())
+    folder = Path(results) if results is not None else results_dir()
+    if results is None and not folder.is_dir():  # a fresh checkout: say so, do not guess
+        import warnings
+
+        warnings.warn(f"no results folder at {folder}: every chapter shows 'not run'", stacklevel=2)
+        records = []
+    else:  # a named folder must exist; a corrupt file raises naming it
+        records = read_results(folder)
     runs = root / "book" / "runs"
     if runs.is_dir():
         for path in sorted(runs.glob("*/results/*/*.json")):
-            records.append(json.loads(path.read_text()))
+            records.append(read_result_file(path))
     table = claims_table(records)
     out = root / "book" / "generated"
     pages = {

@@ -85,6 +85,14 @@ def analyse_model(
     pool, c, pooled = main_pool(ms, config.pooling)
     keep = keep_rows(pooled, config.exclude_single_token)
     x, layers = pooled.states(c)
+    shortest = pooled.states(Convention(pool, layer0=False))[0].shape[1]
+    if shortest < 3:  # curvature needs two steps, i.e. three states, in every convention
+        raise ValueError(
+            f"{ms.name}: the curvature chapter needs at least 3 layer states in every "
+            f"convention it compares; the 'released code' convention drops layer 0 (the "
+            f"embedding output) and leaves {shortest} for this model. Use a model with at "
+            "least 3 blocks."
+        )
     x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
     n_tok = pooled.n_tokens[keep]
     fam = t["family"].to_numpy()

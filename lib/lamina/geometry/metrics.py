@@ -61,6 +61,24 @@ def _labels(labels: Labels, n: int) -> tuple[np.ndarray, np.ndarray]:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
+    if isinstance(labels, str):
+        raise TypeError(f"labels must be a sequence of labels, not the string {labels!r}")
+    items = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+    kinds = set()
+    for i, v in enumerate(items):
+        if v is None or (isinstance(v, float) and v != v):
+            raise ValueError(f"labels[{i}] is {v!r}: every prompt needs a category")
+        kinds.add(
+            "bool"
+            if isinstance(v, bool)
+            else "number"
+            if isinstance(v, int | float)
+            else type(v).__name__
+        )
+    if len(kinds) > 1:
+        raise TypeError(
+            f"labels mix types {sorted(kinds)} (e.g. 0 and '0' would be merged); use one type"
+        )
     lab = np.asarray(labels)
     if lab.ndim != 1:
         raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
@@ -204,6 +222,18 @@ def _category_distance_sums(
     x = _states(states)
     n, m, _ = x.shape
     uniq, inv = _labels(labels, n)
+    finite = np.isfinite(x).all(axis=2)  # (n, L+1)
+    if not finite.all():
+        import warnings
+
+        bad_prompts, bad_layers = np.nonzero(~finite)
+        warnings.warn(
+            f"states of prompt(s) {sorted(set(bad_prompts.tolist()))[:10]} are NaN or infinite at "
+            f"layer(s) {sorted(set(bad_layers.tolist()))[:10]}: the convergence index is NaN "
+            "at those layers for every category; drop those prompts first",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     onehot = np.zeros((n, uniq.size))
     onehot[np.arange(n), inv] = 1.0
     sums = np.empty((m, n, uniq.size))

@@ -31,16 +31,21 @@ __all__ = [
 Side = Literal["input", "output"]
 
 
-def relative_subspace_fraction(delta: torch.Tensor, basis: torch.Tensor, side: Side) -> float:
+def relative_subspace_fraction(
+    delta: torch.Tensor | np.ndarray, basis: torch.Tensor | np.ndarray, side: Side
+) -> float:
     """Share of a matrix's squared Frobenius norm inside a k-dimensional subspace.
 
     side="input":  RSF = ‖ΔW B‖²_F / ‖ΔW‖²_F,  B (d_in, k) with orthonormal columns;
     side="output": RSF = ‖Bᵀ ΔW‖²_F / ‖ΔW‖²_F, B (d_out, k).
     delta: (d_out, d_in). -> float in [0, 1]; NaN for a zero ΔW. An isotropic random ΔW
-    gives k/d in expectation (see :func:`enrichment`). Computed in float64.
+    gives k/d in expectation (see :func:`enrichment`). Computed in float64. Tensors, numpy
+    arrays or nested lists; B must have 1 <= k <= d orthonormal columns (|BᵀB - I| <= 1e-3),
+    else ValueError.
     """
     if side not in ("input", "output"):
         raise ValueError(f"side must be 'input' or 'output', got {side!r}")
+    delta, basis = torch.as_tensor(delta), torch.as_tensor(basis)  # numpy arrays, lists
     if delta.dim() != 2 or basis.dim() != 2:
         raise ValueError(
             f"delta and basis must be 2-D; got {tuple(delta.shape)} and {tuple(basis.shape)}"
@@ -49,6 +54,16 @@ def relative_subspace_fraction(delta: torch.Tensor, basis: torch.Tensor, side: S
     if basis.shape[0] != d:
         raise ValueError(
             f"{side}-side basis must have {d} rows for delta {tuple(delta.shape)}; got {tuple(basis.shape)}"
+        )
+    k = basis.shape[1]
+    if not 1 <= k <= d:
+        raise ValueError(f"basis has k={k} columns; need 1 <= k <= d={d}")
+    b64 = basis.detach().to("cpu", torch.float64)
+    off = float((b64.T @ b64 - torch.eye(k, dtype=torch.float64)).abs().max())
+    if not off <= 1e-3:  # also catches NaN
+        raise ValueError(
+            f"basis columns are not orthonormal: max |BᵀB - I| = {off:.3g} (> 1e-3); "
+            "orthonormalise it first (e.g. torch.linalg.qr)"
         )
     delta, basis = delta.to(torch.float64), basis.to(delta.device, torch.float64)
     total = float((delta * delta).sum())

@@ -1,0 +1,70 @@
+"""The GitHub workflows, checked statically: actionlint (syntax, expressions) and zizmor
+(security: actions pinned by commit, least-privilege permissions, no template injection).
+Each check skips only when its tool is not installed (both are in the ``test`` extra)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(path).is_file():
+        pytest.skip(f"{name} is not installed (pip install '.[test]')")
+    return path
+
+
+def test_there_are_workflows():
+    assert {p.name for p in WORKFLOWS} >= {"nightly.yml", "pr.yml"}
+
+
+def test_actionlint_is_clean():
+    result = subprocess.run(
+        [_tool("actionlint"), *map(str, WORKFLOWS)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_zizmor_is_clean():
+    result = subprocess.run(
+        [_tool("zizmor"), "--offline", "--no-progress", str(ROOT / ".github" / "workflows")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_no_expression_is_expanded_inside_a_run_script():
+    """``${{ }}`` inside ``run:`` is pasted into the script before the shell sees it (template
+    injection); values must arrive through ``env:`` instead."""
+    for path in WORKFLOWS:
+        lines = path.read_text().splitlines()
+        in_run, indent = False, 0
+        for number, line in enumerate(lines, 1):
+            stripped = line.lstrip()
+            here = len(line) - len(stripped)
+            if in_run and stripped and here <= indent:
+                in_run = False
+            if re.match(r"-?\s*run:", stripped):
+                in_run, indent = True, here
+                assert "${{" not in line, f"{path.name}:{number}: {line.strip()}"
+                continue
+            if in_run:
+                assert "${{" not in line, f"{path.name}:{number}: {line.strip()}"
+
+
+def test_every_action_is_pinned_to_a_commit():
+    for path in WORKFLOWS:
+        for ref in re.findall(r"uses:\s*(\S+)", path.read_text()):
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref}"
