@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.extract import Trajectories
+from lamina.peer import check_record, peer_convention
 from lamina.provenance import atomic_write, atomic_write_json, data_dir, provenance
 
 __all__ = [
@@ -125,7 +126,8 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
     """Paper 1's released last-token trajectories as :class:`Trajectories`.
 
     ``states[i]`` stacks ``embedding_state`` and the 12 ``trajectory`` rows: shape
-    (n_prompts, 13, 768) for GPT-2, float32. Row 0 is the last token's embedding output;
+    (n_prompts, 13, 768) for GPT-2, float32; ``model`` is any released folder
+    (``qwen2.5``, ``tinyllama``: see :mod:`lamina.peer` for their conventions). Row 0 is the last token's embedding output;
     rows 1..11 are the residual stream after blocks 1..11; row 12 is Hugging Face's
     ``hidden_states[12]``, which is AFTER the final layer norm (recorded in ``meta``).
     ``ids`` are the prompt ids and ``prompts`` their rows of ``prompts.jsonl``.
@@ -144,20 +146,25 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
             pid = record["prompt_id"]
         except (KeyError, TypeError) as exc:
             raise PeerDataError(f"{path}: missing field {exc}") from exc
+        check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
         rows.append(np.concatenate([emb.float().numpy()[None], traj.float().numpy()], 0))
+        if rows[-1].shape != rows[0].shape:
+            raise PeerDataError(f"{path}: states of shape {rows[-1].shape}, not {rows[0].shape}")
         ids.append(pid)
         texts.append(record.get("prompt", table.loc[pid, "prompt"] if pid in table.index else ""))
     states = np.stack(rows).astype(np.float32)  # (n, L+1, d)
+    conv = peer_convention(model)
     meta = provenance(
         model=model,
+        hf_model=conv.hf_model,
         source=str(folder),
         pool="last",
         dtype="float32",
         convention=(
-            "row 0 = embedding output of the last token; rows 1..L-1 = residual stream after "
-            "blocks 1..L-1; row L = hidden_states[L], AFTER the final layer norm"
+            f"row 0 = {conv.layer0} of the last token; rows 1..L-1 = residual stream after "
+            f"blocks 1..L-1; row L = hidden_states[L], AFTER the final norm ({conv.final_norm})"
         ),
-        final_row_post_norm=True,
+        final_row_post_norm=conv.final_row_post_norm,
     )
     prompts = table.reindex(ids).reset_index()
     return Trajectories(states, texts, list(range(states.shape[1])), meta, ids=ids, prompts=prompts)

@@ -17,6 +17,7 @@ from lamina.experiments.trajectory import (
     claim_record,
     expand_models,
 )
+from lamina.peer import is_peer
 
 __all__ = ["each_model", "state_controls", "sensitivity_rows", "vanish_claim", "vanish_verdict"]
 
@@ -32,8 +33,8 @@ def each_model(
     models, skipped = expand_models(config)
     notes.extend(skipped)
     for name in models:
-        if name == "peer-gpt2" and not peer:
-            notes.append("peer-gpt2 skipped: paper 1 released no states for these prompts.")
+        if is_peer(name) and not peer:
+            notes.append(f"{name} skipped: paper 1 released no states for these prompts.")
             continue
         states = load_model_states(name, prompts, config)
         notes.extend(states.notes)

@@ -140,28 +140,32 @@ def _peer_families(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _peer_states(config: TrajectoryConfig) -> ModelStates:
+def _peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates:
     from lamina.io import read_latent_hidden_states, read_latent_trajectories
+    from lamina.peer import peer_folder
 
     root = _peer_root(config)
-    traj = read_latent_trajectories(root)
-    x = np.asarray(traj.states, dtype=np.float32)  # (n, 13, d), row 12 post-norm
+    folder = peer_folder(name)
+    traj = read_latent_trajectories(root, folder)
+    x = np.asarray(traj.states, dtype=np.float32)  # (n, L+1, d), row L post-norm
     prompts = _peer_families(traj.prompts)
     last = PooledStates(x[:, :-1], x[:, -1], False, prompts, np.zeros(len(x), dtype=int))
     pools = {"last": last}
+    n_blocks = x.shape[1] - 1
     notes = [
-        "peer-gpt2: paper 1's released last-token states (170 prompts); their final row is "
-        "post-norm only, so the raw-final conventions end at block 11."
+        f"{name}: paper 1's released last-token states ({len(x)} prompts, "
+        f"{traj.meta.get('hf_model', folder)}); their final row is post-norm only, so the "
+        f"raw-final conventions end at block {n_blocks - 1}."
     ]
     try:
-        hs = read_latent_hidden_states(root, pool="mean")
+        hs = read_latent_hidden_states(root, folder, pool="mean")
         hx = np.asarray(hs.states, dtype=np.float32)
         hp = _peer_families(hs.prompts)
         pools["mean"] = PooledStates(hx[:, :-1], hx[:, -1], False, hp, np.zeros(len(hx), int))
-        notes.append("peer-gpt2 mean pooling: only the 50 prompts released with every token.")
+        notes.append(f"{name} mean pooling: only the {len(hx)} prompts released with every token.")
     except Exception as exc:  # hidden states absent: mean pooling unavailable
-        notes.append(f"peer-gpt2 mean pooling unavailable: {exc}")
-    return ModelStates(PEER_MODEL, pools, None, {"has_final_norm": True}, notes)
+        notes.append(f"{name} mean pooling unavailable: {exc}")
+    return ModelStates(name, pools, None, {"has_final_norm": True}, notes)
 
 
 def load_model_states(
@@ -169,9 +173,12 @@ def load_model_states(
 ) -> ModelStates:
     """Trajectories of ``prompts["prompt"]`` for model ``name``, in fp32, cached on disk; plus,
     when ``random_init``, the same for a random-init model of the architecture (seeded).
-    ``name == "peer-gpt2"`` reads the released states instead (their own prompts)."""
-    if name == PEER_MODEL:
-        return _peer_states(config)
+    ``name == "peer-<folder>"`` reads that model's released states instead (their own
+    prompts)."""
+    from lamina.peer import is_peer
+
+    if is_peer(name):
+        return _peer_states(config, name)
     import torch
 
     from lamina import load_model

@@ -128,8 +128,9 @@ def _peer_root(config: TrajectoryConfig) -> Path:
 def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
     """The models to run and notes on those skipped.
 
-    "default" -> the built organisms among ``DEFAULT_MODELS``, "minilm", and "peer-gpt2" when the
-    released states are under ``peer_root``; any other value -> [that value].
+    "default" -> the built organisms among ``DEFAULT_MODELS``, "minilm", and ``peer-<folder>``
+    for every model folder released under ``peer_root`` (``lamina.peer``); any other value ->
+    [that value].
     """
     if config.model != "default":
         return [config.model], []
@@ -144,10 +145,12 @@ def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
                 notes.append(f"{name} skipped: {exc}")
                 continue
         models.append(name)
+    from lamina.peer import peer_models
+
     peer = _peer_root(config)
-    if (peer / "data" / "trajectories" / "gpt2").is_dir():
-        models.append(PEER_MODEL)
-    else:
+    released = peer_models(peer)  # peer-<folder> for every released model folder
+    models.extend(released)
+    if not released:
         notes.append(f"{PEER_MODEL} skipped: released data not found under {peer}")
     return models, notes
 
