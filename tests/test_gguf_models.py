@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import lamina
-from lamina import gguf_models
+from lamina import gguf_cache, gguf_models
 from lamina.extract import extract
 from lamina.gguf_models import GGUFError, GGUFMissingError, OfflineGGUF
 from lamina.models import ModelNotFoundError, available_offline
@@ -130,7 +130,7 @@ def test_interrupted_cache_is_detected_and_rebuilt(tiny_ggufs, cache):
     model, _ = lamina.load_model(str(path), device="cpu")
     assert model.lamina_source["cold"] is True
     torch.testing.assert_close(_logits(model), _logits(source), rtol=0, atol=1e-5)
-    (folder / gguf_models.MANIFEST).unlink()  # a folder without its manifest
+    (folder / gguf_cache.MANIFEST).unlink()  # a folder without its manifest
     assert lamina.load_model(str(path), device="cpu")[0].lamina_source["cold"] is True
 
 
@@ -142,7 +142,7 @@ def test_a_build_interrupted_midway_leaves_no_cache_behind(tiny_ggufs, cache, mo
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(gguf_models, "_save_plain", half_then_stop)
+        m.setattr(gguf_cache, "_save_plain", half_then_stop)
         with pytest.raises(KeyboardInterrupt):
             lamina.load_model(str(path), device="cpu")
     assert [p.name for p in cache.iterdir()] == []

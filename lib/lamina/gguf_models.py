@@ -20,9 +20,7 @@ interrupted run) is removed and rebuilt, so half a file is never loaded.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import tempfile
 import time
 from collections import Counter
@@ -33,6 +31,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from lamina.gguf_cache import assemble, build_cache, cache_key, complete, gguf_cache_dir
 
 __all__ = [
     "OFFLINE_GGUF",
@@ -47,9 +47,6 @@ __all__ = [
     "locate_offline",
     "resolve_device",
 ]
-
-CACHE_FORMAT = 1
-MANIFEST = "lamina-manifest.json"
 
 
 class GGUFError(ValueError):
@@ -285,104 +282,6 @@ def _check_architecture(path: Path, info: GGUFInfo) -> str:
     return model_type
 
 
-# ----------------------------------------------------------------------------------------
-# the dequantised cache
-# ----------------------------------------------------------------------------------------
-
-
-def gguf_cache_dir() -> Path:
-    """``$LAMINA_GGUF_CACHE``, else ``<data>/cache/gguf``."""
-    from lamina.provenance import data_dir
-
-    env = os.environ.get("LAMINA_GGUF_CACHE")
-    return Path(env).expanduser() if env else data_dir() / "cache" / "gguf"
-
-
-def _cache_key(sha: str) -> str:
-    from importlib.metadata import version
-
-    import transformers
-
-    key = f"{sha}|transformers {transformers.__version__}|gguf {version('gguf')}|{CACHE_FORMAT}"
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
-
-
-def _complete(folder: Path) -> dict[str, Any] | None:
-    """The manifest of a cache folder if every file it lists is present at its size."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-        for name, size in manifest["files"].items():
-            if (folder / name).stat().st_size != size:
-                return None
-        return manifest
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _save_plain(model: nn.Module, folder: Path) -> None:
-    """Write ``model`` as a plain (unquantised) fp32 Hugging Face folder: ``config.json`` without
-    the GGUF quantisation record, ``generation_config.json`` and ``model.safetensors`` (tied
-    tensors stored once)."""
-    from safetensors.torch import save_model
-
-    config = model.config
-    config_dict = config.to_dict()
-    config_dict.pop("quantization_config", None)
-    config_dict["dtype"] = "float32"
-    (folder / "config.json").write_text(json.dumps(config_dict, indent=2, default=str))
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(folder)
-    save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
-
-
-def _build_cache(target: Path, gguf_path: Path, info: GGUFInfo, record: dict[str, Any]) -> None:
-    """Dequantise ``gguf_path`` to fp32 and write model + tokenizer + manifest into a temporary
-    folder beside ``target``, then rename it into place."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        folder, name = str(gguf_path.parent), gguf_path.name
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=name, dtype=torch.float32, local_files_only=True
-        )
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-        _save_plain(model, tmp)
-        tokenizer.save_pretrained(tmp)
-        files = {p.name: p.stat().st_size for p in tmp.iterdir() if p.is_file()}
-        manifest = {
-            **record,
-            "files": files,
-            "n_params": sum(p.numel() for p in model.parameters()),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
-        os.chmod(tmp, 0o755)
-        if target.exists():  # an incomplete folder left by an interrupted run
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process finished the same cache first
-            if _complete(target) is None:
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _assemble(paths: list[Path], into: Path) -> Path:
-    """A single GGUF file for ``paths`` (the file itself when there is one part)."""
-    if len(paths) == 1:
-        return paths[0]
-    out = into / paths[0].name.split(".part")[0]
-    with open(out, "wb") as dst:
-        for p in paths:
-            with open(p, "rb") as src:
-                shutil.copyfileobj(src, dst, 1 << 22)
-    return out
-
-
 def load_gguf_model(
     name_or_path: str | os.PathLike,
     *,
@@ -412,13 +311,13 @@ def load_gguf_model(
         if not path.is_file():
             raise GGUFMissingError(f"GGUF file {path} does not exist")
         paths, sha, stem, package = [path], sha256_files([path]), path.stem, None
-    target = gguf_cache_dir() / f"{stem}-{_cache_key(sha)}"
-    manifest = _complete(target)
+    target = gguf_cache_dir() / f"{stem}-{cache_key(sha)}"
+    manifest = complete(target)
     cold = manifest is None
     if cold:
         gguf_cache_dir().mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".assemble-", dir=gguf_cache_dir()) as scratch:
-            gguf_path = _assemble(paths, Path(scratch))
+            gguf_path = assemble(paths, Path(scratch))
             info = inspect_gguf(gguf_path)
             model_type = _check_architecture(gguf_path, info)
             record = {
@@ -433,8 +332,8 @@ def load_gguf_model(
             }
             if progress:
                 print(f"lamina: dequantising {record['file']} to fp32 (first load only) ...")
-            _build_cache(target, gguf_path, info, record)
-        manifest = _complete(target)
+            build_cache(target, gguf_path, record)
+        manifest = complete(target)
         if manifest is None:
             raise GGUFError(f"the cache {target} was not completed; remove it and retry")
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, local_files_only=True)
