@@ -121,7 +121,9 @@ def extraction_rows(model, tok, items: list[str], bs: int, repeats: int) -> list
     try:
         from transformer_lens.model_bridge import TransformerBridge  # optional
 
-        bridge = TransformerBridge.boot_transformers(model.config._name_or_path, hf_model=model)
+        bridge = TransformerBridge.boot_transformers(
+            model.lamina_source["cache"], hf_model=model, tokenizer=tok, device="cpu"
+        )
 
         def tl():
             with torch.inference_mode():
