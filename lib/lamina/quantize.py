@@ -22,9 +22,22 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["QTYPES", "dequantize_roundtrip", "quantize_model"]
+__all__ = ["QTYPES", "dequantize_roundtrip", "quantize_model", "split_quantized_name"]
 
 QTYPES = ("Q8_0", "Q4_0", "Q4_1")
+
+
+def split_quantized_name(name: str) -> tuple[str, str | None]:
+    """``"organism-llama@final+Q4_1"`` -> ``("organism-llama@final", "Q4_1")``; a name without a
+    ``+Q…`` suffix -> ``(name, None)``. An unknown ``+Q…`` suffix raises ValueError."""
+    base, sep, suffix = str(name).rpartition("+")
+    if not sep or not base or not suffix.upper().startswith("Q"):
+        return str(name), None
+    if suffix not in QTYPES:
+        raise ValueError(
+            f"unknown quantisation suffix {suffix!r} in {name!r}; choose one of {QTYPES}"
+        )
+    return base, suffix
 
 
 def _qtype(name: str) -> Any:
