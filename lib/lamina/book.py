@@ -124,8 +124,10 @@ METHODS: dict[str, list[str]] = {
         "lamina.controls.random_embeddings",
         "lamina.controls.random_init_like",
         "lamina.controls.permute_labels",
+        "lamina.quantize.quantize_model",
     ],
     "Weight-update geometry (paper 2)": [
+        "lamina.weights.linear_maps",
         "lamina.weights.relative_subspace_fraction",
         "lamina.weights.enrichment",
         "lamina.weights.principal_basis",
