@@ -43,7 +43,7 @@ from IPython.display import Markdown, display
 from lamina.book import glue, setup_altair
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
-from lamina.experiments.organisms import OrganismsConfig, run_organisms  # noqa: E402
+from lamina.chapters.organisms import OrganismsConfig, run_organisms
 
 config = OrganismsConfig(model=model, n_eval=n_eval, n_samples=n_samples, seed=seed, quick=quick)
 result = run_organisms(config)

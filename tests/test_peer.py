@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from lamina.experiments.states import load_model_states
-from lamina.experiments.trajectory import TrajectoryConfig, expand_models
+from lamina.chapters.states import load_model_states
+from lamina.chapters.trajectory import TrajectoryConfig, expand_models
 from lamina.io import PeerDataError, read_latent_trajectories
 from lamina.peer import is_peer, peer_folder, peer_models
 

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from lamina.provenance import data_dir
+
 __all__ = ["MANIFEST", "assemble", "build_cache", "cache_key", "complete", "gguf_cache_dir"]
 
 CACHE_FORMAT = 1
@@ -29,8 +31,6 @@ MANIFEST = "lamina-manifest.json"
 
 def gguf_cache_dir() -> Path:
     """``$LAMINA_GGUF_CACHE``, else ``<data>/cache/gguf``."""
-    from lamina.provenance import data_dir
-
     env = os.environ.get("LAMINA_GGUF_CACHE")
     return Path(env).expanduser() if env else data_dir() / "cache" / "gguf"
 

@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,14 +263,12 @@ def inspect_gguf(path: str | os.PathLike) -> GGUFInfo:
     return GGUFInfo(arch, quant, dict(types), len(reader.tensors), size)
 
 
-def _check_architecture(path: Path, info: GGUFInfo) -> str:
-    """The HF model_type for ``info.architecture``, or a :class:`GGUFError` naming it."""
+def _check_architecture(path: Path, info: GGUFInfo, lamina_types: Collection[str]) -> str:
+    """The HF model_type for ``info.architecture``, or a :class:`GGUFError` naming it.
+    ``lamina_types``: the causal model types lamina has adapters for."""
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
-    from lamina.models import ADAPTERS
-
     model_type = _GGUF_TO_MODEL_TYPE.get(info.architecture, info.architecture)
-    lamina_types = {t for a in ADAPTERS.values() if a.causal for t in a.model_types}
     supported = sorted(
         a for a in GGUF_SUPPORTED_ARCHITECTURES if _GGUF_TO_MODEL_TYPE.get(a, a) in lamina_types
     )
@@ -288,16 +286,17 @@ def load_gguf_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = "auto",
     progress: bool = True,
+    supported: Collection[str] = ("llama", "qwen2", "mistral", "qwen3", "gemma3_text"),
 ) -> tuple[nn.Module, Any]:
     """Load an offline alias (:data:`OFFLINE_GGUF`) or a ``.gguf`` file as a Hugging Face causal
     LM in eval mode, with its tokenizer, through the verified fp32 cache.
 
     The model carries ``lamina_name``, ``lamina_revision`` (``"sha256:<hex>"`` of the GGUF) and
     ``lamina_source`` (file, SHA-256, quantization, tensor types, package, load seconds).
+    ``supported``: the Hugging Face model types accepted (``lamina.load_model`` passes those
+    of its causal adapters); another GGUF architecture raises :class:`GGUFError` naming it.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from lamina.models import get_adapter
 
     name = str(name_or_path)
     start = time.perf_counter()
@@ -319,7 +318,7 @@ def load_gguf_model(
         with tempfile.TemporaryDirectory(prefix=".assemble-", dir=gguf_cache_dir()) as scratch:
             gguf_path = assemble(paths, Path(scratch))
             info = inspect_gguf(gguf_path)
-            model_type = _check_architecture(gguf_path, info)
+            model_type = _check_architecture(gguf_path, info, supported)
             record = {
                 "file": spec.file_name if spec else paths[0].name,
                 "sha256": sha,
@@ -346,5 +345,4 @@ def load_gguf_model(
     model.lamina_name = name  # type: ignore[attr-defined]
     model.lamina_revision = f"sha256:{sha}"  # type: ignore[attr-defined]
     model.lamina_source = source  # type: ignore[attr-defined]
-    get_adapter(model)
     return model, tokenizer

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.extract import Trajectories
-from lamina.peer import check_record, peer_convention
+from lamina.peer import peer_convention
 from lamina.provenance import atomic_write, atomic_write_json, data_dir, provenance
 
 __all__ = [
@@ -122,6 +122,16 @@ def _read_prompts(root: Path) -> pd.DataFrame:
     return pd.read_json(path, lines=True)
 
 
+def _check_record(path: Path, record: dict, n_layers: int, d: int) -> None:
+    """Refuse a released record whose tensors disagree with its own ``num_layers`` /
+    ``hidden_dim`` fields."""
+    want_l, want_d = record.get("num_layers"), record.get("hidden_dim")
+    if want_l is not None and int(want_l) != n_layers:
+        raise PeerDataError(f"{path}: trajectory has {n_layers} rows, num_layers says {want_l}")
+    if want_d is not None and int(want_d) != d:
+        raise PeerDataError(f"{path}: states have width {d}, hidden_dim says {want_d}")
+
+
 def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Trajectories:
     """Paper 1's released last-token trajectories as :class:`Trajectories`.
 
@@ -146,7 +156,7 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
             pid = record["prompt_id"]
         except (KeyError, TypeError) as exc:
             raise PeerDataError(f"{path}: missing field {exc}") from exc
-        check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
+        _check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
         rows.append(np.concatenate([emb.float().numpy()[None], traj.float().numpy()], 0))
         if rows[-1].shape != rows[0].shape:
             raise PeerDataError(f"{path}: states of shape {rows[-1].shape}, not {rows[0].shape}")

@@ -275,7 +275,12 @@ def load_model(
     if is_gguf_name(name_or_path):
         if revision is not None:
             raise ValueError(f"{name_or_path!r} is a GGUF file: it has no revisions")
-        return load_gguf_model(name_or_path, dtype=dtype, device=device)
+        causal = {t for a in ADAPTERS.values() if a.causal for t in a.model_types}
+        model, tokenizer = load_gguf_model(
+            name_or_path, dtype=dtype, device=device, supported=causal
+        )
+        get_adapter(model)
+        return model, tokenizer
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     source, local = _resolve(name_or_path)

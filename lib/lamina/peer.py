@@ -84,15 +84,3 @@ def peer_convention(folder: str) -> PeerConvention:
     return PEER_CONVENTIONS.get(
         folder, PeerConvention(folder, "unknown", "the model's final norm", "embedding output")
     )
-
-
-def check_record(path: Path, record: dict, n_layers: int, d: int) -> None:
-    """Raise :class:`lamina.io.PeerDataError` if a released record's tensors disagree with its
-    own ``num_layers`` / ``hidden_dim`` fields."""
-    from lamina.io import PeerDataError
-
-    want_l, want_d = record.get("num_layers"), record.get("hidden_dim")
-    if want_l is not None and int(want_l) != n_layers:
-        raise PeerDataError(f"{path}: trajectory has {n_layers} rows, num_layers says {want_l}")
-    if want_d is not None and int(want_d) != d:
-        raise PeerDataError(f"{path}: states have width {d}, hidden_dim says {want_d}")
