@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lamina.chapters.states import load_model_states
-from lamina.chapters.trajectory import TrajectoryConfig, expand_models
+from lamina.chapters.trajectory import TrajectoryConfig, expand_models, model_group
 from lamina.io import PeerDataError, read_latent_trajectories
 from lamina.peer import is_peer, peer_folder, peer_models
 
@@ -91,6 +91,11 @@ def test_default_model_set_lists_every_released_model_and_loads_them(tmp_path, m
     config = TrajectoryConfig(peer_root=str(root))
     models, _ = expand_models(config)
     assert [m for m in models if is_peer(m)] == ["peer-gpt2", "peer-qwen2.5"]
+    order = [model_group(m) for m in models]  # pretrained LMs, released states, then the rest
+    assert order.index("paper 1's released states") < order.index("pretrained encoder")
+    assert all(
+        g.startswith("pretrained causal") for g in order[: order.index("paper 1's released states")]
+    )
     ms = load_model_states("peer-qwen2.5", None, config)
     assert ms.name == "peer-qwen2.5"
     last = ms.pools["last"]
