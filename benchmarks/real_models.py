@@ -145,12 +145,11 @@ def extraction_rows(model, tok, items: list[str], bs: int, repeats: int) -> list
     return rows + ([(tl_note, float("nan"), float("nan"))] if tl_note else [])
 
 
-def ablation_rows(model, tokens: int, context: int, repeats: int) -> list[tuple]:
+def ablation_rows(model, tokens: int, context: int, repeats: int, surgeries: list[str]):
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (max(1, tokens // context), context), generator=gen)
-    rows = []
-    for surgery in ("skip", "interpolate"):
+    for surgery in surgeries:
         t = {"naive": [], "prefix": []}
         out = {}
         for _ in range(repeats):
@@ -161,8 +160,7 @@ def ablation_rows(model, tokens: int, context: int, repeats: int) -> list[tuple]
         (c1, _, a1), (c2, _, a2) = out["naive"], out["prefix"]
         same = np.array_equal(c1, c2) and all(np.array_equal(a1[k], a2[k]) for k in a1)
         n, p = statistics.median(t["naive"]), statistics.median(t["prefix"])
-        rows.append((surgery, n, p, n / p, same))
-    return rows
+        yield surgery, n, p, n / p, same
 
 
 def main() -> None:
@@ -172,10 +170,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256, help="tokens per ablation sweep")
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--cold", action="store_true", help="also time GGUF -> fp32 (minutes)")
+    parser.add_argument("--surgeries", default="skip,interpolate")
+    parser.add_argument("--only", choices=["all", "ablation"], default="all")
     args = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}, repeats: {args.repeats}")
     print("\n== models")
-    for name in MODELS:
+    for name in MODELS if args.only == "all" else ():
         try:
             f = model_facts(name, args.cold)
         except gguf_models.GGUFMissingError as exc:
@@ -190,12 +190,16 @@ def main() -> None:
     model, tok = lamina.load_model("smollm2-135m-instruct", device="cpu")
     items = texts(args.texts)
     print(f"\n== extraction on smollm2-135m-instruct ({len(items)} texts, batch 32)")
-    for name, sec, ratio in extraction_rows(model, tok, items, 32, args.repeats):
+    rows = extraction_rows(model, tok, items, 32, args.repeats) if args.only == "all" else []
+    for name, sec, ratio in rows:
         print(f"{name:36s} {sec:8.2f} s {ratio:6.2f}x" if sec == sec else name)
     print(f"\n== ablation sweep on smollm2-135m-instruct (30 layers, {args.tokens} tokens)")
     print(f"{'surgery':12s} {'naive s':>8s} {'prefix s':>8s} {'ratio':>6s} identical")
-    for surgery, n, p, r, same in ablation_rows(model, args.tokens, args.context, args.repeats):
-        print(f"{surgery:12s} {n:8.2f} {p:8.2f} {r:5.2f}x {same}")
+    surgeries = args.surgeries.split(",")
+    for surgery, n, p, r, same in ablation_rows(
+        model, args.tokens, args.context, args.repeats, surgeries
+    ):
+        print(f"{surgery:12s} {n:8.2f} {p:8.2f} {r:5.2f}x {same}", flush=True)
 
 
 if __name__ == "__main__":
