@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 import lamina
 from lamina import organisms
@@ -34,6 +33,7 @@ from lamina.chapters.layer_anatomy.run import corpus_windows, threads
 from lamina.chapters.results import ExperimentResult, claim_record
 from lamina.organisms import ORGANISMS
 from lamina.organisms.configs import hf_config
+from lamina.stats import t_summary
 
 __all__ = [
     "GrowthConfig",
@@ -240,23 +240,6 @@ def budget_comparison(frame: pd.DataFrame, column: str, baseline: str = "uniform
     return pd.DataFrame(rows)
 
 
-def _t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, float, float]:
-    """Mean (geometric if ``log``), 95% t CI over seeds, one-sided p of mean > 0 (> 1 if log)."""
-    x = np.log(values) if log else np.asarray(values, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return (float("nan"),) * 4
-    m = float(x.mean())
-    if x.size < 2 or np.ptp(x) == 0:
-        lo = hi = m
-        p = float("nan")
-    else:
-        lo, hi = stats.t.interval(0.95, x.size - 1, loc=m, scale=stats.sem(x))
-        p = float(stats.ttest_1samp(x, 0.0, alternative="greater").pvalue)
-    f = np.exp if log else (lambda v: v)
-    return float(f(m)), float(f(lo)), float(f(hi)), p
-
-
 def _claims(
     config: GrowthConfig, cmp: pd.DataFrame, budgets: pd.DataFrame, n_params: int
 ) -> pd.DataFrame:
@@ -267,7 +250,7 @@ def _claims(
     g = budgets[budgets["run"] == "growth"]
     for col, cid in (("step", "G-loss"), ("flops", "G-loss-flops"), ("wall_s", "G-loss-wall")):
         ratios = g[g["budget"] == col]["loss_ratio"].to_numpy()
-        m, lo, hi, p = _t_summary(ratios, log=True)
+        m, lo, hi, p = t_summary(ratios, log=True)
         where = {"step": "equal steps", "flops": "equal FLOPs", "wall_s": "equal wall time"}[col]
         rows.append(
             claim_record(
@@ -305,7 +288,7 @@ def _claims(
         .reindex(c["seed"])
         .to_numpy()
     )
-    m, lo, hi, p = _t_summary(wall)
+    m, lo, hi, p = t_summary(wall)
     rows.append(
         claim_record(
             "G-faster",
@@ -324,7 +307,7 @@ def _claims(
     )
     saving = c["flops_saving"].to_numpy(float)
     reached = int(np.isfinite(saving).sum())
-    m, lo, hi, p = _t_summary(saving) if reached == len(saving) else (np.nan,) * 4
+    m, lo, hi, p = t_summary(saving) if reached == len(saving) else (np.nan,) * 4
     word = None if reached == len(saving) else "not reproduced"
     rows.append(
         claim_record(

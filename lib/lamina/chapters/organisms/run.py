@@ -34,7 +34,7 @@ from lamina.organisms.curriculum import generate_curriculum
 from lamina.organisms.evaluate import dpo_accuracy, sft_accuracy, unigram_perplexity
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import STAGES, eval_lm, fixed_windows
-from lamina.stats import bootstrap_ci
+from lamina.stats import bootstrap_ci, wilson
 
 __all__ = [
     "CHECKPOINTS",
@@ -136,14 +136,6 @@ def organism_names(model: str | list[str]) -> tuple[list[str], list[str]]:
     if not names:
         organisms.resolve(DEFAULT_ORGANISMS[0])
     return names, notes
-
-
-def wilson(hits: int, n: int) -> tuple[float, float, float]:
-    """Accuracy hits/n with the Wilson score 95% interval (scipy); NaNs when n = 0."""
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    ci = sps.binomtest(int(hits), int(n)).proportion_ci(0.95, method="wilson")
-    return hits / n, float(ci.low), float(ci.high)
 
 
 # ----------------------------------------------------------------------------- corpus, curves
