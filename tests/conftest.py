@@ -103,6 +103,28 @@ def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.
             pad_token_id=0,
         )
         model = Qwen2ForCausalLM(cfg)
+    elif arch in ("gemma3", "gemma3_text"):
+        from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+        # both attention types, and a window (4 tokens) shorter than the test texts
+        types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
+        cfg = Gemma3TextConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            query_pre_attn_scalar=8,
+            max_position_embeddings=64,
+            sliding_window=4,
+            layer_types=types,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = Gemma3ForCausalLM(cfg)
     elif arch in LLAMA_LIKE_ROWS:
         import transformers
 
@@ -139,12 +161,16 @@ def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.
         for p in model.parameters():
             if p.dim() > 1:
                 p.mul_(3.0)
+        if arch in ("gemma3", "gemma3_text"):  # Gemma's norms scale by (1 + w), w = 0 at init: perturb them
+            for name, p in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.add_(0.2 * torch.randn_like(p))
     model.eval()
     model.lamina_name = f"tiny-{arch}"
     return model
 
 
-ARCHS = ["gpt2", "llama", "qwen2", "bert"]
+ARCHS = ["gpt2", "llama", "qwen2", "gemma3", "bert"]
 
 # The other model types of lamina.models.ADAPTERS' Llama-like row: (config, model) class names.
 LLAMA_LIKE_ROWS = {
@@ -154,7 +180,7 @@ LLAMA_LIKE_ROWS = {
 }
 # One tiny model per model type that an ADAPTERS row names: the table-driven fixture below
 # gives each of them the same equivalence tests (tests/test_extract.py).
-ADAPTER_ARCHS = [*ARCHS, *LLAMA_LIKE_ROWS]
+ADAPTER_ARCHS = [("gemma3_text" if a == "gemma3" else a) for a in ARCHS] + [*LLAMA_LIKE_ROWS]
 
 
 @pytest.fixture(scope="session", params=ADAPTER_ARCHS)

@@ -29,7 +29,7 @@ SURGERY_OPTIONS = {
     "reinit": {"seed": 2},
     "predicted": {},
 }
-LM_ARCHS = ["gpt2", "llama", "qwen2"]
+LM_ARCHS = ["gpt2", "llama", "qwen2", "gemma3"]
 
 
 def _ids(n: int = 6, t: int = 12, seed: int = 0) -> torch.Tensor:
@@ -55,7 +55,7 @@ def lm_models():
     return {a: tiny_model(a, n_layers=4) for a in LM_ARCHS}
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma3"])
 @pytest.mark.parametrize("surgery", sorted(SURGERY_OPTIONS))
 def test_surgery_changes_output_inside_and_restores_weights_bit_exactly(lm_models, arch, surgery):
     model, ids = lm_models[arch], _ids()
@@ -77,7 +77,7 @@ def test_surgery_restores_weights_after_an_exception(lm_models, surgery):
     assert all(len(b._forward_hooks) == 0 for b in get_adapter(model).block_list(model))
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma3"])
 def test_skip_equals_copy_with_attention_out_and_mlp_down_zeroed(lm_models, arch):
     model, ids = lm_models[arch], _ids()
     zeroed = copy.deepcopy(model)

@@ -144,7 +144,8 @@ def test_post_norm_final_state_equals_hugging_face_last_hidden_state(tiny_model_
 def test_default_model_set_skips_unbuilt_organisms_and_absent_peer_data(tmp_path, monkeypatch):
     monkeypatch.setenv("LAMINA_DATA", str(tmp_path))
     models, notes = expand_models(TrajectoryConfig(peer_root=str(tmp_path / "nope")))
-    assert models == ["minilm"]
+    pretrained = [m for m in models if m in ("smollm2-135m-instruct", "gemma-3-270m")]
+    assert models == [*pretrained, "minilm"]  # the pretrained LMs (when installed) lead
     assert any("organism-gpt2" in n and "not built" in n for n in notes)
     assert any("peer-gpt2 skipped" in n for n in notes)
     assert expand_models(TrajectoryConfig(model="some/path")) == (["some/path"], [])

@@ -23,7 +23,7 @@ def tok():
     return _byte_tokenizer()
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma3"])
 def test_summed_gradient_factors_equal_autograd_weight_gradients(tok, arch):
     model = tiny_model(arch)
     maps = [m for m in linear_maps(model) if m.layer is not None or m.role == "unembed"]

@@ -16,7 +16,7 @@ def tok():
     return _byte_tokenizer()
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma3"])
 def test_rank1_write_edit_changes_predictions_and_restores_bit_exactly(tok, arch):
     model = tiny_model(arch)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -61,7 +61,7 @@ def test_unembedding_direction_is_the_token_row():
         unembedding_direction(model, 320)
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "gemma3"])
 @pytest.mark.parametrize("group", ["qk", "vo", "mlp_in", "mlp_out"])
 def test_single_group_parameters_train_only_that_group(tok, arch, group):
     model = tiny_model(arch, n_layers=2)

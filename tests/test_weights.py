@@ -26,7 +26,7 @@ from lamina.weights import (
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
-CAUSAL = ["gpt2", "llama", "qwen2"]
+CAUSAL = ["gpt2", "llama", "qwen2", "gemma3"]
 
 
 @pytest.fixture(scope="module")

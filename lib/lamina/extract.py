@@ -202,6 +202,8 @@ def extract(
         add_special_tokens=add_special_tokens,
         truncated=truncated,
         convention="layer 0 = embedding output; layer l = residual stream after block l, before the final norm",
+        source=getattr(model, "lamina_source", None),  # GGUF file, SHA-256, quantisation type
+        quantization=getattr(model, "lamina_quantization", {}).get("qtype"),  # lamina.quantize
     )
     key = {
         "fingerprint": model_fingerprint(model) if root else None,

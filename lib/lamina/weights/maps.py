@@ -105,6 +105,22 @@ def linear_maps(model: nn.Module, *, embeddings: bool = True) -> list[LinearMap]
     token embedding (``embed``, write, (d_model, vocab)) and the unembedding (``unembed``,
     read, (vocab, d_model)) are added; when they are tied only ``unembed`` is listed, with
     ``tied=True``. Learned position embeddings and BERT's pooler are not listed.
+
+    Gemma 3 (``gemma3_text``), where the block is ``h + N_post(W_O attn(N_in(h)))`` and then
+    ``h + N_post'(W_down mlp(N_pre'(h)))``:
+
+    * *layer l* is the residual stream after block l, before the final norm; layer 0 is the
+      embedding **after** its √d_model scale (the embedding module applies it);
+    * a *read matrix* (q, k, v, mlp_gate, mlp_up) reads the RMS-normed stream, exactly as in
+      Llama (``input_layernorm`` / ``pre_feedforward_layernorm``), so its input subspace is that
+      of the normed stream;
+    * a *write matrix* (attn_out, mlp_out) writes into the space *before* the post-sublayer
+      RMSNorm (``post_attention_layernorm`` / ``post_feedforward_layernorm``): what reaches the
+      stream is ``diag(1 + γ) W x / rms(W x)``, a per-token rescaling plus a fixed diagonal
+      gain, so directions are kept up to that diagonal but norms are not;
+    * ``embed`` (tied with ``unembed``) is the unscaled table; the stream sees √d_model times it.
+      Sliding-window and global layers have the same maps; ``config.layer_types[l]`` says
+      which one block l is.
     """
     adapter = get_adapter(model)
     prefix = _base_prefix(model)
