@@ -242,7 +242,7 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, bool]:
 
 
 def _check_load_arguments(
-    name_or_path: object, revision: object, device: str | torch.device
+    name_or_path: object, revision: object, device: str | torch.device | None
 ) -> None:
     """Type and device checks made before anything is read."""
     if not isinstance(name_or_path, str | os.PathLike) or not str(name_or_path).strip():
@@ -252,6 +252,8 @@ def _check_load_arguments(
         )
     if revision is not None and not isinstance(revision, str):
         raise TypeError(f"revision must be a str (branch, tag or commit); got {revision!r}")
+    if device is None or str(device) == "auto":  # resolved later: CUDA when present, else CPU
+        return
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
