@@ -116,15 +116,17 @@ def quantize_model(
                 skipped.append(f"{name}.weight")
                 continue
             wq = dequantize_roundtrip(w, kind)
-            errors[f"{name}.weight"] = float(np.linalg.norm(wq - w) / max(np.linalg.norm(w), 1e-30))
+            errors[f"{name}.weight"] = float(np.linalg.norm(wq - w) / max(float(np.linalg.norm(w)), 1e-30))
             wq = wq.T if transpose else wq
             weight.copy_(torch.from_numpy(np.ascontiguousarray(wq)).to(weight.dtype))
-    out.lamina_quantization = {  # type: ignore[attr-defined]
+    report = {
         "qtype": qtype,
         "embedding_qtype": emb_q if embeddings else None,
         "tensors": errors,
         "skipped": skipped,
     }
-    base_name = getattr(model, "lamina_name", None) or model.config._name_or_path
-    out.lamina_name = f"{base_name}+{qtype}"  # type: ignore[attr-defined]
+    out.lamina_quantization = report
+    base_name = getattr(model, "lamina_name", None) or getattr(model, "config", None)
+    base_name = base_name if isinstance(base_name, str) else base_name._name_or_path
+    out.lamina_name = f"{base_name}+{qtype}"
     return out
