@@ -42,7 +42,8 @@ CHAPTERS = [
 
 def setup_altair() -> None:
     """Render Altair charts as static SVG (via vl-convert), so the book needs no network:
-    the default renderer loads vega from a CDN. Also apply lamina's chart theme."""
+    the default renderer loads vega from a CDN. Also apply lamina's chart theme
+    (``lamina.charts``) and show data frames in scroll containers (``lamina.tables``)."""
     import warnings
 
     import altair as alt
@@ -59,21 +60,11 @@ def setup_altair() -> None:
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
 
-    @alt.theme.register("lamina", enable=True)
-    def _theme() -> alt.theme.ThemeConfig:
-        return {
-            "config": {
-                "view": {"continuousWidth": 420, "continuousHeight": 260, "stroke": None},
-                "axis": {
-                    "labelFontSize": 11,
-                    "titleFontSize": 12,
-                    "grid": True,
-                    "gridOpacity": 0.4,
-                },
-                "title": {"fontSize": 14, "anchor": "start"},
-                "legend": {"labelFontSize": 11, "titleFontSize": 11},
-            }
-        }
+    from lamina.charts import register_theme
+    from lamina.tables import install_table_formatter
+
+    register_theme()
+    install_table_formatter()
 
 
 def glue(name: str, value: Any, *, display: bool = False) -> None:
