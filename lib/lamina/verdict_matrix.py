@@ -39,6 +39,9 @@ CELL_WORD = {
 }
 
 
+SELF_CHECKS_TITLE = "Self-checks of lamina (not counted as claims of the papers)"
+
+
 def _fmt(x: Any, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
@@ -65,6 +68,16 @@ def section_anchor(claim_id: str) -> str:
 
 def _paper_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[~table["self_check"].astype(bool)]
+
+
+def _groups(table: pd.DataFrame, titles: dict[int, str] | None) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per paper, in paper order, then the self-checks (if any) as one group."""
+    titles = titles or {}
+    groups = [(titles.get(int(p), f"Paper {p}"), g) for p, g in _paper_rows(table).groupby("paper")]
+    checks = table[table["self_check"].astype(bool)]
+    if len(checks):
+        groups.append((SELF_CHECKS_TITLE, checks))
+    return groups
 
 
 def _model_order(models: list[str]) -> list[str]:
@@ -134,7 +147,6 @@ def matrix_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) ->
     last, in their own group), models as columns, each cell coloured by verdict and showing
     the measured value (several stages: how many reproduced, of how many). A claim links to
     its chapter, a cell to the claim's section of the scorecard."""
-    titles = titles or {}
     run = table[table["verdict"] != "not run"]
     models = _model_order(run["model"].astype(str).tolist())
     colors = model_colors(models)
@@ -145,11 +157,7 @@ def matrix_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) ->
     )
     ncol = len(models) + 1
     body: list[str] = []
-    groups = [(titles.get(int(p), f"Paper {p}"), g) for p, g in _paper_rows(table).groupby("paper")]
-    checks = table[table["self_check"].astype(bool)]
-    if len(checks):
-        groups.append(("Self-checks of lamina (not counted as claims of the papers)", checks))
-    for title, group in groups:
+    for title, group in _groups(table, titles):
         body.append(
             f'<tr class="lamina-group"><th colspan="{ncol}" scope="colgroup">'
             f"{html.escape(str(title))}</th></tr>"
@@ -197,13 +205,8 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
     """The scorecard's body: one section per claim (stated once, with the paper's value,
     what was measured and a link to its chapter), then a compact row per model (× stage):
     measured value, 95% CI, p, verdict badge. Notes (e.g. why not testable) follow the rows."""
-    titles = titles or {}
     lines: list[str] = []
-    groups = [(titles.get(int(p), f"Paper {p}"), g) for p, g in _paper_rows(table).groupby("paper")]
-    checks = table[table["self_check"].astype(bool)]
-    if len(checks):
-        groups.append(("Self-checks of lamina", checks))
-    for title, group in groups:
+    for title, group in _groups(table, titles):
         lines += [f"## {title}", ""]
         for cid, rows in group.groupby("claim_id", sort=False):
             first = rows.iloc[0]
