@@ -29,7 +29,7 @@
 # δ(L)/δ(0). Each of our 20 homographs comes with a matched control: the same two sentences
 # with an unambiguous word in the homograph's place.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
 pooling = "last"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -41,11 +41,12 @@ quick = False  # few prompts and resamples, for CI
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 
 from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.charts import facet, model_color, show_figure
 from lamina.experiments import run_bifurcation
 
 result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters above
@@ -67,7 +68,7 @@ result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters ab
 # On {glue:text}`bif_model`, the median homograph separation ratio is
 # {glue:text}`bif_measured:.2f` (95% CI {glue:text}`bif_ci_low:.2f`–{glue:text}`bif_ci_high:.2f`).
 
-# %%
+# %% tags=["hide-input"]
 prof = result.tables["profiles"]
 band = (
     alt.Chart(prof)
@@ -84,8 +85,18 @@ line = (
         color=alt.Color("condition:N", title="pairs"),
     )
 )
-(band + line).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Homographs and their unambiguous controls separate alike"
+show_figure(
+    facet(
+        band + line,
+        "model",
+        prof["model"],
+        title="Separation δ(l) of the two contexts across depth, homographs and controls",
+    ),
+    what="The distance δ(l) between a word's states in its two contexts at each relative depth, "
+    "for homograph pairs and their unambiguous controls (band: ± 1 sd), one panel per model.",
+    look_at="whether the homograph line rises above the control line, and from which depth",
+    claims=result.claims,
+    claim_id="bifurcation_ratio",
 )
 
 # %% [markdown]
@@ -94,10 +105,10 @@ line = (
 # layers, draw moment-matched Gaussian states, and run a random-init model of the same
 # architecture. "Fraction remaining" is (ratio − 1) under the control over (ratio − 1) for real.
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"].round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims = result.claims
 glue_claim("bif", claims, "bifurcation_ratio", n_models=len(result.models))
 claims_view(claims)
@@ -115,17 +126,24 @@ claims_view(claims)
 #
 # ## Sensitivity to the representation convention
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
-alt.Chart(sens).mark_point(filled=True, size=70).encode(
-    x=alt.X("ratio:Q", title="median δ(L)/δ(base), homographs"),
-    y=alt.Y("convention:N", title=None),
-    color="model:N",
-    shape="verdict:N",
-    tooltip=["model", "convention", "ratio", "control_ratio", "p"],
-).properties(title="No convention gives homographs a multi-fold lead over controls")
+show_figure(
+    alt.Chart(sens)
+    .mark_point(filled=True, size=70)
+    .encode(
+        x=alt.X("ratio:Q", title="median δ(L)/δ(base), homographs"),
+        y=alt.Y("convention:N", title=None),
+        color=model_color(sens),
+        shape="verdict:N",
+        tooltip=["model", "convention", "ratio", "control_ratio", "p"],
+    )
+    .properties(title="Homograph separation ratio under each representation convention"),
+    what="The median homograph separation ratio under each representation convention.",
+    look_at="the ratios against the paper's 5.6x, and how they move between conventions",
+)
 
-# %%
+# %% tags=["hide-input"]
 sens.drop(columns=["definition"]).round(4)
 
 # %% [markdown]

@@ -24,7 +24,7 @@
 # middle or late layers. We test that on our semantic family (6 categories × 10 prompts, each
 # ending in the category member) and on paper 1's released GPT-2 states.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -36,11 +36,12 @@ quick = False  # few prompts and resamples, for CI
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 
 from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.charts import facet, model_color, show_figure
 from lamina.experiments import run_convergence
 
 result = run_trajectory_chapter(run_convergence, globals())  # the parameters above
@@ -62,7 +63,7 @@ result = run_trajectory_chapter(run_convergence, globals())  # the parameters ab
 # The convergence index of the headline model, {glue:text}`conv_model`, peaks at
 # {glue:text}`conv_measured:.3f` (95% CI {glue:text}`conv_ci_low:.3f`–{glue:text}`conv_ci_high:.3f`).
 
-# %%
+# %% tags=["hide-input"]
 profiles = result.tables["profiles"]
 real = profiles[profiles["condition"] == "real"]
 band = (
@@ -72,7 +73,7 @@ band = (
         x=alt.X("depth:Q", title="depth (layer / last layer)"),
         y="ci_low:Q",
         y2="ci_high:Q",
-        color=alt.Color("model:N"),
+        color=model_color(real),
     )
 )
 line = (
@@ -81,7 +82,7 @@ line = (
     .encode(
         x="depth:Q",
         y=alt.Y("ci:Q", title="convergence index (chord units)"),
-        color="model:N",
+        color=model_color(real),
         tooltip=["model", "layer", alt.Tooltip("ci:Q", format=".3f")],
     )
 )
@@ -90,8 +91,14 @@ rule = (
     .mark_rule(strokeDash=[4, 4], color="gray")
     .encode(y="y:Q")
 )
-(band + line + rule).properties(
-    title="Categories separate far less than the paper's 0.41–0.58 (dashed)"
+show_figure(
+    (band + line + rule).properties(title="Convergence index across depth, with 95% CIs"),
+    what="The convergence index of the semantic categories at each relative depth, one line "
+    "per model, with its 95% bootstrap band; the dashed lines mark the paper's 0.41-0.58.",
+    look_at="where each curve peaks, and whether the peak reaches the dashed band in the middle "
+    "to late layers",
+    claims=result.claims,
+    claim_id="convergence_peak",
 )
 
 # %% [markdown]
@@ -102,21 +109,34 @@ rule = (
 # permutation p-value). Each control is compared with the real per-prompt CI at the real peak
 # layer (Mann–Whitney U, Benjamini–Hochberg q across controls).
 
-# %%
+# %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]
-alt.Chart(pd.concat([real, controls])).mark_line().encode(
-    x=alt.X("depth:Q", title="depth"),
-    y=alt.Y("ci:Q", title="convergence index"),
-    color=alt.Color("condition:N", title="condition"),
-    strokeDash="condition:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Shuffled layers and a random-init model lose the convergence; moment-matched states need not"
+both = pd.concat([real, controls])
+show_figure(
+    facet(
+        alt.Chart(both)
+        .mark_line()
+        .encode(
+            x=alt.X("depth:Q", title="depth"),
+            y=alt.Y("ci:Q", title="convergence index"),
+            color=alt.Color("condition:N", title="condition"),
+            strokeDash="condition:N",
+        ),
+        "model",
+        both["model"],
+        title="Convergence index of the real states and of each control",
+    ),
+    what="The convergence index across depth for the real states and for each control, one "
+    "panel per model.",
+    look_at="whether the control curves stay flat where the real curve peaks",
+    claims=result.claims,
+    claim_id="convergence_controls_vanish",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"].round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims = result.claims
 glue_claim("conv", claims, "convergence_peak", n_models=len(result.models))
 claims_view(claims)
@@ -136,17 +156,24 @@ claims_view(claims)
 # 0 and ends on the post-norm state. The convergence index normalises states itself, so
 # "normalised" cannot change it; the pooling and the final state can.
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
-alt.Chart(sens).mark_point(filled=True, size=70).encode(
-    x=alt.X("peak:Q", title="peak convergence index"),
-    y=alt.Y("convention:N", title=None),
-    color="model:N",
-    shape="verdict:N",
-    tooltip=["model", "convention", "peak", "peak_layer", "p"],
-).properties(title="No convention brings the peak near the paper's 0.41")
+show_figure(
+    alt.Chart(sens)
+    .mark_point(filled=True, size=70)
+    .encode(
+        x=alt.X("peak:Q", title="peak convergence index"),
+        y=alt.Y("convention:N", title=None),
+        color=model_color(sens),
+        shape="verdict:N",
+        tooltip=["model", "convention", "peak", "peak_layer", "p"],
+    )
+    .properties(title="Peak convergence index under each representation convention"),
+    what="The peak convergence index of each model under each representation convention.",
+    look_at="how far the points move between conventions, against the paper's 0.41",
+)
 
-# %%
+# %% tags=["hide-input"]
 sens.drop(columns=["definition"]).round(4)
 
 # %% [markdown]

@@ -22,7 +22,7 @@
 # arccos(cos(v(l), v(l+1))) with v(l) = h(l) − h(l−1), averaged over layers (radians). We compare
 # our multi-step reasoning prompts with our lexical variations of eight base words.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -34,11 +34,12 @@ quick = False  # few prompts and resamples, for CI
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 
 from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.charts import facet, model_color, show_figure
 from lamina.experiments import run_curvature
 
 result = run_trajectory_chapter(run_curvature, globals())  # the parameters above
@@ -59,22 +60,46 @@ result = run_trajectory_chapter(run_curvature, globals())  # the parameters abov
 # On {glue:text}`curv_model`, reasoning minus lexical mean curvature is
 # {glue:text}`curv_measured:.3f` rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`).
 
-# %%
+# %% tags=["hide-input"]
 per_prompt = result.tables["per_prompt"]
-alt.Chart(per_prompt).mark_boxplot(extent="min-max").encode(
-    x=alt.X("family:N", title=None),
-    y=alt.Y("mean_curvature:Q", title="mean curvature (rad)"),
-    color="family:N",
-    column=alt.Column("model:N", title=None),
-).properties(title="Reasoning–lexical curvature gaps are smaller than the claimed 0.40 rad")
+show_figure(
+    facet(
+        alt.Chart(per_prompt)
+        .mark_boxplot(extent="min-max")
+        .encode(
+            x=alt.X("family:N", title=None, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("mean_curvature:Q", title="mean curvature (rad)"),
+            color="family:N",
+        ),
+        "model",
+        per_prompt["model"],
+        title="Mean curvature per prompt, by prompt family",
+    ),
+    what="The distribution of per-prompt mean curvature (radians) for each prompt family, one "
+    "panel per model.",
+    look_at="how far the reasoning box sits above the lexical box; the claim needs at least "
+    "0.40 rad",
+    claims=result.claims,
+    claim_id="curvature_reasoning_gt_lexical",
+)
 
-# %%
-alt.Chart(result.tables["profiles"]).mark_line(point=True).encode(
-    x=alt.X("layer:Q", title="layer l (angle between steps l and l+1)"),
-    y=alt.Y("kappa:Q", title="κ(l), rad"),
-    color="family:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Where the families differ, layer by layer"
+# %% tags=["hide-input"]
+profiles = result.tables["profiles"]
+show_figure(
+    facet(
+        alt.Chart(profiles)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:Q", title="layer l (angle between steps l and l+1)"),
+            y=alt.Y("kappa:Q", title="κ(l), rad"),
+            color="family:N",
+        ),
+        "model",
+        profiles["model"],
+        title="Turning angle κ(l) layer by layer, by prompt family",
+    ),
+    what="The mean turning angle at each layer for each prompt family, one panel per model.",
+    look_at="the layers where the reasoning and lexical lines separate",
 )
 
 # %% [markdown]
@@ -83,19 +108,29 @@ alt.Chart(result.tables["profiles"]).mark_line(point=True).encode(
 # layer's mean and covariance, destroys the ordered path: curvature goes to about π/2 or above
 # for every prompt. A random-init model of the same architecture tests whether training matters.
 
-# %%
+# %% tags=["hide-input"]
 controls = result.tables["controls"]
-alt.Chart(controls).mark_bar().encode(
-    x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
-    y=alt.Y("control:N", title=None),
-    color="model:N",
-    yOffset="model:N",
-).properties(title="The reasoning–lexical difference under each control")
+show_figure(
+    alt.Chart(controls)
+    .mark_bar()
+    .encode(
+        x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
+        y=alt.Y("control:N", title=None),
+        color=model_color(controls),
+        yOffset="model:N",
+    )
+    .properties(title="The reasoning–lexical difference under each control"),
+    what="The reasoning − lexical curvature difference (radians) under each control, per model.",
+    look_at="whether the bars shrink towards zero under the shuffled-layer and random-embedding "
+    "controls",
+    claims=result.claims,
+    claim_id="curvature_controls_vanish",
+)
 
-# %%
+# %% tags=["hide-input"]
 controls.round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims = result.claims
 glue_claim("curv", claims, "curvature_reasoning_gt_lexical", n_models=len(result.models))
 claims_view(claims)
@@ -115,17 +150,25 @@ claims_view(claims)
 # Curvature is not scale invariant: normalising states, dropping layer 0 and ending on the
 # post-norm state all change the angles. Single-token prompts are shown excluded and included.
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
-alt.Chart(sens).mark_point(filled=True, size=70).encode(
-    x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
-    y=alt.Y("convention:N", title=None),
-    color="model:N",
-    shape="single_token_prompts:N",
-    tooltip=["model", "convention", "difference", "p", "verdict"],
-).properties(title="The convention decides the size, even the sign, of the difference")
+show_figure(
+    alt.Chart(sens)
+    .mark_point(filled=True, size=70)
+    .encode(
+        x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
+        y=alt.Y("convention:N", title=None),
+        color=model_color(sens),
+        shape="single_token_prompts:N",
+        tooltip=["model", "convention", "difference", "p", "verdict"],
+    )
+    .properties(title="The reasoning − lexical difference under each representation convention"),
+    what="The reasoning − lexical difference under each representation convention, with and "
+    "without single-token prompts.",
+    look_at="how much the points move, and whether any changes sign, between conventions",
+)
 
-# %%
+# %% tags=["hide-input"]
 sens.drop(columns=["definition"]).round(4)
 
 # %% [markdown]

@@ -26,7 +26,7 @@
 #
 # Where an organism fails at something, this page says so with the numbers.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": both built organisms; or an organism name, or a list of names
 n_eval = None  # held-out curriculum questions / preference pairs scored; None: all
 n_samples = 4  # prompts generated from (greedy and sampled), and held-out questions answered
@@ -34,13 +34,14 @@ seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
+from lamina.charts import facet, grid, model_color, show_figure
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
 from lamina.experiments.organisms import OrganismsConfig, run_organisms  # noqa: E402
@@ -83,7 +84,7 @@ glue("org_names", " and ".join(result.models))
 # trains everything from nothing, seeded, on CPU (`python -m lamina.organisms build`); the
 # table gives the measured build time.
 
-# %%
+# %% tags=["hide-input"]
 build = T["build"].copy()
 build["build_minutes"] = build["build_seconds"] / 60
 glue("org_build_minutes", span(build["build_minutes"].tolist()))
@@ -99,7 +100,7 @@ build.drop(columns=["build_seconds"]).round(2)
 # curriculum also yields the question → answer pairs for SFT and the (question, correct,
 # incorrect) triples for DPO, with held-out splits that share no question with training.
 
-# %%
+# %% tags=["hide-input"]
 corpus = T["corpus"].copy()
 corpus = (
     corpus.groupby([c for c in corpus.columns if c != "model"], dropna=False, sort=False)["model"]
@@ -114,7 +115,7 @@ corpus
 # Pretraining saw {glue:text}`org_tokens_seen` tokens per organism. Validation loss is measured
 # on fixed windows of the validation plays and curriculum documents, which it never trains on.
 
-# %%
+# %% tags=["hide-input"]
 curves = T["curves"]
 quality = T["quality"]
 unigram_loss = np.log(pick(quality, checkpoint="final").set_index("model")["unigram_perplexity"])
@@ -132,8 +133,17 @@ lines = (
     )
 )
 rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
-alt.layer(lines, rule, data=pre).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Both organisms fall far below the unigram baseline (dashed) within a few hundred steps"
+show_figure(
+    facet(
+        alt.layer(lines, rule),
+        "model",
+        pre["model"],
+        data=pre,
+        title="Pretraining loss against the unigram baseline",
+    ),
+    what="Training and validation loss (nats per token) against training tokens; the dashed "
+    "line is the unigram baseline's loss.",
+    look_at="how far below the dashed line each curve ends",
 )
 
 # %% [markdown]
@@ -143,18 +153,27 @@ alt.layer(lines, rule, data=pre).facet(column=alt.Column("model:N", title=None))
 # for `@sft`, answer-token loss on held-out questions; for `@dpo`, the DPO loss on held-out
 # preference pairs, where ln 2 ≈ 0.693 is the loss of no preference at all.
 
-# %%
+# %% tags=["hide-input"]
 stages = curves[curves["phase"] != "pretrain"]
-alt.Chart(stages).mark_line().encode(
+stage_lines = alt.Chart(stages).mark_line().encode(
     x=alt.X("step:Q", title="alignment step"),
     y=alt.Y("loss:Q", title="loss (nats)", scale=alt.Scale(zero=False)),
     color=alt.Color("split:N", title=None),
     tooltip=["step", "split", "loss"],
-).properties(width=200, height=150).facet(
-    row=alt.Row("phase:N", title=None, sort=["lm", "sft", "dpo"]),
-    column=alt.Column("model:N", title=None),
-).resolve_scale(y="independent").properties(
-    title="SFT fits its answers; DPO's held-out loss hardly moves from ln 2"
+)
+show_figure(
+    grid(
+        stage_lines,
+        "phase",
+        "model",
+        ["lm", "sft", "dpo"],
+        stages["model"],
+        height=130,
+        title="Loss of each alignment stage on its own objective",
+    ).resolve_scale(y="independent"),
+    what="Training and held-out loss of each alignment stage (rows) on its own objective, per "
+    "organism (columns); for DPO, ln 2 ≈ 0.693 is no preference.",
+    look_at="whether the held-out curves fall along with the training curves",
 )
 
 # %% [markdown]
@@ -167,7 +186,7 @@ alt.Chart(stages).mark_line().encode(
 # {glue:text}`org_lm_ppl`. The two alignment stages that train on question-answer
 # data damage it: `@sft` reaches {glue:text}`org_sft_ppl` and `@dpo` {glue:text}`org_dpo_ppl`.
 
-# %%
+# %% tags=["hide-input"]
 final = pick(quality, checkpoint="final")
 glue("org_ppl", span(final["val_perplexity"].tolist()))
 glue("org_unigram", span(final["unigram_perplexity"].tolist()))
@@ -185,11 +204,21 @@ bars = (
     )
 )
 uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_perplexity):Q")
-alt.layer(bars, uni, data=quality).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Pretraining beats the unigram baseline (dashed); SFT gives much of that back"
+show_figure(
+    facet(
+        alt.layer(bars, uni),
+        "model",
+        quality["model"],
+        data=quality,
+        legend=False,
+        title="Validation perplexity of each checkpoint against the unigram baseline",
+    ),
+    what="Validation perplexity (log scale) at the end of pretraining and after each alignment "
+    "stage; the dashed line is the unigram baseline.",
+    look_at="each checkpoint's distance below the dashed line",
 )
 
-# %%
+# %% tags=["hide-input"]
 quality.round(3)
 
 # %% [markdown]
@@ -197,7 +226,7 @@ quality.round(3)
 # Greedy and sampled continuations by the final pretraining checkpoint (sampling seeded), and
 # the greedy answers of the base and of `@sft` to held-out curriculum questions.
 
-# %%
+# %% tags=["hide-input"]
 with pd.option_context("display.max_colwidth", 200):
     display(T["samples"].fillna(""))
 
@@ -216,7 +245,7 @@ with pd.option_context("display.max_colwidth", 200):
 # The table by kind of question shows where the gain is: mostly on yes/no questions
 # (comparisons, syllogisms); open answers such as sums and analogies stay near zero.
 
-# %%
+# %% tags=["hide-input"]
 sft = T["sft_accuracy"]
 sft_all = pick(sft, component="all")
 acc = {
@@ -254,11 +283,22 @@ errs = (
     .mark_errorbar()
     .encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=order))
 )
-alt.layer(errs, points, data=sft_all).facet(row=alt.Row("model:N", title=None)).properties(
-    title="Only @sft answers held-out questions, and not far above the majority answer"
+show_figure(
+    facet(
+        alt.layer(errs, points),
+        "model",
+        sft_all["model"],
+        data=sft_all,
+        legend=False,
+        height=140,
+        title="Held-out answer accuracy of each checkpoint",
+    ),
+    what="Exact-answer accuracy on held-out questions (Wilson 95% CIs) for each checkpoint and "
+    "for the majority-answer baseline.",
+    look_at="the @sft point against the majority-answer point",
 )
 
-# %%
+# %% tags=["hide-input"]
 table = sft.pivot_table(
     index=["model", "component", "n"], columns="checkpoint", values="accuracy", sort=False
 ).reset_index()
@@ -275,7 +315,7 @@ table[["model", "component", "n", *[c for c in order if c in table.columns]]].ro
 # compare alignment objectives should read `@dpo` as "trained with the DPO objective", not as
 # "aligned".
 
-# %%
+# %% tags=["hide-input"]
 dpo = T["dpo_accuracy"]
 dpo_all = pick(dpo, component="all")
 d_acc = {
@@ -324,11 +364,21 @@ derrs = (
     )
 )
 chance = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(chance):Q")
-alt.layer(derrs, dpoints, chance, data=dpo).facet(
-    column=alt.Column("model:N", title=None)
-).properties(title="@dpo prefers correct answers barely more often than chance (dashed)")
+show_figure(
+    facet(
+        alt.layer(derrs, dpoints, chance),
+        "model",
+        dpo["model"],
+        data=dpo,
+        height=160,
+        title="Held-out preference accuracy of each checkpoint",
+    ),
+    what="How often each checkpoint gives the correct answer the higher log-probability on "
+    "held-out preference pairs (Wilson 95% CIs); the dashed line is chance.",
+    look_at="the @dpo points against the base and against the dashed line",
+)
 
-# %%
+# %% tags=["hide-input"]
 dpo.round(3)
 
 # %% [markdown]
@@ -344,7 +394,7 @@ dpo.round(3)
 #
 # {glue:text}`org_homograph_detail`.
 
-# %%
+# %% tags=["hide-input"]
 words = T["homographs"]
 glue("org_n_words", str(words["word"].nunique()))
 glue(
@@ -372,25 +422,42 @@ wpoints = (
             title=None,
             sort=alt.EncodingSortField("ratio", op="median", order="descending"),
         ),
-        color=alt.Color("model:N", title=None),
+        color=model_color(words, title=None),
         tooltip=["model", "word", "senses", "control_word", alt.Tooltip("ratio:Q", format=".2f")],
     )
 )
 one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(even):Q")
-alt.layer(wpoints, one, data=words.assign(even=1.0)).properties(
-    title="Most homographs' senses sit a little further apart than their controls (ratio > 1)"
+show_figure(
+    alt.layer(wpoints, one, data=words.assign(even=1.0)).properties(
+        title="Separation of each homograph's senses relative to its control"
+    ),
+    what="For each homograph, the final-layer distance between its two senses over the distance "
+    "between its control pair; the dashed line is a ratio of 1.",
+    look_at="how many points sit right of the dashed line",
 )
 
-# %%
-alt.Chart(T["homograph_layers"]).mark_line(point=True).encode(
-    x=alt.X("layer:Q", title="layer (0 = embedding output)"),
-    y=alt.Y("separation:Q", title="median δ over the homographs"),
-    color=alt.Color("role:N", title=None),
-).properties(width=260, height=180).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Homograph and control pairs separate together, layer by layer"
+# %% tags=["hide-input"]
+hl = T["homograph_layers"]
+show_figure(
+    facet(
+        alt.Chart(hl)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:Q", title="layer (0 = embedding output)"),
+            y=alt.Y("separation:Q", title="median δ over the homographs"),
+            color=alt.Color("role:N", title=None),
+        ),
+        "model",
+        hl["model"],
+        height=180,
+        title="Separation of homograph and control pairs by layer",
+    ),
+    what="The median distance δ between the two contexts' states at each layer, for homograph "
+    "pairs and their controls.",
+    look_at="whether the homograph line leaves the control line, and where",
 )
 
-# %%
+# %% tags=["hide-input"]
 words.round(3)
 
 # %% [markdown]
@@ -401,7 +468,7 @@ words.round(3)
 # CI reaches chance or its base's accuracy, and homograph senses not separated beyond their
 # controls (Wilcoxon p ≥ 0.05).
 
-# %%
+# %% tags=["hide-input"]
 lines = [f"- `{m}`: {p}" for m in S for p in S[m]["problems"]]
 display(Markdown("\n".join(lines) if lines else "Nothing: every check passed."))
 

@@ -22,7 +22,7 @@
 # Here lamina's own metrics run on the states that paper 1 released (170 prompts, last token;
 # 50 prompts with every token), under each representation convention, beside the released tables.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "peer-gpt2"  # fixed: this chapter reads paper 1's released GPT-2 states only
 pooling = "last"  # unused: every convention is computed
 seed = 0  # unused; every chapter takes one
@@ -31,12 +31,13 @@ n_bootstrap = 1000  # unused here
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from lamina.book import glue, setup_altair
+from lamina.charts import caption_html
 from lamina.experiments import TrajectoryConfig, run_reanalysis
 from lamina.experiments.reanalysis import peer_available
 
@@ -54,7 +55,7 @@ glue("re_available", "present" if available else "absent")
 #
 # ## Curvature: which convention gives which number
 
-# %%
+# %% tags=["hide-input"]
 if result is None:
     display(Markdown("*The released states are absent; nothing to reanalyse.*"))
 else:
@@ -68,11 +69,20 @@ else:
             color="category:N",
             yOffset="category:N",
         )
-        .properties(
-            title="The released code's convention gives about 1 rad; mean pooling nears the paper"
-        )
+        .properties(title="Mean curvature per category under each representation convention")
     )
     display(chart)
+    display(
+        HTML(
+            caption_html(
+                "The mean curvature (radians) of each released prompt category under each "
+                "representation convention.",
+                "which conventions put the categories inside the paper's 0.27-0.83 rad",
+                claims=result.claims,
+                claim_id="reanalysis_paper_curvature",
+            )
+        )
+    )
     display(result.tables["sensitivity"].drop(columns=["definition"]).round(3))
     display(
         Markdown("Per-prompt agreement with the released metrics table (max absolute difference):")
@@ -82,7 +92,7 @@ else:
 # %% [markdown]
 # ## Convergence index profile
 
-# %%
+# %% tags=["hide-input"]
 if result is not None:
     ci = result.tables["convergence"]
     display(
@@ -93,10 +103,21 @@ if result is not None:
             y=alt.Y("ci:Q", title="mean per-prompt CI"),
             color="convention:N",
         )
-        .properties(title="No convention brings the released states' CI near 0.41–0.58")
+        .properties(title="Convergence index profile of the released states, by convention")
+    )
+    display(
+        HTML(
+            caption_html(
+                "The mean per-prompt convergence index at each layer of the released GPT-2 "
+                "states, one line per representation convention.",
+                "the height of each peak against the paper's 0.41-0.58",
+                claims=result.claims,
+                claim_id="reanalysis_paper_ci",
+            )
+        )
     )
 
-# %%
+# %% tags=["hide-input"]
 if result is not None:
     claims = result.claims
     for cid in ("reanalysis_released_curvature", "reanalysis_released_ci", "reanalysis_paper_ci"):

@@ -23,7 +23,7 @@
 # ranges 0.35–0.55, 0.70–0.85 and 0.60–0.70. Fixed bands always give three phases; whether the
 # data have three is a separate question, which we answer with change-point detection.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": organisms, MiniLM and paper 1's released GPT-2 states; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -35,12 +35,13 @@ quick = False  # few prompts and resamples, for CI
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 
 from lamina.book import glue
 from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.charts import facet, model_color, show_figure
 from lamina.experiments import run_three_phase
 
 result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
@@ -63,7 +64,7 @@ result = run_trajectory_chapter(run_three_phase, globals())  # the parameters ab
 # {glue:text}`tp_measured:.3f` in mean SIM (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`).
 # Change-point detection finds {glue:text}`tp_k` phase(s) there.
 
-# %%
+# %% tags=["hide-input"]
 prof = result.tables["profiles"]
 real = prof[prof["condition"] == "real"]
 base = alt.Chart(real).encode(
@@ -75,13 +76,21 @@ points = base.mark_point(filled=True, size=80).encode(
     shape=alt.Shape("fixed_band:N", title="paper's band"),
     tooltip=["model", "transition", alt.Tooltip("sim:Q", format=".3f")],
 )
-(base.mark_line(color="gray") + points).facet(
-    column=alt.Column("model:N", title=None)
-).resolve_scale(y="independent").properties(
-    title="Fixed bands impose three phases; the data choose their own"
+show_figure(
+    facet(
+        base.mark_line(color="gray") + points,
+        "model",
+        real["model"],
+        title="Layerwise similarity SIM(l) with the detected phases and the paper's bands",
+    ).resolve_scale(y="independent"),
+    what="The cosine similarity SIM(l) of consecutive layers across depth; colour gives the phase "
+    "change-point detection assigns, shape the paper's fixed band, one panel per model.",
+    look_at="whether the detected phases line up with the paper's three bands",
+    claims=result.claims,
+    claim_id="three_phase_detected",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["bands"].round(3)
 
 # %% [markdown]
@@ -89,25 +98,35 @@ result.tables["bands"].round(3)
 # Shuffled layers, moment-matched random states and a random-init model: their SIM profiles,
 # detected phases and band ordering.
 
-# %%
-alt.Chart(prof).mark_line().encode(
-    x=alt.X("depth:Q", title="depth"),
-    y=alt.Y("sim:Q", title="SIM(l)"),
-    color=alt.Color("condition:N"),
-    strokeDash="condition:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Shuffled layers flatten the SIM profile"
+# %% tags=["hide-input"]
+show_figure(
+    facet(
+        alt.Chart(prof)
+        .mark_line()
+        .encode(
+            x=alt.X("depth:Q", title="depth"),
+            y=alt.Y("sim:Q", title="SIM(l)"),
+            color=alt.Color("condition:N"),
+            strokeDash="condition:N",
+        ),
+        "model",
+        prof["model"],
+        title="SIM(l) of the real states and of each control",
+    ),
+    what="The layerwise similarity profile of the real states and of each control, one panel "
+    "per model.",
+    look_at="whether the controls keep the shape of the real profile",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"]
 
-# %%
+# %% tags=["hide-input"]
 claims = result.claims
 glue_claim("tp", claims, "three_phase_fixed_bands", n_models=len(result.models))
 claims_view(claims)
 
-# %%
+# %% tags=["hide-input"]
 detected = claims[claims["claim_id"] == "three_phase_detected"].reset_index(drop=True)
 glue("tp_k", int(detected.loc[0, "measured"]))
 glue("tp_share_three", float(detected.loc[0, "effect_size"]))
@@ -126,17 +145,25 @@ glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
 #
 # ## Sensitivity to the representation convention
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
-alt.Chart(sens).mark_point(filled=True, size=70).encode(
-    x=alt.X("k_bic:O", title="phases detected (BIC)"),
-    y=alt.Y("convention:N", title=None),
-    color="model:N",
-    shape="ordered:N",
-    tooltip=["model", "convention", "encoding", "elaboration", "output"],
-).properties(title="Change points rarely find three phases under any convention")
+show_figure(
+    alt.Chart(sens)
+    .mark_point(filled=True, size=70)
+    .encode(
+        x=alt.X("k_bic:O", title="phases detected (BIC)"),
+        y=alt.Y("convention:N", title=None),
+        color=model_color(sens),
+        shape="ordered:N",
+        tooltip=["model", "convention", "encoding", "elaboration", "output"],
+    )
+    .properties(title="Phases detected under each representation convention"),
+    what="The number of phases change-point detection (BIC) finds under each representation "
+    "convention, per model.",
+    look_at="how many points sit at 3",
+)
 
-# %%
+# %% tags=["hide-input"]
 sens.drop(columns=["definition"]).round(3)
 
 # %% [markdown]

@@ -42,7 +42,8 @@ CHROMIUM_FLAGS = [
 ]
 WIDTHS = (1300, 800)  # window widths (CSS px): a laptop and a narrow window / tablet
 HEIGHT = 900  # the first screen's height (CSS px)
-CHART_SELECTOR = "img[src$='.svg'], img[src$='.png'], .cell_output svg"
+# output images, and Vega's inline SVG (class "marks"); not the theme's icons
+CHART_SELECTOR = "img[src$='.svg'], img[src$='.png'], .cell_output svg.marks"
 MAX_LISTED = 8  # findings listed per check and page
 
 
@@ -182,7 +183,7 @@ _PAGE_CHECKS = """
 
 # Titles and facet headers of every SVG chart on the page must not overlap: each SVG is
 # fetched, laid out (invisibly) in the page with the reader's fonts, and the boxes of its
-# title and header texts (Vega's role-title-text) compared pairwise.
+# title and facet-header label texts (Vega draws both as role-title-text) compared pairwise.
 _LABEL_OVERLAPS = """
 async ([maxListed]) => {
   const col = document.querySelector('article.bd-article') || document.body;
@@ -194,8 +195,7 @@ async ([maxListed]) => {
     box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
     box.innerHTML = text;
     document.body.appendChild(box);
-    const labels = [...box.querySelectorAll('.role-title-text text, text.role-title-text, '
-      + '.role-column-header text, .role-row-header text')];
+    const labels = [...box.querySelectorAll('.role-title-text text, text.role-title-text')];
     const rects = [...new Set(labels)].map((t) => [t, t.getBoundingClientRect()])
       .filter(([t, r]) => r.width > 0 && (t.textContent || '').trim());
     for (let i = 0; i < rects.length; i++) {

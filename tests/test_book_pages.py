@@ -216,3 +216,54 @@ def test_tables_scroll_and_show_verdicts_as_badges():
     assert "&lt;x&gt;" in html and "lamina-verdict--reproduced" in html
     # the verdict column comes right after the claim id
     assert html.index("claim_id") < html.index("verdict") < html.index("measured")
+
+
+def _notebook_cells():
+    from pathlib import Path
+
+    import jupytext
+
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    for path in sorted(root.glob("*.py")):
+        yield path.stem, jupytext.read(path).cells
+
+
+def test_every_code_cell_of_every_chapter_is_folded():
+    """Code is one click away, never in the reader's way: each code cell is tagged
+    hide-input (or remove-input) in the chapter's source, and the first cell is prose."""
+    for chapter, cells in _notebook_cells():
+        assert cells[0].cell_type == "markdown", chapter
+        for i, cell in enumerate(cells):
+            if cell.cell_type != "code":
+                continue
+            tags = set(cell.metadata.get("tags", []))
+            assert tags & {"hide-input", "remove-input"}, f"{chapter} cell {i} is not folded"
+
+
+def test_every_figure_has_a_caption():
+    """A cell that draws an Altair chart also writes its caption (show_figure/caption_html)."""
+    for chapter, cells in _notebook_cells():
+        for i, cell in enumerate(cells):
+            if cell.cell_type == "code" and "alt.Chart(" in cell.source:
+                assert "show_figure(" in cell.source or "caption_html(" in cell.source, (
+                    f"{chapter} cell {i} draws a chart without a caption"
+                )
+
+
+def test_papermills_injected_parameters_are_folded(tmp_path):
+    import nbformat
+
+    from lamina.book import fold_injected_parameters
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 1", metadata={"tags": ["parameters", "hide-input"]}),
+        nbformat.v4.new_code_cell("a = 2", metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("print(a)"),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    fold_injected_parameters(path)
+    cells = nbformat.read(path, as_version=4).cells
+    assert cells[1].metadata["tags"] == ["injected-parameters", "hide-input"]
+    assert "tags" not in cells[2].metadata

@@ -3,7 +3,8 @@
 * Serves MathJax from ``_static/mathjax`` (copied from the ``jupyter-server-mathjax`` wheel,
   a MathJax 2.7 distribution) instead of a CDN.
 * Adds lamina's stylesheet (``book/_static/lamina.css``: verdict badges, the verdict matrix,
-  figure captions, charts that fit the column).
+  figure captions, charts that fit the column) and script (``lamina.js``: a "show all code"
+  toggle on every chapter, whose code cells are folded).
 * Drops sphinx-thebe's scripts: live kernels are off in this book, and sphinx-thebe 0.3
   declares its configuration twice, which is a console error, and names a CDN bundle.
 """
@@ -52,6 +53,7 @@ def setup(app):
     app.config.mathjax_path = f"mathjax/MathJax.js?config={MATHJAX_CONFIG}"
     app.connect("config-inited", lambda app, config: _add_static(app))
     app.add_css_file("lamina.css")
+    app.add_js_file("lamina.js")
     app.connect("builder-inited", _copy_mathjax)
     app.connect("html-page-context", _page_context, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

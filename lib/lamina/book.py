@@ -218,6 +218,7 @@ def execute_chapter(
             progress_bar=progress,
             cwd=str(_notebooks_dir()),
         )
+        fold_injected_parameters(tmp_target)
         os.replace(tmp_target, target)
     except BaseException:
         status = "failed"
@@ -235,6 +236,22 @@ def execute_chapter(
             },
         )
     return target
+
+
+def fold_injected_parameters(path: str | os.PathLike) -> None:
+    """Tag papermill's injected-parameters cell ``hide-input`` in the notebook at ``path``,
+    so its code is folded like the chapter's own parameters cell (one click away)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "hide-input" not in tags:
+            cell.metadata["tags"] = [*tags, "hide-input"]
+            changed = True
+    if changed:
+        nbformat.write(nb, path)
 
 
 def _safe_dirname(model: str) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "facet",
     "facet_columns",
     "facet_width",
+    "grid",
     "header",
     "model_color",
     "model_colors",
@@ -54,6 +55,7 @@ LEGEND_WIDTH = 130  # room a right-hand legend takes
 AXIS_WIDTH = 60  # room a y axis (labels and title) takes
 FACET_SPACING = 16  # px between facets
 FACET_MIN_WIDTH = 180  # no facet narrower: its header and tick labels stay readable
+ROW_HEADER_WIDTH = 110  # room for a grid's row headers (left of the panels)
 DEFAULT_HEIGHT = 240
 HEADER_WRAP = 18  # characters per line of a wrapped facet header label
 
@@ -193,7 +195,7 @@ def facet(
     data: Any = None,
 ) -> alt.FacetChart:
     """``chart`` as small multiples of ``field`` (nominal; ``values``: the values shown, e.g.
-    the data's column), wrapped into rows of :func:`facet_columns` facets, each
+    the data's column; panels follow their first-seen order), wrapped into rows of :func:`facet_columns` facets, each
     :func:`facet_width` wide so the whole figure fits :data:`PAGE_WIDTH`. Header labels are
     horizontal, limited to the facet's width, and wrapped (:func:`wrap_label`)."""
     import altair as alt
@@ -206,8 +208,38 @@ def facet(
     if data is not None:
         kwargs["data"] = data
     out = inner.facet(
-        facet=alt.Facet(f"{field}:N", title=None, header=header(labels, width)),
+        facet=alt.Facet(f"{field}:N", title=None, header=header(labels, width), sort=labels),
         columns=cols,
+        spacing=FACET_SPACING,
+        **kwargs,
+    )
+    return out.properties(title=title) if title else out
+
+
+def grid(
+    chart: alt.Chart | alt.LayerChart,
+    row: str,
+    column: str,
+    row_values: Iterable[Any],
+    column_values: Iterable[Any],
+    *,
+    legend: bool = True,
+    height: int = 160,
+    title: str | None = None,
+    data: Any = None,
+) -> alt.FacetChart:
+    """``chart`` as a grid of small multiples, ``row`` × ``column`` (both nominal), each panel
+    :func:`facet_width` wide for the number of columns, so the grid fits :data:`PAGE_WIDTH`;
+    headers as in :func:`facet`."""
+    import altair as alt
+
+    rows = [str(v) for v in dict.fromkeys(row_values)]
+    cols = [str(v) for v in dict.fromkeys(column_values)]
+    width = facet_width(len(cols), legend=legend, max_width=PAGE_WIDTH - ROW_HEADER_WIDTH)
+    kwargs: dict[str, Any] = {"data": data} if data is not None else {}
+    out = chart.properties(width=width, height=height).facet(
+        row=alt.Row(f"{row}:N", title=None, header=header(rows, ROW_HEADER_WIDTH), sort=rows),
+        column=alt.Column(f"{column}:N", title=None, header=header(cols, width), sort=cols),
         spacing=FACET_SPACING,
         **kwargs,
     )
