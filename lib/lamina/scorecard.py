@@ -56,7 +56,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     """One row per claim row found in the results (claim × model × stage), plus a "not run"
     row for every chapter of :data:`CHAPTER_PAPER` without results. Columns: paper, chapter,
     claim_id, claim, paper_value, model, context, measured, ci_low, ci_high, p, verdict, note,
-    measured_as (what the measured value is), self_check (the row checks lamina itself, not a
+    self_check (the row checks lamina itself, not a
     claim of the papers: :func:`lamina.badges.is_self_check`), commit."""
     records = list(read_results() if records is None else records)
     rows = []
@@ -83,7 +83,6 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "p": _num(row.get("p")),
                     "verdict": str(row.get("verdict", "not testable")),
                     "note": str(row.get("note") or row.get("reason") or ""),
-                    "measured_as": str(row.get("effect_name") or ""),
                     "self_check": is_self_check(row),
                     "commit": record.get("provenance", {}).get("lamina_commit", ""),
                 }
@@ -106,7 +105,6 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "p": None,
                     "verdict": "not run",
                     "note": "no results file",
-                    "measured_as": "",
                     "self_check": False,
                     "commit": "",
                 }

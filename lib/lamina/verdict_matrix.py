@@ -2,7 +2,7 @@
 
 Input is :func:`lamina.scorecard.claims_table`: one row per claim × model (× stage) with
 columns paper, chapter, claim_id, claim, paper_value, model, context, measured, ci_low,
-ci_high, p, verdict, note, measured_as, self_check. Output is HTML (the matrix, styled by
+ci_high, p, verdict, note, self_check. Output is HTML (the matrix, styled by
 ``book/_static/lamina.css``) and Markdown (the scorecard's sections); no number is typed here.
 
 Links assume the page sits next to ``executed/`` (``book/intro.md``, ``book/scorecard.md``).
@@ -202,8 +202,8 @@ def _ci(r: pd.Series) -> str:
 
 
 def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
-    """The scorecard's body: one section per claim (stated once, with the paper's value,
-    what was measured and a link to its chapter), then a compact row per model (× stage):
+    """The scorecard's body: one section per claim (stated once, with its id, the paper's
+    value and a link to its chapter), then a compact row per model (× stage):
     measured value, 95% CI, p, verdict badge. Notes (e.g. why not testable) follow the rows."""
     lines: list[str] = []
     for title, group in _groups(table, titles):
@@ -221,8 +221,6 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
             ]
             if first["paper_value"]:
                 meta.insert(0, f"paper: {_md(first['paper_value'])}")
-            if first.get("measured_as"):
-                meta.append(f"measured: {_md(first['measured_as'])}")
             lines += [f"<small>`{_md(cid)}`</small> · " + " · ".join(meta), ""]
             if first["verdict"] == "not run":
                 lines += [f"{badge('not run')} {_md(first['note'])}", ""]
