@@ -70,7 +70,7 @@ def _records():
             "summary": {
                 "claims": [
                     _row("reanalysis_released_curvature", "peer-gpt2", "reproduced", 1e-7),
-                    _row("own_check", "peer-gpt2", "reproduced", 0.0, self_check=True),
+                    _row("own_check", "peer-gpt2", "check passed", 0.0, self_check=True),
                     _row("reanalysis_paper_ci", "peer-gpt2", "not reproduced", 0.17),
                 ]
             },
@@ -105,6 +105,10 @@ def test_self_check_flag_wins_over_the_id_rule():
     assert not is_self_check({"claim_id": "reanalysis_released_ci", "self_check": False})
     assert is_self_check({"claim_id": "P2.qk", "self_check": True})
     assert is_self_check({"claim_id": "x", "self_check": "true"})
+    # lamina.claims.Claim rows carry a kind
+    assert is_self_check({"claim_id": "self-reanalysis-curvature", "kind": "self-check"})
+    assert not is_self_check({"claim_id": "self-odd", "kind": "paper"})
+    assert is_self_check({"claim_id": "self-reanalysis-curvature"})
     assert not is_self_check({"claim_id": "x", "self_check": float("nan")})
 
 

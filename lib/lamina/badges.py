@@ -26,6 +26,8 @@ VERDICTS: tuple[str, ...] = (
     "not reproduced",
     "not testable",
     "not run",
+    "check passed",
+    "check failed",
 )
 
 # claim ids that test lamina's own machinery (e.g. "lamina reproduces the released
@@ -54,8 +56,12 @@ def badge(verdict: str, *, title: str | None = None) -> str:
 def is_self_check(row: Mapping[str, Any]) -> bool:
     """Whether a claims row checks lamina itself rather than a claim of the papers.
 
-    A row's own ``self_check`` field decides when present (the claims module writes it);
-    otherwise a claim id starting with one of :data:`SELF_CHECK_PREFIXES` is a self-check."""
+    A row's own ``self_check`` flag, or its ``kind`` ("self-check" or "paper", as
+    ``lamina.claims.Claim`` writes it), decides when present; otherwise a claim id starting
+    with one of :data:`SELF_CHECK_PREFIXES` is a self-check."""
+    kind = row.get("kind")
+    if isinstance(kind, str) and kind.strip():
+        return kind.strip().lower() == "self-check"
     flag = row.get("self_check")
     if flag is not None and not (isinstance(flag, float) and flag != flag):
         if isinstance(flag, str):

@@ -36,7 +36,10 @@ CELL_WORD = {
     "not testable": "n/t",
     "not run": "not run",
     "mixed": "mixed",
+    "check passed": "pass",
+    "check failed": "fail",
 }
+PASSED = ("reproduced", "check passed")  # a self-check's verdict when it passes
 
 
 SELF_CHECKS_TITLE = "Self-checks of lamina (not counted as claims of the papers)"
@@ -104,7 +107,7 @@ def summary_line(table: pd.DataFrame) -> str:
     )
     checks = run[run["self_check"].astype(bool)]
     if len(checks):
-        ok = int((checks["verdict"] == "reproduced").sum())
+        ok = int(checks["verdict"].isin(PASSED).sum())
         line += f" Not counted: {len(checks)} self-checks of lamina itself, {ok} of them passed."
     missing = sorted(table.loc[table["verdict"] == "not run", "chapter"].unique())
     if missing:
@@ -204,7 +207,8 @@ def _ci(r: pd.Series) -> str:
 def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
     """The scorecard's body: one section per claim (stated once, with its id, the paper's
     value and a link to its chapter), then a compact row per model (× stage):
-    measured value, 95% CI, p, verdict badge. Notes (e.g. why not testable) follow the rows."""
+    measured value, 95% CI, p, verdict badge (its tooltip: the verdict's reason). Why a
+    claim was not testable follows the rows."""
     lines: list[str] = []
     for title, group in _groups(table, titles):
         lines += [f"## {title}", ""]
@@ -238,9 +242,9 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
                 )
                 lines.append(
                     f"| {who} | {_fmt(r['measured'])} | {_ci(r)} | {_fmt(r['p'])} | "
-                    f"{badge(str(r['verdict']))} |"
+                    f"{badge(str(r['verdict']), title=str(r['note']) or None)} |"
                 )
-                if r["note"]:
+                if r["note"] and r["verdict"] in ("not testable", "not run"):
                     notes.append(f"- `{_md(display_model(r['model']))}`: {_md(r['note'])}")
             lines.append("")
             if notes:
