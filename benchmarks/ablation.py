@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from lamina.ablation import _BlockCalls
 from lamina.anatomy import sweep_nll
-from lamina.perplexity import _seq_nll
+from lamina.anatomy.ablation import BlockCalls
+from lamina.anatomy.perplexity import sequence_nll
 from lamina.provenance import atomic_write_json, provenance
 
 TARGET = 1.8
@@ -99,11 +99,11 @@ def head_share(model: torch.nn.Module, ids: torch.Tensor, n: int = 3) -> tuple[f
     t_block = (t_pass - t_head) / L from a whole pass, so that each block's weights come from
     memory as they do in a sweep (timing one block in a loop keeps it in cache)."""
     with torch.no_grad():
-        calls = _BlockCalls(model, ids, keep_all=True)
+        calls = BlockCalls(model, ids, keep_all=True)
         n_layers = len(calls.blocks)
         last = calls.block(n_layers - 1, calls.streams[-1])
-        t_pass = _median_time(lambda: _seq_nll(calls.logits_from(0, calls.h0), ids), n)
-        t_head = _median_time(lambda: _seq_nll(calls.head(calls.norm(last)), ids), n)
+        t_pass = _median_time(lambda: sequence_nll(calls.logits_from(0, calls.h0), ids), n)
+        t_head = _median_time(lambda: sequence_nll(calls.head(calls.norm(last)), ids), n)
     return (t_pass - t_head) / n_layers, t_head
 
 

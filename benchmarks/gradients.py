@@ -2,11 +2,11 @@
 
 One SmolLM2-shaped layer (d = 576, 9 query / 3 key-value heads of 64, SwiGLU 1536), random
 init, 4,096 tokens. Gradient factors (a_t, δ_t) of all seven maps of the layer come from one
-backward pass (:func:`lamina.gradients.gradient_factors`); then, for every map, the RSF of the
+backward pass (:func:`lamina.weights.gradients.gradient_factors`); then, for every map, the RSF of the
 summed gradient, the mean and pooled per-token RSF and the cancellation are computed
 
-* by :func:`lamina.gradients.gradient_geometry` (factorised, O(T·d·k)), and
-* by :func:`lamina.gradients.gradient_geometry_reference` (every g_t = δ_t a_tᵀ formed,
+* by :func:`lamina.weights.gradients.gradient_geometry` (factorised, O(T·d·k)), and
+* by :func:`lamina.weights.gradients.gradient_geometry_reference` (every g_t = δ_t a_tᵀ formed,
   ``--chunk`` tokens at a time).
 
 Read maps use a random k-frame of their input space, write maps the prediction subspace.
@@ -26,8 +26,13 @@ from dataclasses import fields
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lamina.gradients import gradient_factors, gradient_geometry, gradient_geometry_reference
+from lamina.organisms.objectives import lm_loss
 from lamina.weights import linear_maps, prediction_basis, random_orthonormal
+from lamina.weights.gradients import (
+    gradient_factors,
+    gradient_geometry,
+    gradient_geometry_reference,
+)
 
 
 class RandomTokens:
@@ -74,7 +79,7 @@ def main() -> None:
     texts = [" ".join(map(str, row.tolist())) for row in ids]
     maps = linear_maps(model, embeddings=False)
     t0 = time.perf_counter()
-    factors = gradient_factors(model, RandomTokens(), texts, maps, max_length=None)
+    factors = gradient_factors(model, RandomTokens(), texts, maps, lm_loss, max_length=None)
     t_factors = time.perf_counter() - t0
 
     pred = prediction_basis(model, args.k)

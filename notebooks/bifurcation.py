@@ -45,9 +45,9 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 import altair as alt
 import pandas as pd
 
-from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
-from lamina.charts import facet, model_color, show_figure
-from lamina.experiments import run_bifurcation
+from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
+from lamina.chapters.bifurcation import run_bifurcation
 
 result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters above
 
@@ -55,7 +55,7 @@ result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters ab
 # ## Method
 # With last-token pooling (this chapter's default) we use the 20 pairs whose homograph is the
 # last word in both contexts, so the state compared is the word's own (last sub-token); mean
-# pooling uses all 40 pairs and compares whole sentences. `lamina.experiments.run_bifurcation`
+# pooling uses all 40 pairs and compares whole sentences. `lamina.chapters.bifurcation.run_bifurcation`
 # computes δ with `lamina.geometry.bifurcation` for homograph and control pairs. When the same
 # token has identical layer-0 states in both contexts (no position in the embedding), δ(0) = 0
 # and the ratio would be infinite; the baseline then moves to layer 1 (a reimplementation

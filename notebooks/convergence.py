@@ -40,15 +40,15 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 import altair as alt
 import pandas as pd
 
-from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
-from lamina.charts import facet, model_color, show_figure
-from lamina.experiments import run_convergence
+from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
+from lamina.chapters.convergence import run_convergence
 
 result = run_trajectory_chapter(run_convergence, globals())  # the parameters above
 
 # %% [markdown]
 # ## Method
-# `lamina.experiments.run_convergence` extracts every prompt's trajectory in fp32 (layer 0 =
+# `lamina.chapters.convergence.run_convergence` extracts every prompt's trajectory in fp32 (layer 0 =
 # embedding output, layer l = residual stream after block l, before the final norm), computes
 # the per-prompt convergence index with `lamina.geometry.convergence_index_per_prompt`, takes the
 # layer where its mean peaks, and reports the peak with a BCa bootstrap 95% CI over prompts. The

@@ -38,15 +38,15 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 import altair as alt
 import pandas as pd
 
-from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
-from lamina.charts import facet, model_color, show_figure
-from lamina.experiments import run_curvature
+from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
+from lamina.chapters.curvature import run_curvature
 
 result = run_trajectory_chapter(run_curvature, globals())  # the parameters above
 
 # %% [markdown]
 # ## Method
-# `lamina.experiments.run_curvature` computes `lamina.geometry.mean_curvature` per prompt, the
+# `lamina.chapters.curvature.run_curvature` computes `lamina.geometry.mean_curvature` per prompt, the
 # difference of family means (reasoning − lexical) with a two-sample bootstrap 95% CI, and the
 # paper's two-sided Mann–Whitney U test with the rank-biserial correlation. Prompts that
 # tokenise to a single token are left out of the main analysis: their last token is also their

@@ -43,9 +43,9 @@ import numpy as np
 import pandas as pd
 
 from lamina.book import glue, setup_altair
-from lamina.chapter import fmt_value, glue_claim_strings
-from lamina.charts import facet, show_figure
-from lamina.experiments.growth import GrowthConfig, run_growth
+from lamina.book.chapter import fmt_value, glue_claim_strings
+from lamina.book.charts import facet, show_figure
+from lamina.chapters.growth_training import GrowthConfig, run_growth
 
 setup_altair()
 config = GrowthConfig(
@@ -75,10 +75,10 @@ print("\n".join(result.notes))
 # %% [markdown]
 # ## Method
 # Layer importance is the perplexity change when a layer is skipped (`lamina.anatomy`); the
-# growth schedule (`lamina.growth.growth_schedule`) trains the most important group first,
+# growth schedule (`lamina.anatomy.growth.growth_schedule`) trains the most important group first,
 # then the next, with the other blocks frozen (no gradient, no optimiser state), and ends
 # with a full fine-tune. Uniform training trains everything for the same number of steps.
-# FLOPs count the backward work that frozen blocks save (`lamina.growth.step_flops`): their
+# FLOPs count the backward work that frozen blocks save (`lamina.anatomy.growth.step_flops`): their
 # weight gradients are skipped, but activation gradients still flow through any block above
 # a trainable one. Wall time excludes evaluation.
 

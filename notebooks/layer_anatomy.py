@@ -47,10 +47,10 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from lamina.book import glue, setup_altair
-from lamina.chapter import fmt_value, glue_claim_strings
-from lamina.charts import caption_html, facet, show_figure
-from lamina.experiments.anatomy import AnatomyConfig, run_anatomy
-from lamina.experiments.anatomy_claims import core_layers
+from lamina.book.chapter import fmt_value, glue_claim_strings
+from lamina.book.charts import caption_html, facet, show_figure
+from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
+from lamina.chapters.layer_anatomy.claims import core_layers
 
 setup_altair()
 config = AnatomyConfig(
@@ -398,4 +398,4 @@ result.claims[
 #   0.1, orders of magnitude within one decade) are ours; the paper states none.
 # - Recovery uses a small fine-tuning budget; censored layers limit the correlation's power.
 # - Which tensors a surgery touches (matrices only, or also norms) is a reimplementation choice
-#   (`lamina.surgery`).
+#   (`lamina.anatomy.surgery`).

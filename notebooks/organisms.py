@@ -41,10 +41,10 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.charts import facet, grid, model_color, show_figure
+from lamina.book.charts import facet, grid, model_color, show_figure
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
-from lamina.experiments.organisms import OrganismsConfig, run_organisms  # noqa: E402
+from lamina.chapters.organisms import OrganismsConfig, run_organisms
 
 config = OrganismsConfig(model=model, n_eval=n_eval, n_samples=n_samples, seed=seed, quick=quick)
 result = run_organisms(config)

@@ -37,9 +37,9 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.charts import caption_html
-from lamina.experiments import TrajectoryConfig, run_reanalysis
-from lamina.experiments.reanalysis import peer_available
+from lamina.book.charts import caption_html
+from lamina.chapters.reanalysis import peer_available, run_reanalysis
+from lamina.chapters.trajectory import TrajectoryConfig
 
 setup_altair()
 config = TrajectoryConfig(model=model, pooling=pooling, seed=seed, quick=quick, peer_root=peer_root)

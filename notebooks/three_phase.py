@@ -40,21 +40,21 @@ import altair as alt
 import pandas as pd
 
 from lamina.book import glue
-from lamina.chapter import claims_view, glue_claim, run_trajectory_chapter
-from lamina.charts import facet, model_color, show_figure
-from lamina.experiments import run_three_phase
+from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
+from lamina.chapters.three_phase import run_three_phase
 
 result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
 
 # %% [markdown]
 # ## Method
-# `lamina.experiments.run_three_phase` computes `lamina.geometry.layerwise_cosine` for the
+# `lamina.chapters.three_phase.run_three_phase` computes `lamina.geometry.layerwise_cosine` for the
 # semantic, analogy, reasoning and lexical families (single-token prompts left out), then
-# (a) `lamina.phases.fixed_phase_bands` and `phase_summary`: per-prompt band means, the
+# (a) `lamina.geometry.phases.fixed_phase_bands` and `phase_summary`: per-prompt band means, the
 # elaboration − encoding difference with a bootstrap CI, and Mann–Whitney U tests of elaboration
 # against each other band (BH-adjusted; p is the larger q). "Reproduced" needs p < 0.05 and the
 # paper's ordering encoding < output preparation < elaboration.
-# (b) `lamina.phases.detect_phases`: exact least-squares change points with the number of phases
+# (b) `lamina.geometry.phases.detect_phases`: exact least-squares change points with the number of phases
 # chosen by a penalised BIC (and, for comparison, cross-validation), on the prompt-mean profile
 # and on 300 prompt resamples.
 

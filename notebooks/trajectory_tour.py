@@ -35,7 +35,7 @@ import pandas as pd
 
 import lamina
 from lamina.book import glue, setup_altair
-from lamina.charts import show_figure
+from lamina.book.charts import show_figure
 from lamina.geometry import layerwise_cosine
 
 setup_altair()

@@ -80,15 +80,15 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.charts import facet, grid, model_color, show_figure
-from lamina.experiments.weight_signature import SignatureConfig, run_weight_signature
-from lamina.experiments.weight_signature_claims import CLAIMS
-from lamina.experiments.weight_signature_report import (
+from lamina.book.charts import facet, grid, model_color, show_figure
+from lamina.chapters.weight_update_signature import SignatureConfig, run_weight_signature
+from lamina.chapters.weight_update_signature.figures import (
     describe,
     enrichment_curves,
     mechanism_summary,
     pretraining_trajectory,
 )
+from lamina.chapters.weight_update_signature.verdicts import CLAIMS
 
 setup_altair()
 # shown instead of the charts that need a training history, on a real pair
@@ -143,7 +143,7 @@ glue("ws_seconds", round(sum(config.timings.values()), 1))
 # and Wilcoxon signed-rank tests; "close to random" means the CI lies within
 # [1/m, m] with m = {glue:text}`ws_margin` (reimplementation choice). Models:
 # {glue:text}`ws_models` (notes: {glue:text}`ws_notes`). All the computation is in
-# `lamina.experiments.weight_signature`; this run took {glue:text}`ws_seconds` s.
+# `lamina.chapters.weight_update_signature`; this run took {glue:text}`ws_seconds` s.
 
 # %% [markdown]
 # ## Where alignment puts its updates
@@ -250,7 +250,7 @@ else:
 # %% [markdown]
 # ## The mechanism: gradients as sums of outer products
 #
-# ∇W = Σ_t δ_t a_tᵀ. `lamina.gradients.gradient_geometry` measures the summed gradient, the
+# ∇W = Σ_t δ_t a_tᵀ. `lamina.weights.gradients.gradient_geometry` measures the summed gradient, the
 # per-token terms and their cancellation without forming any outer product, at the base
 # checkpoint, under the three objectives.
 #

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from lamina import anatomy as A
-from lamina.models import get_adapter
-from lamina.predictability import (
+from lamina.anatomy.predictability import (
     delta_correlation,
     layer_structure,
     predicted_layer_state,
@@ -18,6 +17,7 @@ from lamina.predictability import (
     singular_spectra,
     weight_predictability,
 )
+from lamina.models import get_adapter
 
 from .conftest import tiny_model
 

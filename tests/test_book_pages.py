@@ -8,8 +8,8 @@ import re
 import pandas as pd
 import pytest
 
-from lamina.badges import VERDICTS, badge, is_self_check
-from lamina.charts import (
+from lamina.book.badges import VERDICTS, badge, is_self_check
+from lamina.book.charts import (
     FACET_MIN_WIDTH,
     MODEL_COLORS,
     PAGE_WIDTH,
@@ -19,9 +19,9 @@ from lamina.charts import (
     model_colors,
     wrap_label,
 )
-from lamina.scorecard import claims_table, write_pages
-from lamina.tables import table_html
-from lamina.verdict_matrix import matrix_html, scorecard_markdown, section_anchor, summary_line
+from lamina.book.matrix import matrix_html, scorecard_markdown, section_anchor, summary_line
+from lamina.book.scorecard import claims_table, write_pages
+from lamina.book.tables import table_html
 
 EMOJI = re.compile("[\u2600-\u27bf\u2b50\u2b55\U0001f300-\U0001faff]")  # emoji blocks
 
@@ -257,7 +257,7 @@ def test_every_figure_has_a_caption():
 def test_papermills_injected_parameters_are_folded(tmp_path):
     import nbformat
 
-    from lamina.book import fold_injected_parameters
+    from lamina.book.execute import fold_injected_parameters
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import lamina.chapter as chapter
+import lamina.book.chapter as chapter
 
 
 def _claims() -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Properties of lamina.geometry and lamina.phases (issue 4): invariances, known paths, bad input."""
+"""Properties of lamina.geometry and lamina.geometry.phases (issue 4): invariances, known paths, bad input."""
 
 from __future__ import annotations
 

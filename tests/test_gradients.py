@@ -1,18 +1,18 @@
-"""lamina.gradients: per-token gradient factors, their factorised geometry, Adam's direction."""
+"""lamina.weights.gradients: per-token gradient factors, their factorised geometry, Adam's direction."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lamina.gradients import (
+from lamina.organisms.objectives import lm_loss
+from lamina.weights import linear_maps, prediction_basis, random_orthonormal
+from lamina.weights.gradients import (
     adam_update_direction,
     gradient_factors,
     gradient_geometry,
     gradient_geometry_reference,
 )
-from lamina.organisms.objectives import lm_loss
-from lamina.weights import linear_maps, prediction_basis, random_orthonormal
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
@@ -26,7 +26,7 @@ def tok():
 def test_summed_gradient_factors_equal_autograd_weight_gradients(tok, arch):
     model = tiny_model(arch)
     maps = [m for m in linear_maps(model) if m.layer is not None or m.role == "unembed"]
-    factors = gradient_factors(model, tok, SAMPLE_TEXT[:3], maps)
+    factors = gradient_factors(model, tok, SAMPLE_TEXT[:3], maps, lm_loss)
     assert all(p.grad is None for p in model.parameters())  # factors leave .grad alone
     enc = tok(SAMPLE_TEXT[:3], return_tensors="pt", padding=True)
     lm_loss(model(**enc).logits, enc["input_ids"], enc["attention_mask"]).backward()
@@ -44,7 +44,7 @@ def test_summed_gradient_factors_equal_autograd_weight_gradients(tok, arch):
 def test_factorised_geometry_equals_materialised_outer_products_on_a_tiny_model(tok, arch):
     model = tiny_model(arch)
     maps = linear_maps(model, embeddings=False)
-    factors = gradient_factors(model, tok, SAMPLE_TEXT, maps)
+    factors = gradient_factors(model, tok, SAMPLE_TEXT, maps, lm_loss)
     gen = torch.Generator().manual_seed(0)
     pred = prediction_basis(model, 6)
     for m in maps:
@@ -114,6 +114,6 @@ def test_gradient_factors_reject_the_embedding_and_unknown_losses(tok):
     model = tiny_model("llama")
     embed = [m for m in linear_maps(model) if m.role == "embed"]
     with pytest.raises(ValueError, match="one-hot"):
-        gradient_factors(model, tok, SAMPLE_TEXT[:1], embed)
-    with pytest.raises(ValueError, match="loss must be"):
+        gradient_factors(model, tok, SAMPLE_TEXT[:1], embed, lm_loss)
+    with pytest.raises(TypeError, match="loss must be a callable"):
         gradient_factors(model, tok, SAMPLE_TEXT[:1], linear_maps(model)[1:2], loss="dpo")

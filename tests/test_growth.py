@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lamina.growth import (
+from lamina.anatomy.growth import (
     Phase,
     compare_runs,
     growth_schedule,

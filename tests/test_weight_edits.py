@@ -1,12 +1,12 @@
-"""lamina.weight_edits: rank-1 write edits and single-group adaptation."""
+"""lamina.weights.edits: rank-1 write edits and single-group adaptation."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lamina.weight_edits import rank1_write_edit, single_group_parameters, unembedding_direction
 from lamina.weights import linear_maps
+from lamina.weights.edits import rank1_write_edit, single_group_parameters, unembedding_direction
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 

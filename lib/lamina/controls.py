@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lamina._arraylike import _to_numpy
+from lamina.arrays import to_numpy
 
 if TYPE_CHECKING:
     import torch
@@ -22,7 +22,7 @@ Seed = int | np.random.Generator | None
 
 
 def _states(states: Any) -> np.ndarray:
-    arr = _to_numpy(states, "states")
+    arr = to_numpy(states, "states")
     if arr.ndim != 3 or min(arr.shape) < 1:
         raise ValueError(f"states must have shape (n, L+1, d); got shape {arr.shape}")
     return arr

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lamina.version import __version__
+
 __all__ = [
     "atomic_write",
     "atomic_write_text",
@@ -69,8 +71,6 @@ def provenance(**extra: Any) -> dict[str, Any]:
     import numpy
     import torch
     import transformers
-
-    from lamina import __version__
 
     record = {
         "lamina_version": __version__,

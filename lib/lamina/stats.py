@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from lamina._arraylike import _to_numpy
+from lamina.arrays import to_numpy
 
 __all__ = [
     "bootstrap_ci",
@@ -30,7 +30,7 @@ Alternative = Literal["two-sided", "less", "greater"]
 
 
 def _sample(x: Any, name: str, min_size: int = 1) -> np.ndarray:
-    arr = _to_numpy(x, name).astype(np.float64)
+    arr = to_numpy(x, name).astype(np.float64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional; got shape {arr.shape}")
     arr = arr[~np.isnan(arr)]
@@ -108,7 +108,7 @@ def fdr_bh(pvalues: Any, alpha: float = 0.05) -> pd.DataFrame:
     q_value, reject, one row per input, index kept from a pandas Series.
     """
     index = pvalues.index if isinstance(pvalues, pd.Series) else None
-    p = _to_numpy(np.asarray(pvalues, dtype=np.float64), "pvalues")
+    p = to_numpy(np.asarray(pvalues, dtype=np.float64), "pvalues")
     if p.ndim != 1:
         raise ValueError(f"pvalues must be one-dimensional; got shape {p.shape}")
     ok = ~np.isnan(p)

@@ -94,7 +94,7 @@ def shakespeare_plays() -> dict[str, str]:
     return dict(sorted(plays.items()))
 
 
-def _split(items: list[Any], fractions: tuple[float, float]) -> tuple[list, list, list]:
+def split_documents(items: list[Any], fractions: tuple[float, float]) -> tuple[list, list, list]:
     """Seeded permutation, then (val, heldout, train) by fractions (val, heldout) of len(items)."""
     order = list(range(len(items)))
     random.Random(SPLIT_SEED).shuffle(order)
@@ -131,10 +131,12 @@ def load_corpus(cfg: OrganismConfig) -> Corpus:
     plays = shakespeare_plays()
     names = list(plays)[: cfg.max_plays] if cfg.max_plays else list(plays)
     texts = [plays[n][: cfg.max_chars_per_play] for n in names]
-    play_val, play_held, play_train = _split(list(zip(names, texts, strict=True)), (0.08, 0.08))
+    play_val, play_held, play_train = split_documents(
+        list(zip(names, texts, strict=True)), (0.08, 0.08)
+    )
 
     cur = generate_curriculum(cfg.seed, cfg.n_curriculum_docs)
-    cur_val, cur_held, cur_train = _split(list(cur.text), (0.05, 0.10))
+    cur_val, cur_held, cur_train = split_documents(list(cur.text), (0.05, 0.10))
 
     train = [t for _, t in play_train] + cur_train
     random.Random(SPLIT_SEED + 1).shuffle(train)

@@ -1,0 +1,197 @@
+"""Weight predictability across depth and per-layer weight structure (paper 3).
+
+Matrix types are the adapter's read/write roles (``q``, ``k``, ``v``, ``mlp_up``, ``mlp_gate``,
+``attn_out``, ``mlp_out``; GPT-2's fused ``qkv``). One matrix type stacked over depth is an
+(L, P) array: row l is layer l's weight, flattened.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from lamina.anatomy.layers import check_layer
+from lamina.models import get_adapter
+
+__all__ = [
+    "delta_correlation",
+    "depth_features",
+    "layer_structure",
+    "matrix_types",
+    "predicted_layer_state",
+    "ridge",
+    "ridge_depth_fit",
+    "singular_spectra",
+    "stacked_weights",
+    "weight_predictability",
+]
+
+
+def matrix_types(model: nn.Module) -> dict[str, str]:
+    """Role -> dotted path inside a block, for every read and write matrix of the architecture."""
+    adapter = get_adapter(model)
+    return {**adapter.read, **adapter.write}
+
+
+def stacked_weights(model: nn.Module, role: str) -> np.ndarray:
+    """(L, P) float64: layer l's ``role`` weight, flattened (stored layout; GPT-2 Conv1D is
+    (d_in, d_out), which does not change any quantity computed here)."""
+    adapter = get_adapter(model)
+    path = matrix_types(model)[role]
+    rows = [
+        adapter.block_part(model, l, path).weight.detach().double().reshape(-1).cpu().numpy()
+        for l in range(adapter.n_layers(model))
+    ]
+    return np.stack(rows)
+
+
+def depth_features(layers: np.ndarray, n_layers: int, degree: int = 2) -> np.ndarray:
+    """(n, degree+1) polynomial depth features [1, z, z^2, ...], z = l / (L-1) in [0, 1].
+
+    Reimplementation choice: paper 3 says "ridge regression across depth" without features;
+    a polynomial in normalised depth of degree ``degree`` is ours.
+    """
+    z = np.asarray(layers, dtype=np.float64) / max(n_layers - 1, 1)
+    return np.vander(z, degree + 1, increasing=True)
+
+
+def ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    """Closed-form ridge B = (X^T X + alpha D)^{-1} X^T Y, D = diag(0, 1, ..., 1): the intercept
+    is not penalised. x: (n, k), y: (n, P) -> (k, P)."""
+    penalty = alpha * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0
+    return np.linalg.solve(x.T @ x + penalty, x.T @ y)
+
+
+def ridge_depth_fit(
+    weights: np.ndarray, *, alpha: float = 1.0, degree: int = 2
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Leave-one-layer-out ridge prediction of each layer's weights from its depth.
+
+    weights: (L, P). For each layer j, fit ridge on the other L-1 layers (features
+    :func:`depth_features`) and predict W_j. Returns (r2, r2_per_layer (L,), predictions (L, P)):
+
+        R^2 = 1 - sum_j ||W_j - What_j||^2 / sum_j ||W_j - Wbar||^2,   Wbar = mean_l W_l,
+
+    pooled over layers and entries; r2_per_layer uses layer j's terms only.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    n = w.shape[0]
+    if n < degree + 2:
+        raise ValueError(f"{n} layers are too few for a degree-{degree} leave-one-out fit")
+    x = depth_features(np.arange(n), n, degree)
+    pred = np.empty_like(w)
+    for j in range(n):
+        keep = np.arange(n) != j
+        pred[j] = x[j] @ ridge(x[keep], w[keep], alpha)
+    sse = ((w - pred) ** 2).sum(axis=1)
+    sst = ((w - w.mean(axis=0)) ** 2).sum(axis=1)
+    return float(1.0 - sse.sum() / sst.sum()), 1.0 - sse / sst, pred
+
+
+def weight_predictability(
+    model: nn.Module, *, alpha: float = 1.0, degree: int = 2, per_layer: bool = False
+) -> pd.DataFrame:
+    """Leave-one-layer-out R^2 of :func:`ridge_depth_fit` for every matrix type.
+
+    Returns one row per type (matrix, r2, n_layers, n_params, alpha, degree), or with
+    ``per_layer=True`` one row per (matrix, layer) with that layer's r2.
+    """
+    rows = []
+    for role in matrix_types(model):
+        w = stacked_weights(model, role)
+        r2, r2_layer, _ = ridge_depth_fit(w, alpha=alpha, degree=degree)
+        base = {"matrix": role, "alpha": alpha, "degree": degree}
+        if per_layer:
+            rows += [{**base, "layer": l, "r2": float(v)} for l, v in enumerate(r2_layer)]
+        else:
+            rows.append({**base, "r2": r2, "n_layers": w.shape[0], "n_params": w.shape[1]})
+    return pd.DataFrame(rows)
+
+
+def delta_correlation(model: nn.Module) -> pd.DataFrame:
+    """Pearson correlation of consecutive weight updates across depth, per type and layer.
+
+    rho(l) = corr(vec(W_{l+1} - W_l), vec(W_{l+2} - W_{l+1})),  l = 0..L-3.
+
+    Note: for weights drawn i.i.d. across layers rho = -0.5 exactly in expectation, so -0.5
+    is the no-structure baseline, not evidence of oscillation.
+    Returns columns matrix, layer, corr.
+    """
+    rows = []
+    for role in matrix_types(model):
+        d = np.diff(stacked_weights(model, role), axis=0)
+        for l in range(d.shape[0] - 1):
+            rows.append(
+                {"matrix": role, "layer": l, "corr": float(np.corrcoef(d[l], d[l + 1])[0, 1])}
+            )
+    return pd.DataFrame(rows)
+
+
+def predicted_layer_state(
+    model: nn.Module, layer: int, *, alpha: float = 1.0, degree: int = 2
+) -> dict[str, torch.Tensor]:
+    """Ridge-predicted weights of every matrix type of block ``layer``, fitted on the other
+    layers (leave-one-out, as in :func:`ridge_depth_fit`). Keys are relative to the block
+    (``"self_attn.q_proj.weight"``), ready for :func:`lamina.anatomy.surgery.substitute_weights`."""
+    layer = check_layer(model, layer)
+    adapter = get_adapter(model)
+    n = adapter.n_layers(model)
+    x = depth_features(np.arange(n), n, degree)
+    keep = np.arange(n) != layer
+    out = {}
+    for role, path in matrix_types(model).items():
+        w = stacked_weights(model, role)
+        pred = x[layer] @ ridge(x[keep], w[keep], alpha)
+        ref = adapter.block_part(model, layer, path).weight
+        out[f"{path}.weight"] = torch.from_numpy(pred).reshape(ref.shape).to(ref.dtype)
+    return out
+
+
+def _spectrum(w: torch.Tensor) -> np.ndarray:
+    return torch.linalg.svdvals(w.detach().double()).cpu().numpy()
+
+
+def layer_structure(model: nn.Module) -> pd.DataFrame:
+    """Per-layer, per-matrix structure from the singular values s_1 >= s_2 >= ... of W:
+
+    frobenius = ||W||_F;  spectral = ||W||_2 = s_1;
+    stable_rank = ||W||_F^2 / ||W||_2^2;
+    effective_rank = exp(-sum_i p_i log p_i),  p_i = s_i / sum_j s_j  (Roy & Vetterli 2007).
+
+    Returns columns layer, matrix, frobenius, spectral, stable_rank, effective_rank.
+    """
+    adapter = get_adapter(model)
+    rows = []
+    for l in range(adapter.n_layers(model)):
+        for role, path in matrix_types(model).items():
+            s = _spectrum(adapter.block_part(model, l, path).weight)
+            p = s / s.sum()
+            p = p[p > 0]
+            rows.append(
+                {
+                    "layer": l,
+                    "matrix": role,
+                    "frobenius": float(np.sqrt((s**2).sum())),
+                    "spectral": float(s[0]),
+                    "stable_rank": float((s**2).sum() / s[0] ** 2),
+                    "effective_rank": float(np.exp(-(p * np.log(p)).sum())),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def singular_spectra(model: nn.Module) -> dict[str, np.ndarray]:
+    """Matrix type -> (L, min(m, n)) singular values of each layer's weight, descending."""
+    adapter = get_adapter(model)
+    return {
+        role: np.stack(
+            [
+                _spectrum(adapter.block_part(model, l, path).weight)
+                for l in range(adapter.n_layers(model))
+            ]
+        )
+        for role, path in matrix_types(model).items()
+    }

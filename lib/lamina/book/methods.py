@@ -1,0 +1,77 @@
+"""The methods chapter quotes definitions from their single source: the docstrings.
+
+:data:`METHODS` names each quoted definition by the module that defines it;
+:func:`methods_markdown` writes them verbatim (``python -m lamina.book methods``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["METHODS", "methods_markdown"]
+
+METHODS: dict[str, list[str]] = {
+    "Representation": ["lamina.extract.extract"],
+    "Trajectory geometry (paper 1)": [
+        "lamina.geometry.metrics.trajectory_length",
+        "lamina.geometry.metrics.curvature",
+        "lamina.geometry.metrics.mean_curvature",
+        "lamina.geometry.metrics.layerwise_cosine",
+        "lamina.geometry.metrics.convergence_index",
+        "lamina.geometry.metrics.convergence_index_pooled",
+        "lamina.geometry.metrics.convergence_index_per_prompt",
+        "lamina.geometry.metrics.stability",
+        "lamina.geometry.metrics.bifurcation",
+        "lamina.geometry.phases.fixed_phase_bands",
+        "lamina.geometry.phases.detect_phases",
+    ],
+    "Controls": [
+        "lamina.controls.shuffle_layers",
+        "lamina.controls.random_embeddings",
+        "lamina.controls.random_init_like",
+        "lamina.controls.permute_labels",
+    ],
+    "Weight-update geometry (paper 2)": [
+        "lamina.weights.subspace_fraction.relative_subspace_fraction",
+        "lamina.weights.subspace_fraction.enrichment",
+        "lamina.weights.subspaces.principal_basis",
+        "lamina.weights.subspaces.prediction_basis",
+        "lamina.weights.gradients.gradient_geometry",
+    ],
+    "Layer anatomy (paper 3)": [
+        "lamina.anatomy.perplexity.perplexity",
+        "lamina.anatomy.predictability.weight_predictability",
+        "lamina.anatomy.predictability.delta_correlation",
+        "lamina.anatomy.predictability.layer_structure",
+        "lamina.anatomy.growth.train_with_schedule",
+    ],
+}
+
+
+def _resolve_dotted(dotted: str) -> Any:
+    import importlib
+
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def methods_markdown() -> str:
+    """Markdown quoting the docstring of every definition in :data:`METHODS`, verbatim."""
+    import inspect
+
+    lines: list[str] = []
+    for section, names in METHODS.items():
+        found = []
+        for dotted in names:
+            try:
+                obj = _resolve_dotted(dotted)
+            except (ImportError, AttributeError):
+                continue
+            found.append((dotted, obj))
+        if not found:
+            continue
+        lines += [f"## {section}", ""]
+        for dotted, obj in found:
+            doc = inspect.getdoc(obj) or "(undocumented)"
+            lines += [f"### `{dotted}`", "", "```text", doc, "```", ""]
+    return "\n".join(lines)

@@ -1,0 +1,26 @@
+"""The organisms appendix chapter (``notebooks/organisms.py``): the run (:mod:`~.run`) and
+the generation and homograph probes (:mod:`~.probes`)."""
+
+from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
+from lamina.chapters.organisms.run import (
+    CHECKPOINTS,
+    DEFAULT_ORGANISMS,
+    OrganismsConfig,
+    OrganismsResult,
+    organism_names,
+    run_organisms,
+    wilson,
+)
+
+__all__ = [
+    "CHECKPOINTS",
+    "DEFAULT_ORGANISMS",
+    "SAMPLE_PROMPTS",
+    "OrganismsConfig",
+    "OrganismsResult",
+    "homograph_separation",
+    "organism_names",
+    "run_organisms",
+    "samples",
+    "wilson",
+]

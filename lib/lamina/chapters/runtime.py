@@ -1,0 +1,53 @@
+"""Run-time resources the model chapters share: torch threads and organism text windows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+from lamina.anatomy.perplexity import chunk_tokens
+from lamina.organisms import ORGANISMS
+from lamina.organisms.corpus import load_corpus
+
+__all__ = ["corpus_windows", "threads"]
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Run the body with ``torch.set_num_threads(n)`` (None: unchanged)."""
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def corpus_windows(
+    organism: str, tokenizer: Any, split: str, n_tokens: int | None, seq_len: int
+) -> torch.Tensor:
+    """Non-overlapping windows (n, seq_len) of the ``split`` ("train", "val", "heldout") text
+    of a registered organism's corpus, tokenised by ``tokenizer`` (EOS between documents);
+    the first ceil(n_tokens / seq_len) windows (all with None). Raises if too few tokens."""
+    name = organism.partition("@")[0]
+    if name not in ORGANISMS:
+        raise ValueError(f"corpus {organism!r} is not a registered organism: {sorted(ORGANISMS)}")
+    docs = getattr(load_corpus(ORGANISMS[name]), split)
+    if n_tokens is None:
+        return chunk_tokens(tokenizer, docs, seq_len)
+    need = -(-n_tokens // seq_len)
+    chars = np.cumsum([len(d) for d in docs])
+    head = docs[: int(np.searchsorted(chars, 8 * need * seq_len)) + 1]  # >= 1 token / 8 chars
+    windows = chunk_tokens(tokenizer, head, seq_len)
+    if windows.shape[0] < need and len(head) < len(docs):
+        windows = chunk_tokens(tokenizer, docs, seq_len)
+    if windows.shape[0] < need:
+        raise ValueError(
+            f"{organism} {split} text gives {windows.numel()} tokens; {n_tokens} were asked for"
+        )
+    return windows[:need]

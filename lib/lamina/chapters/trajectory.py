@@ -1,0 +1,182 @@
+"""Shared machinery of the trajectory-geometry experiments (paper 1): the experiment config,
+the default model set, representation conventions and the chapters' prompt tables.
+
+A *convention* says how a prompt's trajectory is built from a forward pass:
+
+* ``pool``: "mean" over the prompt's non-padding tokens (paper text) or the "last" non-special
+  token (released code; for an encoder it skips the trailing ``[SEP]``);
+* ``layer0``: keep the embedding output h(0) (paper text) or drop it (released code);
+* ``final``: the last state raw (the residual stream after block L, lamina's convention) or
+  "post_norm" (after the model's final norm, as in Hugging Face's ``hidden_states[-1]``, which
+  the released code uses);
+* ``normalize``: L2-normalise every state before any metric.
+
+All metrics live in :mod:`lamina.geometry`; :mod:`lamina.chapters.states` builds the state
+arrays and :mod:`lamina.chapters.skeleton` runs a chapter over every model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from lamina import organisms
+from lamina.prompts import load_prompts
+
+__all__ = [
+    "CONVENTIONS",
+    "PEER_MODEL",
+    "Convention",
+    "TrajectoryConfig",
+    "default_peer_root",
+    "expand_models",
+    "load_chapter_prompts",
+    "peer_root",
+    "subsample",
+]
+
+DEFAULT_MODELS = ("organism-gpt2", "organism-llama", "minilm")
+PEER_MODEL = "peer-gpt2"
+
+
+@dataclass
+class TrajectoryConfig:
+    """Parameters of one trajectory-geometry experiment (serialised next to its results).
+
+    model: "default" (the organisms, MiniLM and paper 1's released GPT-2 states when present)
+        or one model name/path accepted by ``lamina.load_model``.
+    pooling: the main convention's pooling, "mean" or "last".
+    prompts: None for the chapter's default families, else a prompt file path or family name
+        (comma-separated for several) read with ``lamina.prompts.load_prompts``.
+    n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
+    n_permutations: label permutations / control draws for null distributions.
+    seed: seeds every random draw (controls, bootstraps, random-init model).
+    quick: few prompts and resamples, for CI.
+    exclude_single_token: drop prompts that tokenise to one token from the main analysis
+        (their last token is also their first, which in GPT-2 carries a massive activation).
+    peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
+    """
+
+    model: str = "default"
+    pooling: Literal["mean", "last"] = "mean"
+    prompts: str | None = None
+    n_bootstrap: int = 10_000
+    n_permutations: int = 200
+    seed: int = 0
+    quick: bool = False
+    exclude_single_token: bool = True
+    peer_root: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("mean", "last"):
+            raise ValueError(f"pooling must be 'mean' or 'last'; got {self.pooling!r}")
+        if self.n_bootstrap < 10 or self.n_permutations < 1:
+            raise ValueError("n_bootstrap must be >= 10 and n_permutations >= 1")
+        if self.quick:
+            self.n_bootstrap = min(self.n_bootstrap, 200)
+            self.n_permutations = min(self.n_permutations, 20)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How a trajectory is built (see the module docstring)."""
+
+    pool: Literal["mean", "last"]
+    layer0: bool = True
+    final: Literal["raw", "post_norm"] = "raw"
+    normalize: bool = False
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.pool} token" if self.pool == "last" else "mean pool"]
+        parts.append("with layer 0" if self.layer0 else "without layer 0")
+        parts.append("post-norm final" if self.final == "post_norm" else "raw final")
+        if self.normalize:
+            parts.append("normalised")
+        return ", ".join(parts)
+
+
+CONVENTIONS: dict[str, Convention] = {
+    "paper text": Convention("mean", True, "raw", False),
+    "released code": Convention("last", False, "post_norm", False),
+    "mean, post-norm final": Convention("mean", True, "post_norm", False),
+    "last, with layer 0": Convention("last", True, "raw", False),
+    "paper text, normalised": Convention("mean", True, "raw", True),
+    "released code, normalised": Convention("last", False, "post_norm", True),
+}
+
+
+def default_peer_root() -> Path:
+    """``<repo>/../shared/peer/latent-trajectories``."""
+    return Path(__file__).resolve().parents[3].parent / "shared" / "peer" / "latent-trajectories"
+
+
+def peer_root(config: TrajectoryConfig) -> Path:
+    return Path(config.peer_root) if config.peer_root else default_peer_root()
+
+
+def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
+    """The models to run and notes on those skipped.
+
+    "default" -> the built organisms among ``DEFAULT_MODELS``, "minilm", and "peer-gpt2" when the
+    released states are under ``peer_root``; any other value -> [that value].
+    """
+    if config.model != "default":
+        return [config.model], []
+    models, notes = [], []
+    for name in DEFAULT_MODELS:
+        if name.startswith("organism-"):
+            try:
+                organisms.resolve(name)
+            except Exception as exc:  # not built yet: skip with a visible note
+                notes.append(f"{name} skipped: {exc}")
+                continue
+        models.append(name)
+    peer = peer_root(config)
+    if (peer / "data" / "trajectories" / "gpt2").is_dir():
+        models.append(PEER_MODEL)
+    else:
+        notes.append(f"{PEER_MODEL} skipped: released data not found under {peer}")
+    return models, notes
+
+
+# ----------------------------------------------------------------------------- prompts
+def load_chapter_prompts(
+    config: TrajectoryConfig, families: list[str], required: list[str]
+) -> pd.DataFrame:
+    """The chapter's prompt table: ``config.prompts`` (file paths or family names, comma
+    separated) or the default ``families``, concatenated. Raises ValueError naming a missing
+    required column, and ``lamina.prompts.PromptFileError`` for a malformed file."""
+
+    sources = [s.strip() for s in config.prompts.split(",")] if config.prompts else families
+    frames = []
+    for src in sources:
+        if config.prompts and not Path(src).expanduser().is_file() and os.sep in src:
+            raise FileNotFoundError(f"prompt file {src!r} does not exist")
+        frames.append(load_prompts(src))
+    table = pd.concat(frames, ignore_index=True)
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"prompts {sources} lack the column(s) {missing} this chapter needs; "
+            f"columns present: {list(table.columns)}"
+        )
+    return table
+
+
+def subsample(table: pd.DataFrame, by: str, per_group: int, seed: int) -> pd.DataFrame:
+    """At most ``per_group`` rows of each value of ``by`` (for quick mode), order kept."""
+    rng = np.random.default_rng(seed)
+    keep = []
+    for _, idx in table.groupby(by, sort=False).indices.items():
+        keep.extend(sorted(rng.choice(idx, size=min(per_group, len(idx)), replace=False)))
+    return table.iloc[sorted(keep)].reset_index(drop=True)

@@ -1,0 +1,246 @@
+"""Paper 2's causal tests on the organisms: rank-1 unembedding write edits against random
+directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_update_signature`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
+from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.organisms.corpus import format_answer, format_prompt
+from lamina.organisms.evaluate import sft_accuracy
+from lamina.organisms.objectives import sft_loss, token_logprobs
+from lamina.organisms.train import qa_batch
+from lamina.weights import linear_maps
+from lamina.weights.edits import (
+    GROUPS,
+    rank1_write_edit,
+    single_group_parameters,
+    unembedding_direction,
+)
+
+__all__ = [
+    "mean_write_inputs",
+    "per_item_sft_loss",
+    "single_group_adaptation",
+    "write_edit_effects",
+]
+
+
+def _log_probs(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return F.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
+
+
+def mean_write_inputs(model, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Mean input of every block write map over the non-padding tokens: {key: (d_in,)} fp32.
+    Used as the edit's input direction v̂, so that v̂ᵀa_t > 0 on typical tokens and the rank-1
+    edit writes +û rather than a sign that depends on the token (reimplementation choice)."""
+    maps = [m for m in linear_maps(model, embeddings=False) if m.kind == "write"]
+    sums: dict[str, torch.Tensor] = {}
+    keep = mask.bool()
+
+    def make_hook(key: str):
+        def hook(module, args):
+            sums[key] = args[0][keep].float().mean(0).detach()
+
+        return hook
+
+    handles = [
+        model.get_submodule(m.module).register_forward_pre_hook(make_hook(m.key)) for m in maps
+    ]
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=mask)
+    finally:
+        for h in handles:
+            h.remove()
+    return sums
+
+
+def _edit_effect(model, inputs, lp0, p0, direction, scale, ids, mask) -> tuple[torch.Tensor, float]:
+    """(mean Δ log p over valid positions (vocab,), mean KL(p || p_edit)), nats."""
+    valid = mask.bool()
+    with rank1_write_edit(model, direction, scale, input_direction=inputs):
+        lp1 = _log_probs(model, ids, mask)
+    kl = float(((p0 * (lp0 - lp1)).sum(-1))[valid].mean())
+    return (lp1 - lp0)[valid].mean(0), kl
+
+
+def write_edit_effects(
+    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig
+) -> pd.DataFrame:
+    """Rank-1 edits of every block write map (:func:`lamina.weights.edits.rank1_write_edit`,
+    norm ``config.edit_scale`` · ‖W‖_F each) along a token's unembedding row, against random
+    Gaussian directions of matched edit norm, on ``config.base`` and each target. The edit's
+    input direction is ``config.edit_input``: each map's mean input (:func:`mean_write_inputs`)
+    or its top right singular vector.
+
+    Scored over the non-padding positions of ``config.edit_texts`` texts:
+    delta_logp = mean_t [log p_edit(token | x_<t) - log p(token | x_<t)] (nats) and
+    kl = mean_t KL(p || p_edit) (nats). One row per stage × direction × target token
+    (a random direction is scored on every target token)."""
+
+    base_model, tok = ck.load(ck.spec(config.base))
+    enc = tok(
+        texts[: config.edit_texts],
+        return_tensors="pt",
+        padding=True,
+        truncation=True,
+        max_length=context_length(base_model),
+    )
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    valid = mask.bool()
+    special = {tok.eos_token_id, tok.pad_token_id, tok.bos_token_id}
+    counts = torch.bincount(ids[valid], minlength=len(tok))
+    candidates = [int(t) for t in torch.nonzero(counts >= 2).flatten() if int(t) not in special]
+    rng = np.random.default_rng(config.seed)
+    tokens = sorted(
+        rng.choice(
+            candidates, size=min(config.edit_tokens, len(candidates)), replace=False
+        ).tolist()
+    )
+    d = base_model.get_input_embeddings().weight.shape[1]
+    gen = torch.Generator().manual_seed(config.seed)
+    randoms = torch.randn(config.edit_random, d, generator=gen)
+    rows: list[dict[str, Any]] = []
+    for label in (config.base, *config.targets):
+        model, _ = ck.load(ck.spec(label))
+        lp0 = _log_probs(model, ids, mask)
+        p0 = lp0.exp()
+
+        inputs = (
+            mean_write_inputs(model, ids, mask)
+            if config.edit_input == "mean_input"
+            else "top_singular"
+        )
+
+        def score(
+            direction: torch.Tensor, state=(model, inputs, lp0, p0)
+        ) -> tuple[torch.Tensor, float]:
+            return _edit_effect(*state, direction, config.edit_scale, ids, mask)
+
+        for t in tokens:
+            dlp, kl = score(
+                unembedding_direction(model, t, through_final_norm=config.through_final_norm)
+            )
+            rows.append(
+                {
+                    "stage": label,
+                    "direction": "unembedding",
+                    "direction_id": t,
+                    "token": t,
+                    "delta_logp": float(dlp[t]),
+                    "kl": kl,
+                }
+            )
+        for i, r in enumerate(randoms):
+            dlp, kl = score(r)
+            for t in tokens:
+                rows.append(
+                    {
+                        "stage": label,
+                        "direction": "random",
+                        "direction_id": i,
+                        "token": t,
+                        "delta_logp": float(dlp[t]),
+                        "kl": kl,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) -> np.ndarray:
+    """Masked SFT loss of each (question, answer) pair: mean over its answer tokens (and EOS)
+    of -log p, nats. -> (n,) float64."""
+
+    out = []
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(pairs), 64):
+            chunk = pairs[i : i + 64]
+            b = qa_batch(
+                tok,
+                [format_prompt(q) for q, _ in chunk],
+                [format_answer(a) for _, a in chunk],
+                max_len,
+            )
+            lp = token_logprobs(
+                model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits,
+                b["input_ids"],
+            )
+            m = b["target_mask"][:, 1:].float()
+            out.append((-(lp * m).sum(-1) / m.sum(-1).clamp_min(1)).double().numpy())
+    return np.concatenate(out)
+
+
+def single_group_adaptation(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd.DataFrame:
+    """SFT from ``config.base`` training only one matrix group (``qk``, ``vo``, ``mlp_in``,
+    ``mlp_out``; :data:`lamina.weights.edits.GROUPS`) or every parameter (``all``), with one
+    budget: ``adapt_steps`` AdamW steps (no weight decay, constant ``adapt_lr``) of
+    ``adapt_batch`` pairs, the same batches for every group.
+
+    One row per group × eval pair: loss_before, loss_after (nats, :func:`per_item_sft_loss`),
+    and per group acc_before / acc_after (:func:`lamina.organisms.evaluate.sft_accuracy`)
+    and n_params (trainable parameters). Pairs and betas are ``ck``'s (for a real pair,
+    lamina's curriculum and the organisms' AdamW betas)."""
+
+    model0, tok = ck.load(ck.spec(config.base))
+    max_len = context_length(model0)
+    corpus = ck.corpus()
+    evals = corpus.sft_eval[: config.adapt_eval]
+    gen = torch.Generator().manual_seed(config.seed)
+    order = torch.randperm(len(corpus.sft), generator=gen).tolist()
+    need = config.adapt_steps * config.adapt_batch
+    order = (order * (need // len(order) + 1))[:need]
+    before = per_item_sft_loss(model0, tok, evals, max_len)
+    acc_before = sft_accuracy(model0, tok, evals, max_len)
+    betas = ck.betas
+    rows = []
+    for group in (*GROUPS, "all"):
+        model = copy.deepcopy(model0)
+        if group == "all":
+            params = list(model.parameters())
+            for p in params:
+                p.requires_grad_(True)
+        else:
+            params = single_group_parameters(model, group)
+        opt = torch.optim.AdamW(params, lr=config.adapt_lr, betas=betas, weight_decay=0.0)
+        model.train()
+        for s in range(config.adapt_steps):
+            items = [
+                corpus.sft[j] for j in order[s * config.adapt_batch : (s + 1) * config.adapt_batch]
+            ]
+            b = qa_batch(
+                tok,
+                [format_prompt(q) for q, _ in items],
+                [format_answer(a) for _, a in items],
+                max_len,
+            )
+            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            loss = sft_loss(logits, b["input_ids"], b["target_mask"])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        after = per_item_sft_loss(model, tok, evals, max_len)
+        acc_after = sft_accuracy(model, tok, evals, max_len)
+        n_params = int(sum(p.numel() for p in params))
+        for i, (lb, la) in enumerate(zip(before, after, strict=True)):
+            rows.append(
+                {
+                    "group": group,
+                    "item": i,
+                    "loss_before": lb,
+                    "loss_after": la,
+                    "acc_before": acc_before,
+                    "acc_after": acc_after,
+                    "n_params": n_params,
+                }
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,96 @@
+"""Verdict rows of paper 2's causal claims (write-direction edit, single-group adaptation),
+from the causal measurements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from lamina.chapters.results import verdict
+from lamina.chapters.weight_update_signature.config import SignatureConfig
+from lamina.chapters.weight_update_signature.verdicts import claim_row
+from lamina.stats import bootstrap_ci
+
+__all__ = ["causal_claims"]
+
+
+def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict[str, Any]]:
+    """Verdict rows of the causal claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
+
+    rows = []
+    e = parts["edits"]
+    unemb = e[e["direction"] == "unembedding"].set_index(["stage", "token"])["delta_logp"]
+    for t in [t for t in config.targets if t != "lm"] or config.targets:
+        u = e[(e["stage"] == t) & (e["direction"] == "unembedding")]["delta_logp"].to_numpy()
+        r = e[(e["stage"] == t) & (e["direction"] == "random")]["delta_logp"].to_numpy()
+        if len(u) < 2 or len(r) < 1:
+            continue
+        p = float(sps.mannwhitneyu(u, r, alternative="greater").pvalue)
+        b = bootstrap_ci(
+            u, n_resamples=config.n_bootstrap, seed=config.seed, method="percentile"
+        ).iloc[0]
+        ratio = float(unemb.loc[t].mean() / unemb.loc[config.base].mean())
+        ok = bool(ratio >= config.still_fraction and u.mean() > r.mean())
+        rows.append(
+            claim_row(
+                "write_edit_after_alignment",
+                model,
+                f"@{t}",
+                "changes predictions",
+                float(u.mean()),
+                {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},
+                p,
+                verdict(p, ok),
+                ratio,
+                "aligned / base effect",
+                note=f"random directions: mean Δlog p {r.mean():.3g} nats",
+                unit="Δ log p(target), nats",
+            )
+        )
+    a = parts["adaptation"]
+    full = a[a["group"] == "all"].sort_values("item")
+    red_all = (full["loss_before"] - full["loss_after"]).to_numpy()
+    for group, t in a[a["group"] != "all"].groupby("group", sort=False):
+        t = t.sort_values("item")
+        red = (t["loss_before"] - t["loss_after"]).to_numpy()
+        if red_all.mean() <= 0 or len(red) < 2:
+            rows.append(
+                claim_row(
+                    "single_group_effective",
+                    model,
+                    group,
+                    "effective",
+                    float("nan"),
+                    note="full fine-tuning did not reduce the eval loss: no reference",
+                )
+            )
+            continue
+        frac = float(red.mean() / red_all.mean())
+        b = bootstrap_ci(
+            (red, red_all),
+            lambda x, y, axis=-1: x.mean(axis) / y.mean(axis),
+            n_resamples=config.n_bootstrap,
+            seed=config.seed,
+            method="percentile",
+            paired=True,
+        ).iloc[0]
+        p = float(sps.wilcoxon(red, alternative="greater").pvalue) if np.ptp(red) > 0 else None
+        acc = float(t["acc_after"].iloc[0] - t["acc_before"].iloc[0])
+        rows.append(
+            claim_row(
+                "single_group_effective",
+                model,
+                group,
+                "effective",
+                frac,
+                {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},
+                p,
+                verdict(p, frac >= config.effective_fraction),
+                acc,
+                "SFT accuracy change",
+                unit="eval-loss reduction / full fine-tuning's",
+            )
+        )
+    return rows

@@ -1,0 +1,244 @@
+"""ΔW between checkpoints of one organism, probed in the input principal subspace (read maps)
+or the prediction subspace (write maps) at every k, with a random-subspace null. Part of
+:mod:`lamina.chapters.weight_update_signature`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
+from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair, checkpoint_pairs
+from lamina.models import get_adapter
+from lamina.weights import (
+    LinearMap,
+    input_second_moments,
+    k_sweep,
+    linear_maps,
+    prediction_basis,
+    principal_basis,
+    random_orthonormal,
+    weight_deltas,
+)
+
+__all__ = [
+    "delta_signature",
+    "organism_deltas",
+    "prediction_subspace",
+    "random_matrix_null",
+    "random_subspace_null",
+    "signature_from_deltas",
+]
+
+
+def signature_from_deltas(
+    deltas: dict[str, torch.Tensor],
+    maps: Sequence[LinearMap],
+    moments: dict[str, torch.Tensor],
+    pred: torch.Tensor,
+    ks: Sequence[int],
+    *,
+    n_random: int = 0,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """RSF and enrichment of every block ΔW at every k: read maps against the top eigenvectors
+    of their input second moment ``moments[key]`` (d_in, d_in), write maps against the
+    prediction basis ``pred`` (d_model, >= max k). See :func:`lamina.weights.k_sweep`."""
+    block = [m for m in maps if m.layer is not None]
+    k_max = max(ks)
+    bases = {}
+    for m in block:
+        if m.kind == "read":
+            moment = moments[m.key]
+            bases[m.key] = (principal_basis(moment, min(k_max, moment.shape[0])), "input")
+        else:
+            bases[m.key] = (pred, "output")
+    table = k_sweep({m.key: deltas[m.key] for m in block}, bases, ks, maps=block)
+    if n_random:
+        null = random_subspace_null(
+            {m.key: deltas[m.key] for m in block},
+            {k: s for k, (_, s) in bases.items()},
+            ks,
+            n=n_random,
+            seed=seed,
+        )
+        table = table.merge(null, on=["key", "k"], how="left")
+        rmat = random_matrix_null(
+            {m.key: tuple(deltas[m.key].shape) for m in block}, bases, ks, n=n_random, seed=seed
+        )
+        table = table.merge(rmat, on=["key", "k"], how="left")
+    return table
+
+
+def random_matrix_null(
+    shapes: dict[str, tuple[int, int]],
+    bases: dict[str, tuple[torch.Tensor, str]],
+    ks: Sequence[int],
+    *,
+    n: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Empirical null of the other kind: the RSF of ``n`` isotropic Gaussian matrices of each
+    map's shape (d_out, d_in) against that map's own ordered basis (d, >= k), for every k at
+    once (cumulative energy along the basis columns). Same distribution as
+    :func:`lamina.weights.random_matrix_baseline`; expectation k/d.
+    -> columns key, k, rmat_mean, rmat_q025, rmat_q975 (RSF units)."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    rows = []
+    for key, shape in shapes.items():
+        basis, side = bases[key]
+        basis = basis.to(torch.float64)
+        draws = []
+        for _ in range(n):
+            g = torch.randn(*shape, generator=gen, dtype=torch.float64)
+            proj = g @ basis if side == "input" else basis.T @ g
+            energy = (proj * proj).sum(0 if side == "input" else 1)
+            draws.append(torch.cumsum(energy, 0) / float((g * g).sum()))
+        cum = torch.stack(draws).numpy()  # (n, k_max)
+        for k in ks:
+            if k <= cum.shape[1]:
+                v = cum[:, k - 1]
+                rows.append(
+                    {
+                        "key": key,
+                        "k": k,
+                        "rmat_mean": float(v.mean()),
+                        "rmat_q025": float(np.quantile(v, 0.025)),
+                        "rmat_q975": float(np.quantile(v, 0.975)),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def random_subspace_null(
+    deltas: dict[str, torch.Tensor], sides: dict[str, str], ks: Sequence[int], *, n: int, seed: int
+) -> pd.DataFrame:
+    """Empirical null of the RSF of each fixed ΔW against Haar-random k-subspaces, for every
+    k at once: draw n Haar-random orthogonal (d, d) matrices Q (shared by the matrices of one
+    d); the first k columns of Q are a Haar-random k-frame, so RSF_k = Σ_{j<k} ‖ΔW q_j‖² / ‖ΔW‖²
+    (input side; ‖q_jᵀ ΔW‖² on the output side). Same distribution as
+    :func:`lamina.weights.random_subspace_baseline`, in n QRs instead of n per matrix and k.
+    -> columns key, k, null_mean, null_q025, null_q975 (RSF units; the isotropic value is k/d)."""
+
+    gen = torch.Generator().manual_seed(seed)
+    rotations: dict[int, list[torch.Tensor]] = {}
+    rows = []
+    for key, delta in deltas.items():
+        side = sides[key]
+        delta = delta.to(torch.float64)
+        d = delta.shape[1] if side == "input" else delta.shape[0]
+        if d not in rotations:
+            rotations[d] = [random_orthonormal(d, d, gen) for _ in range(n)]
+        total = float((delta * delta).sum())
+        draws = []
+        for q in rotations[d]:
+            proj = delta @ q if side == "input" else q.T @ delta  # columns / rows = directions
+            energy = (proj * proj).sum(0 if side == "input" else 1)
+            draws.append(torch.cumsum(energy, 0) / total)
+        cum = torch.stack(draws).numpy()  # (n, d)
+        for k in ks:
+            if k <= d:
+                v = cum[:, k - 1]
+                rows.append(
+                    {
+                        "key": key,
+                        "k": k,
+                        "null_mean": float(v.mean()),
+                        "null_q025": float(np.quantile(v, 0.025)),
+                        "null_q975": float(np.quantile(v, 0.975)),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def prediction_subspace(model: torch.nn.Module, k: int, centred: bool) -> torch.Tensor:
+    """The prediction subspace (d_model, k), float64: :func:`lamina.weights.prediction_basis`
+    (top-k right singular vectors of W_U), or with ``centred=True`` those of W_U with its
+    mean row removed (reimplementation choice: the mean row is the direction that shifts
+    every logit alike, which the softmax ignores)."""
+    if not centred:
+        return prediction_basis(model, k)
+
+    w = get_adapter(model).unembedding_module(model).weight.detach().to(torch.float64).cpu()
+    w = w - w.mean(0, keepdim=True)
+    return principal_basis(w.T @ w, k)
+
+
+def delta_signature(
+    ck: Checkpoints | ModelPair,
+    start: str,
+    end: str,
+    texts: Sequence[str],
+    config: SignatureConfig,
+    *,
+    centred: bool | None = None,
+    n_random: int = 0,
+    cache: dict | None = None,
+) -> pd.DataFrame:
+    """ΔW = W(end) - W(start) probed at every k of ``config.k_sweep`` (one row per matrix
+    and k, see :func:`signature_from_deltas`). Subspaces come from ``config.moments_from``.
+    Raises ValueError for checkpoints of different organisms, architectures or shapes."""
+    ck.check(start, end)
+    centred = config.centred if centred is None else centred
+    model_a, tok = ck.load(start)
+    model_b, _ = ck.load(end)
+    deltas = weight_deltas(model_a, model_b)
+    ref = model_a if config.moments_from == "start" else model_b
+    ref_spec = start if config.moments_from == "start" else end
+    moments = cached_moments(ref, tok, texts, centred, cache, ref_spec)
+    d = ref.config.hidden_size if hasattr(ref.config, "hidden_size") else ref.config.n_embd
+    pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred)
+    maps = linear_maps(model_a, embeddings=False)
+    return signature_from_deltas(
+        deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed
+    )
+
+
+def cached_moments(model, tok, texts, centred, cache, spec) -> dict[str, torch.Tensor]:
+    key = (spec, centred)
+    if cache is not None and key in cache:
+        return cache[key]
+    moments = input_second_moments(
+        model, tok, texts, centred=centred, batch_size=16, max_length=context_length(model)
+    )
+    if cache is not None:
+        cache[key] = moments
+    return moments
+
+
+def organism_deltas(
+    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig, cache: dict
+) -> pd.DataFrame:
+    """The signature of every pair of :func:`checkpoint_pairs` (nulls for the stage and
+    early→late pairs; a centred/raw sensitivity copy for the stage pairs); for a
+    :class:`ModelPair`, its one base -> target pair (a stage pair)."""
+    frames = []
+    for pair in checkpoint_pairs(ck, config).itertuples():
+        main = pair.family != "pretraining"
+        table = delta_signature(
+            ck,
+            pair.start,
+            pair.end,
+            texts,
+            config,
+            n_random=config.n_random if main else 0,
+            cache=cache,
+        )
+        table["moment"] = "centred" if config.centred else "raw"
+        tables = [table]
+        if pair.family == "stage":
+            other = delta_signature(
+                ck, pair.start, pair.end, texts, config, centred=not config.centred, cache=cache
+            )
+            other["moment"] = "raw" if config.centred else "centred"
+            tables.append(other)
+        for t in tables:
+            for col in ("pair", "family", "phase", "step_start", "step_end"):
+                t[col] = getattr(pair, col)
+            frames.append(t)
+    out = pd.concat(frames, ignore_index=True)
+    out["model"] = ck.name
+    return out

@@ -1,0 +1,130 @@
+"""Figure data and verdict sentences for the weight-update-signature chapter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lamina.chapters.weight_update_signature.config import SignatureConfig
+from lamina.chapters.weight_update_signature.verdicts import keep_layers
+
+__all__ = [
+    "ROLE_GROUPS",
+    "describe",
+    "enrichment_curves",
+    "mechanism_summary",
+    "pretraining_trajectory",
+]
+
+
+ROLE_GROUPS = {
+    "q": "Q, K",
+    "k": "Q, K",
+    "v": "V",
+    "mlp_gate": "MLP in",
+    "mlp_up": "MLP in",
+    "attn_out": "writes (O, down)",
+    "mlp_out": "writes (O, down)",
+}
+
+
+def _geo(v: pd.Series) -> float:
+    v = pd.to_numeric(v, errors="coerce").astype(float)  # an empty table's columns are objects
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def enrichment_curves(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+    """Geometric-mean enrichment per model × pair × role group × k (main moment, stage and
+    early→late pairs), with the random-subspace null band (2.5/97.5 % of the draws, as
+    enrichment, geometric mean over the group's matrices) and the mean enrichment of random
+    Gaussian matrices against the same bases (``random_matrix``)."""
+    t = keep_layers(deltas, config)
+    t = t[
+        (t["family"] != "pretraining") & (t["moment"] == ("centred" if config.centred else "raw"))
+    ]
+    t = t.assign(group=t["role"].map(ROLE_GROUPS))
+    t = t.assign(
+        null_low=t["null_q025"] / t["iso"],
+        null_high=t["null_q975"] / t["iso"],
+        random_matrix=t["rmat_mean"] / t["iso"],
+    )
+    out = t.groupby(["model", "pair", "group", "k"], sort=False).agg(
+        enrichment=("enrichment", _geo),
+        null_low=("null_low", _geo),
+        null_high=("null_high", _geo),
+        random_matrix=("random_matrix", _geo),
+    )
+    return out.reset_index()
+
+
+def pretraining_trajectory(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+    """Geometric-mean enrichment at k = ``config.k`` of every consecutive pretraining pair
+    (x = its end step) per model and role group."""
+    t = keep_layers(deltas, config)
+    t = t[(t["family"] == "pretraining") & (t["k"] == config.k)]
+    t = t[t["moment"] == ("centred" if config.centred else "raw")]
+    t = t.assign(group=t["role"].map(ROLE_GROUPS))
+    out = t.groupby(["model", "pair", "phase", "step_end", "group"], sort=False)[
+        "enrichment"
+    ].apply(_geo)
+    return out.reset_index()
+
+
+def _fmt(x: float) -> str:
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.1e}"
+
+
+def describe(claims: pd.DataFrame, claim_id: str) -> str:
+    """One sentence per model and stage for a claim: verdict, measured value, 95% CI, p."""
+    rows = claims[claims["claim_id"] == f"P2.{claim_id}"]
+    if rows.empty:
+        return "no result (the model or its checkpoints were not available)"
+    parts = []
+    for r in rows.itertuples():
+        s = f"{r.model}, {r.stage}: {r.verdict}"
+        if np.isfinite(r.measured):
+            s += f" ({r.unit} {_fmt(r.measured)}"
+            if np.isfinite(r.ci_low):
+                s += f", 95% CI {_fmt(r.ci_low)} to {_fmt(r.ci_high)}"
+            if np.isfinite(r.p):
+                s += f", p = {_fmt(r.p)}"
+            if np.isfinite(r.effect_size):
+                s += f"; {r.effect_name} {_fmt(r.effect_size)}"
+            s += ")"
+        elif r.note:
+            s += f" ({r.note})"
+        parts.append(s)
+    return "; ".join(parts) + "."
+
+
+def mechanism_summary(
+    gradients: pd.DataFrame, adam: pd.DataFrame, config: SignatureConfig
+) -> pd.DataFrame:
+    """Geometric-mean enrichment at k = ``config.k`` per model and matrix kind (read / write)
+    of: the summed LM gradient, its per-token terms (mean and energy-pooled), and, from the
+    optimiser state saved with ``config.base``, Adam's first moment and its update."""
+    g = keep_layers(gradients, config)
+    g = g[g["objective"] == "lm"]
+    a = keep_layers(adam, config)
+    a = a[a["state"] == config.base]
+    out = []
+    for (model, kind), t in g.groupby(["model", "kind"]):
+        s = a[(a["model"] == model) & (a["kind"] == kind)]
+        out.append(
+            {
+                "model": model,
+                "kind": kind,
+                "summed gradient": _geo(t["enrichment_summed"]),
+                "per-token (mean)": _geo(t["enrichment_token_mean"]),
+                "per-token (pooled)": _geo(t["enrichment_token_pooled"]),
+                "Adam m": _geo(s["enrichment_momentum"]),
+                "Adam update": _geo(s["enrichment_update"]),
+                "median cancellation": float(t["cancellation"].median()),
+            }
+        )
+    return pd.DataFrame(out)

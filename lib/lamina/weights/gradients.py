@@ -1,0 +1,236 @@
+"""The mechanism of paper 2: gradients as sums of per-token outer products.
+
+For a linear map y = W x, the gradient of a loss over tokens t is
+
+    ∇W = Σ_t g_t,   g_t = δ_t a_tᵀ,
+
+with a_t (d_in,) the map's input and δ_t = ∂loss/∂y_t (d_out,) the gradient with respect to
+its output at token t. :func:`gradient_factors` captures a_t and δ_t with hooks in one
+backward pass; :func:`gradient_geometry` measures where the per-token terms and their sum lie
+without ever forming a per-token outer product, using ‖δ aᵀ‖_F = ‖δ‖ ‖a‖ and
+‖δ aᵀ B‖_F = ‖δ‖ ‖Bᵀ a‖ (input side), ‖Bᵀ δ aᵀ‖_F = ‖Bᵀ δ‖ ‖a‖ (output side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from lamina.weights.maps import LinearMap
+from lamina.weights.subspace_fraction import Side, relative_subspace_fraction
+from lamina.weights.subspaces import token_batches
+
+__all__ = [
+    "GradientFactors",
+    "LossFn",
+    "GradientGeometry",
+    "adam_update_direction",
+    "gradient_factors",
+    "gradient_geometry",
+    "gradient_geometry_reference",
+]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class GradientFactors:
+    """Per-token factors of one map's gradient over the non-padding tokens.
+
+    acts: (T, d_in) float32, the map's inputs a_t; deltas: (T, d_out) float32, δ_t = ∂loss/∂y_t.
+    The summed gradient deltasᵀ @ acts is ∂loss/∂W in the (d_out, d_in) convention.
+    """
+
+    acts: torch.Tensor
+    deltas: torch.Tensor
+
+    def summed(self) -> torch.Tensor:
+        """Σ_t δ_t a_tᵀ -> (d_out, d_in)."""
+        return self.deltas.T @ self.acts
+
+
+def gradient_factors(
+    model: nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    maps: Sequence[LinearMap],
+    loss: LossFn,
+    *,
+    max_length: int | None = 256,
+) -> dict[str, GradientFactors]:
+    """Capture a_t and δ_t for every map in ``maps`` with hooks, in one forward and one
+    backward pass over all of ``texts`` (one padded batch).
+
+    loss: a callable ``(logits (B, T, V), input_ids (B, T), attention_mask (B, T)) -> scalar``,
+    e.g. :func:`lamina.organisms.objectives.lm_loss` (next-token cross-entropy, nats).
+    -> {map key: GradientFactors} over the non-padding tokens (T = their count). Parameter
+    ``.grad`` fields are left untouched (gradients are taken with ``torch.autograd.grad``).
+    """
+    if not callable(loss):
+        raise TypeError(
+            f"loss must be a callable (logits, input_ids, attention_mask) -> scalar, got {loss!r}"
+        )
+    loss_fn: LossFn = loss
+    if any(m.role == "embed" for m in maps):
+        raise ValueError(
+            "the embedding reads one-hot token ids; its gradient factors are not supported"
+        )
+    by_module: dict[str, list[LinearMap]] = {}
+    for m in maps:
+        by_module.setdefault(m.module, []).append(m)
+    inputs: dict[str, torch.Tensor] = {}
+    outputs: dict[str, torch.Tensor] = {}
+
+    def make_hook(path: str) -> Callable:
+        def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+            inputs[path] = args[0].detach()
+            outputs[path] = output
+
+        return hook
+
+    handles = [model.get_submodule(p).register_forward_hook(make_hook(p)) for p in by_module]
+    ids, mask = next(token_batches(model, tokenizer, texts, len(texts), max_length))
+    embed = model.get_input_embeddings()
+    try:
+        with torch.enable_grad():
+            embeds = (
+                embed(ids).detach().requires_grad_(True)
+            )  # makes every output part of the graph
+            logits = model(inputs_embeds=embeds, attention_mask=mask).logits
+            value = loss_fn(logits, ids, mask)
+            paths = list(by_module)
+            grads = torch.autograd.grad(value, [outputs[p] for p in paths], allow_unused=True)
+    finally:
+        for h in handles:
+            h.remove()
+    keep = mask.bool()
+    out: dict[str, GradientFactors] = {}
+    for path, grad in zip(paths, grads, strict=True):
+        a = inputs[path][keep].float()
+        g = torch.zeros_like(outputs[path]) if grad is None else grad
+        g = g.detach()[keep].float()
+        for m in by_module[path]:
+            out[m.key] = GradientFactors(a, m.as_bias(g.T).T.contiguous())
+    return out
+
+
+@dataclass(frozen=True)
+class GradientGeometry:
+    """Where a gradient Σ_t g_t and its per-token terms g_t = δ_t a_tᵀ lie relative to a basis.
+
+    rsf_summed: RSF of G = Σ_t g_t.
+    rsf_token_mean: mean over tokens (with g_t ≠ 0) of RSF(g_t).
+    rsf_token_pooled: Σ_t ‖proj g_t‖²_F / Σ_t ‖g_t‖²_F (tokens weighted by their energy).
+    cancellation: ‖Σ_t g_t‖_F / Σ_t ‖g_t‖_F, in [0, 1]; 1 = all terms aligned.
+    n_tokens: tokens with g_t ≠ 0; norm_summed: ‖G‖_F; norm_terms: Σ_t ‖g_t‖_F.
+    """
+
+    rsf_summed: float
+    rsf_token_mean: float
+    rsf_token_pooled: float
+    cancellation: float
+    n_tokens: int
+    norm_summed: float
+    norm_terms: float
+
+
+def gradient_geometry(
+    deltas: torch.Tensor, acts: torch.Tensor, basis: torch.Tensor, side: Side
+) -> GradientGeometry:
+    """Geometry of G = Σ_t δ_t a_tᵀ and of its terms, in O(T·d·k), no per-token outer product.
+
+    deltas: (T, d_out), acts: (T, d_in); basis: (d_in, k) for side="input", (d_out, k) for
+    side="output", orthonormal columns. Per-token RSF (see
+    :func:`lamina.weights.relative_subspace_fraction`) factorises:
+    input side ‖Bᵀ a_t‖² / ‖a_t‖², output side ‖Bᵀ δ_t‖² / ‖δ_t‖²; ‖g_t‖_F = ‖δ_t‖ ‖a_t‖.
+    G itself (d_out, d_in) is formed once as deltasᵀ @ acts. Computed in float64.
+    """
+    if deltas.shape[0] != acts.shape[0]:
+        raise ValueError(
+            f"deltas {tuple(deltas.shape)} and acts {tuple(acts.shape)} must have the same T"
+        )
+    deltas, acts = deltas.to(torch.float64), acts.to(torch.float64)
+    basis = basis.to(deltas.device, torch.float64)
+    norm_d2 = (deltas * deltas).sum(1)  # (T,)
+    norm_a2 = (acts * acts).sum(1)
+    factor = acts if side == "input" else deltas
+    proj2 = ((factor @ basis) ** 2).sum(1)  # ‖Bᵀ a_t‖² or ‖Bᵀ δ_t‖²
+    own2 = norm_a2 if side == "input" else norm_d2
+    other2 = norm_d2 if side == "input" else norm_a2
+    term2 = norm_d2 * norm_a2  # ‖g_t‖²_F
+    live = term2 > 0
+    rsf_t = proj2[live] / own2[live]
+    pooled = float((proj2 * other2).sum() / term2.sum()) if bool(live.any()) else float("nan")
+    summed = deltas.T @ acts
+    norm_summed = float(torch.linalg.matrix_norm(summed))
+    norm_terms = float(term2.sqrt().sum())
+    return GradientGeometry(
+        rsf_summed=relative_subspace_fraction(summed, basis, side),
+        rsf_token_mean=float(rsf_t.mean()) if len(rsf_t) else float("nan"),
+        rsf_token_pooled=pooled,
+        cancellation=norm_summed / norm_terms if norm_terms > 0 else float("nan"),
+        n_tokens=int(live.sum()),
+        norm_summed=norm_summed,
+        norm_terms=norm_terms,
+    )
+
+
+def gradient_geometry_reference(
+    deltas: torch.Tensor, acts: torch.Tensor, basis: torch.Tensor, side: Side, *, chunk: int = 64
+) -> GradientGeometry:
+    """The same quantities as :func:`gradient_geometry`, computed naively by materialising
+    every per-token outer product g_t = δ_t a_tᵀ (``chunk`` at a time, float64).
+    O(T·d_out·d_in·k): a reference for tests and the benchmark, not for analysis."""
+    deltas, acts = deltas.to(torch.float64), acts.to(torch.float64)
+    basis = basis.to(deltas.device, torch.float64)
+    summed = torch.zeros(deltas.shape[1], acts.shape[1], dtype=torch.float64, device=deltas.device)
+    rsfs, proj_sum, energy, norm_terms = [], 0.0, 0.0, 0.0
+    for i in range(0, deltas.shape[0], chunk):
+        g = deltas[i : i + chunk, :, None] * acts[i : i + chunk, None, :]  # (c, d_out, d_in)
+        summed += g.sum(0)
+        proj = g @ basis if side == "input" else basis.T @ g
+        p2 = (proj * proj).sum((1, 2))
+        n2 = (g * g).sum((1, 2))
+        live = n2 > 0
+        rsfs.append((p2[live] / n2[live]).cpu().numpy())
+        proj_sum += float(p2.sum())
+        energy += float(n2.sum())
+        norm_terms += float(n2.sqrt().sum())
+    rsf_t = np.concatenate(rsfs)
+    norm_summed = float(torch.linalg.matrix_norm(summed))
+    return GradientGeometry(
+        rsf_summed=relative_subspace_fraction(summed, basis, side),
+        rsf_token_mean=float(rsf_t.mean()) if len(rsf_t) else float("nan"),
+        rsf_token_pooled=proj_sum / energy if energy > 0 else float("nan"),
+        cancellation=norm_summed / norm_terms if norm_terms > 0 else float("nan"),
+        n_tokens=len(rsf_t),
+        norm_summed=norm_summed,
+        norm_terms=norm_terms,
+    )
+
+
+def adam_update_direction(
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    step: int,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+) -> torch.Tensor:
+    """The direction of the update a saved Adam state applies next (weight decay excluded).
+
+    u = m̂ / (√v̂ + ε),  m̂ = m / (1 - β1^step),  v̂ = v / (1 - β2^step);
+    the parameter moves by -lr · u (torch.optim.Adam/AdamW convention, ``step`` = the
+    optimiser's step count after the update being reproduced).
+    exp_avg, exp_avg_sq: parameter-shaped moments (use :meth:`LinearMap.as_matrix` to get a
+    map's (d_out, d_in) block) -> same shape, float32.
+    """
+    if step < 1:
+        raise ValueError(f"step must be >= 1 (Adam's bias correction), got {step}")
+    beta1, beta2 = betas
+    m_hat = exp_avg.float() / (1 - beta1**step)
+    v_hat = exp_avg_sq.float() / (1 - beta2**step)
+    return m_hat / (v_hat.sqrt() + eps)

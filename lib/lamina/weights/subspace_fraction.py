@@ -1,0 +1,177 @@
+"""The probe of paper 2: the relative subspace fraction, its enrichment and empirical nulls.
+
+Re-exported by :mod:`lamina.weights`; kept apart so that the probe can be read (and quoted)
+on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+
+from lamina.weights.maps import LinearMap
+
+__all__ = [
+    "Baseline",
+    "Side",
+    "enrichment",
+    "k_sweep",
+    "random_matrix_baseline",
+    "random_orthonormal",
+    "random_subspace_baseline",
+    "relative_subspace_fraction",
+]
+
+Side = Literal["input", "output"]
+
+
+def relative_subspace_fraction(delta: torch.Tensor, basis: torch.Tensor, side: Side) -> float:
+    """Share of a matrix's squared Frobenius norm inside a k-dimensional subspace.
+
+    side="input":  RSF = ‖ΔW B‖²_F / ‖ΔW‖²_F,  B (d_in, k) with orthonormal columns;
+    side="output": RSF = ‖Bᵀ ΔW‖²_F / ‖ΔW‖²_F, B (d_out, k).
+    delta: (d_out, d_in). -> float in [0, 1]; NaN for a zero ΔW. An isotropic random ΔW
+    gives k/d in expectation (see :func:`enrichment`). Computed in float64.
+    """
+    if side not in ("input", "output"):
+        raise ValueError(f"side must be 'input' or 'output', got {side!r}")
+    if delta.dim() != 2 or basis.dim() != 2:
+        raise ValueError(
+            f"delta and basis must be 2-D; got {tuple(delta.shape)} and {tuple(basis.shape)}"
+        )
+    d = delta.shape[1] if side == "input" else delta.shape[0]
+    if basis.shape[0] != d:
+        raise ValueError(
+            f"{side}-side basis must have {d} rows for delta {tuple(delta.shape)}; got {tuple(basis.shape)}"
+        )
+    delta, basis = delta.to(torch.float64), basis.to(delta.device, torch.float64)
+    total = float((delta * delta).sum())
+    if total == 0.0:
+        return float("nan")
+    proj = delta @ basis if side == "input" else basis.T @ delta
+    return float((proj * proj).sum()) / total
+
+
+def enrichment(rsf: float | np.ndarray, k: int, d: int) -> float | np.ndarray:
+    """Enrichment = RSF / (k/d): 1 for an isotropic random ΔW, > 1 when ΔW concentrates in
+    the subspace, at most d/k."""
+    return rsf / (k / d)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """An empirical null for the RSF: ``values`` (n draws), their mean with a 95% t-interval
+    (``ci_low``, ``ci_high``), and the 2.5/97.5 percentiles of the draws (``q025``, ``q975``)."""
+
+    values: np.ndarray
+    mean: float
+    ci_low: float
+    ci_high: float
+    q025: float
+    q975: float
+
+
+def _baseline(values: list[float]) -> Baseline:
+    v = np.asarray(values, dtype=np.float64)
+    mean = float(v.mean())
+    if len(v) > 1 and v.std() > 0:
+        lo, hi = stats.t.interval(0.95, len(v) - 1, loc=mean, scale=stats.sem(v))
+    else:
+        lo = hi = mean
+    return Baseline(
+        v, mean, float(lo), float(hi), float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))
+    )
+
+
+def random_orthonormal(d: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """A Haar-random k-frame in R^d: Q of the QR of a Gaussian (d, k) matrix, signs fixed by
+    diag(R) -> (d, k) float64."""
+    g = torch.randn(d, k, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(g)
+    return q * torch.sign(torch.diagonal(r))
+
+
+def random_subspace_baseline(
+    delta: torch.Tensor, k: int, side: Side, *, n: int = 100, seed: int = 0
+) -> Baseline:
+    """RSF of the fixed ``delta`` (d_out, d_in) against ``n`` Haar-random k-subspaces."""
+    gen = torch.Generator().manual_seed(seed)
+    d = delta.shape[1] if side == "input" else delta.shape[0]
+    delta = delta.detach().cpu()
+    return _baseline(
+        [relative_subspace_fraction(delta, random_orthonormal(d, k, gen), side) for _ in range(n)]
+    )
+
+
+def random_matrix_baseline(
+    shape: tuple[int, int], basis: torch.Tensor, side: Side, *, n: int = 100, seed: int = 0
+) -> Baseline:
+    """RSF of ``n`` isotropic Gaussian matrices of ``shape`` (d_out, d_in) against ``basis``."""
+    gen = torch.Generator().manual_seed(seed)
+    basis = basis.detach().cpu()
+    draws = [
+        relative_subspace_fraction(
+            torch.randn(*shape, generator=gen, dtype=torch.float64), basis, side
+        )
+        for _ in range(n)
+    ]
+    return _baseline(draws)
+
+
+def k_sweep(
+    deltas: dict[str, torch.Tensor],
+    bases: dict[str, tuple[torch.Tensor, Side]],
+    ks: Sequence[int],
+    *,
+    maps: Sequence[LinearMap] | None = None,
+    n_random: int = 0,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """RSF and enrichment of every ΔW at every k, as a tidy table.
+
+    deltas: {key: (d_out, d_in)}; bases: {key: (ordered basis (d, k_max), side)}, e.g. from
+    :func:`probe_bases`; the first k columns are used. ks larger than k_max are skipped.
+    With ``n_random > 0`` each row also carries the random-subspace baseline (mean, 95% CI).
+    -> columns key, layer, role, kind, side, k, d, rsf, enrichment, iso (= k/d)
+    [, null_mean, null_ci_low, null_ci_high, null_q975].
+    """
+    meta = {m.key: m for m in maps} if maps is not None else {}
+    rows = []
+    for key, delta in deltas.items():
+        if key not in bases:
+            continue
+        basis, side = bases[key]
+        d = basis.shape[0]
+        lm = meta.get(key)
+        for k in ks:
+            if k > basis.shape[1]:
+                continue
+            rsf = relative_subspace_fraction(delta, basis[:, :k], side)
+            row = {
+                "key": key,
+                "layer": lm.layer if lm else None,
+                "role": lm.role if lm else key.split(".")[-1],
+                "kind": lm.kind if lm else None,
+                "side": side,
+                "k": k,
+                "d": d,
+                "rsf": rsf,
+                "enrichment": enrichment(rsf, k, d),
+                "iso": k / d,
+            }
+            if n_random:
+                null = random_subspace_baseline(delta, k, side, n=n_random, seed=seed)
+                row |= {
+                    "null_mean": null.mean,
+                    "null_ci_low": null.ci_low,
+                    "null_ci_high": null.ci_high,
+                    "null_q975": null.q975,
+                }
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,151 @@
+"""Probe subspaces of paper 2: the principal subspace of each read map's inputs (from streamed
+second moments) and the prediction subspace of the unembedding.
+
+Matrices follow :mod:`lamina.weights.maps` (``y = W x``, shape (d_out, d_in)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from lamina.models import get_adapter
+from lamina.weights.maps import SHARED_INPUT, LinearMap, linear_maps
+from lamina.weights.subspace_fraction import Side
+
+__all__ = [
+    "input_second_moments",
+    "prediction_basis",
+    "principal_basis",
+    "probe_bases",
+    "token_batches",
+]
+
+
+def token_batches(
+    model: nn.Module, tokenizer, texts: Sequence[str], batch_size: int, max_length: int | None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(input_ids, attention_mask), each (B, T), on the model's device."""
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    device = next(model.parameters()).device
+    for i in range(0, len(texts), batch_size):
+        enc = tokenizer(
+            list(texts[i : i + batch_size]),
+            return_tensors="pt",
+            padding=True,
+            truncation=max_length is not None,
+            max_length=max_length,
+        )
+        yield enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def input_second_moments(
+    model: nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    maps: Sequence[LinearMap] | None = None,
+    centred: bool = False,
+    batch_size: int = 8,
+    max_length: int | None = 256,
+) -> dict[str, torch.Tensor]:
+    """Second moment of each map's actual input over the non-padding tokens of ``texts``.
+
+    M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
+    Accumulated in float64 with forward pre-hooks, batch by batch; activations are never kept.
+    Maps that read one tensor (Q/K/V; gate/up) share one accumulator.
+    maps: default every read map of the blocks. -> {map key: (d_in, d_in) float64, on the CPU}.
+    """
+    maps = (
+        [m for m in linear_maps(model, embeddings=False) if m.kind == "read"]
+        if maps is None
+        else list(maps)
+    )
+    if any(m.role == "embed" for m in maps):
+        raise ValueError("the embedding reads one-hot token ids; it has no input second moment")
+    source = {m.key: (m.layer, SHARED_INPUT.get(m.role, m.module)) for m in maps}
+    hooked: dict[tuple, str] = {}
+    for m in maps:
+        hooked.setdefault(source[m.key], m.module)
+    sums: dict[tuple, torch.Tensor] = {}
+    firsts: dict[tuple, torch.Tensor] = {}
+    count = 0
+    mask_now: list[torch.Tensor] = []
+
+    def make_hook(src: tuple) -> Callable:
+        def hook(module: nn.Module, args: tuple) -> None:
+            a = args[0][mask_now[0]].detach().to(torch.float64)  # (N, d_in)
+            sums[src] = sums.get(src, 0) + a.T @ a
+            firsts[src] = firsts.get(src, 0) + a.sum(0)
+
+        return hook
+
+    handles = [
+        model.get_submodule(path).register_forward_pre_hook(make_hook(src))
+        for src, path in hooked.items()
+    ]
+    run = model if any(m.role == "unembed" for m in maps) else get_adapter(model).base(model)
+    try:
+        with torch.no_grad():
+            for ids, mask in token_batches(model, tokenizer, texts, batch_size, max_length):
+                mask_now[:] = [mask.bool()]
+                run(input_ids=ids, attention_mask=mask)
+                count += int(mask.sum())
+    finally:
+        for h in handles:
+            h.remove()
+    out = {}
+    for m in maps:
+        src = source[m.key]
+        moment = sums[src] / count
+        if centred:
+            mu = firsts[src] / count
+            moment = moment - torch.outer(mu, mu)
+        out[m.key] = moment.cpu()
+    return out
+
+
+def principal_basis(moment: torch.Tensor, k: int) -> torch.Tensor:
+    """Top-k eigenvectors of a symmetric (d, d) moment, by decreasing eigenvalue -> (d, k)
+    with orthonormal columns, in the moment's dtype."""
+    d = moment.shape[0]
+    if not 1 <= k <= d:
+        raise ValueError(f"k must be in [1, {d}], got {k}")
+    _, vecs = torch.linalg.eigh(moment)
+    return vecs[:, -k:].flip(1).contiguous()
+
+
+def prediction_basis(model: nn.Module, k: int) -> torch.Tensor:
+    """The prediction subspace: top-k right singular vectors of the unembedding W_U (vocab, d).
+
+    -> (d_model, k) float64, orthonormal columns, by decreasing singular value (computed as
+    the eigenvectors of W_Uᵀ W_U).
+    """
+    unembed = get_adapter(model).unembedding_module(model)
+    if unembed is None:
+        raise ValueError(
+            f"{model.config.model_type} model has no unembedding (load it as a causal LM)"
+        )
+    w = unembed.weight.detach().to(torch.float64).cpu()
+    return principal_basis(w.T @ w, k)
+
+
+def probe_bases(
+    model: nn.Module, maps: Sequence[LinearMap], moments: dict[str, torch.Tensor], k_max: int
+) -> dict[str, tuple[torch.Tensor, Side]]:
+    """The paper's probe for each map: read maps -> (input principal basis of ``moments[key]``,
+    "input"); write maps -> (prediction basis, "output"). Bases are (d, min(k_max, d))."""
+    out: dict[str, tuple[torch.Tensor, Side]] = {}
+    pred = None
+    for m in maps:
+        if m.kind == "read":
+            moment = moments[m.key]
+            out[m.key] = (principal_basis(moment, min(k_max, moment.shape[0])), "input")
+        else:
+            if pred is None:
+                pred = prediction_basis(model, min(k_max, get_adapter(model).d_model(model)))
+            out[m.key] = (pred, "output")
+    return out

@@ -1,0 +1,185 @@
+"""The shape of lib/: the lamina import graph has no cycle, no private name is imported across
+modules, and lamina imports sit at the top of a module (issue 13).
+
+The graph is read with ``ast`` from the sources (nothing is imported), so these tests also see
+imports inside functions and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LIB = Path(__file__).resolve().parents[1] / "lib"
+
+# Lazy lamina imports that are allowed, each with its reason: a heavy optional dependency.
+LAZY_ALLOWED = {
+    # resolving "organism-..." names needs the organisms (training code); `import lamina`
+    # stays cheap without them
+    "lamina.models",
+    # organisms are owned by their own package; they read provenance and the curriculum lazily
+    "lamina.organisms",
+    "lamina.organisms.build",
+    "lamina.organisms.corpus",
+}
+
+
+def _modules(root: Path = LIB) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _base(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(root: Path = LIB) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """-> ({module: lamina modules it imports}, [(module, from module, private name)])."""
+    modules = _modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    private = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _base(module, node, is_package)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.append(full if full in modules else base)
+                    is_private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if is_private and base.split(".")[0] == "lamina" and full not in modules:
+                        private.append((module, base, alias.name))
+            for target in targets:
+                if target.split(".")[0] != "lamina":
+                    continue
+                owner = _owner(target, modules)
+                if owner and owner != module:
+                    edges[module].add(owner)
+    return edges, private
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    """The check can fail: a two-module cycle (one import inside a function) is found."""
+    pkg = tmp_path / "lamina"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from lamina.b import g\n\ndef f():\n    return g()\n")
+    (pkg / "b.py").write_text("def g():\n    from lamina.a import f\n    return f\n")
+    (pkg / "c.py").write_text("from lamina.a import _hidden\n")
+    edges, private = import_graph(tmp_path)
+    assert cycles(edges) == [["lamina.a", "lamina.b"]]
+    assert private == [("lamina.c", "lamina.a", "_hidden")]
+
+
+def test_lamina_has_no_import_cycle():
+    edges, _ = import_graph()
+    assert "lamina.chapters" in edges and "lamina.weights.maps" in edges
+    assert cycles(edges) == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    _, private = import_graph()
+    assert private == []
+
+
+def test_lamina_imports_sit_at_the_top_of_a_module():
+    lazy = []
+    for module, path in _modules().items():
+        if module in LAZY_ALLOWED:
+            continue
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                name = (
+                    node.module
+                    if isinstance(node, ast.ImportFrom)
+                    else node.names[0].name
+                    if isinstance(node, ast.Import)
+                    else None
+                )
+                if name and name.split(".")[0] == "lamina":
+                    lazy.append(f"{module}:{node.lineno} imports {name}")
+    assert lazy == []
+
+
+def test_no_experiments_package_remains():
+    assert not (LIB / "lamina" / "experiments").exists()
+
+
+@pytest.mark.parametrize(
+    "chapter",
+    sorted(p.stem for p in (LIB.parent / "notebooks").glob("*.py") if p.stem != "trajectory_tour"),
+)
+def test_every_notebook_has_a_chapter_module_of_its_name(chapter):
+    chapters = LIB / "lamina" / "chapters"
+    assert (chapters / f"{chapter}.py").is_file() or (chapters / chapter / "__init__.py").is_file()

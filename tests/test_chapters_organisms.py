@@ -1,0 +1,183 @@
+"""The organisms' quality report (lamina.chapters.organisms) and its appendix chapter,
+on micro organisms built into a temporary data folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lamina import load_model, organisms
+from lamina.chapters.organisms.probes import generate, homograph_separation
+from lamina.chapters.organisms.run import (
+    CHECKPOINTS,
+    OrganismsConfig,
+    organism_names,
+    run_organisms,
+    wilson,
+)
+
+MICRO = ["organism-gpt2-micro", "organism-llama-micro"]
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory):
+    """LAMINA_DATA pointing at a folder holding both micro organisms (built in seconds)."""
+    root = tmp_path_factory.mktemp("organisms-data")
+    old = {k: os.environ.get(k) for k in ("LAMINA_DATA", "LAMINA_RESULTS")}
+    os.environ["LAMINA_DATA"] = str(root)
+    os.environ["LAMINA_RESULTS"] = str(root / "results")
+    for name in MICRO:
+        organisms.build(name, progress=False, log=lambda s: None)
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def result(data_root):
+    return run_organisms(OrganismsConfig(model=MICRO, quick=True))
+
+
+def _evaluation(name: str) -> dict:
+    return json.loads((organisms.organism_dir(name) / "evaluation.json").read_text())
+
+
+@pytest.mark.slow
+def test_report_has_every_table_for_each_organism(result):
+    expected = {"build", "corpus", "curves", "quality", "sft_accuracy", "dpo_accuracy",
+                "samples", "homographs", "homograph_layers"}  # fmt: skip
+    assert set(result.tables) == expected
+    for name, table in result.tables.items():
+        assert set(table["model"]) == set(MICRO), name
+    assert result.models == MICRO
+    assert set(result.tables["curves"]["phase"]) == {"pretrain", "lm", "sft", "dpo"}
+
+
+@pytest.mark.slow
+def test_perplexities_match_the_build_evaluation(result):
+    """The report recomputes perplexity and the unigram baseline on the build's validation
+    windows: the numbers must be the build's own (evaluation.json)."""
+    q = result.tables["quality"]
+    for name in MICRO:
+        ev = _evaluation(name)
+        rows = q[q["model"] == name].set_index("checkpoint")
+        assert rows["unigram_perplexity"].iloc[0] == pytest.approx(ev["unigram_val_perplexity"])
+        for ck in CHECKPOINTS:
+            assert rows.loc[ck, "val_perplexity"] == pytest.approx(
+                ev["models"][ck]["val_perplexity"], rel=1e-5
+            )
+
+
+@pytest.mark.slow
+def test_accuracies_match_the_build_evaluation_and_ci_brackets_them(result):
+    """Quick mode scores the first 32 held-out items, as the micro build did."""
+    for kind in ("sft", "dpo"):
+        t = result.tables[f"{kind}_accuracy"]
+        assert (t["ci_low"] <= t["accuracy"] + 1e-12).all()
+        assert (t["accuracy"] <= t["ci_high"] + 1e-12).all()
+        for name in MICRO:
+            ev = _evaluation(name)["models"]
+            rows = t[(t["model"] == name) & (t["component"] == "all")].set_index("checkpoint")
+            assert (rows["n"] == 32).all()
+            for ck in rows.index.drop("majority answer", errors="ignore"):
+                assert rows.loc[ck, "accuracy"] == pytest.approx(ev[ck][f"{kind}_accuracy"])
+    sft = result.tables["sft_accuracy"]
+    assert set(sft["checkpoint"]) == {"majority answer", *CHECKPOINTS}
+    assert set(result.tables["dpo_accuracy"]["checkpoint"]) == {"final", "dpo"}
+    # the components add up to the total
+    per = sft[sft["component"] != "all"].groupby(["model", "checkpoint"])["hits"].sum()
+    tot = sft[sft["component"] == "all"].set_index(["model", "checkpoint"])["hits"]
+    assert per.sort_index().tolist() == tot.sort_index().tolist()
+
+
+@pytest.mark.slow
+def test_summary_lists_what_did_not_work(result):
+    """Micro organisms learn almost nothing: the summary must say so in plain words."""
+    for name in MICRO:
+        problems = result.summaries[name]["problems"]
+        assert any("unigram baseline" in p for p in problems)
+        assert any("@sft" in p for p in problems)
+
+
+@given(st.integers(0, 200), st.integers(1, 200))
+def test_wilson_interval_contains_the_estimate_and_stays_in_0_1(hits, n):
+    hits = min(hits, n)
+    acc, lo, hi = wilson(hits, n)
+    assert acc == hits / n
+    assert 0.0 <= lo <= acc <= hi <= 1.0
+
+
+def test_wilson_interval_narrows_with_more_items():
+    assert np.diff(wilson(50, 100)[1:]) > np.diff(wilson(500, 1000)[1:])
+    assert all(np.isnan(wilson(0, 0)))
+
+
+@pytest.mark.slow
+def test_llama_senses_coincide_at_the_embedding_layer(data_root):
+    """Without position embeddings, the last-token state at layer 0 is the word's embedding:
+    the two senses of one homograph must be identical there (separation exactly 0)."""
+    model, tok = load_model("organism-llama-micro")
+    words, layers = homograph_separation(model, tok)
+    assert len(words) == 20
+    assert np.allclose(words["separation_layer0"], 0.0)
+    assert np.allclose(words["ratio"], words["separation"] / words["control_separation"])
+    assert sorted(layers["layer"].unique()) == list(range(model.config.num_hidden_layers + 1))
+
+
+@pytest.mark.slow
+def test_sampled_generation_is_seeded_and_respects_the_context(data_root):
+    model, tok = load_model("organism-gpt2-micro")
+    long_prompt = "word " * 100  # longer than the micro context of 32 tokens
+    a = generate(model, tok, long_prompt, 8, 0.8, seed=3)
+    b = generate(model, tok, long_prompt, 8, 0.8, seed=3)
+    assert a == b
+    greedy = [generate(model, tok, "HAMLET:\n", 8, None, seed) for seed in (0, 1)]
+    assert greedy[0] == greedy[1]  # greedy decoding ignores the seed
+
+
+def test_default_falls_back_to_the_micro_organisms_when_full_ones_are_absent(data_root):
+    names, notes = organism_names("default")
+    assert names == MICRO
+    assert notes and "micro" in notes[0]
+    assert organism_names("organism-gpt2-micro, organism-llama-micro")[0] == MICRO
+
+
+def test_unknown_or_unbuilt_organism_is_a_clear_error(data_root, tmp_path, monkeypatch):
+    with pytest.raises(organisms.UnknownOrganismError, match="known organisms"):
+        organism_names("organism-nope")
+    monkeypatch.setenv("LAMINA_DATA", str(tmp_path))
+    with pytest.raises(organisms.OrganismNotBuiltError, match="build"):
+        organism_names("default")
+
+
+@pytest.mark.slow
+def test_write_saves_one_results_file_per_organism(result, tmp_path):
+    paths = result.write(tmp_path)
+    assert [p.parent.name for p in paths] == MICRO
+    record = json.loads(paths[0].read_text())
+    assert record["chapter"] == "organisms"
+    assert "problems" in record["summary"] and record["config"]["quick"] is True
+    assert (paths[0].parent / "organisms.sft_accuracy.parquet").is_file()
+
+
+@pytest.mark.slow
+def test_chapter_executes_in_quick_mode(data_root, tmp_path):
+    from lamina.book import execute_chapter
+
+    params = {"quick": True, "model": "organism-gpt2-micro", "results_root": str(tmp_path / "r")}
+    out = execute_chapter("organisms", tmp_path / "nb", params, progress=False)
+    nb = json.loads(Path(out).read_text())
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    assert not [o for o in outputs if o.get("name") == "stderr"], "the page shows warnings"
+    assert sum("image/svg+xml" in o.get("data", {}) for o in outputs) >= 6
+    assert (tmp_path / "r" / "organism-gpt2-micro" / "organisms.json").is_file()
