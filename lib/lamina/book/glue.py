@@ -4,6 +4,7 @@ the prose."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from lamina.book.charts import register_theme
@@ -11,18 +12,19 @@ from lamina.book.tables import install_table_formatter
 
 __all__ = ["glue", "setup_altair"]
 
+# A chapter's page shows results, not library chatter: inside a kernel without ipywidgets,
+# tqdm warns when it is first imported (by a chapter module, after this one), and the warning
+# would print on the chapter's first screen. lamina's own progress bars do not need widgets.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
 
 def setup_altair() -> None:
     """Render Altair charts as static SVG (via vl-convert), so the book needs no network:
     the default renderer loads vega from a CDN. Also apply lamina's chart theme
     (:mod:`lamina.book.charts`) and show data frames in scroll containers
     (:mod:`lamina.book.tables`)."""
-    import warnings
-
     import altair as alt
 
-    # a chapter's page shows results, not library chatter
-    warnings.filterwarnings("ignore", message="IProgress not found")
     try:
         from transformers.utils import logging as hf_logging
 
