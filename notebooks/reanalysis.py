@@ -33,7 +33,6 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt
-import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from lamina.book import glue, setup_altair

@@ -76,11 +76,10 @@ quick = False  # tiny samples and budgets, for CI
 
 # %% tags=["hide-input"]
 import altair as alt
-import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.book.charts import facet, grid, model_color, show_figure
+from lamina.book.charts import facet, grid, show_figure
 from lamina.chapters.weight_update_signature import SignatureConfig, run_weight_signature
 from lamina.chapters.weight_update_signature.figures import (
     describe,

@@ -14,7 +14,7 @@ import torch
 from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.deltas import cached_moments, prediction_subspace
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.units import Units
 from lamina.organisms.corpus import format_answer, format_prompt
 from lamina.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
 from lamina.weights import LinearMap, linear_maps, principal_basis, relative_subspace_fraction
@@ -158,7 +158,7 @@ def _geometry_rows(factors, maps, bases, moments, k: int) -> list[dict[str, Any]
 
 
 def objective_gradients(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
 ) -> pd.DataFrame:
     """Gradient geometry of every block map at ``config.base`` under the lm, sft and dpo
     objectives, at k = ``config.k`` (read maps in their input principal subspace, write maps
@@ -203,7 +203,7 @@ def _token_budget(tok, texts: list[str], n_tokens: int, max_length: int) -> list
 
 
 def write_gradients_across_training(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig
+    ck: Units, texts: list[str], config: SignatureConfig
 ) -> pd.DataFrame:
     """At every pretraining checkpoint: the LM gradient of each write map against that
     checkpoint's prediction subspace (k = ``config.k``), and the write weight itself
@@ -231,7 +231,7 @@ def write_gradients_across_training(
 
 
 def adam_signature(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
 ) -> pd.DataFrame:
     """Adam's update direction u = m̂/(√v̂+ε) (:func:`lamina.weights.gradients.adam_update_direction`)
     against its first moment m (the momentum-averaged raw gradient), from the optimiser
