@@ -77,8 +77,10 @@ chapter: $(STAMP)
 	test -n "$(CH)" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
 	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model $(MODEL)) $(PARAMS)
 
-# Open every page of the built book in headless Chromium: no console errors, no request
-# leaving the machine, every chart present; screenshots in artifacts/screenshots.
+# Open every page of the built book in headless Chromium at 1300 and 800 px: no console error,
+# no request leaving the machine, nothing wider than the text column outside an explicit scroll
+# container, every chart visible, verdict badges as text (no emoji), no code on a chapter's
+# first screen; screenshots in artifacts/screenshots/<width>px/.
 check-book: $(STAMP)
 	$(PY) -m tests.browser book/_build/html artifacts/screenshots
 

@@ -29,7 +29,7 @@
 # δ(L)/δ(0). Each of our 20 homographs comes with a matched control: the same two sentences
 # with an unambiguous word in the homograph's place.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, paper 1's released states, MiniLM, organisms; or one model name/path
 pooling = "last"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -42,11 +42,12 @@ sensitivity = True  # also rerun the test under every representation convention 
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 from IPython.display import display
 
 from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.bifurcation import run_bifurcation
 
 result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters above
@@ -75,7 +76,7 @@ glue_claim("bif", claims, "p1-bifurcation-ratio", n_models=len(result.models))
 # On {glue:text}`bif_model`, the median homograph separation ratio is
 # {glue:text}`bif_measured:.2f` (95% CI {glue:text}`bif_ci_low:.2f`–{glue:text}`bif_ci_high:.2f`).
 
-# %%
+# %% tags=["hide-input"]
 prof = result.tables["profiles"]
 band = (
     alt.Chart(prof)
@@ -92,8 +93,20 @@ line = (
         color=alt.Color("condition:N", title="pairs"),
     )
 )
-(band + line).facet(column=alt.Column("model:N", title=None)).properties(
-    title=finding_title(claims, "p1-bifurcation-ratio", "Median δ(L)/δ(base) of homograph pairs")
+show_figure(
+    facet(
+        band + line,
+        "model",
+        prof["model"],
+        title=finding_title(
+            claims, "p1-bifurcation-ratio", "Median δ(L)/δ(base) of homograph pairs"
+        ),
+    ),
+    what="The distance δ(l) between a word's states in its two contexts at each relative depth, "
+    "for homograph pairs and their unambiguous controls (band: ± 1 sd), one panel per model.",
+    look_at="whether the homograph line rises above the control line, and from which depth",
+    claims=claims,
+    claim_id="p1-bifurcation-ratio",
 )
 
 # %% [markdown]
@@ -104,10 +117,10 @@ line = (
 # (ratio − 1) under the control over (ratio − 1) for real; "vanishes" is testable only where
 # the real effect is present. The profile chart's "difference" is δ_homograph − δ_control.
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"].round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims_view(claims)
 
 # %% [markdown]
@@ -123,20 +136,22 @@ claims_view(claims)
 #
 # ## Sensitivity to the representation convention
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
 if len(sens):
-    display(
+    show_figure(
         alt.Chart(sens)
         .mark_point(filled=True, size=70)
         .encode(
             x=alt.X("ratio:Q", title="median δ(L)/δ(base), homographs"),
             y=alt.Y("convention:N", title=None),
-            color="model:N",
+            color=model_color(sens),
             shape="verdict:N",
             tooltip=["model", "convention", "ratio", "control_ratio", "p"],
         )
-        .properties(title="Homograph separation ratio under each convention")
+        .properties(title="Homograph separation ratio under each representation convention"),
+        what="The median homograph separation ratio under each representation convention.",
+        look_at="the ratios against the paper's 5.6x, and how they move between conventions",
     )
     display(sens.drop(columns=["definition"]).round(4))
 

@@ -26,7 +26,7 @@
 # neutral frames shared by every category ("Next on the list is the word fox"), and on paper 1's
 # released GPT-2 states.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, paper 1's released states, MiniLM, organisms; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -40,12 +40,13 @@ sensitivity = True  # also rerun the test under every representation convention 
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 from IPython.display import display
 
 from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.convergence import run_convergence
 
 result = run_trajectory_chapter(run_convergence, globals())  # the parameters above
@@ -69,7 +70,7 @@ claims = result.claims
 # The convergence index of the headline source, {glue:text}`conv_model`, peaks at
 # {glue:text}`conv_measured:.3f` (95% CI {glue:text}`conv_ci_low:.3f`–{glue:text}`conv_ci_high:.3f`).
 
-# %%
+# %% tags=["hide-input"]
 glue_claim("conv", claims, "p1-convergence-peak", n_models=len(result.models))
 profiles = result.tables["profiles"]
 real = profiles[profiles["condition"] == "real"]
@@ -80,7 +81,7 @@ band = (
         x=alt.X("depth:Q", title="depth (layer / last layer)"),
         y="ci_low:Q",
         y2="ci_high:Q",
-        color=alt.Color("model:N"),
+        color=model_color(real),
     )
 )
 line = (
@@ -89,7 +90,7 @@ line = (
     .encode(
         x="depth:Q",
         y=alt.Y("ci:Q", title="convergence index (chord units)"),
-        color="model:N",
+        color=model_color(real),
         tooltip=["model", "layer", alt.Tooltip("ci:Q", format=".3f")],
     )
 )
@@ -98,8 +99,18 @@ rule = (
     .mark_rule(strokeDash=[4, 4], color="gray")
     .encode(y="y:Q")
 )
-(band + line + rule).properties(
-    title=finding_title(claims, "p1-convergence-peak", "Peak convergence index (dashed: 0.41–0.58)")
+show_figure(
+    (band + line + rule).properties(
+        title=finding_title(
+            claims, "p1-convergence-peak", "Peak convergence index (dashed: 0.41–0.58)"
+        )
+    ),
+    what="The convergence index of the semantic categories at each relative depth, one line "
+    "per model, with its 95% bootstrap band; the dashed lines mark the paper's 0.41-0.58.",
+    look_at="where each curve peaks, and whether the peak reaches the dashed band in the middle "
+    "to late layers",
+    claims=claims,
+    claim_id="p1-convergence-peak",
 )
 
 # %% [markdown]
@@ -111,7 +122,7 @@ rule = (
 # The table gives that test, the claim's test, and a paired Wilcoxon test of the peak against the
 # first layer (which ignores the choice of the peak).
 
-# %%
+# %% tags=["hide-input"]
 result.tables["tests"].round(4)
 
 # %% [markdown]
@@ -119,7 +130,7 @@ result.tables["tests"].round(4)
 # A topical sentence ("Next to the pond the children found a frog") shares context words with its
 # category; a neutral frame shares nothing but the member. The same test on each half:
 
-# %%
+# %% tags=["hide-input"]
 result.tables["frames"].round(4)
 
 # %% [markdown]
@@ -130,23 +141,36 @@ result.tables["frames"].round(4)
 # architecture without training. The released states have no model, so only shuffled layers
 # apply there. "Vanishes" is testable only where the real effect is present.
 
-# %%
+# %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]
 vanish = claims[claims["claim_id"] == "p1-convergence-controls-vanish"]
-alt.Chart(pd.concat([real, controls])).mark_line().encode(
-    x=alt.X("depth:Q", title="depth"),
-    y=alt.Y("ci:Q", title="convergence index"),
-    color=alt.Color("condition:N", title="condition"),
-    strokeDash="condition:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Convergence index, real and under controls — vanishing: "
-    + "; ".join(f"{m}: {v}" for m, v in zip(vanish["model"], vanish["verdict"], strict=True))
+both = pd.concat([real, controls])
+show_figure(
+    facet(
+        alt.Chart(both)
+        .mark_line()
+        .encode(
+            x=alt.X("depth:Q", title="depth"),
+            y=alt.Y("ci:Q", title="convergence index"),
+            color=alt.Color("condition:N", title="condition"),
+            strokeDash="condition:N",
+        ),
+        "model",
+        both["model"],
+        title="Convergence index, real and under controls — vanishing: "
+        + "; ".join(f"{m}: {v}" for m, v in zip(vanish["model"], vanish["verdict"], strict=True)),
+    ),
+    what="The convergence index across depth for the real states and for each control, one "
+    "panel per model.",
+    look_at="whether the control curves stay flat where the real curve peaks",
+    claims=claims,
+    claim_id="p1-convergence-controls-vanish",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"].round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims_view(claims)
 
 # %% [markdown]
@@ -164,17 +188,23 @@ claims_view(claims)
 # 0 and ends on the post-norm state. The convergence index normalises states itself, so
 # "normalised" cannot change it; the pooling and the final state can.
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
 if len(sens):
-    chart = alt.Chart(sens).mark_point(filled=True, size=70).encode(
-        x=alt.X("peak:Q", title="peak convergence index"),
-        y=alt.Y("convention:N", title=None),
-        color="model:N",
-        shape="verdict:N",
-        tooltip=["model", "convention", "peak", "peak_layer", "p"],
-    ).properties(title="Peak convergence index under each convention")
-    display(chart)
+    show_figure(
+        alt.Chart(sens)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("peak:Q", title="peak convergence index"),
+            y=alt.Y("convention:N", title=None),
+            color=model_color(sens),
+            shape="verdict:N",
+            tooltip=["model", "convention", "peak", "peak_layer", "p"],
+        )
+        .properties(title="Peak convergence index under each representation convention"),
+        what="The peak convergence index of each model under each representation convention.",
+        look_at="how far the points move between conventions, against the paper's 0.41",
+    )
     display(sens.drop(columns=["definition"]).round(4))
 
 # %% [markdown]

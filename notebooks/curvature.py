@@ -23,7 +23,7 @@
 # our multi-step reasoning prompts with our lexical variations of eight base words. Trajectory
 # length, the first of paper 1's five metrics, is reported beside it.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, paper 1's released states, MiniLM, organisms; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -36,11 +36,12 @@ sensitivity = True  # also rerun the test under every representation convention 
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 from IPython.display import display
 
 from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.curvature import run_curvature
 
 result = run_trajectory_chapter(run_curvature, globals())  # the parameters above
@@ -69,22 +70,46 @@ glue_claim("curv", claims, "p1-curvature-gap", n_models=len(result.models))
 # On {glue:text}`curv_model`, reasoning minus lexical mean curvature is
 # {glue:text}`curv_measured:.3f` rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`).
 
-# %%
+# %% tags=["hide-input"]
 per_prompt = result.tables["per_prompt"]
-alt.Chart(per_prompt).mark_boxplot(extent="min-max").encode(
-    x=alt.X("family:N", title=None),
-    y=alt.Y("mean_curvature:Q", title="mean curvature (rad)"),
-    color="family:N",
-    column=alt.Column("model:N", title=None),
-).properties(title=finding_title(claims, "p1-curvature-gap", "Reasoning − lexical curvature (rad)"))
+show_figure(
+    facet(
+        alt.Chart(per_prompt)
+        .mark_boxplot(extent="min-max")
+        .encode(
+            x=alt.X("family:N", title=None, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("mean_curvature:Q", title="mean curvature (rad)"),
+            color="family:N",
+        ),
+        "model",
+        per_prompt["model"],
+        title=finding_title(claims, "p1-curvature-gap", "Reasoning − lexical curvature (rad)"),
+    ),
+    what="The distribution of per-prompt mean curvature (radians) for each prompt family, one "
+    "panel per model.",
+    look_at="how far the reasoning box sits above the lexical box; the claim needs at least "
+    "0.40 rad",
+    claims=claims,
+    claim_id="p1-curvature-gap",
+)
 
-# %%
-alt.Chart(result.tables["profiles"]).mark_line(point=True).encode(
-    x=alt.X("layer:Q", title="layer l (angle between steps l and l+1)"),
-    y=alt.Y("kappa:Q", title="κ(l), rad"),
-    color="family:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="κ(l) by family, layer by layer"
+# %% tags=["hide-input"]
+profiles = result.tables["profiles"]
+show_figure(
+    facet(
+        alt.Chart(profiles)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:Q", title="layer l (angle between steps l and l+1)"),
+            y=alt.Y("kappa:Q", title="κ(l), rad"),
+            color="family:N",
+        ),
+        "model",
+        profiles["model"],
+        title="Turning angle κ(l) layer by layer, by prompt family",
+    ),
+    what="The mean turning angle at each layer for each prompt family, one panel per model.",
+    look_at="the layers where the reasoning and lexical lines separate",
 )
 
 # %% [markdown]
@@ -92,7 +117,7 @@ alt.Chart(result.tables["profiles"]).mark_line(point=True).encode(
 # Length = Σ_l ‖h(l+1) − h(l)‖, raw and on L2-normalised states (the released code's default),
 # per family, with a base-word bootstrap 95% CI. Paper 1 names it but states no number for it.
 
-# %%
+# %% tags=["hide-input"]
 result.tables["length"].round(4)
 
 # %% [markdown]
@@ -102,19 +127,30 @@ result.tables["length"].round(4)
 # has the same architecture without training. "Vanishes" is testable only where the real gap is
 # present.
 
-# %%
+# %% tags=["hide-input"]
 controls = result.tables["controls"]
-alt.Chart(controls).mark_bar().encode(
-    x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
-    y=alt.Y("control:N", title=None),
-    color="model:N",
-    yOffset="model:N",
-).properties(title="The reasoning–lexical difference, real and under each control")
+show_figure(
+    alt.Chart(controls)
+    .mark_bar()
+    .encode(
+        x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
+        y=alt.Y("control:N", title=None),
+        color=model_color(controls),
+        yOffset="model:N",
+    )
+    .properties(title="The reasoning–lexical difference, real and under each control"),
+    what="The reasoning − lexical curvature difference (radians), real and under each control, "
+    "per model.",
+    look_at="whether the bars shrink towards zero under the shuffled-layer and random-embedding "
+    "controls",
+    claims=claims,
+    claim_id="p1-curvature-controls-vanish",
+)
 
-# %%
+# %% tags=["hide-input"]
 controls.round(4)
 
-# %%
+# %% tags=["hide-input"]
 claims_view(claims)
 
 # %% [markdown]
@@ -132,20 +168,25 @@ claims_view(claims)
 # Curvature is not scale invariant: normalising states, dropping layer 0 and ending on the
 # post-norm state all change the angles. Single-token prompts are shown excluded and included.
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
 if len(sens):
-    display(
+    show_figure(
         alt.Chart(sens)
         .mark_point(filled=True, size=70)
         .encode(
             x=alt.X("difference:Q", title="reasoning − lexical (rad)"),
             y=alt.Y("convention:N", title=None),
-            color="model:N",
+            color=model_color(sens),
             shape="single_token_prompts:N",
             tooltip=["model", "convention", "difference", "p", "verdict"],
         )
-        .properties(title="Reasoning − lexical curvature under each convention")
+        .properties(
+            title="The reasoning − lexical difference under each representation convention"
+        ),
+        what="The reasoning − lexical difference under each representation convention, with "
+        "and without single-token prompts.",
+        look_at="how much the points move, and whether any changes sign, between conventions",
     )
     display(sens.drop(columns=["definition"]).round(4))
 

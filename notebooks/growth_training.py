@@ -25,7 +25,7 @@
 # organisms' corpus, once per seed with each schedule from the same initial weights and the
 # same batches, and compare at equal steps, equal FLOPs and equal wall time.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = (
     "organism-llama"  # the organism whose tokenizer, corpus (train / val) and importance are used
 )
@@ -37,11 +37,12 @@ schedules = ["uniform", "growth"]  # add "reverse" (least important first) as a 
 seeds = [0, 1, 2]  # one paired run per schedule and seed
 quick = False  # a 4-layer toy model and a dozen steps, for CI
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import fmt_value, glue_claim_strings
+from lamina.book.charts import facet, show_figure
 from lamina.chapters.growth_training import GrowthConfig, run_growth
 
 setup_altair()
@@ -79,45 +80,63 @@ print("\n".join(result.notes))
 # weight gradients are skipped, but activation gradients still flow through any block above
 # a trainable one. Wall time excludes evaluation.
 
-# %%
+# %% tags=["hide-input"]
 sched = T["schedule"].explode("layers")
-alt.Chart(
-    sched.dropna(), title="Growth trains layer groups by importance, then everything"
-).mark_rect().encode(
-    x=alt.X("phase:O", title="phase"),
-    y=alt.Y("layers:O", title="layer"),
-    color=alt.Color("schedule:N"),
-    column=alt.Column("schedule:N", title=None),
-    tooltip=["schedule", "name", "steps", "layers"],
-).properties(width=160, height=200)
+sched = sched.dropna()
+cells = (
+    alt.Chart(sched)
+    .mark_rect()
+    .encode(
+        x=alt.X("phase:O", title="phase"),
+        y=alt.Y("layers:O", title="layer"),
+        color=alt.Color("schedule:N", legend=None),
+        tooltip=["schedule", "name", "steps", "layers"],
+    )
+)
+show_figure(
+    facet(
+        cells, "schedule", sched["schedule"], legend=False, height=200, title="Training schedules"
+    ),
+    what="Which layers each schedule trains in each phase (a filled cell: the layer trains).",
+    look_at="the order in which growth unfreezes the layer groups",
+)
 
 # %% [markdown]
 # ## Training curves
 
-# %%
+# %% tags=["hide-input"]
 curves = T["curves"].dropna(subset=["val_loss"])
-curves = curves.assign(flops_tera=curves["flops"] / 1e12)
-better = "growth" if final["growth"] < final["uniform"] else "uniform"
-charts = []
-for col, label in (
-    ("step", "optimiser steps"),
-    ("flops_tera", "training FLOPs (10^12)"),
-    ("wall_s", "training wall time (s)"),
-):
-    charts.append(
-        alt.Chart(curves)
-        .mark_line(opacity=0.8)
-        .encode(
-            x=alt.X(f"{col}:Q", title=label),
-            y=alt.Y("val_loss:Q", title="validation loss (nats)", scale=alt.Scale(zero=False)),
-            color=alt.Color("run:N", title="schedule"),
-            detail="seed:N",
-        )
-        .properties(width=230, height=200)
+budgets = {
+    "step": "optimiser steps",
+    "flops": "training FLOPs (10^12)",
+    "wall_s": "training wall time (s)",
+}
+long = curves.assign(flops=curves["flops"] / 1e12).melt(
+    id_vars=["run", "seed", "val_loss"], value_vars=list(budgets), var_name="budget", value_name="x"
+)
+long["budget"] = long["budget"].map(budgets)
+loss = (
+    alt.Chart(long)
+    .mark_line(opacity=0.8)
+    .encode(
+        x=alt.X("x:Q", title=None),
+        y=alt.Y("val_loss:Q", title="validation loss (nats)", scale=alt.Scale(zero=False)),
+        color=alt.Color("run:N", title="schedule"),
+        detail="seed:N",
     )
-alt.hconcat(*charts, title=f"{better.capitalize()} training ends lower, by steps, FLOPs and time")
+)
+show_figure(
+    facet(
+        loss, "budget", long["budget"], height=200, title="Validation loss by steps, FLOPs and time"
+    ).resolve_scale(x="independent"),
+    what="Validation loss of each schedule and seed against optimiser steps, training FLOPs "
+    "and wall time.",
+    look_at="which schedule ends lower at equal steps, equal FLOPs and equal time",
+    claims=claims,
+    claim_id="G-loss",
+)
 
-# %%
+# %% tags=["hide-input"]
 T["budgets"].pivot_table(index=["run", "seed"], columns="budget", values="loss_ratio").round(4)
 
 # %% [markdown]
@@ -152,7 +171,7 @@ T["budgets"].pivot_table(index=["run", "seed"], columns="budget", values="loss_r
 # %% [markdown]
 # ## Scorecard
 
-# %%
+# %% tags=["hide-input"]
 result.claims[["claim_id", "claim", "paper_value", "measured", "ci_low", "ci_high", "p", "verdict"]]
 
 # %% [markdown]

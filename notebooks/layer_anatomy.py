@@ -28,7 +28,7 @@
 # are compared by relative depth l / (L - 1): the paper's core L8-11 is depth 0.28-0.38 and
 # its anti-layers L14, L17 are depth 0.48 and 0.59 (reimplementation choice).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "organism-llama"  # any spec lamina.load_model accepts (organism, hub name, folder)
 corpus = None  # organism whose held-out text is used; None: the model's own (or organism-llama)
 surgeries = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]  # to sweep
@@ -40,14 +40,15 @@ n_tokens = 20480  # held-out tokens for perplexity and the skip/interpolate swee
 seed = 0  # seeds noise, re-initialisation, bootstraps and recovery batches
 quick = False  # tiny budgets, for CI
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import numpy as np
 import pandas as pd
-from IPython.display import display
+from IPython.display import HTML, display
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import fmt_value, glue_claim_strings
+from lamina.book.charts import caption_html, facet, show_figure
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
 from lamina.chapters.layer_anatomy.measures import core_layers
 
@@ -96,7 +97,7 @@ print("\n".join(result.notes))
 # %% [markdown]
 # ## (2) Importance: how unequal are the layers?
 
-# %%
+# %% tags=["hide-input"]
 sweep = T["sweep"]
 imp = sweep[sweep["surgery"].isin(["skip", "interpolate"])].copy()
 imp["sign"] = np.where(imp["delta_pct"] > 0, "ppl rises", "ppl falls (anti-layer candidate)")
@@ -106,24 +107,36 @@ skip = imp[imp["surgery"] == "skip"]
 top = skip.loc[skip["delta_pct"].idxmax()]
 share = top["delta_pct"] / skip["delta_pct"].clip(lower=0).sum()
 title = f"Skipping layer {int(top['layer'])} costs most: {share:.0%} of all layers' summed damage"
-alt.Chart(imp, title=title).mark_bar().encode(
-    x=alt.X("layer:O", title="layer"),
-    y=alt.Y(
-        "size:Q",
-        title="|PPL change| when ablated (%, log scale)",
-        scale=alt.Scale(type="log"),
-    ),
-    y2="floor:Q",
-    color=alt.Color("sign:N", title=None, scale=alt.Scale(range=["#4c78a8", "#e45756"])),
-    column=alt.Column("surgery:N", title=None),
-    tooltip=[
-        "surgery",
-        "layer",
-        alt.Tooltip("delta_pct:Q", format=".3g"),
-        alt.Tooltip("delta_ci_low:Q", format=".3g"),
-        alt.Tooltip("delta_ci_high:Q", format=".3g"),
-    ],
-).properties(width=260, height=220)
+bars = (
+    alt.Chart(imp)
+    .mark_bar()
+    .encode(
+        x=alt.X("layer:O", title="layer"),
+        y=alt.Y(
+            "size:Q",
+            title="|PPL change| when ablated (%, log scale)",
+            scale=alt.Scale(type="log"),
+        ),
+        y2="floor:Q",
+        color=alt.Color("sign:N", title=None, scale=alt.Scale(range=["#4c78a8", "#e45756"])),
+        tooltip=[
+            "surgery",
+            "layer",
+            alt.Tooltip("delta_pct:Q", format=".3g"),
+            alt.Tooltip("delta_ci_low:Q", format=".3g"),
+            alt.Tooltip("delta_ci_high:Q", format=".3g"),
+        ],
+    )
+)
+show_figure(
+    facet(bars, "surgery", imp["surgery"], height=220, title=title),
+    what="The change in perplexity when each layer is skipped or interpolated, on a log scale; "
+    "colour gives its sign (a fall marks an anti-layer candidate).",
+    look_at="how many decades separate the tallest and the shortest bars, and where the tallest "
+    "sit in depth",
+    claims=claims,
+    claim_id="P3-range",
+)
 
 # %% [markdown]
 # :::{admonition} Verdicts: importance
@@ -147,7 +160,7 @@ alt.Chart(imp, title=title).mark_bar().encode(
 # %% [markdown]
 # ## (4) Manipulation robustness: which edits does a layer survive?
 
-# %%
+# %% tags=["hide-input"]
 heat = sweep.assign(
     log_ppl_ratio=np.log10(1 + sweep["delta_pct"] / 100),
     label=[f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}" for v in sweep["delta_pct"]],
@@ -158,19 +171,26 @@ base = alt.Chart(heat, title=title).encode(
     x=alt.X("layer:O", title="layer"),
     y=alt.Y("surgery:N", title="strategy", sort=config.surgeries),
 )
-(
-    base.mark_rect().encode(
-        color=alt.Color(
-            "log_ppl_ratio:Q",
-            title="log10(ppl / clean ppl)",
-            scale=alt.Scale(scheme="redblue", reverse=True, domainMid=0),
-        ),
-        tooltip=["surgery", "layer", alt.Tooltip("delta_pct:Q", format=".3g")],
-    )
-    + base.mark_text(fontSize=8).encode(text="label:N")
-).properties(width=480, height=200)
+show_figure(
+    (
+        base.mark_rect().encode(
+            color=alt.Color(
+                "log_ppl_ratio:Q",
+                title="log10(ppl / clean ppl)",
+                scale=alt.Scale(scheme="redblue", reverse=True, domainMid=0),
+            ),
+            tooltip=["surgery", "layer", alt.Tooltip("delta_pct:Q", format=".3g")],
+        )
+        + base.mark_text(fontSize=8).encode(text="label:N")
+    ).properties(width=480, height=200),
+    what="The perplexity change (%, printed in each cell) when one layer is edited by each "
+    "strategy; red marks damage, blue improvement.",
+    look_at="which rows stay near zero across every layer",
+    claims=claims,
+    claim_id="P3-scaling",
+)
 
-# %%
+# %% tags=["hide-input"]
 table = sweep.pivot_table(index="surgery", columns="layer", values="delta_pct")
 table.round(2)
 
@@ -184,7 +204,7 @@ table.round(2)
 # %% [markdown]
 # ## (1) Weight predictability across depth
 
-# %%
+# %% tags=["hide-input"]
 pred = T.get("predictability")
 if pred is not None:
     display(
@@ -194,6 +214,16 @@ if pred is not None:
             x=alt.X("matrix:N", title="matrix type"),
             y=alt.Y("r2:Q", title="leave-one-layer-out R²"),
             tooltip=["matrix", alt.Tooltip("r2:Q", format=".3f")],
+        )
+    )
+    display(
+        HTML(
+            caption_html(
+                "The leave-one-layer-out R² of a ridge fit of each weight matrix type on depth.",
+                "the bars against the paper's R² = 0.91",
+                claims=claims,
+                claim_id="P3-R2",
+            )
         )
     )
     delta = T["delta"]
@@ -220,6 +250,17 @@ if pred is not None:
         .mark_line(strokeDash=[4, 4], color="gray")
         .encode(x="x:Q", y="x:Q")
     )
+    display(
+        HTML(
+            caption_html(
+                "Each point is one layer pair's delta correlation against the value independent "
+                "layers would give; the dashed line is equality.",
+                "how far the points sit from the dashed line",
+                claims=claims,
+                claim_id="P3-delta-structure",
+            )
+        )
+    )
     rep = T["replacement"]
     display(
         alt.Chart(rep, title="Substituting predicted weights for more layers")
@@ -227,6 +268,16 @@ if pred is not None:
         .encode(
             x=alt.X("k:Q", title="layers 0..k−1 replaced by ridge predictions"),
             y=alt.Y("ppl:Q", title="perplexity (log scale)", scale=alt.Scale(type="log")),
+        )
+    )
+    display(
+        HTML(
+            caption_html(
+                "Perplexity when layers 0..k-1 are all replaced by their ridge predictions.",
+                "how fast the curve rises with k",
+                claims=claims,
+                claim_id="P3-accumulation",
+            )
         )
     )
 
@@ -256,21 +307,28 @@ if pred is not None:
 # %% [markdown]
 # ## (3) Recovery speed
 
-# %%
+# %% tags=["hide-input"]
 rec = T["recovery"].merge(sweep[sweep["surgery"] == "skip"][["layer", "delta_pct"]], on="layer")
 rec["status"] = np.where(rec["recovered"], "recovered", "not within budget")
 rec["size"] = rec["delta_pct"].abs().clip(lower=1e-3)
-alt.Chart(rec, title="Do important layers take longer to recover from noise?").mark_circle(
-    size=70
-).encode(
-    x=alt.X(
-        "size:Q",
-        title="importance: |PPL change| when skipped (%, log scale)",
-        scale=alt.Scale(type="log"),
+show_figure(
+    alt.Chart(rec, title="Recovery steps against layer importance")
+    .mark_circle(size=70)
+    .encode(
+        x=alt.X(
+            "size:Q",
+            title="importance: |PPL change| when skipped (%, log scale)",
+            scale=alt.Scale(type="log"),
+        ),
+        y=alt.Y("steps_ranked:Q", title="fine-tuning steps to recover"),
+        color=alt.Color("status:N", title=None),
+        tooltip=["layer", "perturbed_ppl", "final_ppl", "steps_to_recover"],
     ),
-    y=alt.Y("steps_ranked:Q", title="fine-tuning steps to recover"),
-    color=alt.Color("status:N", title=None),
-    tooltip=["layer", "perturbed_ppl", "final_ppl", "steps_to_recover"],
+    what="Each point is a layer: its importance (skip ablation) against the fine-tuning steps "
+    "it took to recover from noise.",
+    look_at="whether the points rise from left to right",
+    claims=claims,
+    claim_id="P3-recovery",
 )
 
 # %% [markdown]
@@ -292,21 +350,32 @@ alt.Chart(rec, title="Do important layers take longer to recover from noise?").m
 # %% [markdown]
 # ## Structure
 
-# %%
+# %% tags=["hide-input"]
 struct = T["structure"].melt(
     id_vars=["model", "layer", "matrix"], value_vars=["frobenius", "stable_rank", "effective_rank"]
 )
-alt.Chart(struct, title="How weight norms and ranks vary with depth").mark_line(point=True).encode(
-    x=alt.X("layer:O"),
-    y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-    color="matrix:N",
-    facet=alt.Facet("variable:N", columns=3, title=None),
-).resolve_scale(y="independent").properties(width=200, height=160)
+lines = (
+    alt.Chart(struct)
+    .mark_line(point=True)
+    .encode(
+        x=alt.X("layer:O"),
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        color="matrix:N",
+    )
+)
+show_figure(
+    facet(
+        lines, "variable", struct["variable"], height=160, title="Weight norms and ranks by depth"
+    ).resolve_scale(y="independent"),
+    what="The Frobenius norm, stable rank and effective rank of each weight matrix type at each "
+    "layer.",
+    look_at="any trend or break with depth",
+)
 
 # %% [markdown]
 # ## Scorecard
 
-# %%
+# %% tags=["hide-input"]
 result.claims[
     [
         "claim_id",

@@ -29,7 +29,7 @@
 #
 # Where an organism misses a target, this page says so with the numbers.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": both built organisms; or an organism name, or a list of names
 n_eval = None  # held-out curriculum questions / preference pairs scored; None: all
 n_samples = 4  # prompts generated from (greedy and sampled), and held-out questions answered
@@ -37,13 +37,14 @@ seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
+from lamina.book.charts import facet, grid, model_color, show_figure
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
 from lamina.chapters.organisms import TARGETS, OrganismsConfig, run_organisms  # noqa: E402
@@ -87,7 +88,7 @@ glue("org_names", " and ".join(result.models))
 # table gives its wall-clock and CPU time, threads, CPU model and BLAS, which the build
 # records because they can change the numbers. Builds: {glue:text}`org_build_detail`.
 
-# %%
+# %% tags=["hide-input"]
 build = T["build"].copy()
 build["build_minutes"] = build["build_seconds"] / 60
 build["cpu_minutes"] = build["cpu_seconds"] / 60
@@ -117,7 +118,7 @@ build.drop(columns=["build_seconds", "cpu_seconds"]).round(2).T
 # rest are held out from every stage. The DPO preference is one of style: both answers are
 # correct, and the chosen one is the sentence.
 
-# %%
+# %% tags=["hide-input"]
 corpus = T["corpus"].copy()
 corpus = (
     corpus.groupby([c for c in corpus.columns if c != "model"], dropna=False, sort=False)["model"]
@@ -135,7 +136,7 @@ corpus
 # of plays and curriculum, the held-out split that `@lm` trains on, and the SFT and DPO items.
 # The build counted the shared 8-grams: {glue:text}`org_overlap_detail`.
 
-# %%
+# %% tags=["hide-input"]
 overlap = T["overlap"]
 glue(
     "org_overlap_detail",
@@ -153,7 +154,7 @@ overlap
 # Pretraining saw {glue:text}`org_tokens_seen` tokens per organism. Validation loss is measured
 # on fixed windows of the validation plays and curriculum documents, which it never trains on.
 
-# %%
+# %% tags=["hide-input"]
 curves = T["curves"]
 quality = T["quality"]
 unigram_loss = np.log(pick(quality, checkpoint="final").set_index("model")["unigram_perplexity"])
@@ -171,8 +172,17 @@ lines = (
     )
 )
 rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
-alt.layer(lines, rule, data=pre).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Pretraining loss against the unigram baseline (dashed)"
+show_figure(
+    facet(
+        alt.layer(lines, rule),
+        "model",
+        pre["model"],
+        data=pre,
+        title="Pretraining loss against the unigram baseline",
+    ),
+    what="Training and validation loss (nats per token) against training tokens; the dashed "
+    "line is the unigram baseline's loss.",
+    look_at="how far below the dashed line each curve ends",
 )
 
 # %% [markdown]
@@ -183,18 +193,27 @@ alt.layer(lines, rule, data=pre).facet(column=alt.Column("model:N", title=None))
 # DPO loss on held-out preference pairs, where ln 2 ≈ 0.693 is the loss of no preference at
 # all. "validation LM" is the language-model loss on validation text during SFT and DPO.
 
-# %%
+# %% tags=["hide-input"]
 stages = curves[curves["phase"] != "pretrain"]
-alt.Chart(stages).mark_line().encode(
+stage_lines = alt.Chart(stages).mark_line().encode(
     x=alt.X("step:Q", title="alignment step"),
     y=alt.Y("loss:Q", title="loss (nats)", scale=alt.Scale(zero=False)),
     color=alt.Color("split:N", title=None),
     tooltip=["step", "split", "loss"],
-).properties(width=200, height=150).facet(
-    row=alt.Row("phase:N", title=None, sort=["lm", "sft", "dpo"]),
-    column=alt.Column("model:N", title=None),
-).resolve_scale(y="independent").properties(
-    title="Alignment stages: training and held-out losses"
+)
+show_figure(
+    grid(
+        stage_lines,
+        "phase",
+        "model",
+        ["lm", "sft", "dpo"],
+        stages["model"],
+        height=130,
+        title="Alignment stages: training and held-out losses",
+    ).resolve_scale(y="independent"),
+    what="Training and held-out loss of each alignment stage (rows) on its own objective, per "
+    "organism (columns); for DPO, ln 2 ≈ 0.693 is no preference.",
+    look_at="whether the held-out curves fall along with the training curves",
 )
 
 # %% [markdown]
@@ -208,7 +227,7 @@ alt.Chart(stages).mark_line().encode(
 # {glue:text}`org_dpo_ppl`. Against the target of at most 1.25× the base:
 # {glue:text}`org_sft_ratio_detail`.
 
-# %%
+# %% tags=["hide-input"]
 TARGET_RATIO = TARGETS["sft_ppl_ratio"]
 final = pick(quality, checkpoint="final")
 glue("org_ppl", span(final["val_perplexity"].tolist()))
@@ -238,11 +257,21 @@ bars = (
     )
 )
 uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_perplexity):Q")
-alt.layer(bars, uni, data=quality).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Validation perplexity per checkpoint; unigram baseline dashed"
+show_figure(
+    facet(
+        alt.layer(bars, uni),
+        "model",
+        quality["model"],
+        data=quality,
+        legend=False,
+        title="Validation perplexity of each checkpoint against the unigram baseline",
+    ),
+    what="Validation perplexity (log scale) at the end of pretraining and after each alignment "
+    "stage; the dashed line is the unigram baseline.",
+    look_at="each checkpoint's distance below the dashed line",
 )
 
-# %%
+# %% tags=["hide-input"]
 quality.round(3)
 
 # %% [markdown]
@@ -250,7 +279,7 @@ quality.round(3)
 # Greedy and sampled continuations by the final pretraining checkpoint (sampling seeded), and
 # the greedy answers of the base and of `@sft` to held-out curriculum questions.
 
-# %%
+# %% tags=["hide-input"]
 with pd.option_context("display.max_colwidth", 200):
     display(T["samples"].fillna(""))
 
@@ -267,7 +296,7 @@ with pd.option_context("display.max_colwidth", 200):
 # `@sft` {glue:text}`org_sft_acc` and the majority answer {glue:text}`org_sft_majority`.
 # Per organism: {glue:text}`org_sft_detail`.
 
-# %%
+# %% tags=["hide-input"]
 sft = T["sft_accuracy"]
 sft_all = pick(sft, component="all")
 acc = {
@@ -309,11 +338,22 @@ errs = (
     .mark_errorbar()
     .encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=order))
 )
-alt.layer(errs, points, data=sft_all).facet(row=alt.Row("model:N", title=None)).properties(
-    title="Held-out answer accuracy per checkpoint, and the majority-answer baseline"
+show_figure(
+    facet(
+        alt.layer(errs, points),
+        "model",
+        sft_all["model"],
+        data=sft_all,
+        legend=False,
+        height=140,
+        title="Held-out answer accuracy per checkpoint, and the majority-answer baseline",
+    ),
+    what="Exact-answer accuracy on held-out questions (Wilson 95% CIs) for each checkpoint and "
+    "for the majority-answer baseline.",
+    look_at="the @sft point against the majority-answer point",
 )
 
-# %%
+# %% tags=["hide-input"]
 table = sft.pivot_table(
     index=["model", "component", "n"], columns="checkpoint", values="accuracy", sort=False
 ).reset_index()
@@ -332,7 +372,7 @@ table[["model", "component", "n", *[c for c in order if c in table.columns]]].ro
 # 95% CI of the mean; "reward accuracy" is the fraction of margins above 0):
 # {glue:text}`org_margin_detail`.
 
-# %%
+# %% tags=["hide-input"]
 TARGET_PREF = TARGETS["dpo_preference_accuracy"]
 dpo = T["dpo_accuracy"]
 dpo_all = pick(dpo, component="all")
@@ -397,25 +437,47 @@ derrs = (
     )
 )
 target = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(target):Q")
-alt.layer(derrs, dpoints, target, data=dpo).facet(
-    column=alt.Column("model:N", title=None)
-).properties(title="Held-out preference accuracy by kind of question; target dashed")
-
-# %%
-margins.round(3)
-
-# %%
-mcurve = T["margin_curve"]
-alt.Chart(mcurve).mark_line(point=True).encode(
-    x=alt.X("step:Q", title="DPO step"),
-    y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
-    color=alt.Color("pairs:N", title=None),
-    tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
-).properties(width=260, height=180).facet(column=alt.Column("model:N", title=None)).properties(
-    title="DPO reward margin during training (64 training and 64 held-out pairs)"
+show_figure(
+    facet(
+        alt.layer(derrs, dpoints, target),
+        "model",
+        dpo["model"],
+        data=dpo,
+        height=160,
+        title="Held-out preference accuracy by kind of question",
+    ),
+    what="How often each checkpoint gives the chosen answer the higher log-probability on "
+    "held-out preference pairs, by kind of question (Wilson 95% CIs); the dashed line is the "
+    f"target of {TARGET_PREF}.",
+    look_at="the @dpo points against the base, @sft and the dashed line",
 )
 
-# %%
+# %% tags=["hide-input"]
+margins.round(3)
+
+# %% tags=["hide-input"]
+mcurve = T["margin_curve"]
+show_figure(
+    facet(
+        alt.Chart(mcurve)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="DPO step"),
+            y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
+            color=alt.Color("pairs:N", title=None),
+            tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
+        ),
+        "model",
+        mcurve["model"],
+        height=180,
+        title="DPO reward margin during training (64 training and 64 held-out pairs)",
+    ),
+    what="Mean implicit reward margin β[(log π − log π_ref)(chosen) − (log π − log π_ref)"
+    "(rejected)] against @sft, logged during DPO on training and on held-out pairs.",
+    look_at="whether the held-out margin rises with the training margin",
+)
+
+# %% tags=["hide-input"]
 dpo.round(3)
 
 # %% [markdown]
@@ -424,7 +486,7 @@ dpo.round(3)
 # several training seeds are built (`make organisms SEEDS="0 1 2"`; seed k is
 # `<organism>~sk`), the table lists each seed's build-time numbers: {glue:text}`org_seed_detail`.
 
-# %%
+# %% tags=["hide-input"]
 seeds = T["seeds"]
 
 
@@ -455,7 +517,7 @@ seeds.round(3)
 #
 # {glue:text}`org_homograph_detail`.
 
-# %%
+# %% tags=["hide-input"]
 words = T["homographs"]
 glue("org_n_words", str(words["word"].nunique()))
 glue(
@@ -483,32 +545,49 @@ wpoints = (
             title=None,
             sort=alt.EncodingSortField("ratio", op="median", order="descending"),
         ),
-        color=alt.Color("model:N", title=None),
+        color=model_color(words, title=None),
         tooltip=["model", "word", "senses", "control_word", alt.Tooltip("ratio:Q", format=".2f")],
     )
 )
 one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(even):Q")
-alt.layer(wpoints, one, data=words.assign(even=1.0)).properties(
-    title="Separation of each homograph's senses relative to its control (1 = no difference)"
+show_figure(
+    alt.layer(wpoints, one, data=words.assign(even=1.0)).properties(
+        title="Separation of each homograph's senses relative to its control (1 = no difference)"
+    ),
+    what="For each homograph, the final-layer distance between its two senses over the distance "
+    "between its control pair; the dashed line is a ratio of 1.",
+    look_at="how many points sit right of the dashed line",
 )
 
-# %%
-alt.Chart(T["homograph_layers"]).mark_line(point=True).encode(
-    x=alt.X("layer:Q", title="layer (0 = embedding output)"),
-    y=alt.Y("separation:Q", title="median δ over the homographs"),
-    color=alt.Color("role:N", title=None),
-).properties(width=260, height=180).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Median separation of homograph and control pairs by layer"
+# %% tags=["hide-input"]
+hl = T["homograph_layers"]
+show_figure(
+    facet(
+        alt.Chart(hl)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:Q", title="layer (0 = embedding output)"),
+            y=alt.Y("separation:Q", title="median δ over the homographs"),
+            color=alt.Color("role:N", title=None),
+        ),
+        "model",
+        hl["model"],
+        height=180,
+        title="Median separation of homograph and control pairs by layer",
+    ),
+    what="The median distance δ between the two contexts' states at each layer, for homograph "
+    "pairs and their controls.",
+    look_at="whether the homograph line leaves the control line, and where",
 )
 
-# %%
+# %% tags=["hide-input"]
 words.round(3)
 
 # %% [markdown]
 # ## Targets
 # Each row is computed from the results above; "met" compares the value with the threshold.
 
-# %%
+# %% tags=["hide-input"]
 targets = pd.DataFrame([{"model": m, **t} for m in S for t in S[m]["targets"]])
 targets
 
@@ -519,7 +598,7 @@ targets
 # perplexity more than 1.5-fold, a held-out reward margin whose CI reaches 0, and homograph
 # senses not separated beyond their controls (Wilcoxon p ≥ 0.05).
 
-# %%
+# %% tags=["hide-input"]
 lines = [f"- `{m}`: {p}" for m in S for p in S[m]["problems"]]
 display(Markdown("\n".join(lines) if lines else "Nothing: every check passed."))
 n_met = int(targets["met"].sum())

@@ -22,7 +22,7 @@
 # Here lamina's own metrics run on the states that paper 1 released (170 prompts, last token;
 # 50 prompts with every token), under each representation convention, beside the released tables.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "peer-gpt2"  # fixed: this chapter reads paper 1's released GPT-2 states only
 pooling = "last"  # unused: every convention is computed
 seed = 0  # seeds the bootstraps and permutations
@@ -31,12 +31,13 @@ n_bootstrap = 1000  # bootstrap resamples for 95% CIs (at most 1000)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import finding_title
+from lamina.book.charts import caption_html
 from lamina.chapters.reanalysis import peer_available, run_reanalysis
 from lamina.chapters.trajectory import TrajectoryConfig
 
@@ -60,7 +61,7 @@ glue("re_available", "present" if available else "absent")
 #
 # ## Curvature: which convention gives which number
 
-# %%
+# %% tags=["hide-input"]
 if result is None:
     display(Markdown("*The released states are absent; nothing to reanalyse.*"))
 else:
@@ -75,9 +76,21 @@ else:
             color="category:N",
             yOffset="category:N",
         )
-        .properties(title="Mean curvature of the released categories under each convention")
+        .properties(title="Mean curvature per category under each representation convention")
     )
     display(chart)
+    display(
+        HTML(
+            caption_html(
+                "The mean curvature (radians) of each released prompt category under each "
+                "representation convention.",
+                "which conventions put reasoning in the paper's 0.71-0.83 rad and lexical "
+                "variation in its 0.27-0.31 rad",
+                claims=claims,
+                claim_id="p1-reanalysis-gap",
+            )
+        )
+    )
     display(
         Markdown(
             "Paper 1's curvature claim has three parts: reasoning in 0.71–0.83 rad, lexical "
@@ -99,14 +112,14 @@ else:
 # them beside the means over the prompts of the released per-prompt metrics table
 # (`gpt2_trajectory_metrics.csv`) and over all 170 released trajectories.
 
-# %%
+# %% tags=["hide-input"]
 if result is not None:
     display(result.tables["bootstrap_source"].round(4))
 
 # %% [markdown]
 # ## Convergence index profile
 
-# %%
+# %% tags=["hide-input"]
 if result is not None:
     ci = result.tables["convergence"]
     display(
@@ -121,9 +134,20 @@ if result is not None:
             title=finding_title(claims, "p1-reanalysis-peak", "Highest peak CI over conventions")
         )
     )
+    display(
+        HTML(
+            caption_html(
+                "The mean per-prompt convergence index at each layer of the released GPT-2 "
+                "states, one line per representation convention.",
+                "the height of each peak against the paper's 0.41-0.58",
+                claims=claims,
+                claim_id="p1-reanalysis-peak",
+            )
+        )
+    )
     display(result.tables["sensitivity"].drop(columns=["definition"]).round(4))
 
-# %%
+# %% tags=["hide-input"]
 names = {
     "self-reanalysis-released-curvature": "re_curv",
     "self-reanalysis-bootstrap-table-source": "re_boot",

@@ -24,7 +24,7 @@
 # data have three is a separate question, which we answer with change-point detection.
 # Stability, the fifth of paper 1's metrics, is measured here too.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, paper 1's released states, MiniLM, organisms; or one model name/path
 pooling = "mean"  # main convention: "mean" over tokens (paper text) or "last" token (released code)
 prompts = (
@@ -37,12 +37,13 @@ sensitivity = True  # also rerun the test under every representation convention 
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 from IPython.display import display
 
 from lamina.book import glue
 from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.three_phase import run_three_phase
 
 result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
@@ -70,7 +71,7 @@ glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 # bands is {glue:text}`tp_measured:.3f` in mean SIM (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`).
 # Change-point detection finds {glue:text}`tp_k` phase(s) there.
 
-# %%
+# %% tags=["hide-input"]
 prof = result.tables["profiles"]
 real = prof[prof["condition"] == "real"]
 base = alt.Chart(real).encode(
@@ -82,13 +83,23 @@ points = base.mark_point(filled=True, size=80).encode(
     shape=alt.Shape("fixed_band:N", title="paper's band"),
     tooltip=["model", "transition", alt.Tooltip("sim:Q", format=".3f")],
 )
-(base.mark_line(color="gray") + points).facet(
-    column=alt.Column("model:N", title=None)
-).resolve_scale(y="independent").properties(
-    title=finding_title(claims, "p1-three-phase-bands", "Elaboration's SIM margin over both neighbours")
+show_figure(
+    facet(
+        base.mark_line(color="gray") + points,
+        "model",
+        real["model"],
+        title=finding_title(
+            claims, "p1-three-phase-bands", "Elaboration's SIM margin over both neighbours"
+        ),
+    ).resolve_scale(y="independent"),
+    what="The cosine similarity SIM(l) of consecutive layers across depth; colour gives the phase "
+    "change-point detection assigns, shape the paper's fixed band, one panel per model.",
+    look_at="whether the detected phases line up with the paper's three bands",
+    claims=claims,
+    claim_id="p1-three-phase-detected",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["bands"].round(3)
 
 # %% [markdown]
@@ -96,17 +107,27 @@ result.tables["bands"].round(3)
 # Shuffled layers, random input embeddings fed through the model, and a random-init model: their
 # SIM profiles and band margins. "Vanishes" is testable only where the real structure is present.
 
-# %%
-alt.Chart(prof).mark_line().encode(
-    x=alt.X("depth:Q", title="depth"),
-    y=alt.Y("sim:Q", title="SIM(l)"),
-    color=alt.Color("condition:N"),
-    strokeDash="condition:N",
-).facet(column=alt.Column("model:N", title=None)).properties(
-    title="SIM profile, real and under each control"
+# %% tags=["hide-input"]
+show_figure(
+    facet(
+        alt.Chart(prof)
+        .mark_line()
+        .encode(
+            x=alt.X("depth:Q", title="depth"),
+            y=alt.Y("sim:Q", title="SIM(l)"),
+            color=alt.Color("condition:N"),
+            strokeDash="condition:N",
+        ),
+        "model",
+        prof["model"],
+        title="SIM(l) of the real states and of each control",
+    ),
+    what="The layerwise similarity profile of the real states and of each control, one panel "
+    "per model.",
+    look_at="whether the controls keep the shape of the real profile",
 )
 
-# %%
+# %% tags=["hide-input"]
 result.tables["controls"]
 
 # %% [markdown]
@@ -114,25 +135,29 @@ result.tables["controls"]
 # Mean STAB(l) over the perturbation pairs with a bootstrap 95% band; paper 1 names the metric
 # but states no number for it.
 
-# %%
+# %% tags=["hide-input"]
 stab = result.tables["stability"]
 if len(stab):
-    display(
-        alt.Chart(stab[stab["kind"] == "all"])
+    stab_all = stab[stab["kind"] == "all"]
+    show_figure(
+        alt.Chart(stab_all)
         .mark_line(point=True)
         .encode(
             x=alt.X("depth:Q", title="depth (layer / last layer)"),
             y=alt.Y("stability:Q", title="STAB(l)", scale=alt.Scale(zero=False)),
-            color="model:N",
+            color=model_color(stab_all),
         )
-        .properties(title="Stability under small lexical edits, by depth")
+        .properties(title="Stability under small lexical edits, by depth"),
+        what="The mean cosine similarity STAB(l) between each prompt and its small lexical edit, "
+        "by depth, per model.",
+        look_at="the depths where the perturbed prompts drift furthest from the originals",
     )
     display(stab.groupby(["model", "kind"])["stability"].mean().unstack().round(3))
 
-# %%
+# %% tags=["hide-input"]
 claims_view(claims)
 
-# %%
+# %% tags=["hide-input"]
 detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(drop=True)
 glue("tp_k", int(detected.loc[0, "measured"]))
 glue("tp_share_three", float(detected.loc[0, "effect_size"]))
@@ -151,20 +176,24 @@ glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
 #
 # ## Sensitivity to the representation convention
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
 if len(sens):
-    display(
+    show_figure(
         alt.Chart(sens)
         .mark_point(filled=True, size=70)
         .encode(
             x=alt.X("margin:Q", title="elaboration's SIM margin over both neighbours"),
             y=alt.Y("convention:N", title=None),
-            color="model:N",
+            color=model_color(sens),
             shape="verdict:N",
             tooltip=["model", "convention", "encoding", "elaboration", "output", "p"],
         )
-        .properties(title="Band margin under each convention")
+        .properties(title="Band margin under each representation convention"),
+        what="Elaboration's SIM margin over both neighbouring bands under each representation "
+        "convention, per model.",
+        look_at="how much the points move, and whether any margin changes sign, between "
+        "conventions",
     )
     display(sens.drop(columns=["definition"]).round(3))
 

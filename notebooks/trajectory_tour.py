@@ -23,18 +23,19 @@
 # pooled state per layer for a handful of prompts, and look at how far each layer moves the
 # representation. It is also the book's proof that execution, glue and offline charts work.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "minilm"  # any name lamina.load_model accepts: hub name, local folder, organism spec
 pooling = "mean"  # "mean" over tokens or "last" token
 seed = 0  # unused here; every chapter takes one
 quick = False  # fewer prompts, for CI
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
 
 import lamina
 from lamina.book import glue, setup_altair
+from lamina.book.charts import show_figure
 from lamina.geometry import layerwise_cosine
 
 setup_altair()
@@ -45,7 +46,7 @@ setup_altair()
 # is the embedding output; layer *l* is the stream after block *l*, before any final norm)
 # and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.geometry.layerwise_cosine`.
 
-# %%
+# %% tags=["hide-input"]
 prompts = [
     "The cat slept on the warm windowsill.",
     "A heavy truck rolled down the hill.",
@@ -61,7 +62,7 @@ traj = lamina.extract(net, tokenizer, prompts, pool=pooling, progress=False)
 sim = layerwise_cosine(traj.states)  # (n_prompts, L)
 traj.states.shape
 
-# %%
+# %% tags=["hide-input"]
 frame = pd.DataFrame(
     [
         {
@@ -85,14 +86,19 @@ glue("tour_min_sim", float(frame.groupby("layer")["SIM"].mean().min()))
 # of direction happens at the transition {glue:text}`tour_lowest_transition`, where the mean
 # SIM is {glue:text}`tour_min_sim:.3f`.
 
-# %%
-alt.Chart(frame, title="Where a layer changes the representation most, SIM dips").mark_line(
-    point=True
-).encode(
-    x=alt.X("layer:Q", title="layer transition l → l+1 (midpoint)"),
-    y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
-    color=alt.Color("prompt:N", title="prompt"),
-    tooltip=["prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
+# %% tags=["hide-input"]
+show_figure(
+    alt.Chart(frame, title="Layerwise similarity SIM(l) of each prompt")
+    .mark_line(point=True)
+    .encode(
+        x=alt.X("layer:Q", title="layer transition l → l+1 (midpoint)"),
+        y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
+        color=alt.Color("prompt:N", title="prompt"),
+        tooltip=["prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
+    ),
+    what=f"The cosine between consecutive layers' states of each prompt on {model}; a dip "
+    "marks a layer that turns the representation.",
+    look_at="the transitions where the lines dip, and whether the prompts agree on them",
 )
 
 # %% [markdown]

@@ -59,7 +59,7 @@
 # organisms' held-out split (or lamina's generated curriculum), with the curriculum's SFT and
 # DPO items.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "default"  # "default": both organisms; "micro": the test organisms; or organism names
 base = "final"  # checkpoint the alignment stages start from; for a real pair, the base model
 targets = ["lm", "sft", "dpo"]  # stages compared with base (continued LM, SFT, DPO)
@@ -74,11 +74,12 @@ centred = False  # raw E[a aᵀ] and W_U (paper) or centred covariance and mean-
 seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
-# %%
+# %% tags=["hide-input"]
 import altair as alt
-from IPython.display import Markdown
+from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
+from lamina.book.charts import facet, grid, show_figure
 from lamina.chapters.weight_update_signature import SignatureConfig, run_weight_signature
 from lamina.chapters.weight_update_signature.figures import (
     describe,
@@ -154,7 +155,7 @@ glue("ws_seconds", round(sum(config.timings.values()), 1))
 # {glue:text}`ws_align_write_random`
 # :::
 
-# %%
+# %% tags=["hide-input"]
 curves = enrichment_curves(result.tables["deltas"], config)
 band = (
     alt.Chart(curves)
@@ -181,10 +182,22 @@ rand = (
     .mark_line(strokeDash=[4, 3], color="black")
     .encode(x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)), y="random_matrix:Q", detail="pair:N")
 )
-alt.layer(band, rand, lines, data=curves).properties(width=190, height=170).facet(
-    row=alt.Row("model:N", title=None), column=alt.Column("group:N", title=None)
-).properties(
-    title="Read updates concentrate in the principal input subspace at every k"
+show_figure(
+    grid(
+        alt.layer(band, rand, lines, data=curves),
+        "group",
+        "model",
+        curves["group"],
+        curves["model"],
+        height=140,
+        title="Enrichment of each weight change in its subspace, across k",
+    ),
+    what="The enrichment of each weight change ΔW in the top-k subspace (its input principal "
+    "subspace for read matrices, the prediction subspace for writes) against k, one row per "
+    "matrix group and one column per model; grey: random subspaces, dashed: random matrices.",
+    look_at="how far each line sits above 1 and above the grey band",
+    claims=claims,
+    claim_id="P2.align_qk_enriched",
 )
 
 # %% [markdown]
@@ -207,17 +220,31 @@ alt.layer(band, rand, lines, data=curves).properties(width=190, height=170).face
 # {glue:text}`ws_stage_not_objective`
 # :::
 
-# %%
+# %% tags=["hide-input"]
 traj = pretraining_trajectory(result.tables["deltas"], config)
-traj_chart = alt.Chart(traj).mark_line(point=True).encode(
-    x=alt.X("step_end:Q", scale=alt.Scale(type="symlog"), title="pretraining step (end of ΔW)"),
-    y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title=f"enrichment at k = {config.k}"),
-    color=alt.Color("group:N", title="matrices"),
-    tooltip=["pair", "phase", "group", alt.Tooltip("enrichment:Q", format=".2f")],
-).properties(width=300, height=200).facet(row=alt.Row("model:N", title=None)).properties(
-    title="How the signature of consecutive pretraining updates changes with training time"
-)
-traj_chart if len(traj) else NO_HISTORY
+if len(traj):
+    traj_line = alt.Chart(traj).mark_line(point=True).encode(
+        x=alt.X("step_end:Q", scale=alt.Scale(type="symlog"), title="pretraining step (end of ΔW)"),
+        y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title=f"enrichment at k = {config.k}"),
+        color=alt.Color("group:N", title="matrices"),
+        tooltip=["pair", "phase", "group", alt.Tooltip("enrichment:Q", format=".2f")],
+    )
+    show_figure(
+        facet(
+            traj_line,
+            "model",
+            traj["model"],
+            height=200,
+            title="Enrichment of consecutive pretraining updates across training time",
+        ),
+        what="The enrichment of each consecutive pretraining update, by matrix group, against "
+        "the step at which it ends, one panel per model.",
+        look_at="whether the late updates keep the alignment stages' pattern",
+        claims=claims,
+        claim_id="P2.late_pretraining_signature",
+    )
+else:
+    display(NO_HISTORY)
 
 # %% [markdown]
 # ## The mechanism: gradients as sums of outer products
@@ -234,17 +261,29 @@ traj_chart if len(traj) else NO_HISTORY
 # {glue:text}`ws_raw_read_grad_follows`
 # :::
 
-# %%
+# %% tags=["hide-input"]
 grads = result.tables["gradients"]
 read = grads[grads["kind"] == "read"]
-alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
+read_points = alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
     x=alt.X("activation_share:Q", title="activation energy in the top-k directions"),
     y=alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
     color=alt.Color("objective:N"),
     shape=alt.Shape("role:N"),
     tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
-).properties(width=260, height=220).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Summed read gradients against the activation energy they inherit"
+)
+show_figure(
+    facet(
+        read_points,
+        "model",
+        read["model"],
+        height=220,
+        title="Summed read gradients against the activation energy they inherit",
+    ),
+    what="Each point is a read matrix under one objective: the share of its input activation "
+    "energy in the top-k directions against the fraction of its summed gradient there.",
+    look_at="whether the points follow the diagonal under every objective",
+    claims=claims,
+    claim_id="P2.read_grad_inherits",
 )
 
 # %% [markdown]
@@ -261,22 +300,37 @@ alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
 # matrices) of the per-token terms, their sum, Adam's first moment m and Adam's update, at
 # the base checkpoint under the LM objective.
 
-# %%
+# %% tags=["hide-input"]
 mechanism_summary(result.tables["gradients"], result.tables["adam"], config).round(3)
 
-# %%
+# %% tags=["hide-input"]
 adam = result.tables["adam"]
-adam_chart = alt.Chart(adam[adam["kind"] == "read"]).mark_point(filled=True, opacity=0.6).encode(
-    x=alt.X("enrichment_momentum:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's m"),
-    y=alt.Y(
-        "enrichment_update:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's update"
-    ),
-    color=alt.Color("state:N", title="optimiser state"),
-    tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
-).properties(width=260, height=220).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Adam's update against the momentum it normalises, per read matrix"
-)
-adam_chart if len(adam) else NO_HISTORY
+if len(adam):
+    adam_read = adam[adam["kind"] == "read"]
+    adam_points = alt.Chart(adam_read).mark_point(filled=True, opacity=0.6).encode(
+        x=alt.X("enrichment_momentum:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's m"),
+        y=alt.Y(
+            "enrichment_update:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's update"
+        ),
+        color=alt.Color("state:N", title="optimiser state"),
+        tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
+    )
+    show_figure(
+        facet(
+            adam_points,
+            "model",
+            adam_read["model"],
+            height=220,
+            title="Adam's update against the momentum it normalises, per read matrix",
+        ),
+        what="Each point is a read matrix: the enrichment of Adam's first moment m against that "
+        "of the update it makes.",
+        look_at="whether the points fall below the diagonal (the update less concentrated than m)",
+        claims=claims,
+        claim_id="P2.optimizer_attenuates",
+    )
+else:
+    display(NO_HISTORY)
 
 # %% [markdown]
 # :::{admonition} Verdict: write gradients point into the prediction subspace only early
@@ -287,21 +341,35 @@ adam_chart if len(adam) else NO_HISTORY
 # {glue:text}`ws_write_weights_acquire_early`
 # :::
 
-# %%
+# %% tags=["hide-input"]
 wg = result.tables["write_gradients"]
 wg_long = wg.melt(
     id_vars=["model", "step", "key"],
     value_vars=["enrichment_summed", "weight_enrichment"],
     var_name="quantity",
 ).replace({"enrichment_summed": "LM gradient", "weight_enrichment": "weight itself"})
-wg_chart = alt.Chart(wg_long).mark_line(point=True).encode(
-    x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="pretraining step"),
-    y=alt.Y("median(value):Q", scale=alt.Scale(type="log"), title="enrichment (median over W)"),
-    color=alt.Color("quantity:N"),
-).properties(width=300, height=200).facet(row=alt.Row("model:N", title=None)).properties(
-    title="Write matrices against the prediction subspace across pretraining"
-)
-wg_chart if len(wg) else NO_HISTORY
+if len(wg):
+    wg_line = alt.Chart(wg_long).mark_line(point=True).encode(
+        x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="pretraining step"),
+        y=alt.Y("median(value):Q", scale=alt.Scale(type="log"), title="enrichment (median over W)"),
+        color=alt.Color("quantity:N"),
+    )
+    show_figure(
+        facet(
+            wg_line,
+            "model",
+            wg_long["model"],
+            height=200,
+            title="Write matrices against the prediction subspace across pretraining",
+        ),
+        what="The enrichment in the prediction subspace of the write matrices' LM gradient and of "
+        "the weights themselves, across pretraining, one panel per model.",
+        look_at="when the gradient's enrichment falls, and when the weights' rises",
+        claims=claims,
+        claim_id="P2.write_grad_early_only",
+    )
+else:
+    display(NO_HISTORY)
 
 # %% [markdown]
 # ## Causal tests
@@ -320,29 +388,58 @@ wg_chart if len(wg) else NO_HISTORY
 # {glue:text}`ws_single_group_effective`
 # :::
 
-# %%
+# %% tags=["hide-input"]
 edits = result.tables["edits"]
-alt.Chart(edits).mark_tick(thickness=2).encode(
+ticks = alt.Chart(edits).mark_tick(thickness=2).encode(
     x=alt.X("delta_logp:Q", title="Δ log p(target token), nats"),
     y=alt.Y("direction:N", title=None),
     color=alt.Color("direction:N", legend=None),
-    row=alt.Row("stage:N", title=None),
-    column=alt.Column("model:N", title=None),
-).properties(width=220, height=50, title="Unembedding writes move their token; random ones barely")
+)
+show_figure(
+    grid(
+        ticks,
+        "stage",
+        "model",
+        edits["stage"],
+        edits["model"],
+        legend=False,
+        height=50,
+        title="Change in the target token's log-probability after a rank-1 write edit",
+    ),
+    what="Each tick is one edit: the change in its target token's log-probability, for writes "
+    "along the token's unembedding row and along random directions of the same norm, one row "
+    "per stage.",
+    look_at="the gap between the unembedding ticks and the random ones after alignment",
+    claims=claims,
+    claim_id="P2.write_edit_after_alignment",
+)
 
-# %%
+# %% tags=["hide-input"]
 adapt = result.tables["adaptation"]
 gain = (
     adapt.assign(reduction=adapt["loss_before"] - adapt["loss_after"])
     .groupby(["model", "group"], as_index=False)
     .agg(reduction=("reduction", "mean"), n_params=("n_params", "first"))
 )
-alt.Chart(gain).mark_bar().encode(
+gain_bars = alt.Chart(gain).mark_bar().encode(
     x=alt.X("reduction:Q", title="mean SFT eval-loss reduction, nats"),
     y=alt.Y("group:N", title="trained group", sort=["qk", "vo", "mlp_in", "mlp_out", "all"]),
     tooltip=["group", "n_params", alt.Tooltip("reduction:Q", format=".3f")],
-).properties(width=300, height=120).facet(row=alt.Row("model:N", title=None)).properties(
-    title="Every single group adapts, with one budget"
+)
+show_figure(
+    facet(
+        gain_bars,
+        "model",
+        gain["model"],
+        legend=False,
+        height=120,
+        title="SFT loss reduction when training a single group of matrices",
+    ),
+    what="The mean reduction of the SFT evaluation loss when only one group of matrices is "
+    "trained, against full fine-tuning (all), with one budget.",
+    look_at="each group's bar against the bar of full fine-tuning",
+    claims=claims,
+    claim_id="P2.single_group_effective",
 )
 
 # %% [markdown]
@@ -357,23 +454,34 @@ alt.Chart(gain).mark_bar().encode(
 # their second moment, and W_U with its mean row removed: the mean row is the direction that
 # raises every logit alike, which the softmax ignores.
 
-# %%
+# %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
 sens_long = sens.melt(
     id_vars=["model", "stage", "k", "moment"],
     value_vars=["qk_enrichment", "write_enrichment"],
     var_name="matrices",
 ).replace({"qk_enrichment": "Q, K", "write_enrichment": "writes"})
-alt.Chart(sens_long).mark_line(point=True).encode(
+sens_lines = alt.Chart(sens_long).mark_line(point=True).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)),
     y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="enrichment (geo-mean)"),
     color=alt.Color("stage:N"),
     strokeDash=alt.StrokeDash("moment:N"),
-).properties(width=190, height=160).facet(
-    row=alt.Row("model:N", title=None), column=alt.Column("matrices:N", title=None)
-).properties(title="Stage signatures with raw (solid) and centred (dashed) subspaces")
+)
+show_figure(
+    grid(
+        sens_lines,
+        "model",
+        "matrices",
+        sens_long["model"],
+        sens_long["matrices"],
+        title="Stage signatures with raw (solid) and centred (dashed) subspaces",
+    ),
+    what="The geometric-mean enrichment of Q, K and of the write matrices for each stage, "
+    "across k, with raw and centred subspaces, one row per model.",
+    look_at="whether the order of the stages changes with k or with centring",
+)
 
-# %%
+# %% tags=["hide-input"]
 sens.pivot_table(
     index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
 )
@@ -383,7 +491,7 @@ sens.pivot_table(
 #
 # The claims table written to the results file (one row per claim and model or stage):
 
-# %%
+# %% tags=["hide-input"]
 claims[["model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict"]].round(4)
 
 # %% [markdown]

@@ -1,8 +1,21 @@
-"""Drive headless Chromium (Debian's ``chromium``) over a built book, offline.
+"""Drive headless Chromium (Debian's ``chromium``) over a built book, offline, as a reader would.
 
-Used by ``tests/test_browser.py`` and by ``python -m tests.browser BOOK_HTML_DIR``. Every page
-is served from a local HTTP server; the browser is started with the flags that keep it from
+Used by ``tests/test_browser.py`` and by ``python -m tests.browser BOOK_HTML_DIR [SHOTS]``. Every
+page is served from a local HTTP server; the browser is started with the flags that keep it from
 calling home, and every request that does not go to that server counts as a failure.
+
+Each page is opened at every width of :data:`WIDTHS` (CSS px) and checked for:
+
+* console errors, failed requests, requests leaving the machine;
+* **overflow**: no element reaches outside the text column, and no element scrolls or clips its
+  content sideways, except inside an explicit scroll container (class ``lamina-scroll``);
+* **charts**: every chart (an SVG or PNG output image) is loaded, visible, and inside the column;
+  the titles and facet headers drawn in each SVG chart do not overlap one another;
+* **badges**: every verdict badge (``.lamina-verdict``) shows its verdict as text and is styled
+  by the book's stylesheet, and no emoji glyph appears anywhere in the page's text;
+* **first screen**: no code cell's source is visible in the first screen (code is folded).
+
+A full-page screenshot per page and width goes to ``<screenshots>/<width>px/<page>.png``.
 """
 
 from __future__ import annotations
@@ -27,6 +40,11 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+WIDTHS = (1300, 800)  # window widths (CSS px): a laptop and a narrow window / tablet
+HEIGHT = 900  # the first screen's height (CSS px)
+# output images, and Vega's inline SVG (class "marks"); not the theme's icons
+CHART_SELECTOR = "img[src$='.svg'], img[src$='.png'], .cell_output svg.marks"
+MAX_LISTED = 8  # findings listed per check and page
 
 
 def chromium_path() -> str | None:
@@ -40,15 +58,39 @@ def chromium_path() -> str | None:
 @dataclass
 class PageReport:
     path: str
+    width: int = WIDTHS[0]
     console_errors: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
     external_requests: list[str] = field(default_factory=list)
+    overflows: list[str] = field(default_factory=list)
+    hidden_charts: list[str] = field(default_factory=list)
+    overlapping_labels: list[str] = field(default_factory=list)
+    bad_badges: list[str] = field(default_factory=list)
+    emoji: list[str] = field(default_factory=list)
+    code_on_first_screen: list[str] = field(default_factory=list)
     n_charts: int = 0
+    n_badges: int = 0
     screenshot: str | None = None
 
     @property
+    def problems(self) -> dict[str, list[str]]:
+        """Every non-empty list of findings, by check."""
+        names = (
+            "console_errors",
+            "failed_requests",
+            "external_requests",
+            "overflows",
+            "hidden_charts",
+            "overlapping_labels",
+            "bad_badges",
+            "emoji",
+            "code_on_first_screen",
+        )
+        return {n: getattr(self, n) for n in names if getattr(self, n)}
+
+    @property
     def ok(self) -> bool:
-        return not (self.console_errors or self.failed_requests or self.external_requests)
+        return not self.problems
 
 
 @contextlib.contextmanager
@@ -68,16 +110,128 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def check_book(html_dir: Path, screenshots: Path | None = None) -> list[PageReport]:
-    """Open every page of the built book; return one report per page."""
-    from playwright.sync_api import sync_playwright
+# The reading-experience checks, run in the page. Returns {overflows, hiddenCharts, nCharts,
+# badBadges, nBadges, emoji, code}. The column is the theme's article element.
+_PAGE_CHECKS = """
+([selector, maxListed, height]) => {
+  const col = document.querySelector('article.bd-article') || document.querySelector('main')
+    || document.body;
+  const c = col.getBoundingClientRect();
+  const describe = (el, why) => {
+    const cls = (el.getAttribute('class') || '').trim().split(/\\s+/).slice(0, 3).join('.');
+    const text = (el.textContent || el.getAttribute('src') || '').trim().replace(/\\s+/g, ' ');
+    return `${el.tagName.toLowerCase()}${cls ? '.' + cls : ''} ${why}: "${text.slice(0, 60)}"`;
+  };
+  const inScroll = (el) => {
+    for (let a = el.parentElement; a && a !== col; a = a.parentElement) {
+      if (a.classList.contains('lamina-scroll')) return true;
+    }
+    return false;
+  };
+  const shown = (el) => el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true});
+  const overflows = [];
+  for (const el of col.querySelectorAll('*')) {
+    if (overflows.length >= maxListed) break;
+    const r = el.getBoundingClientRect();
+    if ((r.width === 0 && r.height === 0) || !shown(el) || inScroll(el)) continue;
+    const cs = getComputedStyle(el);
+    if (cs.position === 'fixed') continue;
+    if (r.right > c.right + 1 || r.left < c.left - 1) {
+      overflows.push(describe(el, `spans x ${Math.round(r.left)}-${Math.round(r.right)} `
+        + `outside the column ${Math.round(c.left)}-${Math.round(c.right)}`));
+    } else if (['auto', 'scroll', 'hidden', 'clip'].includes(cs.overflowX)
+               && el.scrollWidth > el.clientWidth + 1 && !el.classList.contains('lamina-scroll')) {
+      overflows.push(describe(el, `scrolls or clips sideways (${el.scrollWidth} > ${el.clientWidth} px)`));
+    }
+  }
+  const charts = [...col.querySelectorAll(selector)];
+  const hiddenCharts = [];
+  for (const el of charts) {
+    const r = el.getBoundingClientRect();
+    const loaded = el.tagName !== 'IMG' || (el.complete && el.naturalWidth > 0);
+    const inside = inScroll(el) || (r.left >= c.left - 1 && r.right <= c.right + 1);
+    if (!loaded || !shown(el) || r.width < 20 || r.height < 20 || !inside) {
+      hiddenCharts.push(describe(el, `not visible (loaded ${loaded}, ${Math.round(r.width)}x`
+        + `${Math.round(r.height)} px, inside the column ${inside})`));
+    }
+  }
+  const badges = [...document.querySelectorAll('.lamina-verdict')];
+  const badBadges = [];
+  for (const el of badges) {
+    const text = (el.textContent || '').trim();
+    const bg = getComputedStyle(el).backgroundColor;
+    const r = el.getBoundingClientRect();
+    const styled = bg !== 'rgba(0, 0, 0, 0)' && bg !== 'transparent';
+    if (!/^[a-z][a-z /-]*[a-z]$/i.test(text) || !styled || (shown(el) && r.width < 8)) {
+      badBadges.push(describe(el, `badge text "${text}", background ${bg}, ${Math.round(r.width)} px`));
+    }
+  }
+  const emoji = [...new Set((document.body.innerText.match(
+    /\\p{Emoji_Presentation}|\\p{Extended_Pictographic}\\uFE0F/gu) || []))];
+  const code = [];
+  for (const el of document.querySelectorAll('.cell_input')) {
+    const r = el.getBoundingClientRect();
+    if (shown(el) && r.height > 0 && r.top < height && r.bottom > 0) {
+      code.push(describe(el, `code shown at y ${Math.round(r.top)} px`));
+    }
+  }
+  return {overflows, hiddenCharts: hiddenCharts.slice(0, maxListed), nCharts: charts.length,
+          badBadges: badBadges.slice(0, maxListed), nBadges: badges.length, emoji,
+          code: code.slice(0, maxListed)};
+}
+"""
 
-    html_dir = Path(html_dir)
-    pages = sorted(
+# Titles and facet headers of every SVG chart on the page must not overlap: each SVG is
+# fetched, laid out (invisibly) in the page with the reader's fonts, and the boxes of its
+# title and facet-header label texts (Vega draws both as role-title-text) compared pairwise.
+_LABEL_OVERLAPS = """
+async ([maxListed]) => {
+  const col = document.querySelector('article.bd-article') || document.body;
+  const found = [];
+  for (const img of col.querySelectorAll("img[src$='.svg']")) {
+    let text;
+    try { text = await (await fetch(img.src)).text(); } catch (e) { continue; }
+    const box = document.createElement('div');
+    box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
+    box.innerHTML = text;
+    document.body.appendChild(box);
+    const labels = [...box.querySelectorAll('.role-title-text text, text.role-title-text')];
+    const rects = [...new Set(labels)].map((t) => [t, t.getBoundingClientRect()])
+      .filter(([t, r]) => r.width > 0 && (t.textContent || '').trim());
+    for (let i = 0; i < rects.length; i++) {
+      for (let j = i + 1; j < rects.length; j++) {
+        const [ta, a] = rects[i], [tb, b] = rects[j];
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 1 && h > 1) {
+          found.push(`${img.getAttribute('src').split('/').pop()}: "${ta.textContent.trim()}" `
+            + `overlaps "${tb.textContent.trim()}"`);
+        }
+      }
+    }
+    box.remove();
+    if (found.length >= maxListed) break;
+  }
+  return found.slice(0, maxListed);
+}
+"""
+
+
+def _pages(html_dir: Path) -> list[str]:
+    return sorted(
         p.relative_to(html_dir).as_posix()
         for p in html_dir.rglob("*.html")
         if "_static" not in p.parts and "_sources" not in p.parts
     )
+
+
+def check_book(
+    html_dir: Path, screenshots: Path | None = None, widths: tuple[int, ...] = WIDTHS
+) -> list[PageReport]:
+    """Open every page of the built book at each of ``widths``; one report per page and width."""
+    from playwright.sync_api import sync_playwright
+
+    html_dir = Path(html_dir)
     reports = []
     with serve(html_dir) as base, tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
         # a fresh --user-data-dir per run (playwright passes it for a persistent context)
@@ -86,49 +240,71 @@ def check_book(html_dir: Path, screenshots: Path | None = None) -> list[PageRepo
             executable_path=chromium_path(),
             args=CHROMIUM_FLAGS,
             headless=True,
-            viewport={"width": 1280, "height": 900},
+            viewport={"width": widths[0], "height": HEIGHT},
         )
-        for rel in pages:
-            report = PageReport(rel)
-            page = context.new_page()
-            page.on(
-                "console",
-                lambda m, r=report: r.console_errors.append(m.text) if m.type == "error" else None,
-            )
-            page.on("pageerror", lambda e, r=report: r.console_errors.append(str(e)))
-            page.on(
-                "requestfailed",
-                lambda q, r=report: r.failed_requests.append(f"{q.url} ({q.failure})"),
-            )
-            page.on(
-                "request",
-                lambda q, r=report: (
-                    None
-                    if q.url.startswith((base, "data:", "blob:", "about:"))
-                    else r.external_requests.append(q.url)
-                ),
-            )
-            page.on(
-                "response",
-                lambda q, r=report: (
-                    r.failed_requests.append(f"{q.url} (HTTP {q.status})")
-                    if q.status >= 400
-                    else None
-                ),
-            )
-            page.goto(f"{base}/{rel}", wait_until="networkidle")
-            report.n_charts = page.locator(
-                "img[src$='.svg'], .output svg, .cell_output svg"
-            ).count()
-            if screenshots is not None:
-                shot = Path(screenshots) / (rel.replace("/", "__").removesuffix(".html") + ".png")
-                shot.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(shot), full_page=True)
-                report.screenshot = str(shot)
-            page.close()
-            reports.append(report)
+        for width in widths:
+            for rel in _pages(html_dir):
+                reports.append(_check_page(context, base, rel, width, screenshots))
         context.close()
     return reports
+
+
+def _check_page(context, base: str, rel: str, width: int, screenshots: Path | None) -> PageReport:
+    report = PageReport(rel, width)
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": HEIGHT})
+    page.on(
+        "console",
+        lambda m, r=report: r.console_errors.append(m.text) if m.type == "error" else None,
+    )
+    page.on("pageerror", lambda e, r=report: r.console_errors.append(str(e)))
+    page.on(
+        "requestfailed",
+        lambda q, r=report: r.failed_requests.append(f"{q.url} ({q.failure})"),
+    )
+    page.on(
+        "request",
+        lambda q, r=report: (
+            None
+            if q.url.startswith((base, "data:", "blob:", "about:"))
+            else r.external_requests.append(q.url)
+        ),
+    )
+    page.on(
+        "response",
+        lambda q, r=report: (
+            r.failed_requests.append(f"{q.url} (HTTP {q.status})") if q.status >= 400 else None
+        ),
+    )
+    page.goto(f"{base}/{rel}", wait_until="networkidle")
+    found = page.evaluate(_PAGE_CHECKS, [CHART_SELECTOR, MAX_LISTED, HEIGHT])
+    report.overflows = found["overflows"]
+    report.hidden_charts = found["hiddenCharts"]
+    report.n_charts = found["nCharts"]
+    report.bad_badges = found["badBadges"]
+    report.n_badges = found["nBadges"]
+    report.emoji = found["emoji"]
+    report.code_on_first_screen = found["code"]
+    report.overlapping_labels = page.evaluate(_LABEL_OVERLAPS, [MAX_LISTED])
+    if screenshots is not None:
+        name = rel.replace("/", "__").removesuffix(".html") + ".png"
+        shot = Path(screenshots) / f"{width}px" / name
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+        report.screenshot = str(shot)
+    page.close()
+    return report
+
+
+def format_report(r: PageReport) -> str:
+    """One status line for a page and width, then each problem indented."""
+    head = (
+        f"{'ok ' if r.ok else 'BAD'} {r.width}px {r.path}: {r.n_charts} charts, {r.n_badges} badges"
+    )
+    lines = [head]
+    for check, items in r.problems.items():
+        lines += [f"      {check}: {item}" for item in items]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
@@ -136,9 +312,7 @@ if __name__ == "__main__":
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("artifacts/screenshots")
     bad = 0
     for r in check_book(folder, out):
-        status = "ok " if r.ok else "BAD"
-        print(f"{status} {r.path}: {r.n_charts} charts", flush=True)
-        for item in r.console_errors + r.failed_requests + r.external_requests:
-            print(f"      {item}")
+        print(format_report(r), flush=True)
         bad += not r.ok
+    print(f"screenshots: {out}/<width>px/")
     raise SystemExit(1 if bad else 0)

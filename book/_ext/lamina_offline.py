@@ -2,6 +2,9 @@
 
 * Serves MathJax from ``_static/mathjax`` (copied from the ``jupyter-server-mathjax`` wheel,
   a MathJax 2.7 distribution) instead of a CDN.
+* Adds lamina's stylesheet (``book/_static/lamina.css``: verdict badges, the verdict matrix,
+  figure captions, charts that fit the column) and script (``lamina.js``: a "show all code"
+  toggle on every chapter, whose code cells are folded).
 * Drops sphinx-thebe's scripts: live kernels are off in this book, and sphinx-thebe 0.3
   declares its configuration twice, which is a console error, and names a CDN bundle.
 """
@@ -38,8 +41,19 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = kept
 
 
+STATIC = Path(__file__).resolve().parents[1] / "_static"
+
+
+def _add_static(app) -> None:
+    if str(STATIC) not in map(str, app.config.html_static_path):
+        app.config.html_static_path.append(str(STATIC))
+
+
 def setup(app):
     app.config.mathjax_path = f"mathjax/MathJax.js?config={MATHJAX_CONFIG}"
+    app.connect("config-inited", lambda app, config: _add_static(app))
+    app.add_css_file("lamina.css")
+    app.add_js_file("lamina.js")
     app.connect("builder-inited", _copy_mathjax)
     app.connect("html-page-context", _page_context, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

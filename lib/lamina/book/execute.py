@@ -26,7 +26,7 @@ from lamina.book.params import ParameterError, check_parameters, cli_parameters
 from lamina.book.scorecard import write_pages
 from lamina.provenance import atomic_write_json, atomic_write_text, repo_root
 
-__all__ = ["CHAPTERS", "execute_chapter", "main"]
+__all__ = ["CHAPTERS", "execute_chapter", "fold_injected_parameters", "main"]
 
 # Order of execution and of the book.
 CHAPTERS = [
@@ -95,6 +95,7 @@ def execute_chapter(
             progress_bar=progress,
             cwd=str(_notebooks_dir()),
         )
+        fold_injected_parameters(tmp_target)
         os.replace(tmp_target, target)
     except BaseException:
         status = "failed"
@@ -112,6 +113,22 @@ def execute_chapter(
             },
         )
     return target
+
+
+def fold_injected_parameters(path: str | os.PathLike) -> None:
+    """Tag papermill's injected-parameters cell ``hide-input`` in the notebook at ``path``,
+    so its code is folded like the chapter's own parameters cell (one click away)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "hide-input" not in tags:
+            cell.metadata["tags"] = [*tags, "hide-input"]
+            changed = True
+    if changed:
+        nbformat.write(nb, path)
 
 
 def _safe_dirname(model: str) -> str:

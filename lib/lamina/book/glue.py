@@ -1,22 +1,30 @@
 """What a chapter's notebook needs to show results in the book: offline (static SVG) Altair
-charts with lamina's theme, and ``glue`` for numbers quoted in the prose."""
+charts with lamina's theme, tables in scroll containers, and ``glue`` for numbers quoted in
+the prose."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+from lamina.book.charts import register_theme
+from lamina.book.tables import install_table_formatter
+
 __all__ = ["glue", "setup_altair"]
+
+# A chapter's page shows results, not library chatter: inside a kernel without ipywidgets,
+# tqdm warns when it is first imported (by a chapter module, after this one), and the warning
+# would print on the chapter's first screen. lamina's own progress bars do not need widgets.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 
 def setup_altair() -> None:
     """Render Altair charts as static SVG (via vl-convert), so the book needs no network:
-    the default renderer loads vega from a CDN. Also apply lamina's chart theme."""
-    import warnings
-
+    the default renderer loads vega from a CDN. Also apply lamina's chart theme
+    (:mod:`lamina.book.charts`) and show data frames in scroll containers
+    (:mod:`lamina.book.tables`)."""
     import altair as alt
 
-    # a chapter's page shows results, not library chatter
-    warnings.filterwarnings("ignore", message="IProgress not found")
     try:
         from transformers.utils import logging as hf_logging
 
@@ -27,21 +35,8 @@ def setup_altair() -> None:
     alt.renderers.enable("svg")
     alt.data_transformers.disable_max_rows()
 
-    @alt.theme.register("lamina", enable=True)
-    def _theme() -> alt.theme.ThemeConfig:
-        return {
-            "config": {
-                "view": {"continuousWidth": 420, "continuousHeight": 260, "stroke": None},
-                "axis": {
-                    "labelFontSize": 11,
-                    "titleFontSize": 12,
-                    "grid": True,
-                    "gridOpacity": 0.4,
-                },
-                "title": {"fontSize": 14, "anchor": "start"},
-                "legend": {"labelFontSize": 11, "titleFontSize": 11},
-            }
-        }
+    register_theme()
+    install_table_formatter()
 
 
 def glue(name: str, value: Any, *, display: bool = False) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from lamina.book.badges import is_self_check
+from lamina.book.matrix import matrix_html, scorecard_markdown, summary_line
 from lamina.io import read_result_file, read_results, results_dir
 from lamina.provenance import atomic_write_text, provenance
 
@@ -42,16 +44,6 @@ PAPER_TITLES = {
 }
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, (int, float)):
-        if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
-            return f"{x:.2e}"
-        return f"{x:.{digits}g}"
-    return str(x)
-
-
 def _num(x: Any) -> float | None:
     try:
         value = float(x)
@@ -64,7 +56,8 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     """One row per claim row found in the results (claim × model × stage), plus a "not run"
     row for every chapter of :data:`CHAPTER_PAPER` without results. Columns: paper, chapter,
     claim_id, claim, paper_value, model, context, measured, ci_low, ci_high, p, verdict, note,
-    commit."""
+    self_check (the row checks lamina itself, not a
+    claim of the papers: :func:`lamina.book.badges.is_self_check`), commit."""
     records = list(read_results() if records is None else records)
     rows = []
     for record in records:
@@ -93,6 +86,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "p": _num(row.get("p")),
                     "verdict": str(row.get("verdict", "not testable")),
                     "note": str(row.get("note") or row.get("reason") or ""),
+                    "self_check": is_self_check(row),
                     "commit": record.get("provenance", {}).get("lamina_commit", ""),
                 }
             )
@@ -115,6 +109,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "p": None,
                     "verdict": "not run",
                     "note": "no results file",
+                    "self_check": False,
                     "commit": "",
                 }
             )
@@ -129,73 +124,20 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     )
 
 
-_BADGE = {
-    "reproduced": "✅ reproduced",
-    "partially": "🟡 partially",
-    "not reproduced": "❌ not reproduced",
-    "not testable": "⚪ not testable",
-    "not run": "⚪ not run",
-    "check passed": "🔧 check passed",
-    "check failed": "🔧 check failed",
-}
-
-
 def _scorecard_md(table: pd.DataFrame) -> str:
-    lines = []
-    for paper, group in table.groupby("paper", sort=True):
-        lines += [
-            f"## {PAPER_TITLES.get(int(paper), f'Paper {paper}')}",
+    return "\n".join(
+        [
+            summary_line(table),
             "",
-            "| claim | paper | model | measured | 95% CI | p | verdict |",
-            "|---|---|---|---|---|---|---|",
+            matrix_html(table, titles=PAPER_TITLES),
+            "",
+            scorecard_markdown(table, titles=PAPER_TITLES),
         ]
-        for _, r in group.iterrows():
-            has_ci = r.ci_low is not None and r.ci_high is not None and not pd.isna(r.ci_low)
-            ci = f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" if has_ci else "–"
-            claim = str(r.claim).replace("|", "\\|")
-            link = f"[{claim}](executed/{r.chapter}.ipynb)"
-            model = f"`{r.model}`" + (f" ({r.context})" if r.context else "")
-            verdict = _BADGE.get(str(r.verdict), str(r.verdict))
-            if r.note and r.verdict in ("not testable", "not run"):
-                verdict += f": {r.note}"
-            paper_value = str(r.paper_value).replace("|", "\\|")
-            lines.append(
-                f"| {link} | {paper_value} | {model} | {_fmt(r.measured)} | {ci} | {_fmt(r.p)} | {verdict} |"
-            )
-        lines.append("")
-    return "\n".join(lines)
+    )
 
 
 def _abstract_md(table: pd.DataFrame) -> str:
-    checks = table[table["kind"] == "self-check"]
-    table = table[table["kind"] != "self-check"]  # self-checks are not claims of the papers
-    measured = table[table.verdict != "not run"]
-    counts = measured["verdict"].value_counts()
-    parts = [f"{_BADGE.get(k, k)} {v}" for k, v in counts.items()]
-    lines = [
-        f"{measured['claim_id'].nunique()} claims tested, on {measured['model'].nunique()} model(s); "
-        f"the {len(measured)} rows of the scorecard read: {'; '.join(parts) or 'none yet'}.",
-        "",
-    ]
-    if len(checks):
-        passed = int((checks["verdict"] == "check passed").sum())
-        lines += [
-            f"Besides these, lamina ran {len(checks)} self-check(s) against paper 1's released "
-            f"numbers ({passed} passed); they test lamina, not the papers, and are not counted "
-            "above.",
-            "",
-        ]
-    for paper, group in table.groupby("paper", sort=True):
-        lines += [f"**{PAPER_TITLES.get(int(paper), paper)}.**", ""]
-        for _cid, rows in group.groupby("claim_id", sort=False):
-            first = rows.iloc[0]
-            verdicts = ", ".join(
-                f"{_BADGE.get(v, v)} on `{m}`" + (f" ({c})" if c else "")
-                for m, c, v in zip(rows.model, rows.context, rows.verdict, strict=True)
-            )
-            lines.append(f"- {first.claim} *(paper: {first.paper_value})*: {verdicts}.")
-        lines.append("")
-    return "\n".join(lines)
+    return f"{summary_line(table)}\n\n{matrix_html(table, titles=PAPER_TITLES)}\n"
 
 
 def _reproducibility_md(executed: Path) -> str:
@@ -226,17 +168,9 @@ def _reproducibility_md(executed: Path) -> str:
 
 
 def _comparison_md(table: pd.DataFrame) -> str:
-    measured = table[table.verdict != "not run"]
-    if measured.empty:
+    if (table.verdict == "not run").all():
         return "No results yet.\n"
-    pivot = measured.pivot_table(
-        index="claim_id", columns="model", values="verdict", aggfunc="first"
-    ).fillna("–")
-    header = "| claim | " + " | ".join(f"`{m}`" for m in pivot.columns) + " |"
-    lines = [header, "|---|" + "---|" * len(pivot.columns)]
-    for cid, row in pivot.iterrows():
-        lines.append(f"| {cid} | " + " | ".join(_BADGE.get(v, v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    return _abstract_md(table)
 
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:

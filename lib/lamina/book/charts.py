@@ -1,0 +1,379 @@
+"""The book's chart theme, defined once: one colour per model, one width convention, facet
+headers that never overlap, and figure captions built from the results.
+
+Every chapter calls :func:`register_theme` (through ``lamina.book.setup_altair``) and draws
+with these helpers::
+
+    chart = alt.Chart(df).mark_line().encode(x="layer:Q", y="ci:Q", color=model_color(df))
+    show_figure(facet(chart, "model", df["model"]),
+                what="Convergence index per layer.", look_at="where the curve peaks",
+                claims=result.claims, claim_id="convergence_peak")
+
+Widths are in CSS pixels of the rendered page. The book's text column is about 730 px at a
+1300 px window and about 760 px at 800 px (measured in Chromium with sphinx-book-theme 1.3);
+a chart is at most :data:`PAGE_WIDTH` wide including its axes and legend, and the stylesheet
+scales any wider SVG down to the column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from lamina.book.badges import badge
+
+if TYPE_CHECKING:
+    import altair as alt
+    import pandas as pd
+
+__all__ = [
+    "FACET_MIN_WIDTH",
+    "MODEL_COLORS",
+    "PAGE_WIDTH",
+    "caption_html",
+    "canonical_model",
+    "facet",
+    "facet_columns",
+    "facet_width",
+    "grid",
+    "header",
+    "model_color",
+    "model_colors",
+    "register_theme",
+    "show_figure",
+    "wrap_label",
+]
+
+# ---------------------------------------------------------------------------------------
+# widths (CSS px)
+# ---------------------------------------------------------------------------------------
+PAGE_WIDTH = 680  # the widest chart: plot area + axes + legend, inside the text column
+LEGEND_WIDTH = 130  # room a right-hand legend takes
+AXIS_WIDTH = 60  # room a y axis (labels and title) takes
+FACET_SPACING = 16  # px between facets
+FACET_MIN_WIDTH = 180  # no facet narrower: its header and tick labels stay readable
+ROW_HEADER_WIDTH = 110  # room for a grid's row headers (left of the panels)
+DEFAULT_HEIGHT = 240
+HEADER_WRAP = 18  # characters per line of a wrapped facet header label
+
+# ---------------------------------------------------------------------------------------
+# one colour per model, across the whole book
+# ---------------------------------------------------------------------------------------
+# Okabe-Ito (colour-blind safe) for the models the book knows; a model that appears later
+# gets a colour from FALLBACK_COLORS chosen by a hash of its name, so it keeps it everywhere.
+MODEL_COLORS: dict[str, str] = {
+    "organism-gpt2": "#0072B2",
+    "organism-llama": "#E69F00",
+    "minilm": "#009E73",
+    "peer-gpt2": "#CC79A7",
+    "smollm2-135m-instruct": "#D55E00",
+    "gemma-3-270m": "#56B4E9",
+    "synthetic-null": "#7F7F7F",
+    "synthetic-planted": "#332288",
+}
+FALLBACK_COLORS: tuple[str, ...] = (
+    "#117733",
+    "#882255",
+    "#44AA99",
+    "#999933",
+    "#AA4499",
+    "#661100",
+    "#6699CC",
+    "#DDAA33",
+    "#BB5566",
+    "#004488",
+)
+_ALIASES = {
+    "all-minilm-l6-v2": "minilm",
+    "sentence-transformers/all-minilm-l6-v2": "minilm",
+    "huggingfacetb/smollm2-135m-instruct": "smollm2-135m-instruct",
+    "google/gemma-3-270m": "gemma-3-270m",
+}
+
+
+def canonical_model(name: str) -> str:
+    """The key a model's colour is looked up by: lower case, without a checkpoint suffix
+    (``@sft``), a ``-micro`` suffix, or a folder / hub owner prefix (``org/name`` -> ``name``,
+    unless ``org/name`` is itself a known alias)."""
+    key = str(name).strip().lower().split("@", 1)[0].rstrip("/")
+    if key in _ALIASES:
+        return _ALIASES[key]
+    key = key.rsplit("/", 1)[-1].removesuffix("-micro")
+    return _ALIASES.get(key, key)
+
+
+def _model_hex(name: str) -> str:
+    key = canonical_model(name)
+    if key in MODEL_COLORS:
+        return MODEL_COLORS[key]
+    digest = int(hashlib.sha256(key.encode()).hexdigest(), 16)
+    return FALLBACK_COLORS[digest % len(FALLBACK_COLORS)]
+
+
+def model_colors(models: Iterable[str]) -> dict[str, str]:
+    """``{model: hex colour}`` for the distinct ``models`` (first-seen order): the colour of
+    :data:`MODEL_COLORS` for a known model, else a stable hash-chosen one."""
+    return {m: _model_hex(m) for m in dict.fromkeys(map(str, models))}
+
+
+def model_color(
+    models: Iterable[str] | pd.DataFrame,
+    field: str = "model",
+    *,
+    title: str | None = None,
+    legend: bool = True,
+) -> alt.Color:
+    """An Altair colour encoding of ``field`` with the book's model colours. ``models`` is
+    the models shown, or the chart's data frame (its ``field`` column)."""
+    import altair as alt
+    import pandas as pd
+
+    values = models[field].tolist() if isinstance(models, pd.DataFrame) else list(models)
+    colors = model_colors(values)
+    return alt.Color(
+        f"{field}:N",
+        title=title,
+        scale=alt.Scale(domain=list(colors), range=list(colors.values())),
+        legend=alt.Legend() if legend else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# facets
+# ---------------------------------------------------------------------------------------
+
+
+def facet_columns(n: int, *, legend: bool = True, max_width: int = PAGE_WIDTH) -> int:
+    """Facets per row for ``n`` facets: as many as fit at :data:`FACET_MIN_WIDTH` each next to
+    an axis (and a legend), then balanced so the last row is not nearly empty (4 -> 2 + 2)."""
+    if n <= 1:
+        return 1
+    room = max_width - AXIS_WIDTH - (LEGEND_WIDTH if legend else 0)
+    fit = max(1, (room + FACET_SPACING) // (FACET_MIN_WIDTH + FACET_SPACING))
+    rows = math.ceil(n / fit)
+    return math.ceil(n / rows)
+
+
+def facet_width(columns: int, *, legend: bool = True, max_width: int = PAGE_WIDTH) -> int:
+    """Plot-area width (px) of each of ``columns`` facets in a row that fills the page."""
+    room = max_width - AXIS_WIDTH - (LEGEND_WIDTH if legend else 0)
+    return max(80, (room - FACET_SPACING * (columns - 1)) // max(1, columns))
+
+
+def wrap_label(text: str, width: int = HEADER_WRAP) -> list[str]:
+    """``text`` split into lines of at most ``width`` characters where possible, breaking
+    after "-", "/", "_" or at spaces (a word longer than ``width`` stays whole)."""
+    import re
+
+    parts = re.findall(r"[^-/_\s]*[-/_]|[^-/_\s]+|\s+", str(text))
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        if part.isspace():
+            part = " "
+        if line and len(line) + len(part.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = part.lstrip()
+        else:
+            line += part
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines or [str(text)]
+
+
+def facet(
+    chart: alt.Chart | alt.LayerChart,
+    field: str,
+    values: Iterable[Any],
+    *,
+    legend: bool = True,
+    height: int = DEFAULT_HEIGHT,
+    title: str | None = None,
+    data: Any = None,
+) -> alt.FacetChart:
+    """``chart`` as small multiples of ``field`` (nominal; ``values``: the values shown, e.g.
+    the data's column; panels follow their first-seen order), wrapped into rows of :func:`facet_columns` facets, each
+    :func:`facet_width` wide so the whole figure fits :data:`PAGE_WIDTH`. Header labels are
+    horizontal, limited to the facet's width, and wrapped (:func:`wrap_label`)."""
+    import altair as alt
+
+    labels = [str(v) for v in dict.fromkeys(values)]
+    cols = facet_columns(len(labels), legend=legend)
+    width = facet_width(cols, legend=legend)
+    inner = chart.properties(width=width, height=height)
+    kwargs: dict[str, Any] = {}
+    if data is not None:
+        kwargs["data"] = data
+    out = inner.facet(
+        facet=alt.Facet(f"{field}:N", title=None, header=header(labels, width), sort=labels),
+        columns=cols,
+        spacing=FACET_SPACING,
+        **kwargs,
+    )
+    return out.properties(title=title) if title else out
+
+
+def grid(
+    chart: alt.Chart | alt.LayerChart,
+    row: str,
+    column: str,
+    row_values: Iterable[Any],
+    column_values: Iterable[Any],
+    *,
+    legend: bool = True,
+    height: int = 160,
+    title: str | None = None,
+    data: Any = None,
+) -> alt.FacetChart:
+    """``chart`` as a grid of small multiples, ``row`` × ``column`` (both nominal), each panel
+    :func:`facet_width` wide for the number of columns, so the grid fits :data:`PAGE_WIDTH`;
+    headers as in :func:`facet`."""
+    import altair as alt
+
+    rows = [str(v) for v in dict.fromkeys(row_values)]
+    cols = [str(v) for v in dict.fromkeys(column_values)]
+    width = facet_width(len(cols), legend=legend, max_width=PAGE_WIDTH - ROW_HEADER_WIDTH)
+    kwargs: dict[str, Any] = {"data": data} if data is not None else {}
+    out = chart.properties(width=width, height=height).facet(
+        row=alt.Row(f"{row}:N", title=None, header=header(rows, ROW_HEADER_WIDTH), sort=rows),
+        column=alt.Column(f"{column}:N", title=None, header=header(cols, width), sort=cols),
+        spacing=FACET_SPACING,
+        **kwargs,
+    )
+    return out.properties(title=title) if title else out
+
+
+def header(labels: Iterable[str], width: int) -> alt.Header:
+    """A facet header whose labels are horizontal, at most ``width`` px, and wrapped into
+    lines (:func:`wrap_label`) sized to ``width`` (about 7 px a character)."""
+    import json
+
+    import altair as alt
+
+    chars = max(6, width // 7)
+    wrapped = {s: wrap_label(s, chars) for s in labels}
+    long = {s: lines for s, lines in wrapped.items() if len(lines) > 1}
+    expr = "datum.label"
+    for value, lines in long.items():  # a chain of ternaries (Vega has no dict lookup by value)
+        expr = f"datum.value == {json.dumps(value)} ? {json.dumps(lines)} : ({expr})"
+    return alt.Header(labelAngle=0, labelLimit=width, labelFontSize=12, labelExpr=expr)
+
+
+# ---------------------------------------------------------------------------------------
+# the theme
+# ---------------------------------------------------------------------------------------
+
+
+def theme_config() -> dict[str, Any]:
+    """The Vega-Lite config of lamina's theme: width convention, fonts, and headers that
+    never overlap (horizontal, limited, wrapped)."""
+    header = {
+        "labelAngle": 0,
+        "labelLimit": FACET_MIN_WIDTH,
+        "labelFontSize": 12,
+        "titleFontSize": 12,
+    }
+    return {
+        "config": {
+            "view": {
+                "continuousWidth": PAGE_WIDTH - AXIS_WIDTH - LEGEND_WIDTH,
+                "continuousHeight": DEFAULT_HEIGHT,
+                "stroke": None,
+            },
+            "axis": {
+                "labelFontSize": 11,
+                "titleFontSize": 12,
+                "labelLimit": 160,
+                "grid": True,
+                "gridOpacity": 0.4,
+            },
+            "header": header,
+            "facet": {"spacing": FACET_SPACING},
+            "concat": {"spacing": FACET_SPACING},
+            "title": {"fontSize": 14, "anchor": "start", "limit": PAGE_WIDTH},
+            "legend": {"labelFontSize": 11, "titleFontSize": 11, "labelLimit": 120},
+        }
+    }
+
+
+def register_theme() -> None:
+    """Register and enable the ``lamina`` Altair theme (:func:`theme_config`)."""
+    import altair as alt
+
+    @alt.theme.register("lamina", enable=True)
+    def _theme() -> alt.theme.ThemeConfig:
+        return theme_config()  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------
+# captions
+# ---------------------------------------------------------------------------------------
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "n/a" if not math.isfinite(v) else format(v, spec)
+
+
+def _measured(claims: pd.DataFrame, claim_id: str, limit: int) -> str:
+    frame = claims.reset_index() if "claim_id" not in claims.columns else claims
+    rows = frame[frame["claim_id"] == claim_id]
+    if rows.empty:
+        return ""
+    parts = []
+    for _, r in rows.head(limit).iterrows():
+        ctx = " ".join(
+            str(r[k]) for k in ("stage",) if k in r.index and r[k] not in (None, "", "-")
+        )
+        value = _fmt(r.get("measured"))
+        lo, hi = r.get("ci_low"), r.get("ci_high")
+        ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if _fmt(lo) != "n/a" and _fmt(hi) != "n/a" else ""
+        p = f", p = {_fmt(r.get('p'), '.2g')}" if _fmt(r.get("p")) != "n/a" else ""
+        who = html.escape(str(r.get("model", "")) + (f" ({ctx})" if ctx else ""))
+        parts.append(f"{who}: {value}{ci}{p} {badge(str(r.get('verdict', '')))}")
+    more = len(rows) - limit
+    tail = f"; and {more} more rows in the claims table" if more > 0 else ""
+    return "; ".join(parts) + tail
+
+
+def caption_html(
+    what: str,
+    look_at: str,
+    *,
+    claims: pd.DataFrame | None = None,
+    claim_id: str | None = None,
+    limit: int = 6,
+) -> str:
+    """A figure caption: what the figure shows, what to look at, and (with ``claims`` and
+    ``claim_id``) the measured value, 95% CI, p and verdict of that claim per model, read
+    from the claims table, so the caption stays true when the chapter runs on other models.
+    ``what`` and ``look_at`` must be neutral (describe, never conclude)."""
+    text = f"<strong>Figure.</strong> {html.escape(what.strip())}"
+    if look_at:
+        text += f" <strong>Look at</strong> {html.escape(look_at.strip().rstrip('.'))}."
+    if claims is not None and claim_id is not None:
+        measured = _measured(claims, claim_id, limit)
+        if measured:
+            text += f" <strong>Measured</strong> ({html.escape(claim_id)}): {measured}."
+    return f'<p class="lamina-caption">{text}</p>'
+
+
+def show_figure(
+    chart: Any,
+    *,
+    what: str,
+    look_at: str = "",
+    claims: pd.DataFrame | None = None,
+    claim_id: str | None = None,
+) -> None:
+    """Display ``chart`` followed by its :func:`caption_html` caption."""
+    from IPython.display import HTML, display
+
+    display(chart)
+    display(HTML(caption_html(what, look_at, claims=claims, claim_id=claim_id)))

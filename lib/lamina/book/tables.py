@@ -1,0 +1,76 @@
+"""How the book shows a data frame: inside an explicit scroll container, so a wide table never
+pushes past the text column, with its ``verdict`` column as badges and placed first.
+
+:func:`install_table_formatter` (called by ``lamina.book.setup_altair``) makes this the
+HTML form of every ``pandas.DataFrame`` a chapter displays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lamina.book.badges import badge
+
+__all__ = ["install_table_formatter", "table_html"]
+
+MAX_ROWS = 60  # rows shown; a longer table shows its head and tail
+
+
+def table_html(frame: Any) -> str:
+    """``frame`` (a pandas DataFrame) as HTML: a ``verdict`` column, when present, moves to
+    the front (after ``claim_id`` / ``model`` when those lead) and shows badges; the table sits
+    in ``<div class="lamina-scroll">``."""
+    import html
+
+    import pandas as pd
+
+    df = frame.copy()
+    if len(df) > MAX_ROWS:
+        half = MAX_ROWS // 2
+        df = pd.concat([df.head(half), df.tail(half)])
+    if "verdict" in df.columns:
+        lead = [c for c in ("claim_id", "model") if c in df.columns]
+        rest = [c for c in df.columns if c not in (*lead, "verdict")]
+        df = df[[*lead, "verdict", *rest]]
+    # escape every text cell here, so that to_html can leave the badges' HTML alone
+    for col in df.columns:
+        if col == "verdict":
+            df[col] = [badge(str(v)) for v in df[col]]
+        elif df[col].dtype == object or isinstance(df[col].dtype, pd.StringDtype):
+            df[col] = [v if not isinstance(v, str) else html.escape(v) for v in df[col]]
+    if not isinstance(df.columns, pd.MultiIndex):
+        df.columns = [html.escape(str(c)) for c in df.columns]
+    if not isinstance(df.index, pd.MultiIndex):
+        name = df.index.name
+        df.index = pd.Index(
+            [html.escape(str(i)) for i in df.index],
+            name=html.escape(str(name)) if name is not None else None,
+        )
+    body = df.to_html(
+        escape=False,
+        float_format=lambda x: f"{x:.4g}",
+        classes="lamina-table",
+        border=0,
+        na_rep="–",
+    )
+    note = (
+        f'<p class="lamina-table-note">{MAX_ROWS} of {len(frame)} rows shown.</p>'
+        if len(frame) > MAX_ROWS
+        else ""
+    )
+    return f'<div class="lamina-scroll">{body}</div>{note}'
+
+
+def install_table_formatter() -> None:
+    """Register :func:`table_html` as the HTML form of ``pandas.DataFrame`` in the running
+    IPython kernel (a no-op outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import pandas as pd
+
+    shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
