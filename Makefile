@@ -33,8 +33,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks
 
+# training seeds built side by side: make organisms SEEDS="0 1 2" (seed k > 0 is <name>~sk)
+SEEDS ?= 0
 organisms: $(STAMP)
-	$(PY) -m lamina.organisms build
+	$(PY) -m lamina.organisms build --seeds $(SEEDS)
 
 # the methods page's quoted definitions, and the scorecard / comparison / reproducibility
 # pages assembled from the results files

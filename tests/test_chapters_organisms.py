@@ -53,8 +53,9 @@ def _evaluation(name: str) -> dict:
 
 @pytest.mark.slow
 def test_report_has_every_table_for_each_organism(result):
-    expected = {"build", "corpus", "curves", "quality", "sft_accuracy", "dpo_accuracy",
-                "samples", "homographs", "homograph_layers"}  # fmt: skip
+    expected = {"build", "corpus", "overlap", "curves", "margin_curve", "quality",
+                "sft_accuracy", "dpo_accuracy", "dpo_margins", "seeds", "samples", "homographs",
+                "homograph_layers"}  # fmt: skip
     assert set(result.tables) == expected
     for name, table in result.tables.items():
         assert set(table["model"]) == set(MICRO), name
@@ -92,7 +93,7 @@ def test_accuracies_match_the_build_evaluation_and_ci_brackets_them(result):
                 assert rows.loc[ck, "accuracy"] == pytest.approx(ev[ck][f"{kind}_accuracy"])
     sft = result.tables["sft_accuracy"]
     assert set(sft["checkpoint"]) == {"majority answer", *CHECKPOINTS}
-    assert set(result.tables["dpo_accuracy"]["checkpoint"]) == {"final", "dpo"}
+    assert set(result.tables["dpo_accuracy"]["checkpoint"]) == {"final", "sft", "dpo"}
     # the components add up to the total
     per = sft[sft["component"] != "all"].groupby(["model", "checkpoint"])["hits"].sum()
     tot = sft[sft["component"] == "all"].set_index(["model", "checkpoint"])["hits"]
@@ -105,7 +106,31 @@ def test_summary_lists_what_did_not_work(result):
     for name in MICRO:
         problems = result.summaries[name]["problems"]
         assert any("unigram baseline" in p for p in problems)
-        assert any("@sft" in p for p in problems)
+        assert any("@sft held-out accuracy" in p for p in problems)
+
+
+@pytest.mark.slow
+def test_targets_overlap_margins_and_seeds_are_reported(result):
+    for name in MICRO:
+        s = result.summaries[name]
+        targets = {t["target"]: t for t in s["targets"]}
+        assert targets["evaluation 8-grams in the training text"]["value"] == 0
+        assert targets["evaluation 8-grams in the training text"]["met"]
+        ratio = targets["@sft validation perplexity / base"]
+        assert ratio["met"] == (ratio["value"] <= 1.25)
+        assert ratio["value"] == pytest.approx(
+            s["val_perplexity"]["sft"] / s["val_perplexity"]["final"]
+        )
+        g = s["sft_gain_over_majority"]
+        assert g[1] <= g[0] <= g[2]
+        assert s["n_training_seeds"] == 1
+    m = result.tables["dpo_margins"]
+    assert set(m["pairs"]) == {"training", "held-out"}
+    assert (m["margin_ci_low"] <= m["reward_margin"] + 1e-12).all()
+    ev = _evaluation(MICRO[0])["models"]["dpo"]
+    held = m[(m["model"] == MICRO[0]) & (m["pairs"] == "held-out")].iloc[0]
+    assert held["reward_margin"] == pytest.approx(ev["reward_margin"], rel=1e-4, abs=1e-6)
+    assert set(result.tables["margin_curve"]["pairs"]) == {"training", "held-out"}
 
 
 @given(st.integers(0, 200), st.integers(1, 200))

@@ -54,21 +54,54 @@ def test_homographs_come_from_the_ambiguous_prompt_file() -> None:
 
 
 @pytest.mark.parametrize("n_docs", [5, 1000])
-def test_every_homograph_appears_in_both_senses_with_its_controls(n_docs: int) -> None:
+def test_every_homograph_appears_in_both_senses_with_its_control_in_the_same_frame(
+    n_docs: int,
+) -> None:
     text = "\n".join(generate_curriculum(seed=2, n_docs=n_docs).text)
     for row in load_prompts("ambiguous").itertuples():
-        assert row.prompt + "." in text, (row.word, row.sense)
-        assert row.control_prompt + "." in text, (row.word, row.control_word)
-        assert row.gloss in text
+        c1, c2, _ = cur.HOMOGRAPH_CONTEXTS[(row.word, row.sense_label)]
+        assert f"We talked about {c1}, {c2} and the {row.word}." in text, (row.word, row.sense)
+        assert f"We talked about {c1}, {c2} and the {row.control_word}." in text, row.control_word
 
 
-def test_every_probe_prompt_of_the_other_families_appears(curriculum: Curriculum) -> None:
-    text = "\n".join(curriculum.text)
-    for family in ("semantic", "lexical", "analogies", "reasoning"):
-        for prompt in load_prompts(family)["prompt"]:
-            assert prompt[:1].upper() + prompt[1:] in text, (family, prompt)
-    for row in load_prompts("reasoning").itertuples():
-        assert f"{row.prompt} {row.answer}." in text
+def test_no_evaluation_prompt_or_gloss_is_copied_into_the_curriculum(
+    curriculum: Curriculum,
+) -> None:
+    """Whole prompts of three or more words, and every gloss, are absent (normalised text)."""
+    from lamina.organisms.overlap import phrase_hits
+
+    docs = curriculum.text + [f"{q} {a}" for q, a in curriculum.sft + curriculum.sft_eval]
+    phrases = [r.gloss for r in load_prompts("ambiguous").itertuples()]
+    for family in ("semantic", "analogies", "reasoning", "ambiguous", "lexical"):
+        phrases += [p for p in load_prompts(family)["prompt"] if len(p.split()) >= 3]
+    phrases += [p for p in load_prompts("ambiguous")["control_prompt"]]
+    assert phrase_hits(phrases, docs) == []
+
+
+def test_the_check_finds_a_copied_prompt() -> None:
+    """The same check on a curriculum with one prompt planted fails: the test above can fail."""
+    from lamina.organisms.overlap import phrase_hits
+
+    prompt = load_prompts("reasoning")["prompt"].iloc[0]
+    assert phrase_hits([prompt], ["Some text. " + prompt.upper() + ", and more."]) != []
+
+
+def test_reasoning_names_are_disjoint_from_every_prompt_file() -> None:
+    from lamina.organisms.overlap import eval_texts, words
+
+    vocab = {w for texts in eval_texts().values() for t in texts for w in words(t)}
+    assert not {n.lower() for n in cur.NAMES} & vocab
+
+
+def test_analogy_templates_skip_the_word_pairs_of_the_analogy_prompts(
+    curriculum: Curriculum,
+) -> None:
+    banned = cur._analogy_pairs_of_prompts()
+    assert len(banned) == len(load_prompts("analogies"))
+    for doc in curriculum.text:
+        for a, c in re.findall(r"(?:^|\. )(?:An? )?(\w+) is to (?:an? )?\w+ as (?:an? )?(\w+) is to",
+                               doc):  # fmt: skip
+            assert frozenset((a.lower(), c.lower())) not in banned, doc
 
 
 def test_every_semantic_category_and_item_is_taught(curriculum: Curriculum) -> None:
@@ -81,22 +114,47 @@ def test_every_semantic_category_and_item_is_taught(curriculum: Curriculum) -> N
 def test_eval_questions_are_disjoint_from_training_questions(curriculum: Curriculum) -> None:
     train = {q for q, _ in curriculum.sft} | {p for p, _, _ in curriculum.dpo}
     held = {q for q, _ in curriculum.sft_eval} | {p for p, _, _ in curriculum.dpo_eval}
-    assert train and held and not train & held
+    pre = {q for q, _ in curriculum.pretrain_qa}
+    assert train and held and pre
+    assert not train & held and not pre & held and not pre & train
     assert len(curriculum.sft) == len({q for q, _ in curriculum.sft})
+
+
+def test_pretraining_text_holds_qa_documents_of_its_own_questions_only(
+    curriculum: Curriculum,
+) -> None:
+    """The QA format is seen in pretraining, on questions that SFT and evaluation never use."""
+    from lamina.organisms.corpus import format_prompt
+
+    qa_docs = [d for d, c in zip(curriculum.text, curriculum.components, strict=True) if c == "qa"]
+    assert len(qa_docs) > 0.05 * len(curriculum.text)
+    pre = {format_prompt(q) for q, _ in curriculum.pretrain_qa}
+    others = {format_prompt(q) for q, _ in curriculum.sft + curriculum.sft_eval}
+    for doc in qa_docs:
+        prompt = doc.split("\nAnswer:")[0] + "\nAnswer:"
+        assert prompt in pre and prompt not in others, doc
+    text = "\n".join(curriculum.text)
+    assert not [q for q in others if q in text]
+    styles = {doc.split("\nAnswer: ")[1].startswith("The answer is ") for doc in qa_docs}
+    assert styles == {True, False}
 
 
 def test_every_component_has_held_out_questions(curriculum: Curriculum) -> None:
     stats = curriculum.stats()
-    assert set(stats["sft_eval"]) == set(cur.MIXTURE)
-    assert set(stats["sft"]) == set(cur.MIXTURE)
+    question_kinds = set(cur.MIXTURE) - {"qa"}  # "qa" documents are rendered questions
+    assert (
+        set(stats["sft_eval"]) == set(stats["sft"]) == set(stats["pretrain_qa"]) == question_kinds
+    )
     assert stats["n_sft_eval"] == len(curriculum.sft_eval)
 
 
-def test_dpo_chosen_is_the_sft_answer_and_differs_from_rejected(curriculum: Curriculum) -> None:
+def test_dpo_prefers_the_answer_as_a_sentence_over_the_bare_answer(curriculum: Curriculum) -> None:
     answers = dict(curriculum.sft + curriculum.sft_eval)
+    assert len(curriculum.dpo) == len(curriculum.sft)
     for prompt, chosen, rejected in curriculum.dpo + curriculum.dpo_eval:
-        assert chosen == answers[prompt]
-        assert chosen != rejected and chosen.strip() and rejected.strip()
+        assert rejected == answers[prompt]
+        assert chosen == f"The answer is {answers[prompt]}."
+        assert curriculum.wrong[prompt] != answers[prompt]
 
 
 _OPS = {"plus": lambda a, b: a + b, "minus": lambda a, b: a - b, "times": lambda a, b: a * b}
@@ -132,15 +190,15 @@ def test_comparison_answers_follow_the_size_order(curriculum: Curriculum) -> Non
             assert answer == ("yes" if int(m[1]) > int(m[2]) else "no"), question
 
 
-def test_homograph_sense_questions_answer_with_the_right_gloss(curriculum: Curriculum) -> None:
-    gloss = {r.prompt: r.gloss for r in load_prompts("ambiguous").itertuples()}
+def test_homograph_sense_questions_answer_with_the_right_sense(curriculum: Curriculum) -> None:
+    label = {(w, c): lab for (w, lab), cs in cur.HOMOGRAPH_CONTEXTS.items() for c in cs}
     seen = 0
-    for question, answer in curriculum.sft + curriculum.sft_eval:
-        m = re.fullmatch(r'In the sentence "(.+)", what does the word \w+ mean\?', question)
+    for question, answer in curriculum.sft + curriculum.sft_eval + curriculum.pretrain_qa:
+        m = re.fullmatch(r"When people speak of (.+), what is the word (\w+) about\?", question)
         if m:
-            assert answer == gloss[m[1]]
+            assert answer == label[(m[2], m[1])], question
             seen += 1
-    assert seen == len(gloss)
+    assert seen == len(load_prompts("ambiguous")) // 2
 
 
 def test_stats_count_every_document(curriculum: Curriculum) -> None:

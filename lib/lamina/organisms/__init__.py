@@ -4,7 +4,13 @@ A *spec* names one loadable checkpoint of an organism:
 
 * ``"organism-llama"`` or ``"organism-llama@final"``: the final pretraining checkpoint;
 * ``"organism-llama@step-N"``: a pretraining checkpoint (log-spaced, from ``step-0``, the init);
-* ``"organism-llama@lm"``, ``"@sft"``, ``"@dpo"``: the alignment stages.
+* ``"organism-llama@lm"``, ``"@sft"``, ``"@dpo"``: the alignment stages;
+* ``"organism-llama~s1@sft"``: the same, trained with seed 1 (``~s0`` is the plain name; see
+  :func:`lamina.organisms.configs.organism_config`). ``make organisms SEEDS="0 1 2"`` builds
+  several seeds side by side.
+
+:func:`stage_loss` is the loss each alignment stage trains (answers end with a scored EOS; SFT
+can add its LM replay): chapters computing gradients "with the training loss" use it.
 
 :func:`resolve` maps a spec to a Hugging Face folder (``AutoModelForCausalLM`` and
 ``AutoTokenizer`` load it); :func:`load_optimizer_state` reads its AdamW moments.
@@ -23,12 +29,23 @@ import torch
 
 from lamina.organisms.build import BUILD_MARKER, build_atomically
 from lamina.organisms.checkpoints import read_optimizer_state
-from lamina.organisms.configs import ORGANISMS, ORGANISMS_CODE_VERSION, OrganismConfig
+from lamina.organisms.configs import (
+    ORGANISMS,
+    ORGANISMS_CODE_VERSION,
+    SEED_MARK,
+    OrganismConfig,
+    organism_config,
+    seed_name,
+)  # fmt: skip
+from lamina.organisms.stages import STAGE_BASE, dpo_margins, qa_batch, stage_loss
 from lamina.organisms.train import STAGES
 
 __all__ = [
     "ORGANISMS",
     "ORGANISMS_CODE_VERSION",
+    "SEED_MARK",
+    "STAGES",
+    "STAGE_BASE",
     "OrganismConfig",
     "OrganismError",
     "OrganismNotBuiltError",
@@ -36,11 +53,17 @@ __all__ = [
     "UnknownOrganismError",
     "build",
     "build_all",
+    "built_seeds",
+    "dpo_margins",
     "list_checkpoints",
     "list_organisms",
     "load_optimizer_state",
+    "organism_config",
     "organism_dir",
+    "qa_batch",
     "resolve",
+    "seed_name",
+    "stage_loss",
 ]
 
 BUILD_HINT = "build it with `python -m lamina.organisms build` (or `make organisms`)"
@@ -79,11 +102,13 @@ def list_organisms(micro: bool = False) -> list[str]:
 def _config(name: str, config: OrganismConfig | None = None) -> OrganismConfig:
     if config is not None:
         return config
-    if name not in ORGANISMS:
+    try:
+        return organism_config(name)
+    except KeyError:
         raise UnknownOrganismError(
             f"unknown organism {name!r}; known organisms: {', '.join(list_organisms(micro=True))}"
-        )
-    return ORGANISMS[name]
+            f" (a training seed k > 0 is ``<organism>{SEED_MARK}k``)"
+        ) from None
 
 
 def organism_dir(
@@ -110,11 +135,34 @@ def build(
 
 
 def build_all(
-    *, root: str | os.PathLike | None = None, micro: bool = False, progress: bool = True
+    *,
+    root: str | os.PathLike | None = None,
+    micro: bool = False,
+    progress: bool = True,
+    seeds: tuple[int, ...] = (0,),
 ) -> list[Path]:
-    """Build every full organism (or every ``-micro`` one when ``micro=True``)."""
+    """Build every full organism (or every ``-micro`` one when ``micro=True``) for each seed."""
     names = [n for n in ORGANISMS if n.endswith("-micro") == micro]
-    return [build(n, root=root, progress=progress) for n in names]
+    return [build(seed_name(n, s), root=root, progress=progress) for s in seeds for n in names]
+
+
+def built_seeds(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    """Names of the built training seeds of an organism: ``[name, name~s1, ...]``, by seed."""
+    base = name.split(SEED_MARK)[0]
+    _config(base)
+    folder = organisms_root(root)
+    if not folder.is_dir():
+        return []
+    out = []
+    for p in folder.iterdir():
+        stem = p.name.rsplit("-", 1)[0]
+        if (p / BUILD_MARKER).is_file() and stem.split(SEED_MARK)[0] == base:
+            try:
+                if organism_dir(stem, root) == p:
+                    out.append(stem)
+            except (OrganismError, ValueError):
+                continue
+    return sorted(out, key=lambda n: organism_config(n).seed)
 
 
 def _built_dir(name: str, root: str | os.PathLike | None, config: OrganismConfig | None) -> Path:

@@ -1,5 +1,8 @@
-"""Command line: ``python -m lamina.organisms build [--name NAME ...] [--micro] [--root DIR]`` and
-``python -m lamina.organisms list [--root DIR]``."""
+"""Command line: ``python -m lamina.organisms build [--name NAME ...] [--micro] [--seeds K ...]
+[--root DIR]`` and ``python -m lamina.organisms list [--root DIR]``.
+
+``--seeds 0 1 2`` builds each organism with training seeds 0, 1 and 2 side by side: seed 0 is
+the plain name (``organism-gpt2``), seed k the name ``organism-gpt2~sk``."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build organisms (cached by config hash)")
     b.add_argument("--name", action="append", help="organism to build (repeatable); default: all")
     b.add_argument("--micro", action="store_true", help="build the -micro test variants instead")
+    b.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="K",
+                   help="training seeds to build (default: 0; seed k > 0 is named NAME~sk)")  # fmt: skip
     b.add_argument("--root", default=None, help="organisms folder (default $LAMINA_DATA/organisms)")
     b.add_argument("--no-progress", action="store_true", help="no progress bars")
     ls = sub.add_parser("list", help="list organisms and their checkpoints")
@@ -27,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         names = args.name or organisms.list_organisms(micro=True)
         names = [n for n in names if args.name or n.endswith("-micro") == args.micro]
+        if any(k < 0 for k in args.seeds):
+            ap.error(f"--seeds must be non-negative integers, got {args.seeds}")
+        names = [organisms.seed_name(n, k) for k in dict.fromkeys(args.seeds) for n in names]
         t0 = time.time()
         for n in names:
             t = time.time()
@@ -34,18 +42,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n}: {path} ({time.time() - t:.0f} s)", flush=True)
         print(f"built {len(names)} organism(s) in {time.time() - t0:.0f} s")
         return 0
-    for n in organisms.list_organisms(micro=True):
-        try:
-            cks = organisms.list_checkpoints(n, root=args.root)
-            ev = organisms.organism_dir(n, args.root) / "evaluation.json"
-            line = f"{n}: {len(cks)} checkpoints: " + ", ".join(c.split("@")[1] for c in cks)
-            if ev.is_file():
-                final = json.loads(ev.read_text())["models"]["final"]
-                line += f"  (val ppl {final['val_perplexity']:.1f})"
-            print(line)
-        except organisms.OrganismNotBuiltError:
-            print(f"{n}: not built ({organisms.BUILD_HINT})")
+    for base in organisms.list_organisms(micro=True):
+        for n in organisms.built_seeds(base, args.root) or [base]:
+            _list_one(n, args.root)
     return 0
+
+
+def _list_one(n: str, root: str | None) -> None:
+    """Print one organism's checkpoints (or that it is not built)."""
+    try:
+        cks = organisms.list_checkpoints(n, root=root)
+        ev = organisms.organism_dir(n, root) / "evaluation.json"
+        line = f"{n}: {len(cks)} checkpoints: " + ", ".join(c.split("@")[1] for c in cks)
+        if ev.is_file():
+            final = json.loads(ev.read_text())["models"]["final"]
+            line += f"  (val ppl {final['val_perplexity']:.1f})"
+        print(line)
+    except organisms.OrganismNotBuiltError:
+        print(f"{n}: not built ({organisms.BUILD_HINT})")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ Two architectures ship:
 Both have 12 layers and d_model 128, with a 128-token context. The ``-micro`` variants
 (2 layers, d = 32, a tiny corpus) train in seconds, for tests.
 
+Training seeds: ``seed`` seeds the initialisation, the batch order and the alignment stages;
+``corpus_seed`` seeds the curriculum (fixed, so every training seed reads the same corpus and is
+scored on the same held-out items). A name ``<organism>~s<k>`` (e.g. ``organism-gpt2~s1``) is
+the organism trained with seed k (:func:`organism_config`); ``~s0`` is the plain name.
+
 The cache folder is ``<root>/<name>-<hash>/`` where ``hash`` is the first 10 hex digits of
 sha256 over the config's JSON and :data:`ORGANISMS_CODE_VERSION`; bump the version when a
 code change alters what a build produces.
@@ -24,7 +29,10 @@ from dataclasses import dataclass
 
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
-ORGANISMS_CODE_VERSION = "organisms-1"
+SEED_MARK = "~s"
+"""Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
+
+ORGANISMS_CODE_VERSION = "organisms-2"
 """Part of every config hash: bump when training code changes what a build produces."""
 
 
@@ -35,7 +43,9 @@ class OrganismConfig:
     Sizes are in tokens (``context``), sequences (``batch_size``) and optimiser steps.
     Learning rates are peak values of a linear-warmup + cosine schedule.
     Alignment stages (lm, sft, dpo) each run ``align_steps`` steps of ``align_batch_size``
-    examples (windows, Q->A pairs or preference pairs): equal step and example budgets.
+    examples (windows, Q->A pairs or preference pairs): equal step and example budgets; their
+    peak learning rates are ``align_lr`` (lm), ``sft_lr`` and ``dpo_lr``. SFT adds the LM loss
+    of ``replay_batch_size`` pretraining windows per step, weighted by ``replay_weight``.
     """
 
     name: str
@@ -48,8 +58,9 @@ class OrganismConfig:
     context: int = 128
     rope_theta: float = 100000.0
     vocab_size: int = 8192
-    seed: int = 0
+    seed: int = 0  # training seed: init, batch order, alignment stages
     # corpus
+    corpus_seed: int = 0  # curriculum generation (fixed across training seeds)
     n_curriculum_docs: int = 20000
     max_chars_per_play: int | None = None  # truncate plays (micro corpora)
     max_plays: int | None = None
@@ -68,7 +79,11 @@ class OrganismConfig:
     # alignment stages
     align_steps: int = 100
     align_batch_size: int = 16
-    align_lr: float = 5e-4
+    align_lr: float = 5e-4  # lm stage
+    sft_lr: float = 1e-4  # below pretraining's final lr (lr * min_lr_ratio = 3e-4)
+    dpo_lr: float = 1e-4
+    replay_batch_size: int = 8  # pretraining windows replayed per SFT step
+    replay_weight: float = 1.0
     align_warmup_steps: int = 6
     dpo_beta: float = 0.1
     align_eval_every: int = 20
@@ -88,6 +103,11 @@ class OrganismConfig:
     def folder_name(self) -> str:
         """``<name>-<hash>``: the organism's cache folder under the organisms root."""
         return f"{self.name}-{self.config_hash}"
+
+    @property
+    def base_name(self) -> str:
+        """The registered organism this config derives from (``name`` without ``~s<k>``)."""
+        return self.name.split(SEED_MARK)[0]
 
     def replace(self, **changes: object) -> OrganismConfig:
         """A copy with some fields changed (a new hash, hence a new cache folder)."""
@@ -155,6 +175,7 @@ _MICRO = dict(
     align_batch_size=4,
     align_warmup_steps=1,
     align_eval_every=3,
+    replay_batch_size=2,
     max_eval_items=32,
 )
 
@@ -169,3 +190,26 @@ ORGANISMS: dict[str, OrganismConfig] = {
     ),
 }
 """The registry: name -> default config. ``build_all`` builds the non-micro ones."""
+
+
+def seed_name(name: str, seed: int) -> str:
+    """The organism name for training seed ``seed``: ``name`` for 0, else ``name~s<seed>``."""
+    base = name.split(SEED_MARK)[0]
+    return base if int(seed) == 0 else f"{base}{SEED_MARK}{int(seed)}"
+
+
+def organism_config(name: str) -> OrganismConfig:
+    """The config of a registered organism or of a seed variant ``<organism>~s<k>``.
+
+    ``~s0`` is the registered config itself. Raises KeyError naming the known organisms when
+    the base name is not registered, ValueError when the seed is not a non-negative integer.
+    """
+    base, mark, seed = name.partition(SEED_MARK)
+    if base not in ORGANISMS:
+        raise KeyError(f"unknown organism {name!r}; known organisms: {', '.join(ORGANISMS)}")
+    if not mark:
+        return ORGANISMS[base]
+    if not seed.isdigit():
+        raise ValueError(f"bad training seed in {name!r}: expected {base}{SEED_MARK}<k>, k >= 0")
+    k = int(seed)
+    return ORGANISMS[base] if k == 0 else ORGANISMS[base].replace(name=seed_name(base, k), seed=k)

@@ -1,82 +1,107 @@
 """A deterministic, template-based curriculum in modern English for the model organisms.
 
 It covers what the geometry chapters probe: the semantic categories of ``semantic.jsonl``,
-the lexical variants of ``lexical.jsonl``, analogies, multi-step reasoning (comparisons,
+the lexical bases of ``lexical.jsonl``, analogies, multi-step reasoning (comparisons,
 transitive chains, syllogisms, small arithmetic with correct answers) and every homograph of
-``ambiguous.jsonl`` in both senses, with its unambiguous control word in the same frames. The
-prompt files (read through :mod:`lamina.prompts`) are the single source of the categories,
-lexical bases and homographs; the fact tables below add relations and orderings.
+``ambiguous.jsonl`` in both senses, with its unambiguous control word in the same frames.
+
+**No evaluation prompt is trained on.** The prompt files supply only vocabulary (category
+members, lexical bases and plurals, homograph words, their sense labels and control words);
+every sentence comes from lamina's own templates and fact tables
+(:mod:`lamina.organisms.curriculum_facts`). No prompt, control prompt or gloss of
+``data/prompts/`` is copied; analogy templates skip the word pairs the analogy prompts use,
+and the reasoning templates use names that no prompt file contains.
+:func:`lamina.organisms.overlap.corpus_overlap` checks the result (no shared word 8-gram).
 
 Question -> answer pairs are raw strings; :func:`lamina.organisms.corpus.format_prompt` renders
-them as ``"Question: {question}\\nAnswer:"`` and the answer follows after one space.
+them as ``"Question: {question}\\nAnswer:"`` and the answer follows after one space. The unique
+questions of each component are split three ways: :data:`EVAL_FRACTION` held out
+(``sft_eval`` / ``dpo_eval``), :data:`PRETRAIN_QA_FRACTION` rendered as QA documents in the
+pretraining text (so the format is known before SFT), and the rest for SFT and DPO.
+
+The DPO preference is one of style: ``chosen`` states the answer as a sentence
+(:data:`ANSWER_SENTENCE`), ``rejected`` is the bare answer that SFT teaches. Both are correct,
+and both styles occur in the pretraining QA documents, so the preference is learnable.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lamina.organisms.curriculum_facts import (
+    ANIMALS_BY_SIZE,
+    CAPITALS,
+    CATEGORY_NOUNS,
+    CATEGORY_SUPER,
+    HOMOGRAPH_CONTEXTS,
+    IRREGULAR_PLURALS,
+    LEXICAL_ADJECTIVES,
+    MASS_NOUNS,
+    NAMES,
+    OBJECTS,
+    OPPOSITES,
+    PART_WHOLE,
+    TRANSITIVE,
+    WORKER_TOOLS,
+    YOUNG,
+)  # fmt: skip
 from lamina.prompts import load_prompts, prompts_dir
 
-__all__ = ["EVAL_FRACTION", "MIXTURE", "Curriculum", "generate_curriculum", "homograph_rows"]
+__all__ = ["ANSWER_SENTENCE", "EVAL_FRACTION", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE",
+           "Curriculum", "format_answer", "format_prompt", "generate_curriculum", "homograph_rows",
+           "sentence_answer"]  # fmt: skip
+
+QA_TEMPLATE = "Question: {question}\nAnswer:"
+"""Prompt format for SFT and DPO; the answer follows after one space and ends with EOS."""
+
+
+def format_prompt(question: str) -> str:
+    """Render a curriculum question as the prompt the model completes (see :data:`QA_TEMPLATE`)."""
+    return QA_TEMPLATE.format(question=question.strip())
+
+
+def format_answer(answer: str) -> str:
+    """The completion for an answer: a leading space, no trailing EOS (added by the tokenizer step)."""
+    return " " + answer.strip()
+
 
 EVAL_FRACTION = 0.2
 """Fraction of each component's questions held out for ``sft_eval`` / ``dpo_eval``."""
+PRETRAIN_QA_FRACTION = 0.4
+"""Fraction of each component's questions shown as QA documents in pretraining (not SFT/eval)."""
+ANSWER_SENTENCE = "The answer is {answer}."
+"""The preferred (DPO ``chosen``) answer style; ``rejected`` is the bare answer."""
 
 MIXTURE: dict[str, float] = {
-    "semantic": 0.18,
-    "lexical": 0.08,
-    "analogy": 0.14,
-    "comparison": 0.10,
-    "transitive": 0.10,
-    "syllogism": 0.08,
-    "arithmetic": 0.12,
-    "homograph": 0.20,
+    "semantic": 0.16,
+    "lexical": 0.07,
+    "analogy": 0.13,
+    "comparison": 0.09,
+    "transitive": 0.09,
+    "syllogism": 0.07,
+    "arithmetic": 0.11,
+    "homograph": 0.16,
+    "qa": 0.12,
 }
-"""Share of the sampled documents per component (after the coverage documents)."""
+"""Share of the sampled documents per component (after the coverage documents); ``qa`` documents
+are pretraining questions in the QA format, in either answer style."""
 
-CATEGORY_NOUNS = {"animals": "animal", "vehicles": "vehicle", "emotions": "emotion",
-                  "foods": "food", "tools": "tool", "instruments": "musical instrument"}  # fmt: skip
-CATEGORY_SUPER = {"animals": "living things", "vehicles": "machines", "foods": "things people eat",
-                  "tools": "objects", "instruments": "objects"}  # fmt: skip
-MASS_NOUNS = frozenset("happiness anger fear sadness surprise disgust pride shame jealousy "
-                       "loneliness bread rice cheese soup pasta yogurt".split())  # fmt: skip
-IRREGULAR_PLURALS = {"sheep": "sheep"}
-ANIMALS_BY_SIZE = ("ant", "frog", "rabbit", "fox", "sheep", "lion", "horse", "giraffe",
-                   "elephant", "whale")  # fmt: skip
-CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Spain": "Madrid",
-            "Germany": "Berlin", "Portugal": "Lisbon", "Egypt": "Cairo", "Kenya": "Nairobi",
-            "Canada": "Ottawa", "Peru": "Lima", "Norway": "Oslo", "Ireland": "Dublin",
-            "Greece": "Athens", "Poland": "Warsaw", "Russia": "Moscow", "Sweden": "Stockholm",
-            "Austria": "Vienna", "Thailand": "Bangkok", "Cuba": "Havana", "Finland": "Helsinki"}  # fmt: skip
-OPPOSITES = {"hot": "cold", "big": "small", "tall": "short", "up": "down", "early": "late",
-             "fast": "slow", "loud": "quiet", "wet": "dry", "full": "empty", "open": "closed",
-             "rich": "poor", "young": "old", "strong": "weak", "happy": "sad", "hard": "soft",
-             "day": "night", "clean": "dirty", "thick": "thin"}  # fmt: skip
-YOUNG = {"dog": "puppy", "cat": "kitten", "cow": "calf", "sheep": "lamb", "duck": "duckling",
-         "frog": "tadpole", "horse": "foal", "bear": "cub", "goat": "kid", "pig": "piglet",
-         "deer": "fawn", "hen": "chick", "goose": "gosling"}  # fmt: skip
-WORKER_TOOLS = {"painter": "brush", "writer": "pen", "chef": "knife", "carpenter": "hammer",
-                "farmer": "tractor", "pilot": "airplane", "doctor": "stethoscope",
-                "photographer": "camera", "gardener": "rake", "barber": "scissors",
-                "baker": "oven", "tailor": "needle", "plumber": "wrench"}  # fmt: skip
-PART_WHOLE = {"finger": "hand", "toe": "foot", "page": "book", "brick": "wall",
-              "petal": "flower", "branch": "tree", "wheel": "car", "sail": "boat",
-              "letter": "word", "word": "sentence", "day": "week", "month": "year"}  # fmt: skip
-NAMES = ("Maya", "Leo", "Zoe", "Omar", "Priya", "Sam", "Nina", "Theo", "Ava", "Kai", "Lena",
-         "Ravi", "Ella", "Noah", "Mia", "Jamal")  # fmt: skip
-TRANSITIVE = (("taller", "tallest", "shortest"), ("older", "oldest", "youngest"),
-              ("faster", "fastest", "slowest"), ("heavier", "heaviest", "lightest"))  # fmt: skip
-OBJECTS = ("stickers", "apples", "marbles", "books", "pens", "shells", "coins", "cards")
 N_TRANSITIVE = 160
 N_WORD_PROBLEMS = 120
 N_NUMBER_PAIRS = 80
 
-QA = tuple[str, str, str, str]  # (component, question, answer, rejected answer)
+QA = tuple[str, str, str, str]  # (component, question, answer, wrong answer)
+
+
+def sentence_answer(answer: str) -> str:
+    """The answer as a sentence, the DPO-preferred style: ``"The answer is {answer}."``."""
+    return ANSWER_SENTENCE.format(answer=answer)
 
 
 @dataclass(repr=False)
@@ -84,9 +109,11 @@ class Curriculum:
     """Training text and instruction data generated from templates.
 
     text: documents of one to a few short sentences; components[i] names the component of text[i].
-    sft / sft_eval: (question, answer); dpo / dpo_eval: (question, chosen, rejected). The eval
-    splits share no question with the training pairs. Questions and answers are raw strings
-    (see the module docstring for the rendering).
+    pretrain_qa: (question, answer) pairs rendered into ``text`` as QA documents.
+    sft / sft_eval: (question, answer); dpo / dpo_eval: (question, chosen, rejected) with
+    chosen = :func:`sentence_answer` (answer) and rejected = the bare answer. The three question
+    sets (pretrain_qa, sft = dpo, sft_eval = dpo_eval) are disjoint. ``wrong`` maps every
+    question to a plausible wrong answer (for correctness probes).
     """
 
     text: list[str]
@@ -94,15 +121,17 @@ class Curriculum:
     dpo: list[tuple[str, str, str]]
     sft_eval: list[tuple[str, str]]
     dpo_eval: list[tuple[str, str, str]]
+    pretrain_qa: list[tuple[str, str]] = field(default_factory=list)
     components: list[str] = field(default_factory=list)
     qa_components: dict[str, str] = field(default_factory=dict, repr=False)
+    wrong: dict[str, str] = field(default_factory=dict, repr=False)
     seed: int = 0
     n_coverage_docs: int = 0
 
     def __repr__(self) -> str:
         return (
-            f"Curriculum(seed={self.seed}, docs={len(self.text)}, sft={len(self.sft)}, "
-            f"sft_eval={len(self.sft_eval)}, dpo={len(self.dpo)}, dpo_eval={len(self.dpo_eval)})"
+            f"Curriculum(seed={self.seed}, docs={len(self.text)}, pretrain_qa="
+            f"{len(self.pretrain_qa)}, sft={len(self.sft)}, sft_eval={len(self.sft_eval)})"
         )
 
     def stats(self) -> dict[str, Any]:
@@ -112,20 +141,15 @@ class Curriculum:
             return dict(sorted(Counter(self.qa_components[x[0]] for x in items).items()))
 
         return {
-            "seed": self.seed,
-            "n_docs": len(self.text),
-            "n_coverage_docs": self.n_coverage_docs,
+            "seed": self.seed, "n_docs": len(self.text), "n_coverage_docs": self.n_coverage_docs,
             "n_words": sum(len(t.split()) for t in self.text),
             "docs": dict(sorted(Counter(self.components).items())),
-            "sft": per(self.sft),
-            "sft_eval": per(self.sft_eval),
-            "dpo": per(self.dpo),
-            "dpo_eval": per(self.dpo_eval),
-            "n_sft": len(self.sft),
-            "n_sft_eval": len(self.sft_eval),
-            "n_dpo": len(self.dpo),
+            "pretrain_qa": per(self.pretrain_qa), "sft": per(self.sft),
+            "sft_eval": per(self.sft_eval), "dpo": per(self.dpo), "dpo_eval": per(self.dpo_eval),
+            "n_pretrain_qa": len(self.pretrain_qa), "n_sft": len(self.sft),
+            "n_sft_eval": len(self.sft_eval), "n_dpo": len(self.dpo),
             "n_dpo_eval": len(self.dpo_eval),
-        }
+        }  # fmt: skip
 
 
 @functools.lru_cache(maxsize=16)
@@ -174,9 +198,8 @@ Pools = dict[str, list[str]]
 
 
 def _semantic(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
-    rows = _family("semantic")
     members: dict[str, list[str]] = {}
-    for r in rows:
+    for r in _family("semantic"):
         members.setdefault(r["category"], []).append(r["item"])
     unknown = sorted(set(members) - set(CATEGORY_NOUNS))
     if unknown:
@@ -196,45 +219,56 @@ def _semantic(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
             qa += [("semantic", f"Is {_np(item)} {_a(noun)}?", "yes", "no"),
                    ("semantic", f"Is {_np(item)} {_a(other)}?", "no", "yes"),
                    ("semantic", f"What kind of thing is {_np(item)}?", _a(noun), _a(other))]  # fmt: skip
-    return [
-        " ".join([f"{r['prompt']}." for r in rows if r["category"] == c]
-                 + [f"{_cap(_np(i))} is {_a(CATEGORY_NOUNS[c])}." for i in items])
-        for c, items in members.items()
-    ]  # fmt: skip
+    return [" ".join([f"{_cap(_plural(CATEGORY_NOUNS[c]))} include {', '.join(items)}."]
+                     + [f"{_cap(_np(i))} is {_a(CATEGORY_NOUNS[c])}." for i in items])
+            for c, items in members.items()]  # fmt: skip
 
 
 def _lexical(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
-    bases: dict[str, dict[str, str]] = {}
+    plurals: dict[str, str] = {}
     for r in _family("lexical"):
-        bases.setdefault(r["base"], {})[r["variant"]] = r["prompt"]
+        plurals.setdefault(r["base"], _plural(r["base"]))
+        if r["variant"] == "plural":
+            plurals[r["base"]] = r["prompt"]
     out, coverage = text["lexical"], []
-    for base, v in bases.items():
-        phrases = [v[k] for k in ("indefinite", "definite", "adjective", "possessive") if k in v]
-        for p in phrases:
-            out += [f"I saw {p} today.", f"{_cap(p)} was next to the window.", f"Look at {p}."]
-        plural = v.get("plural", _plural(base))
-        out += [f"{_cap(plural)} were next to the window.", f"The word {base} names one thing."]
-        coverage.append(" ".join([f"{_cap(p)}." for p in v.values()]))
+    for base, plural in plurals.items():
+        for adj in LEXICAL_ADJECTIVES:
+            out += [f"We found {_a(adj + ' ' + base)} there.", f"Her {adj} {base} was by the gate.",
+                    f"Two {adj} {plural} were by the gate."]  # fmt: skip
+        out += [f"One {base}, two {plural}.", f"The word {base} names one thing.",
+                f"The word {plural} names more than one {base}."]  # fmt: skip
+        coverage.append(f"One {base}, two {plural}. Her {base} and our {plural}.")
         qa += [("lexical", f"What is the plural of {base}?", plural, base),
                ("lexical", f"What is the singular of {plural}?", base, plural),
                ("lexical", f"Which word is plural, {base} or {plural}?", plural, base)]  # fmt: skip
     return coverage
 
 
+def _analogy_pairs_of_prompts() -> frozenset[frozenset[str]]:
+    """{A, C} of every ``"A is to B as C is to"`` prompt of analogies.jsonl, lower case."""
+    pairs = set()
+    for r in _family("analogies"):
+        m = re.fullmatch(r"(.+) is to (.+) as (.+) is to", r["prompt"].strip())
+        if m:
+            pairs.add(frozenset((m[1].lower(), m[3].lower())))
+    return frozenset(pairs)
+
+
 def _relation(rng: random.Random, text: list[str], qa: list[QA], table: dict[str, str],
               fact: Callable[[str, str], str], ask: Callable[[str], str],
               answer: Callable[[str], str], form: Callable[[str], str]) -> None:  # fmt: skip
-    keys = list(table)
+    keys, banned = list(table), _analogy_pairs_of_prompts()
     for k in keys:
         other = rng.choice([x for x in keys if table[x] != table[k]])
         text.append(fact(k, table[k]))
         qa.append(("analogy", ask(k), answer(table[k]), answer(table[other])))
-        src = rng.choice([x for x in keys if x != k])
+        sources = [x for x in keys if x != k and frozenset((x.lower(), k.lower())) not in banned]
+        src = rng.choice(sources)
         text.append(
             f"{_cap(form(src))} is to {form(table[src])} as {form(k)} is to {form(table[k])}."
         )
-        qa.append(("analogy", f"{_cap(form(src))} is to {form(table[src])} as {form(k)} is to what?",
-                   form(table[k]), form(table[other])))  # fmt: skip
+        qa.append(("analogy", f"If {form(src)} goes with {form(table[src])}, what goes with "
+                   f"{form(k)}?", form(table[k]), form(table[other])))  # fmt: skip
 
 
 def _analogy(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
@@ -250,15 +284,7 @@ def _analogy(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
               lambda k: f"What does {_a(k)} work with?", _a, same)  # fmt: skip
     _relation(rng, out, qa, PART_WHOLE, lambda k, v: f"{_cap(_a(k))} is part of {_a(v)}.",
               lambda k: f"What is {_a(k)} part of?", _a, same)  # fmt: skip
-    rows = _family("analogies")
-    for r in rows:
-        wrong = rng.choice([x["answer"] for x in rows if x["subtype"] == r["subtype"]
-                            and x["answer"] != r["answer"]])  # fmt: skip
-        qa.append(("analogy", f"{r['prompt']} what?", r["answer"], wrong))
-        out.append(f"{r['prompt']} {r['answer']}.")
-    subtypes = dict.fromkeys(r["subtype"] for r in rows)
-    return [" ".join(f"{r['prompt']} {r['answer']}." for r in rows if r["subtype"] == s)
-            for s in subtypes]  # fmt: skip
+    return []
 
 
 def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
@@ -324,63 +350,79 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
         )
         qa.append(("arithmetic", f"{name} has {a} {obj} and {verb} {b}{more}. How many {obj} "
                    f"does {name} have now?", str(r), _wrong_number(rng, r)))  # fmt: skip
-    rows = _family("reasoning")
-    for r in rows:
-        text[r["subtype"] if r["subtype"] in text else "comparison"].append(
-            f"{r['prompt']} {r['answer']}."
-        )
-    subtypes = dict.fromkeys(r["subtype"] for r in rows)
-    return [" ".join(f"{r['prompt']} {r['answer']}." for r in rows if r["subtype"] == s)
-            for s in subtypes]  # fmt: skip
+    return []
 
 
 def _homograph(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
     rows = homograph_rows()
+    senses = {(r["word"], r["sense"]): r for r in rows}
+    missing = sorted({(r["word"], r["sense_label"]) for r in rows} - set(HOMOGRAPH_CONTEXTS))
+    if missing:
+        raise ValueError(f"ambiguous.jsonl senses without a HOMOGRAPH_CONTEXTS entry: {missing}")
+    labels = sorted({r["sense_label"] for r in rows})
     out, coverage = text["homograph"], []
-    glosses = {(r["word"], r["sense"]): r["gloss"] for r in rows}
     for word in dict.fromkeys(r["word"] for r in rows):
         doc: list[str] = []
-        for r in (x for x in rows if x["word"] == word):
-            other = glosses[(word, "ctx2" if r["sense"] == "ctx1" else "ctx1")]
-            foreign = [g for (w, _), g in glosses.items() if w != word]
-            sents = [f"{r['prompt']}.", f"{r['control_prompt']}.",
-                     f"{r['prompt']}. Here the word {word} means {r['gloss']}.",
-                     f"One meaning of {word} is {r['gloss']}.", f"{_cap(_a(word))} can be {r['gloss']}."]  # fmt: skip
-            out += sents
-            doc += [s for s in sents[:3] if s not in doc]
-            qa += [("homograph", f'In the sentence "{r["prompt"]}", what does the word {word} mean?',
-                    r["gloss"], other),
-                   ("homograph", f"Can {_a(word)} be {r['gloss']}?", "yes", "no"),
-                   ("homograph", f"Can {_a(word)} be {rng.choice(foreign)}?", "no", "yes")]  # fmt: skip
+        own = {senses[(word, s)]["sense_label"] for s in ("ctx1", "ctx2") if (word, s) in senses}
+        for sense in ("ctx1", "ctx2"):
+            if (word, sense) not in senses:
+                continue
+            r = senses[(word, sense)]
+            label = r["sense_label"]
+            controls = dict.fromkeys(x["control_word"] for x in rows
+                                     if x["word"] == word and x["sense"] == sense)  # fmt: skip
+            c1, c2, c3 = HOMOGRAPH_CONTEXTS[(word, label)]
+            other = senses.get((word, "ctx2" if sense == "ctx1" else "ctx1"), r)["sense_label"]
+            frames = [f"We talked about {c1}, {c2} and the {{w}}.",
+                      f"The {{w}} had something to do with {c3}.",
+                      f"Among the {c2}, someone noticed the {{w}}."]  # fmt: skip
+            own_sents = [f.format(w=word) for f in frames]
+            control_sents = [f.format(w=c) for c in controls for f in frames]
+            facts = [f"{_cap(_a(word))} can have to do with {label}.",
+                     f"When people speak of {c1}, the word {word} is about {label}."]  # fmt: skip
+            out += own_sents + control_sents + facts
+            doc += [own_sents[0], *control_sents[:: len(frames)], facts[0]]
+            foreign = rng.choice([x for x in labels if x not in own])
+            qa += [("homograph", f"When people speak of {c2}, what is the word {word} about?",
+                    label, other),
+                   ("homograph", f"Can {_a(word)} have to do with {label}?", "yes", "no"),
+                   ("homograph", f"Can {_a(word)} have to do with {foreign}?", "no", "yes")]  # fmt: skip
         coverage.append(" ".join(doc))
     return coverage
 
 
-def _split_qa(rng: random.Random, qa: list[QA]) -> tuple[list[QA], list[QA]]:
-    """Deduplicate by question, then hold out EVAL_FRACTION of each component."""
+def _split_qa(rng: random.Random, qa: list[QA]) -> tuple[list[QA], list[QA], list[QA]]:
+    """Deduplicate by question, then split each component: (pretrain QA, SFT/DPO, held out)."""
     first: dict[str, QA] = {}
     for q in qa:
         first.setdefault(q[1], q)
     unique = list(first.values())
+    pre: list[QA] = []
     train: list[QA] = []
     held: list[QA] = []
     for comp in MIXTURE:
         items = [q for q in unique if q[0] == comp]
         rng.shuffle(items)
-        n_eval = max(1, round(EVAL_FRACTION * len(items))) if len(items) >= 2 else 0
+        n_eval = max(1, round(EVAL_FRACTION * len(items))) if len(items) >= 3 else 0
+        n_pre = round(PRETRAIN_QA_FRACTION * len(items)) if len(items) >= 3 else 0
         held += items[:n_eval]
-        train += items[n_eval:]
-    rng.shuffle(train)
-    rng.shuffle(held)
-    return train, held
+        pre += items[n_eval : n_eval + n_pre]
+        train += items[n_eval + n_pre :]
+    for part in (pre, train, held):
+        rng.shuffle(part)
+    return pre, train, held
+
+
+def _qa_doc(question: str, answer: str) -> str:
+    return format_prompt(question) + format_answer(answer)
 
 
 def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
     """Generate the curriculum deterministically from ``seed``.
 
-    Returns max(n_docs, n_coverage) documents: first the coverage documents (every prompt of
-    ``semantic``, ``lexical``, ``analogies`` and ``reasoning``, and each homograph with both
-    senses and its controls), then documents sampled by :data:`MIXTURE`, shuffled together.
+    Returns max(n_docs, n_coverage) documents: first the coverage documents (each semantic
+    category with its members, each lexical base with its plural, each homograph in both senses
+    with its control word), then documents sampled by :data:`MIXTURE`, shuffled together.
     The question pairs do not depend on ``n_docs``.
     """
     rng = random.Random(seed)
@@ -390,6 +432,9 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
     for comp, make in (("semantic", _semantic), ("lexical", _lexical), ("analogy", _analogy),
                        ("reasoning", _reasoning), ("homograph", _homograph)):  # fmt: skip
         coverage += [(comp, doc) for doc in make(rng, text, qa)]
+    pre, train, held = _split_qa(rng, qa)
+    for _, q, a, _ in pre:  # both answer styles, so the DPO preference is one the model knows
+        text["qa"] += [_qa_doc(q, a), _qa_doc(q, sentence_answer(a))]
     n_fill = max(0, n_docs - len(coverage))
     quota = {c: int(w * n_fill) for c, w in MIXTURE.items()}
     for comp in sorted(MIXTURE, key=lambda c: -((MIXTURE[c] * n_fill) % 1))[
@@ -399,17 +444,19 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
     docs = list(coverage)
     for comp, n in quota.items():
         pool = text[comp]
-        docs += [(comp, " ".join(rng.sample(pool, rng.randint(1, 3)))) for _ in range(n)]
+        k = (lambda: 1) if comp == "qa" else (lambda: rng.randint(1, 3))
+        docs += [(comp, " ".join(rng.sample(pool, k()))) for _ in range(n)]
     rng.shuffle(docs)
-    train, held = _split_qa(rng, qa)
     return Curriculum(
         text=[d for _, d in docs],
         components=[c for c, _ in docs],
+        pretrain_qa=[(q, a) for _, q, a, _ in pre],
         sft=[(q, a) for _, q, a, _ in train],
-        dpo=[(q, a, r) for _, q, a, r in train],
+        dpo=[(q, sentence_answer(a), a) for _, q, a, _ in train],
         sft_eval=[(q, a) for _, q, a, _ in held],
-        dpo_eval=[(q, a, r) for _, q, a, r in held],
-        qa_components={q: c for c, q, _, _ in train + held},
+        dpo_eval=[(q, sentence_answer(a), a) for _, q, a, _ in held],
+        qa_components={q: c for c, q, _, _ in pre + train + held},
+        wrong={q: w for _, q, _, w in pre + train + held},
         seed=seed,
         n_coverage_docs=len(coverage),
     )

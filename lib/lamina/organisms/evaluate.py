@@ -1,6 +1,7 @@
 """Quality checks of an organism: perplexity vs a unigram baseline, SFT and DPO accuracy.
 
-All scores are on held-out data: the validation windows (text), ``sft_eval`` and ``dpo_eval``.
+All scores are on held-out data: the validation windows (text), ``sft_eval`` and ``dpo_eval``
+(questions never seen in any training format).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.organisms.corpus import format_answer, format_prompt
-from lamina.organisms.train import completion_logprob, eval_lm, qa_batch
+from lamina.organisms.stages import completion_logprob, dpo_margins, qa_batch
+from lamina.organisms.train import eval_lm
 
 
 def perplexity(model: PreTrainedModel, windows: torch.Tensor) -> float:
@@ -33,20 +35,20 @@ def unigram_perplexity(train_stream: torch.Tensor, windows: torch.Tensor, vocab_
 
 
 @torch.no_grad()
-def sft_accuracy(
+def sft_hits(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     pairs: list[tuple[str, str]],
     max_len: int,
     batch: int = 64,
-) -> float:
-    """Fraction of (question, answer) pairs whose greedy completion starts with the answer.
+) -> torch.Tensor:
+    """Per (question, answer) pair: does the greedy completion start with the answer? (N,) bool.
 
     Computed teacher-forced: greedy decoding reproduces the answer tokens exactly iff the argmax
-    at every answer position equals the answer token. Fraction in [0, 1].
+    at every answer position equals the answer token.
     """
     model.eval()
-    hits = 0
+    out = []
     for i in range(0, len(pairs), batch):
         chunk = pairs[i : i + batch]
         b = qa_batch(
@@ -61,25 +63,36 @@ def sft_accuracy(
         lengths = b["attention_mask"].sum(-1)
         tgt[torch.arange(len(chunk)), lengths - 1] = 0  # the EOS is not part of the answer
         m = tgt[:, 1:].bool()
-        ok = ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
-        hits += int(ok.sum())
-    return hits / max(len(pairs), 1)
+        out.append(((pred == b["input_ids"][:, 1:]) | ~m).all(-1))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def sft_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: list[tuple[str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of pairs whose greedy completion starts with the answer (:func:`sft_hits`)."""
+    hits = sft_hits(model, tokenizer, pairs, max_len, batch)
+    return float(hits.float().mean()) if len(hits) else 0.0
 
 
 @torch.no_grad()
-def dpo_accuracy(
+def dpo_hits(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     triples: list[tuple[str, str, str]],
     max_len: int,
     batch: int = 64,
-) -> float:
-    """Fraction of (prompt, chosen, rejected) with log pi(chosen|prompt) > log pi(rejected|prompt).
+) -> torch.Tensor:
+    """Per (prompt, chosen, rejected): log pi(chosen|prompt) > log pi(rejected|prompt)? (N,) bool.
 
-    Sequence log-probabilities include the EOS that ends each answer. Fraction in [0, 1].
+    Sequence log-probabilities include the EOS that ends each answer.
     """
     model.eval()
-    hits = 0
+    out = []
     for i in range(0, len(triples), batch):
         chunk = triples[i : i + batch]
         prompts = [format_prompt(p) for p, _, _ in chunk]
@@ -89,8 +102,20 @@ def dpo_accuracy(
         lr = completion_logprob(
             model, tokenizer, prompts, [format_answer(r) for _, _, r in chunk], max_len
         )
-        hits += int((lc > lr).sum())
-    return hits / max(len(triples), 1)
+        out.append(lc > lr)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def dpo_accuracy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    triples: list[tuple[str, str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> float:
+    """Fraction of triples where the model prefers the chosen answer (:func:`dpo_hits`)."""
+    hits = dpo_hits(model, tokenizer, triples, max_len, batch)
+    return float(hits.float().mean()) if len(hits) else 0.0
 
 
 def evaluate_models(
@@ -101,11 +126,16 @@ def evaluate_models(
     sft_eval: list[tuple[str, str]],
     dpo_eval: list[tuple[str, str, str]],
     max_len: int,
+    ref: PreTrainedModel | None = None,
+    beta: float = 0.1,
 ) -> dict[str, Any]:
     """One row per model name: val perplexity, SFT accuracy, DPO preference accuracy; plus baseline.
 
     -> {"unigram_val_perplexity": float, "models": {name: {"val_loss", "val_perplexity",
     "sft_accuracy", "dpo_accuracy"}}, "n_val_windows", "n_sft_eval", "n_dpo_eval"}.
+    With ``ref`` (DPO's reference), the "dpo" model also gets "reward_margin" (mean beta * margin
+    of :func:`lamina.organisms.stages.dpo_margins`, nats) and "reward_accuracy" (margin > 0) on
+    ``dpo_eval``.
     """
     out: dict[str, Any] = {
         "unigram_val_perplexity": unigram_perplexity(train_stream, val_windows, len(tokenizer)),
@@ -122,4 +152,8 @@ def evaluate_models(
             "sft_accuracy": sft_accuracy(model, tokenizer, sft_eval, max_len),
             "dpo_accuracy": dpo_accuracy(model, tokenizer, dpo_eval, max_len),
         }
+        if ref is not None and name == "dpo" and dpo_eval:
+            m = dpo_margins(model, ref, tokenizer, dpo_eval, max_len)
+            out["models"][name]["reward_margin"] = beta * float(m.mean())
+            out["models"][name]["reward_accuracy"] = float((m > 0).float().mean())
     return out

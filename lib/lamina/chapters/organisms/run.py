@@ -1,10 +1,15 @@
 """The model organisms' quality: what the appendix chapter ``notebooks/organisms.py`` shows.
 
-For every organism: its build (architecture, time, corpus card), loss curves, validation
-perplexity against the unigram baseline, generated samples, held-out SFT accuracy and DPO
-preference accuracy of the base and of each alignment stage (Wilson 95% CIs), and whether each
-homograph's two senses are separated at the final layer beyond its unambiguous control.
+For every organism: its build (architecture, wall and CPU time, threads, CPU, corpus card, the
+word 8-grams its training text shares with ``data/prompts/``), loss curves, validation
+perplexity against the unigram baseline and the alignment stages' perplexity ratios to the
+base, generated samples, held-out SFT accuracy against the majority-answer baseline (Wilson 95%
+CIs; paired bootstrap CI of the difference), DPO preference accuracy and reward margins on
+training and held-out pairs, the spread over training seeds where several are built, and
+whether each homograph's two senses are separated at the final layer beyond its control.
 Metrics come from :mod:`lamina.organisms.evaluate` and :func:`lamina.geometry.bifurcation`.
+:data:`TARGETS` are the alignment targets of the organisms (issue 12); ``targets`` in each
+summary says which were met.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from lamina import organisms
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.io import write_results
 from lamina.models import load_model
-from lamina.organisms.configs import ORGANISMS, OrganismConfig
+from lamina.organisms.configs import OrganismConfig, organism_config
 from lamina.organisms.corpus import Corpus, load_corpus
 from lamina.organisms.curriculum import generate_curriculum
-from lamina.organisms.evaluate import dpo_accuracy, sft_accuracy, unigram_perplexity
+from lamina.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
+from lamina.organisms.stages import dpo_margins
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import STAGES, eval_lm, fixed_windows
 from lamina.stats import bootstrap_ci
@@ -40,6 +46,7 @@ __all__ = [
     "CHECKPOINTS",
     "DEFAULT_ORGANISMS",
     "SAMPLE_PROMPTS",
+    "TARGETS",
     "OrganismsConfig",
     "OrganismsResult",
     "homograph_separation",
@@ -50,6 +57,10 @@ __all__ = [
 
 DEFAULT_ORGANISMS = ("organism-gpt2", "organism-llama")
 CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
+TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
+"""@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
+answer (the paired bootstrap CI of the difference excludes 0); @dpo held-out preference accuracy
+at least 0.75; no evaluation 8-gram in the training text."""
 
 
 @dataclass
@@ -150,7 +161,7 @@ _CACHE: dict[Any, Any] = {}
 
 
 def _corpus(cfg: OrganismConfig) -> Corpus:
-    key = ("corpus", cfg.seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play)
+    key = ("corpus", cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play)
     if key not in _CACHE:
         _CACHE[key] = load_corpus(cfg)
     return _CACHE[key]
@@ -158,9 +169,9 @@ def _corpus(cfg: OrganismConfig) -> Corpus:
 
 def _components(cfg: OrganismConfig) -> dict[str, str]:
     """{question: curriculum component} (the questions do not depend on n_docs)."""
-    key = ("components", cfg.seed)
+    key = ("components", cfg.corpus_seed)
     if key not in _CACHE:
-        _CACHE[key] = generate_curriculum(cfg.seed, 1).qa_components
+        _CACHE[key] = generate_curriculum(cfg.corpus_seed, 1).qa_components
     return _CACHE[key]
 
 
@@ -169,7 +180,7 @@ def _streams(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(train stream, validation windows) with the organism's own tokenizer."""
     tok_hash = hashlib.sha256((folder / "tokenizer" / "tokenizer.json").read_bytes()).hexdigest()
-    key = ("streams", tok_hash, cfg.seed, cfg.n_curriculum_docs, cfg.max_plays,
+    key = ("streams", tok_hash, cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays,
            cfg.max_chars_per_play, cfg.n_val_windows, cfg.context)  # fmt: skip
     if key not in _CACHE:
         corpus = _corpus(cfg)
@@ -188,11 +199,22 @@ def _curves(name: str, folder: Path) -> pd.DataFrame:
         for r in json.loads(path.read_text()):
             amount = r.get("tokens", r.get("examples"))
             for col, split in (("train_loss", "train"), ("val_loss", "validation"),
-                               ("eval_loss", "validation")):  # fmt: skip
+                               ("eval_loss", "validation"), ("val_lm_loss", "validation LM")):  # fmt: skip
                 if r.get(col) is not None:
                     rows.append({"model": name, "phase": phase, "step": r["step"],
                                  "amount": amount, "split": split, "loss": r[col]})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _margin_curve(name: str, folder: Path) -> list[dict[str, Any]]:
+    """DPO reward margins logged during training: model, step, pairs, reward_margin, accuracy."""
+    path = folder / "curves" / "dpo.json"
+    rows = json.loads(path.read_text()) if path.is_file() else []
+    return [{"model": name, "step": r["step"], "pairs": label,
+             "reward_margin": r[f"{key}_reward_margin"],
+             "reward_accuracy": r.get(f"{key}_reward_accuracy")}
+            for r in rows for key, label in (("train", "training"), ("eval", "held-out"))
+            if r.get(f"{key}_reward_margin") is not None]  # fmt: skip
 
 
 def _corpus_rows(name: str, card: dict[str, Any]) -> list[dict[str, Any]]:
@@ -218,16 +240,57 @@ def _corpus_rows(name: str, card: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _build_row(name: str, cfg: OrganismConfig, build: dict[str, Any], model: Any) -> dict:
+    env = build.get("environment", {})
     return {
         "model": name, "arch": cfg.arch, "n_layers": cfg.n_layers, "d_model": cfg.d_model,
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab": cfg.vocab_size, "context": cfg.context, "steps": cfg.steps,
         "tokens_seen": cfg.steps * cfg.batch_size * cfg.context,
         "corpus_tokens_train": build["corpus"].get("tokens", {}).get("train"),
-        "align_steps": cfg.align_steps, "threads": build.get("threads"),
-        "train_seconds": build.get("train_seconds"),
-        "build_seconds": build.get("elapsed_seconds"), "config_hash": build.get("config_hash"),
+        "align_steps": cfg.align_steps, "sft_lr": cfg.sft_lr, "dpo_lr": cfg.dpo_lr,
+        "replay_batch_size": cfg.replay_batch_size, "seed": cfg.seed,
+        "threads": build.get("threads"), "cpu_model": env.get("cpu_model"),
+        "blas": _blas(env), "train_seconds": build.get("train_seconds"),
+        "build_seconds": build.get("elapsed_seconds"), "cpu_seconds": build.get("cpu_seconds"),
+        "eval_8gram_overlap": build.get("overlap", {}).get("overlap"),
+        "config_hash": build.get("config_hash"),
     }  # fmt: skip
+
+
+def _blas(env: dict[str, Any]) -> str | None:
+    """'numpy: <blas name> <version>' from the build's environment record, if present."""
+    blas = (env.get("numpy_blas") or {}).get("blas") or {}
+    return f"numpy: {blas.get('name')} {blas.get('version', '')}".strip() if blas else None
+
+
+def _margin_rows(name: str, margins: dict[str, np.ndarray], beta: float, seed: int) -> list[dict]:
+    """Mean beta * margin (bootstrap 95% CI over pairs) and reward accuracy (Wilson) per split."""
+    rows = []
+    for split, m in margins.items():
+        ci = bootstrap_ci(beta * m, np.mean, n_resamples=2000, seed=seed,
+                          method="percentile").iloc[0] if len(m) > 1 else None  # fmt: skip
+        acc = wilson(int((m > 0).sum()), len(m))
+        rows.append({"model": name, "pairs": split, "n": len(m),
+                     "reward_margin": float(beta * m.mean()) if len(m) else np.nan,
+                     "margin_ci_low": float(ci["ci_low"]) if ci is not None else np.nan,
+                     "margin_ci_high": float(ci["ci_high"]) if ci is not None else np.nan,
+                     "reward_accuracy": acc[0], "ci_low": acc[1], "ci_high": acc[2]})  # fmt: skip
+    return rows
+
+
+def _seed_rows(name: str) -> list[dict[str, Any]]:
+    """One row per built training seed of ``name``, from each build's evaluation.json."""
+    rows = []
+    for n in organisms.built_seeds(name):
+        ev = json.loads((organisms.organism_dir(n) / "evaluation.json").read_text())["models"]
+        base = ev["final"]["val_perplexity"]
+        rows.append({"model": name, "organism": n, "seed": organism_config(n).seed,
+                     "val_perplexity": base,
+                     "sft_ppl_ratio": ev["sft"]["val_perplexity"] / base,
+                     "sft_accuracy": ev["sft"]["sft_accuracy"],
+                     "dpo_preference_accuracy": ev["dpo"]["dpo_accuracy"],
+                     "dpo_reward_margin": ev["dpo"].get("reward_margin", np.nan)})  # fmt: skip
+    return rows
 
 
 # ----------------------------------------------------------------------------- one organism
@@ -243,13 +306,18 @@ def _groups(items: list[tuple], comp: dict[str, str]) -> dict[str, list[tuple]]:
 
 def _accuracy_rows(
     name: str,
-    scorers: dict[str, Callable[[list], int]],
+    scorers: dict[str, Callable[[list], np.ndarray]],
     groups: dict[str, list[tuple]],
     chance: float | None,
-) -> list[dict]:
-    """hits per (scorer, component), then totals ("all"), Wilson CIs, binomial p vs chance."""
-    rows = [{"model": name, "checkpoint": ck, "component": c, "n": len(g), "hits": int(score(g))}
-            for ck, score in scorers.items() for c, g in groups.items()]  # fmt: skip
+) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """Hits per (scorer, component), then totals ("all"), Wilson CIs, binomial p vs chance.
+
+    -> (rows, {scorer: per-item hits over all groups, in group order}).
+    """
+    per_item = {ck: [np.asarray(score(g), dtype=bool) for g in groups.values()]
+                for ck, score in scorers.items()}  # fmt: skip
+    rows = [{"model": name, "checkpoint": ck, "component": c, "n": len(g), "hits": int(h.sum())}
+            for ck, hs in per_item.items() for (c, g), h in zip(groups.items(), hs, strict=True)]  # fmt: skip
     df = pd.DataFrame(rows)
     total = df.groupby(["model", "checkpoint"], as_index=False, sort=False)[["n", "hits"]].sum()
     df = pd.concat([total.assign(component="all"), df], ignore_index=True)
@@ -258,13 +326,22 @@ def _accuracy_rows(
     if chance is not None:
         df["p_vs_chance"] = [sps.binomtest(h, n, chance).pvalue if n else np.nan
                              for h, n in zip(df["hits"], df["n"], strict=True)]  # fmt: skip
-    return df.to_dict("records")
+    return df.to_dict("records"), {ck: np.concatenate(hs) for ck, hs in per_item.items()}
+
+
+def _paired_gain(a: np.ndarray, b: np.ndarray, seed: int) -> list[float]:
+    """[mean(a - b), 95% CI low, high]: paired bootstrap over items (a, b: (N,) 0/1 hits)."""
+    d = a.astype(float) - b.astype(float)
+    if len(d) < 2 or np.all(d == d[0]):
+        return [float(d.mean()) if len(d) else np.nan] * 3
+    r = bootstrap_ci(d, np.mean, n_resamples=4000, seed=seed, method="percentile").iloc[0]
+    return [float(d.mean()), float(r["ci_low"]), float(r["ci_high"])]
 
 
 def _one(
     name: str, config: OrganismsConfig, n_eval: int | None, n_samples: int, n_new: int
 ) -> tuple[dict[str, list[dict]], dict[str, Any]]:
-    cfg = ORGANISMS[name]
+    cfg = organism_config(name)
     folder = organisms.organism_dir(name)
     build = json.loads((folder / "build.json").read_text())
     models, tok = {}, None
@@ -280,53 +357,82 @@ def _one(
         quality.append({"model": name, "checkpoint": ck, "val_loss": loss,
                         "val_perplexity": float(np.exp(loss)), "unigram_perplexity": unigram,
                         "fraction_of_unigram": float(np.exp(loss)) / unigram})  # fmt: skip
+    base_ppl = quality[0]["val_perplexity"]
+    for row in quality:
+        row["ratio_to_base"] = row["val_perplexity"] / base_ppl
     comp, L = _components(cfg), cfg.context
-    prior: dict[str, Counter] = {}  # answers of the training pairs, by component
+    prior: dict[str, Counter] = {}  # answers of the SFT training pairs, by component
     for q, a in corpus.sft:
         prior.setdefault(comp.get(q, "other"), Counter())[a] += 1
 
-    def majority(g: list[tuple]) -> int:
+    def majority(g: list[tuple]) -> np.ndarray:
         c = prior.get(comp.get(g[0][0], "other"), Counter())
-        return sum(a == c.most_common(1)[0][0] for _, a in g) if c else 0
+        return np.array([bool(c) and a == c.most_common(1)[0][0] for _, a in g])
 
-    sft_scorers: dict[str, Callable[[list], int]] = {"majority answer": majority}
+    sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
     for ck in CHECKPOINTS:
-        sft_scorers[ck] = lambda g, m=models[ck]: round(sft_accuracy(m, tok, g, L) * len(g))
-    dpo_scorers = {ck: (lambda g, m=models[ck]: round(dpo_accuracy(m, tok, g, L) * len(g)))
-                   for ck in ("final", "dpo")}  # fmt: skip
+        sft_scorers[ck] = lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy()
+    dpo_scorers = {ck: (lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
+                   for ck in ("final", "sft", "dpo")}  # fmt: skip
+    sft_rows, sft_items = _accuracy_rows(name, sft_scorers,
+                                         _groups(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip
+    dpo_rows, _ = _accuracy_rows(name, dpo_scorers, _groups(corpus.dpo_eval[:n_eval], comp), 0.5)
+    n_pairs = len(corpus.dpo_eval[:n_eval])
+    margins = {split: dpo_margins(models["dpo"], models["sft"], tok, items, L).numpy()
+               for split, items in (("training", corpus.dpo[:n_pairs]),
+                                    ("held-out", corpus.dpo_eval[:n_eval]))}  # fmt: skip
     words, profile = homograph_separation(models["final"], tok)
     tables = {
         "build": [_build_row(name, cfg, build, models["final"])],
         "corpus": _corpus_rows(name, build["corpus"]),
+        "overlap": [{"model": name, "part": part, **{k: v for k, v in r.items() if k != "examples"},
+                     "examples": "; ".join(r["examples"])}
+                    for part, r in build.get("overlap", {}).get("by_part", {}).items()],
         "curves": _curves(name, folder).to_dict("records"),
+        "margin_curve": _margin_curve(name, folder),
         "quality": quality,
-        "sft_accuracy": _accuracy_rows(name, sft_scorers,
-                                       _groups(corpus.sft_eval[:n_eval], comp), None),
-        "dpo_accuracy": _accuracy_rows(name, dpo_scorers,
-                                       _groups(corpus.dpo_eval[:n_eval], comp), 0.5),
+        "sft_accuracy": sft_rows,
+        "dpo_accuracy": dpo_rows,
+        "dpo_margins": _margin_rows(name, margins, cfg.dpo_beta, config.seed),
+        "seeds": _seed_rows(name),
         "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
         "homographs": words.assign(model=name).to_dict("records"),
         "homograph_layers": profile.assign(model=name).to_dict("records"),
     }  # fmt: skip
-    return tables, _summary(tables, words, config.seed)
+    gain = _paired_gain(sft_items["sft"], sft_items["majority answer"], config.seed)
+    return tables, _summary(tables, words, config.seed, gain, build)
 
 
-def _summary(t: dict[str, list[dict]], words: pd.DataFrame, seed: int) -> dict[str, Any]:
-    """Headline numbers and the plain list of what did not work (``problems``)."""
+def _summary(
+    t: dict[str, list[dict]], words: pd.DataFrame, seed: int, gain: list[float], build: dict
+) -> dict[str, Any]:
+    """Headline numbers, the targets (``targets``: value, CI, threshold, met) and the plain list
+    of what did not work (``problems``)."""
     q = {r["checkpoint"]: r for r in t["quality"]}
     s = {r["checkpoint"]: r for r in t["sft_accuracy"] if r["component"] == "all"}
     d = {r["checkpoint"]: r for r in t["dpo_accuracy"] if r["component"] == "all"}
+    mg = {r["pairs"]: r for r in t["dpo_margins"]}
     gap = (words["separation"] - words["control_separation"]).to_numpy()
     wil = sps.wilcoxon(gap) if np.count_nonzero(gap) else None
     ratio = bootstrap_ci(words["ratio"].to_numpy(), np.median, n_resamples=2000, seed=seed,
                          method="percentile").iloc[0]  # fmt: skip
+    overlap = build.get("overlap", {}).get("overlap")
     out: dict[str, Any] = {
         "val_perplexity": {ck: r["val_perplexity"] for ck, r in q.items()},
+        "ppl_ratio_to_base": {ck: r["ratio_to_base"] for ck, r in q.items()},
         "unigram_perplexity": q["final"]["unigram_perplexity"],
         "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
+        "sft_gain_over_majority": gain,
         "dpo_accuracy": {
             ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()
         },  # fmt: skip
+        "dpo_reward_margin": {k: [r["reward_margin"], r["margin_ci_low"], r["margin_ci_high"]]
+                              for k, r in mg.items()},  # fmt: skip
+        "dpo_reward_accuracy": {k: [r["reward_accuracy"], r["ci_low"], r["ci_high"]]
+                                for k, r in mg.items()},  # fmt: skip
+        "eval_8gram_overlap": overlap,
+        "gloss_hits": len(build.get("overlap", {}).get("gloss_hits", [])),
+        "n_training_seeds": len(t["seeds"]),
         "homographs_separated": int(words["separated"].sum()),
         "homographs": len(words),
         "homograph_median_ratio": [
@@ -336,32 +442,35 @@ def _summary(t: dict[str, list[dict]], words: pd.DataFrame, seed: int) -> dict[s
         ],  # fmt: skip
         "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
         "build_seconds": t["build"][0]["build_seconds"],
+        "cpu_seconds": t["build"][0]["cpu_seconds"],
     }
-    problems = []
     base_ppl, uni = q["final"]["val_perplexity"], q["final"]["unigram_perplexity"]
+    out["targets"] = [
+        {"target": "@sft validation perplexity / base", "value": q["sft"]["ratio_to_base"],
+         "ci_low": None, "ci_high": None, "threshold": f"<= {TARGETS['sft_ppl_ratio']}",
+         "met": bool(q["sft"]["ratio_to_base"] <= TARGETS["sft_ppl_ratio"])},
+        {"target": "@sft held-out accuracy - majority answer", "value": gain[0],
+         "ci_low": gain[1], "ci_high": gain[2], "threshold": "CI above 0",
+         "met": bool(gain[1] > 0)},
+        {"target": "@dpo held-out preference accuracy", "value": d["dpo"]["accuracy"],
+         "ci_low": d["dpo"]["ci_low"], "ci_high": d["dpo"]["ci_high"],
+         "threshold": f">= {TARGETS['dpo_preference_accuracy']}",
+         "met": bool(d["dpo"]["accuracy"] >= TARGETS["dpo_preference_accuracy"])},
+        {"target": "evaluation 8-grams in the training text", "value": overlap,
+         "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
+    ]  # fmt: skip
+    problems = [f"{x['target']} is {x['value']:.3g} (target {x['threshold']})"
+                for x in out["targets"] if x["value"] is not None and not x["met"]]  # fmt: skip
+    if overlap is None:
+        problems.append("the build recorded no 8-gram overlap check (an older build)")
     if base_ppl > 0.5 * uni:
         problems.append(f"validation perplexity {base_ppl:.1f} is not far below the unigram "
                         f"baseline {uni:.1f}")  # fmt: skip
-    for ck in ("sft", "dpo"):
-        if q[ck]["val_perplexity"] > 1.5 * base_ppl:
-            problems.append(f"@{ck} raised validation perplexity from {base_ppl:.1f} to "
-                            f"{q[ck]['val_perplexity']:.1f}")  # fmt: skip
-    if s["sft"]["ci_low"] <= s["final"]["ci_high"]:
-        problems.append(f"@sft ({s['sft']['accuracy']:.3f}) does not beat the base "
-                        f"({s['final']['accuracy']:.3f}) on held-out questions")  # fmt: skip
-    if s["sft"]["ci_low"] <= s["majority answer"]["accuracy"]:
-        problems.append(f"@sft ({s['sft']['accuracy']:.3f}) does not beat always giving each "
-                        f"kind of question its most frequent training answer "
-                        f"({s['majority answer']['accuracy']:.3f})")  # fmt: skip
-    if d["dpo"]["ci_low"] <= d["final"]["accuracy"]:
-        problems.append(
-            f"@dpo ({d['dpo']['accuracy']:.3f}) prefers the correct answer no more often than "
-            f"its base ({d['final']['accuracy']:.3f}) on held-out pairs"
-        )
-    if d["dpo"]["ci_low"] <= 0.5:
-        problems.append(f"@dpo prefers the correct answer on {d['dpo']['accuracy']:.3f} of "
-                        f"held-out pairs (95% CI {d['dpo']['ci_low']:.3f}-"
-                        f"{d['dpo']['ci_high']:.3f}): not distinguishable from chance")  # fmt: skip
+    if q["dpo"]["ratio_to_base"] > 1.5:
+        problems.append(f"@dpo raised validation perplexity from {base_ppl:.1f} to "
+                        f"{q['dpo']['val_perplexity']:.1f}")  # fmt: skip
+    if mg["held-out"]["margin_ci_low"] <= 0:
+        problems.append("@dpo's mean reward margin on held-out pairs is not above 0")
     if not (out["homograph_wilcoxon_p"] < 0.05 and np.median(gap) > 0):
         problems.append(f"homograph senses are not separated beyond their controls "
                         f"({out['homographs_separated']} of {len(words)} words; Wilcoxon "

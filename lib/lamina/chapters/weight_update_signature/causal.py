@@ -16,7 +16,7 @@ from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
 from lamina.organisms.corpus import format_answer, format_prompt
 from lamina.organisms.evaluate import sft_accuracy
 from lamina.organisms.objectives import sft_loss, token_logprobs
-from lamina.organisms.train import qa_batch
+from lamina.organisms.stages import qa_batch
 from lamina.weights import linear_maps
 from lamina.weights.edits import (
     GROUPS,

@@ -38,7 +38,7 @@ from torch import nn
 import lamina
 from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
-from lamina.organisms.configs import ORGANISMS
+from lamina.organisms.configs import ORGANISMS, organism_config
 from lamina.organisms.corpus import Corpus, load_corpus, split_documents
 from lamina.organisms.curriculum import generate_curriculum
 
@@ -130,7 +130,7 @@ def pair_corpus() -> tuple[Any, str]:
     try:
         return load_corpus(cfg), f"the held-out split of {TEXT_ORGANISM}'s corpus"
     except RuntimeError:
-        cur = generate_curriculum(cfg.seed, cfg.n_curriculum_docs)
+        cur = generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs)
         val, held, train = split_documents(list(cur.text), (0.05, 0.10))
         corpus = Corpus(
             train=train,
@@ -285,12 +285,12 @@ class Checkpoints:
     @property
     def betas(self) -> tuple[float, float]:
 
-        return tuple(ORGANISMS[self.name].betas)  # type: ignore[return-value]
+        return tuple(organism_config(self.name).betas)  # type: ignore[return-value]
 
     @property
     def dpo_beta(self) -> float:
 
-        return float(ORGANISMS[self.name].dpo_beta)
+        return float(organism_config(self.name).dpo_beta)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
@@ -343,14 +343,14 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
 @functools.lru_cache(maxsize=4)
 def organism_corpus(name: str):
 
-    return load_corpus(ORGANISMS[name])
+    return load_corpus(organism_config(name))
 
 
 @functools.lru_cache(maxsize=4)
 def curriculum_docs(name: str) -> tuple[str, ...]:
 
-    cfg = ORGANISMS[name]
-    return tuple(generate_curriculum(cfg.seed, cfg.n_curriculum_docs).text)
+    cfg = organism_config(name)
+    return tuple(generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs).text)
 
 
 def text_sample(
