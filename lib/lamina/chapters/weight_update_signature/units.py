@@ -52,6 +52,7 @@ __all__ = [
     "curriculum_docs",
     "organism_corpus",
     "pair_corpus",
+    "split_sample",
     "text_sample",
 ]
 
@@ -108,6 +109,9 @@ class Units(Protocol):
 
     @property
     def dpo_beta(self) -> float: ...
+
+    @property
+    def stage_config(self) -> Any: ...
 
 
 def _label(name: str, revision: str | None) -> str:
@@ -237,6 +241,12 @@ class ModelPair:
 
         return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
+    @property
+    def stage_config(self) -> Any:
+        """The alignment-stage settings (replay, DPO beta) whose losses the gradients use:
+        :data:`TEXT_ORGANISM`'s (a real pair's recipe is unknown)."""
+        return ORGANISMS[TEXT_ORGANISM]
+
 
 class Checkpoints:
     """The checkpoints of one organism, loaded once each (fp32, eval mode, CPU).
@@ -291,6 +301,11 @@ class Checkpoints:
     def dpo_beta(self) -> float:
 
         return float(organism_config(self.name).dpo_beta)
+
+    @property
+    def stage_config(self) -> Any:
+        """The organism's build config: its alignment stages' losses and settings."""
+        return organism_config(self.name)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
@@ -351,6 +366,16 @@ def curriculum_docs(name: str) -> tuple[str, ...]:
 
     cfg = organism_config(name)
     return tuple(generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs).text)
+
+
+def split_sample(docs: list[str], seed: int) -> tuple[list[str], list[str]]:
+    """Documents split in two disjoint halves in a seeded order: (basis documents, gradient
+    documents). Subspaces are fitted on the first and gradients tested on the second, so the
+    read basis never comes from the tokens it tests."""
+    docs = list(docs)
+    random.Random(seed + 7).shuffle(docs)
+    half = max(1, len(docs) // 2)
+    return docs[:half], docs[half:] or docs[:half]
 
 
 def text_sample(
