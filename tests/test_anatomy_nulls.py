@@ -8,6 +8,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lamina.anatomy.predictability import (
+    ridge_depth_fit,
+    summary_predictability,
+    summary_stacks,
+)
 from lamina.chapters.layer_anatomy.claims import (
     _importance_claims,
     _predictability_claims,
@@ -16,6 +21,7 @@ from lamina.chapters.layer_anatomy.claims import (
 )
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.nulls import core_share_p, paper_layers, partial_spearman
+from lamina.chapters.layer_anatomy.run import permuted_r2
 
 CONFIG = AnatomyConfig(model="organism-llama-micro", n_bootstrap=200)
 FAST = AnatomyConfig(model="organism-llama-micro", n_bootstrap=0)  # no CIs: verdicts only
@@ -144,3 +150,38 @@ def test_structure_detects_an_oscillation_beyond_the_null():
     rows = _predictability_claims(CONFIG, _delta_tables(stacks), np.array([]))
     structure = next(r for r in rows if r["claim_id"] == "P3-delta-structure")
     assert structure["measured"] < -0.05
+
+
+def _perm_p(stacks: list[np.ndarray], seed: int) -> tuple[float, float]:
+    r2 = np.mean([ridge_depth_fit(w, alpha=1.0, degree=2)[0] for w in stacks])
+    null = permuted_r2(stacks, 1.0, 2, 99, seed)
+    return float(r2), float((1 + np.sum(null >= r2)) / (1 + null.size))
+
+
+def test_predictability_permutation_null_gives_uniform_p_on_iid_layers():
+    rng = np.random.default_rng(5)
+    raw, summ = [], []
+    for s in range(40):
+        raw.append(_perm_p([rng.normal(size=(12, 200))], s))
+        summ.append(_perm_p([rng.normal(size=(12, 4)) for _ in range(3)], s))
+    r2_raw = np.array([r for r, _ in raw])
+    assert abs(r2_raw.mean() + 0.25) < 0.05  # i.i.d. layers: R² ≈ -0.25 at L = 12
+    for ps in (np.array([p for _, p in raw]), np.array([p for _, p in summ])):
+        assert 0.3 < ps.mean() < 0.7 and (ps < 0.05).mean() <= 0.15
+
+
+def test_summary_target_finds_a_depth_trend_the_raw_entries_hide():
+    rng = np.random.default_rng(6)
+    depth = np.linspace(0, 1, 12)[:, None]
+    # i.i.d. entries whose scale grows with depth: raw entries unpredictable, norms regular
+    stacks = rng.normal(size=(12, 400)) * (1 + 2 * depth)
+    structure = pd.DataFrame([
+        {"layer": l, "matrix": "q", "frobenius": np.linalg.norm(w), "spectral": np.abs(w).max(),
+         "stable_rank": 1 + l + rng.uniform(0, 0.1), "effective_rank": 2 + l ** 1.2}
+        for l, w in enumerate(stacks)
+    ])  # fmt: skip
+    summary = summary_predictability(structure)
+    assert summary["r2"].iloc[0] > 0.5
+    assert _perm_p(list(summary_stacks(structure).values()), 0)[1] < 0.05
+    r2_raw, p_raw = _perm_p([stacks], 0)
+    assert r2_raw < 0 and p_raw > 0.05

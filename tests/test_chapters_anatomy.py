@@ -26,6 +26,7 @@ from .conftest import tiny_model
 MICRO = "organism-llama-micro"
 CLAIM_IDS = {
     "P3-R2",
+    "P3-R2-summary",
     "P3-delta",
     "P3-delta-structure",
     "P3-predicted",
