@@ -22,6 +22,7 @@ from lamina.chapters.layer_anatomy.claims import (
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.nulls import core_share_p, paper_layers, partial_spearman
 from lamina.chapters.layer_anatomy.run import permuted_r2
+from lamina.chapters.runtime import shuffled_documents
 
 CONFIG = AnatomyConfig(model="organism-llama-micro", n_bootstrap=200)
 FAST = AnatomyConfig(model="organism-llama-micro", n_bootstrap=0)  # no CIs: verdicts only
@@ -185,3 +186,15 @@ def test_summary_target_finds_a_depth_trend_the_raw_entries_hide():
     assert _perm_p(list(summary_stacks(structure).values()), 0)[1] < 0.05
     r2_raw, p_raw = _perm_p([stacks], 0)
     assert r2_raw < 0 and p_raw > 0.05
+
+
+def test_held_out_text_mixes_play_passages_with_curriculum_documents():
+    play = "".join(f"KING. Line {i} of the one long play.\n" for i in range(400))
+    curriculum = [f"A short curriculum document number {i}." for i in range(50)]
+    out = shuffled_documents([play, *curriculum], seed=0, passage_chars=400)
+    assert shuffled_documents([play, *curriculum], seed=0, passage_chars=400) == out
+    assert "".join(p for p in out if p.startswith("KING")) != play  # shuffled passages
+    assert sorted("".join(p for p in out if "KING" in p)) == sorted(play)  # nothing lost
+    head = out[:20]
+    assert any("KING" in p for p in head) and any("curriculum" in p for p in head)
+    assert all(len(p) <= 400 for p in out if "KING" in p)

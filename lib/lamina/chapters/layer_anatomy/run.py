@@ -219,10 +219,14 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         )
         seq_len = min(config.seq_len, int(max_pos))
         corpus = _corpus_name(config)
-        windows = corpus_windows(corpus, tok, "heldout", config.n_tokens, seq_len)
+        windows = corpus_windows(
+            corpus, tok, "heldout", config.n_tokens, seq_len, shuffle_seed=config.seed
+        )
         notes.append(
             f"Held-out text: {windows.numel():,} tokens of the {corpus} corpus's "
-            f"held-out split, {windows.shape[0]} windows of {seq_len}."
+            f"held-out split (plays cut into passages and shuffled with the curriculum's "
+            f"documents, seed {config.seed}), {windows.shape[0]} windows of {seq_len}; "
+            "the bootstraps resample windows."
         )
         few = n_layers < config.ridge_degree + 2
         if few and "predicted" in config.surgeries:
