@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test lint book organisms chapters methods html chapter benchmarks check-book clean
+.PHONY: install test test-fast typecheck lint book organisms chapters methods html chapter benchmarks check-book clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,15 @@ install: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+test-fast: $(STAMP)  # the non-slow tests: the edit-test loop (under 2 minutes on 2 cores)
+	$(PY) -m pytest -q -m "not slow"
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check lib tests benchmarks notebooks
+	$(MAKE) typecheck
+
+typecheck: $(STAMP)  # mypy over lib/ (configuration in pyproject.toml)
+	$(VENV)/bin/mypy lib/lamina
 
 # training seeds built side by side: make organisms SEEDS="0 1 2" (seed k > 0 is <name>~sk)
 SEEDS ?= 0

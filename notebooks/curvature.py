@@ -36,7 +36,6 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 
 # %%
 import altair as alt
-import pandas as pd
 
 from lamina.book.chapter import claims_view, glue_claim, run_trajectory_chapter
 from lamina.chapters.curvature import run_curvature

@@ -42,8 +42,6 @@ quick = False  # a 4-layer toy model and a dozen steps, for CI
 
 # %%
 import altair as alt
-import numpy as np
-import pandas as pd
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import fmt_value, glue_claim_strings

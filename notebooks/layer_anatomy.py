@@ -49,7 +49,7 @@ from IPython.display import display
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import fmt_value, glue_claim_strings
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
-from lamina.chapters.layer_anatomy.claims import core_layers
+from lamina.chapters.layer_anatomy.measures import core_layers
 
 setup_altair()
 config = AnatomyConfig(

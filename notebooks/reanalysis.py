@@ -33,7 +33,6 @@ results_root = None  # where results are written; None: lamina.io.results_dir()
 
 # %%
 import altair as alt
-import pandas as pd
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair

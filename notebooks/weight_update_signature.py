@@ -76,7 +76,6 @@ quick = False  # tiny samples and budgets, for CI
 
 # %%
 import altair as alt
-import pandas as pd
 from IPython.display import Markdown
 
 from lamina.book import glue, setup_altair

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,24 @@ def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.
             pad_token_id=0,
         )
         model = Qwen2ForCausalLM(cfg)
+    elif arch in LLAMA_LIKE_ROWS:
+        import transformers
+
+        config_cls, model_cls = LLAMA_LIKE_ROWS[arch]
+        cfg = getattr(transformers, config_cls)(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = getattr(transformers, model_cls)(cfg)
     elif arch == "bert":
         cfg = BertConfig(
             vocab_size=vocab_size,
@@ -125,6 +145,22 @@ def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.
 
 
 ARCHS = ["gpt2", "llama", "qwen2", "bert"]
+
+# The other model types of lamina.models.ADAPTERS' Llama-like row: (config, model) class names.
+LLAMA_LIKE_ROWS = {
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
+}
+# One tiny model per model type that an ADAPTERS row names: the table-driven fixture below
+# gives each of them the same equivalence tests (tests/test_extract.py).
+ADAPTER_ARCHS = [*ARCHS, *LLAMA_LIKE_ROWS]
+
+
+@pytest.fixture(scope="session", params=ADAPTER_ARCHS)
+def adapter_model(request) -> tuple[str, torch.nn.Module]:
+    """(model_type, tiny random model) for every model type of every ADAPTERS row."""
+    return request.param, tiny_model(request.param)
 
 
 @pytest.fixture(params=ARCHS)
@@ -172,6 +208,37 @@ class QuickBook:
 MICRO_ORGANISMS = ["organism-gpt2-micro", "organism-llama-micro"]
 
 
+@pytest.fixture(scope="session")
+def micro_organisms(tmp_path_factory) -> Path:
+    """A LAMINA_DATA folder holding both micro organisms, built once per test run (seconds).
+
+    Fixtures that need organisms point LAMINA_DATA here with :func:`lamina_env` and their own
+    LAMINA_RESULTS; nothing writes into its ``organisms/`` folder after the build."""
+    from lamina import organisms
+
+    root = tmp_path_factory.mktemp("micro-organisms")
+    for name in MICRO_ORGANISMS:
+        organisms.build(name, root=root / "organisms", progress=False, log=lambda s: None)
+    return root
+
+
+@contextmanager
+def lamina_env(data: Path, results: Path) -> Iterator[None]:
+    """Set LAMINA_DATA and LAMINA_RESULTS for this process (and so for the papermill kernels it
+    starts); restore them on exit."""
+    env = {"LAMINA_DATA": str(data), "LAMINA_RESULTS": str(results)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
     """Parameters that make each chapter run in seconds on tiny models. The trajectory
     chapters need at least 4 blocks, so they use the tiny random models; the others use the
@@ -189,7 +256,7 @@ def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
-def quick_book(tmp_path_factory, tiny_model_dirs) -> QuickBook:
+def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
     """Execute every chapter (quick mode, :func:`quick_parameters`) into a copy of the book's
     sources, then build it with Jupyter Book, -W."""
     import shutil
@@ -212,10 +279,7 @@ def quick_book(tmp_path_factory, tiny_model_dirs) -> QuickBook:
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        from lamina import organisms
-
-        for name in MICRO_ORGANISMS:
-            organisms.build(name, progress=False)
+        shutil.copytree(micro_organisms / "organisms", data / "organisms")
         for chapter in CHAPTERS:
             params = {"quick": True, **quick.get(chapter, {})}
             execute_chapter(chapter, root / "book" / "executed", params, progress=False)

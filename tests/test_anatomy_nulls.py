@@ -17,9 +17,9 @@ from lamina.chapters.layer_anatomy.claims import (
     _importance_claims,
     _predictability_claims,
     _recovery_claim,
-    core_layers,
 )
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
+from lamina.chapters.layer_anatomy.measures import core_layers
 from lamina.chapters.layer_anatomy.nulls import core_share_p, paper_layers, partial_spearman
 from lamina.chapters.layer_anatomy.run import permuted_r2
 from lamina.chapters.runtime import shuffled_documents

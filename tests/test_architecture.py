@@ -183,3 +183,15 @@ def test_no_experiments_package_remains():
 def test_every_notebook_has_a_chapter_module_of_its_name(chapter):
     chapters = LIB / "lamina" / "chapters"
     assert (chapters / f"{chapter}.py").is_file() or (chapters / chapter / "__init__.py").is_file()
+
+
+def test_the_methods_page_quotes_every_definition_from_its_defining_module():
+    from lamina.book.methods import METHODS, methods_markdown
+
+    text = methods_markdown()
+    for names in METHODS.values():
+        for dotted in names:
+            assert f"### `{dotted}`" in text
+            module, _, name = dotted.rpartition(".")
+            obj = __import__(module, fromlist=[name])
+            assert getattr(obj, name).__module__ == module, f"{dotted} is a re-export"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pandas as pd
@@ -12,16 +11,16 @@ import torch
 
 from lamina.anatomy.predictability import delta_correlation, ridge_depth_fit
 from lamina.chapters.growth_training import GrowthConfig, budget_comparison, schedules_for
-from lamina.chapters.layer_anatomy.claims import (
-    anatomy_claims,
+from lamina.chapters.layer_anatomy.claims import anatomy_claims
+from lamina.chapters.layer_anatomy.config import AnatomyConfig
+from lamina.chapters.layer_anatomy.measures import (
     core_layers,
     importance_bootstrap,
     recovery_correlation,
 )
-from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.run import delta_null, loo_hat_matrix, permuted_r2, run_anatomy
 
-from .conftest import tiny_model
+from .conftest import lamina_env, tiny_model
 
 MICRO = "organism-llama-micro"
 CLAIM_IDS = {
@@ -212,21 +211,12 @@ def test_out_of_range_layer_gives_a_clear_error(tiny_model_dirs):
 
 # ----------------------------------------------------------------------------- chapters
 @pytest.fixture(scope="module")
-def micro_data(tmp_path_factory):
-    """LAMINA_DATA with the micro Llama organism built, LAMINA_RESULTS in a tmp folder."""
-    from lamina import organisms
-
-    root = tmp_path_factory.mktemp("lamina-data")
-    organisms.build(MICRO, root=root / "organisms", progress=False, log=lambda s: None)
-    old = {k: os.environ.get(k) for k in ("LAMINA_DATA", "LAMINA_RESULTS")}
-    os.environ["LAMINA_DATA"] = str(root)
-    os.environ["LAMINA_RESULTS"] = str(root / "results")
-    yield root
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+def micro_data(micro_organisms, tmp_path_factory):
+    """LAMINA_DATA with the micro organisms (built once per run), LAMINA_RESULTS in a tmp
+    folder of this module; -> that folder's parent, whose ``results/`` the chapters write."""
+    root = tmp_path_factory.mktemp("anatomy-results")
+    with lamina_env(micro_organisms, root / "results"):
+        yield root
 
 
 def _check_results(path, chapter: str) -> dict:

@@ -4,7 +4,6 @@ on micro organisms built into a temporary data folder."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,24 +21,18 @@ from lamina.chapters.organisms.run import (
     wilson,
 )
 
+from .conftest import lamina_env
+
 MICRO = ["organism-gpt2-micro", "organism-llama-micro"]
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory):
-    """LAMINA_DATA pointing at a folder holding both micro organisms (built in seconds)."""
-    root = tmp_path_factory.mktemp("organisms-data")
-    old = {k: os.environ.get(k) for k in ("LAMINA_DATA", "LAMINA_RESULTS")}
-    os.environ["LAMINA_DATA"] = str(root)
-    os.environ["LAMINA_RESULTS"] = str(root / "results")
-    for name in MICRO:
-        organisms.build(name, progress=False, log=lambda s: None)
-    yield root
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+def data_root(micro_organisms, tmp_path_factory: pytest.TempPathFactory):
+    """LAMINA_DATA pointing at the micro organisms (built once per run), LAMINA_RESULTS in a
+    tmp folder of this module."""
+    results = tmp_path_factory.mktemp("organisms-results")
+    with lamina_env(micro_organisms, results):
+        yield micro_organisms
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,8 @@ from lamina.chapters.weight_update_signature.verdicts import (
 )
 from lamina.weights import LinearMap, random_orthonormal, random_subspace_baseline
 
+from .conftest import lamina_env
+
 VERDICTS = {"reproduced", "partially", "not reproduced", "not testable"}
 D, K, N_LAYERS = 64, 8, 12
 
@@ -42,26 +43,14 @@ def one_thread():
     torch.set_num_threads(old)
 
 
-@pytest.fixture(scope="session")
-def micro_data(tmp_path_factory: pytest.TempPathFactory):
-    """A LAMINA_DATA folder holding the micro organisms (built in seconds); the environment
-    variable is set for this process and hence for the papermill kernels it starts."""
-    from lamina import organisms
-
-    root = tmp_path_factory.mktemp("lamina-data")
-    old = {k: os.environ.get(k) for k in ("LAMINA_DATA", "LAMINA_RESULTS")}
-    os.environ["LAMINA_DATA"] = str(root)
-    os.environ["LAMINA_RESULTS"] = str(root / "results")
-    try:
-        for name in ("organism-llama-micro", "organism-gpt2-micro"):
-            organisms.build(name, root=root / "organisms", progress=False, log=lambda s: None)
+@pytest.fixture(scope="module")
+def micro_data(micro_organisms, tmp_path_factory: pytest.TempPathFactory):
+    """LAMINA_DATA at the micro organisms (built once per run), LAMINA_RESULTS in a tmp folder
+    of this module; set for this process and hence for the papermill kernels it starts.
+    -> that folder's parent, whose ``results/`` the chapter writes."""
+    root = tmp_path_factory.mktemp("signature-results")
+    with lamina_env(micro_organisms, root / "results"):
         yield root
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _planted(read_inside: bool, write_inside: bool, seed: int = 0):

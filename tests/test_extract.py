@@ -10,7 +10,7 @@ import lamina
 from lamina.extract import Trajectories, extract
 from lamina.models import get_adapter
 
-from .conftest import SAMPLE_TEXT, _byte_tokenizer
+from .conftest import ADAPTER_ARCHS, SAMPLE_TEXT, _byte_tokenizer
 
 MIXED = ["cat", "A river bank is muddy.", SAMPLE_TEXT[2], "Seven plus five", SAMPLE_TEXT[0], "dog"]
 
@@ -44,6 +44,33 @@ def test_states_equal_hf_hidden_states_in_mixed_batches(tiny_models, arch, pool,
         ref = _reference(model, tok, text)
         want = ref[-1] if pool == "last" else ref.mean(0)
         np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
+
+
+def test_every_model_type_of_every_adapter_row_has_a_tiny_model():
+    """The table-driven fixture covers ADAPTERS: a new row without a tiny model fails here."""
+    from lamina.models import ADAPTERS
+
+    named = {t for adapter in ADAPTERS.values() for t in adapter.model_types}
+    assert named == set(ADAPTER_ARCHS)
+
+
+@pytest.mark.parametrize("pool", ["last", "mean", "none"])
+def test_every_adapter_row_gives_hf_hidden_states(adapter_model, pool):
+    """Extraction through each adapter row (incl. Mistral, Qwen3, OLMo2) equals Hugging
+    Face's hidden states, in one padded batch, and the read/write map lists every block."""
+    from lamina.weights import linear_maps
+
+    model_type, model = adapter_model
+    assert model.config.model_type == model_type
+    tok = _byte_tokenizer("left")
+    got = extract(model, tok, MIXED, pool=pool, batch_size=4, progress=False).states
+    for i, text in enumerate(MIXED):
+        ref = _reference(model, tok, text)  # (T, L+1, d)
+        want = {"last": ref[-1], "mean": ref.mean(0), "none": ref.transpose(1, 0, 2)}[pool]
+        np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
+    n_layers = get_adapter(model).n_layers(model)
+    layers = {m.layer for m in linear_maps(model, embeddings=False) if m.layer is not None}
+    assert layers == set(range(n_layers))
 
 
 def test_final_state_is_before_the_final_norm(tiny_models):

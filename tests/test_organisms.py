@@ -87,11 +87,9 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def built_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("organisms")
-    for name in ("organism-llama-micro", "organism-gpt2-micro"):
-        organisms.build(name, root=root, progress=False, log=lambda s: None)
-    return root
+def built_root(micro_organisms) -> Path:
+    """The organisms folder of the micro organisms built once per run (read only here)."""
+    return micro_organisms / "organisms"
 
 
 # --- objectives against hand computations ------------------------------------------------

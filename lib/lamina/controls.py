@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lamina.arrays import to_numpy
+from lamina.arrays import Labels, States, to_numpy
 
 if TYPE_CHECKING:
     import torch
@@ -28,7 +28,7 @@ def _states(states: Any) -> np.ndarray:
     return arr
 
 
-def shuffle_layers(states: Any, seed: Seed = None) -> np.ndarray:
+def shuffle_layers(states: States, seed: Seed = None) -> np.ndarray:
     """Shuffled-layers control: an independent random permutation of the layer order of each trajectory.
 
     out[i, l] = states[i, pi_i(l)], with pi_i a uniform random permutation of 0..L drawn
@@ -43,7 +43,7 @@ def shuffle_layers(states: Any, seed: Seed = None) -> np.ndarray:
     return np.take_along_axis(x, perm[:, :, None], axis=1)
 
 
-def random_embeddings(states: Any, seed: Seed = None) -> np.ndarray:
+def random_embeddings(states: States, seed: Seed = None) -> np.ndarray:
     """Random-embeddings control: Gaussian states matched to each layer's mean and covariance.
 
     For each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1), X_l the (n, d)
@@ -101,7 +101,7 @@ def random_init_like(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return fresh.to(device=param.device, dtype=param.dtype).eval()
 
 
-def permute_labels(labels: Any, seed: Seed = None) -> np.ndarray:
+def permute_labels(labels: Labels, seed: Seed = None) -> np.ndarray:
     """Label-permutation null: the same labels in a uniformly random order.
 
     out = labels[pi], pi a uniform random permutation of 0..n-1; category sizes are preserved.

@@ -8,7 +8,12 @@ Conventions (every chapter relies on them):
   Hugging Face's last ``hidden_states`` entry of a causal LM has already passed through the
   final norm (``ln_f``/``norm``); lamina never mixes that state in;
 * ``pool="last"`` takes the last non-padding token, ``pool="mean"`` averages non-padding
-  tokens, ``pool="none"`` keeps every token.
+  tokens, ``pool="none"`` keeps every token;
+* :func:`pool_token_states` pools ``pool="none"`` states for the trajectory chapters: "mean"
+  over every token, "last" = the last *content* token (:func:`content_token_mask`: the last
+  token the tokenizer does not mark special, so an encoder's trailing ``[SEP]`` is skipped, as
+  in paper 1's released code), and the final state also after the model's final norm
+  (Hugging Face's post-norm ``hidden_states[-1]``). All pooling rules live in this module.
 
 States come from forward hooks on the blocks named by the architecture adapter; the LM head
 never runs and the forward pass stops after the deepest requested layer.
@@ -31,7 +36,7 @@ from torch import nn
 from lamina.models import get_adapter
 from lamina.provenance import atomic_write, data_dir, provenance
 
-__all__ = ["POOLS", "Trajectories", "extract"]
+__all__ = ["POOLS", "Trajectories", "content_token_mask", "extract", "pool_token_states"]
 
 POOLS = ("last", "mean", "none")
 
@@ -320,3 +325,45 @@ def extract(
     if path is not None:
         result.save(path)
     return result
+
+
+def content_token_mask(
+    tokenizer: Any, texts: Sequence[str], lengths: Sequence[int]
+) -> list[np.ndarray]:
+    """Per text, a bool (T_i,) mask that is True at its content tokens: those the tokenizer
+    does not mark special (``return_special_tokens_mask``). ``lengths``: the T_i actually
+    extracted (a text longer than the context was truncated)."""
+    special = tokenizer(list(texts), return_special_tokens_mask=True)["special_tokens_mask"]
+    return [
+        ~np.asarray(mask[:length], dtype=bool)
+        for mask, length in zip(special, lengths, strict=True)
+    ]
+
+
+def pool_token_states(
+    model: nn.Module, tokenizer: Any, texts: Sequence[str], ragged: Sequence[np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Pool per-token states of ``extract(pool="none")`` (each (L+1, T_i, d)).
+
+    -> "mean" (n, L+1, d): mean over every token; "last" (n, L+1, d): the last content token
+    (:func:`content_token_mask`; the last token when a text has none); for a causal LM with a
+    final norm also "mean_post" and "last_post" (n, d): the same pooling of the final state
+    after the final norm; "n_content" (n,): content tokens per text. float32.
+    """
+    adapter = get_adapter(model)
+    norm = adapter.final_norm_module(model) if adapter.causal else None
+    content = content_token_mask(tokenizer, texts, [a.shape[1] for a in ragged])
+    out: dict[str, list] = {"mean": [], "last": [], "mean_post": [], "last_post": []}
+    for arr, mask in zip(ragged, content, strict=True):
+        idx = np.flatnonzero(mask)
+        last = int(idx[-1]) if idx.size else arr.shape[1] - 1
+        out["mean"].append(arr.mean(axis=1))
+        out["last"].append(arr[:, last])
+        if norm is not None:
+            with torch.inference_mode():
+                post = norm(torch.from_numpy(np.ascontiguousarray(arr[-1]))).float().numpy()
+            out["mean_post"].append(post.mean(axis=0))
+            out["last_post"].append(post[last])
+    pooled = {k: np.stack(v).astype(np.float32) for k, v in out.items() if v}
+    pooled["n_content"] = np.array([int(m.sum()) for m in content])
+    return pooled

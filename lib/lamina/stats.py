@@ -1,4 +1,7 @@
-"""Thin wrappers over scipy / statsmodels that return tidy pandas DataFrames.
+"""Thin wrappers over scipy / statsmodels: the tests and confidence intervals of the whole book.
+
+Every confidence interval is defined here (bootstrap, paired bootstrap, Spearman, Wilson,
+geometric mean); the chapters call these and never scipy's bootstrap directly.
 
 Each test returns one row per call (``fdr_bh`` one row per p-value), so results concatenate with
 ``pd.concat`` into tables for the book. Inputs are 1-D array-likes (numpy, lists, torch tensors);
@@ -7,7 +10,7 @@ NaNs are dropped before testing and the counts used are reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -21,9 +24,14 @@ __all__ = [
     "bootstrap_ci",
     "cohens_d",
     "fdr_bh",
+    "geometric_summary",
     "mann_whitney",
+    "paired_bootstrap_ci",
     "permutation_test",
     "rank_biserial",
+    "spearman_ci",
+    "t_summary",
+    "wilson",
 ]
 
 Alternative = Literal["two-sided", "less", "greater"]
@@ -165,6 +173,107 @@ def bootstrap_ci(
             }
         ]
     )
+
+
+def paired_bootstrap_ci(
+    data: tuple[np.ndarray, ...],
+    statistic: Callable[..., Any],
+    n_resamples: int,
+    seed: int,
+    *,
+    method: Literal["percentile", "basic", "BCa"] = "percentile",
+    min_size: int = 2,
+    vectorized: bool = True,
+) -> tuple[float, float]:
+    """95% bootstrap CI (scipy.stats.bootstrap) of ``statistic(*data)``, resampling the
+    samples of ``data`` (each (n,)) jointly; (NaN, NaN) when ``n_resamples <= 0`` or the
+    samples have fewer than ``min_size`` values. ``statistic(*samples, axis)`` must be
+    vectorised unless ``vectorized=False``."""
+    if n_resamples <= 0 or len(data[0]) < min_size:
+        return float("nan"), float("nan")
+    res = sps.bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        paired=True,
+        vectorized=vectorized,
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def spearman_ci(
+    x: Sequence[float], y: Sequence[float], *, n_bootstrap: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """Spearman rho of paired samples with its p-value (scipy) and a 95% percentile bootstrap CI over
+    pairs. Censored values (e.g. recovery beyond the budget) must be encoded by the caller."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    res = sps.spearmanr(x, y)
+    lo = hi = float("nan")
+    if len(x) >= 4:
+        lo, hi = paired_bootstrap_ci(
+            (x, y), lambda a, b: sps.spearmanr(a, b).statistic, n_bootstrap, seed, vectorized=False
+        )
+    return {
+        "rho": float(res.statistic),
+        "p": float(res.pvalue),
+        "ci_low": lo,
+        "ci_high": hi,
+        "n": len(x),
+    }
+
+
+def wilson(hits: int, n: int) -> tuple[float, float, float]:
+    """Accuracy hits/n with the Wilson score 95% interval (scipy); NaNs when n = 0."""
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    ci = sps.binomtest(int(hits), int(n)).proportion_ci(0.95, method="wilson")
+    return hits / n, float(ci.low), float(ci.high)
+
+
+def geometric_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, float]:
+    """Geometric mean of positive ratios (e.g. enrichments) with a percentile bootstrap 95% CI
+    over the values (matrices), and the one-sample Wilcoxon signed-rank p of log(value) = 0
+    (two-sided) and > 0 (greater). -> {geo, ci_low, ci_high, p_two, p_greater, p_less, n}."""
+    x = np.log(np.asarray(values, dtype=np.float64))
+    x = x[np.isfinite(x)]
+    out = {
+        "geo": float("nan"),
+        "ci_low": float("nan"),
+        "ci_high": float("nan"),
+        "p_two": float("nan"),
+        "p_greater": float("nan"),
+        "p_less": float("nan"),
+        "n": len(x),
+    }
+    if len(x) == 0:
+        return out
+    out["geo"] = float(np.exp(x.mean()))
+    if len(x) >= 2 and np.ptp(x) > 0:
+        b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile").iloc[0]
+        out["ci_low"], out["ci_high"] = float(np.exp(b["ci_low"])), float(np.exp(b["ci_high"]))
+        for alt in ("two-sided", "greater", "less"):
+            key = "p_two" if alt == "two-sided" else f"p_{alt}"
+            out[key] = float(sps.wilcoxon(x, alternative=alt).pvalue)
+    return out
+
+
+def t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, float, float]:
+    """Mean (geometric if ``log``), 95% t CI over seeds, one-sided p of mean > 0 (> 1 if log)."""
+    x = np.log(values) if log else np.asarray(values, float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (float("nan"),) * 4
+    m = float(x.mean())
+    if x.size < 2 or np.ptp(x) == 0:
+        lo = hi = m
+        p = float("nan")
+    else:
+        lo, hi = sps.t.interval(0.95, x.size - 1, loc=m, scale=sps.sem(x))
+        p = float(sps.ttest_1samp(x, 0.0, alternative="greater").pvalue)
+    f = np.exp if log else (lambda v: v)
+    return float(f(m)), float(f(lo)), float(f(hi)), p
 
 
 def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -14,7 +14,6 @@ from lamina.anatomy.ablation import (
     importance_range,
     naive_ablation_sweep,
     predicted_replacement_curve,
-    spearman_ci,
     sweep_nll,
 )
 from lamina.anatomy.perplexity import PerplexityResult, TokenIds, chunk_tokens, perplexity
@@ -37,6 +36,7 @@ from lamina.anatomy.surgery import (
     skip_layers,
     substitute_weights,
 )
+from lamina.stats import spearman_ci
 
 __all__ = [
     "SURGERIES",

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 from torch import nn
 
 from lamina.anatomy.perplexity import (
@@ -40,7 +39,6 @@ __all__ = [
     "importance_range",
     "naive_ablation_sweep",
     "predicted_replacement_curve",
-    "spearman_ci",
     "sweep_nll",
 ]
 
@@ -336,34 +334,6 @@ def anti_layers(df: pd.DataFrame, surgery: str = "skip") -> pd.DataFrame:
     return _one(df, surgery).query("delta_ci_high < 0")[
         ["layer", "delta_pct", "delta_ci_low", "delta_ci_high"]
     ]
-
-
-def spearman_ci(
-    x: Sequence[float], y: Sequence[float], *, n_bootstrap: int = 2000, seed: int = 0
-) -> dict[str, float]:
-    """Spearman rho of paired samples with its p-value (scipy) and a 95% BCa bootstrap CI over
-    pairs. Censored values (e.g. recovery beyond the budget) must be encoded by the caller."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    res = stats.spearmanr(x, y)
-    lo = hi = float("nan")
-    if n_bootstrap > 0 and len(x) >= 4:
-        boot = stats.bootstrap(
-            (x, y),
-            lambda a, b: stats.spearmanr(a, b).statistic,
-            paired=True,
-            vectorized=False,
-            n_resamples=n_bootstrap,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-        lo, hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-    return {
-        "rho": float(res.statistic),
-        "p": float(res.pvalue),
-        "ci_low": lo,
-        "ci_high": hi,
-        "n": len(x),
-    }
 
 
 def predicted_replacement_curve(

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy import stats
 from torch import nn
 
 from lamina.models import get_adapter
+from lamina.stats import paired_bootstrap_ci
 
 __all__ = [
     "PerplexityResult",
@@ -116,29 +116,16 @@ def require_lm(model: nn.Module) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def _bootstrap_ci(
-    data: tuple[np.ndarray, ...], statistic: Any, n_bootstrap: int, seed: int
-) -> tuple[float, float]:
-    if n_bootstrap <= 0 or len(data[0]) < 2:
-        return float("nan"), float("nan")
-    res = stats.bootstrap(
-        data,
-        statistic,
-        n_resamples=n_bootstrap,
-        paired=True,
-        vectorized=True,
-        method="BCa",
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def _mean_nll_ci(
     sums: np.ndarray, counts: np.ndarray, n_bootstrap: int, seed: int
 ) -> tuple[float, float]:
     """95% BCa bootstrap CI over sequences of sum(sums) / sum(counts) (nats per token)."""
-    return _bootstrap_ci(
-        (sums, counts), lambda s, c, axis: s.sum(axis) / c.sum(axis), n_bootstrap, seed
+    return paired_bootstrap_ci(
+        (sums, counts),
+        lambda s, c, axis: s.sum(axis) / c.sum(axis),
+        n_bootstrap,
+        seed,
+        method="BCa",
     )
 
 
@@ -146,11 +133,12 @@ def paired_diff_ci(
     a: np.ndarray, b: np.ndarray, counts: np.ndarray, n_bootstrap: int, seed: int
 ) -> tuple[float, float]:
     """95% paired BCa bootstrap CI over sequences of (sum(a) - sum(b)) / sum(counts)."""
-    return _bootstrap_ci(
+    return paired_bootstrap_ci(
         (a, b, counts),
         lambda x, y, c, axis: (x.sum(axis) - y.sum(axis)) / c.sum(axis),
         n_bootstrap,
         seed,
+        method="BCa",
     )
 
 

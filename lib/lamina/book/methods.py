@@ -56,7 +56,8 @@ def _resolve_dotted(dotted: str) -> Any:
 
 
 def methods_markdown() -> str:
-    """Markdown quoting the docstring of every definition in :data:`METHODS`, verbatim."""
+    """Markdown quoting the docstring of every definition in :data:`METHODS`, verbatim;
+    LookupError naming a definition that no longer exists."""
     import inspect
 
     lines: list[str] = []
@@ -65,11 +66,13 @@ def methods_markdown() -> str:
         for dotted in names:
             try:
                 obj = _resolve_dotted(dotted)
-            except (ImportError, AttributeError):
-                continue
+            except (ImportError, AttributeError) as exc:
+                # a renamed or moved definition must not vanish from the methods page silently
+                raise LookupError(
+                    f"the methods page quotes {dotted!r}, which does not exist ({exc}); "
+                    "update lamina.book.methods.METHODS"
+                ) from exc
             found.append((dotted, obj))
-        if not found:
-            continue
         lines += [f"## {section}", ""]
         for dotted, obj in found:
             doc = inspect.getdoc(obj) or "(undocumented)"

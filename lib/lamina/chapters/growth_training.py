@@ -9,16 +9,15 @@ initial weights and see the same batches, so schedules are compared paired, per 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 import lamina
 from lamina import organisms
@@ -30,10 +29,12 @@ from lamina.anatomy.growth import (
     train_with_schedule,
     uniform_schedule,
 )
+from lamina.chapters.config import ChapterConfig
 from lamina.chapters.layer_anatomy.run import corpus_windows, threads
 from lamina.chapters.results import ExperimentResult, claim_record
 from lamina.organisms import ORGANISMS
 from lamina.organisms.configs import hf_config
+from lamina.stats import t_summary
 
 __all__ = [
     "GrowthConfig",
@@ -53,7 +54,7 @@ PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
 
 
 @dataclass
-class GrowthConfig:
+class GrowthConfig(ChapterConfig):
     """Parameters of the Growth Training experiment (serialised next to its results).
 
     organism: registered organism whose tokenizer and corpus (train / val splits) are used;
@@ -105,6 +106,23 @@ class GrowthConfig:
     threads: int | None = 1
     quick: bool = False
 
+    # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
+    QUICK: ClassVar[Mapping[str, Any]] = {
+        "n_layers": 4,
+        "d_model": 16,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "d_ff": 32,
+        "context": 32,
+        "n_groups": 2,
+        "total_steps": 12,
+        "eval_every": 2,
+        "importance": "pretrain",
+        "importance_steps": 4,
+        "importance_tokens": 256,
+        "val_tokens": 256,
+    }
+
     def __post_init__(self) -> None:
         self.seeds = [int(s) for s in ([self.seeds] if isinstance(self.seeds, int) else self.seeds)]
         self.schedules = list(self.schedules)
@@ -121,19 +139,11 @@ class GrowthConfig:
             raise ValueError(f"final_fraction must be in [0, 1), got {self.final_fraction}")
         if not self.seeds:
             raise ValueError("seeds is empty")
-        if self.quick:
-            self.n_layers, self.d_model, self.n_heads, self.n_kv_heads = 4, 16, 2, 1
-            self.d_ff, self.context, self.n_groups = 32, 32, 2
-            self.total_steps, self.eval_every = min(self.total_steps, 12), 2
-            self.importance, self.importance_steps = "pretrain", min(self.importance_steps, 4)
-            self.importance_tokens = self.val_tokens = min(self.val_tokens, 256)
+        self.apply_quick()
         if not 1 <= self.n_groups <= self.n_layers:
             raise ValueError(f"n_groups must be in 1..{self.n_layers}, got {self.n_groups}")
         if round(self.total_steps * (1 - self.final_fraction)) < self.n_groups:
             raise ValueError("total_steps is too small for one step per growth phase")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def build_model(config: GrowthConfig, tokenizer: Any, seed: int) -> torch.nn.Module:
@@ -248,23 +258,6 @@ def budget_comparison(frame: pd.DataFrame, column: str, baseline: str = "uniform
     return pd.DataFrame(rows)
 
 
-def _t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, float, float]:
-    """Mean (geometric if ``log``), 95% t CI over seeds, one-sided p of mean > 0 (> 1 if log)."""
-    x = np.log(values) if log else np.asarray(values, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return (float("nan"),) * 4
-    m = float(x.mean())
-    if x.size < 2 or np.ptp(x) == 0:
-        lo = hi = m
-        p = float("nan")
-    else:
-        lo, hi = stats.t.interval(0.95, x.size - 1, loc=m, scale=stats.sem(x))
-        p = float(stats.ttest_1samp(x, 0.0, alternative="greater").pvalue)
-    f = np.exp if log else (lambda v: v)
-    return float(f(m)), float(f(lo)), float(f(hi)), p
-
-
 def _order_claims(orders: pd.DataFrame) -> list[dict[str, Any]]:
     """G-order-<control>: growth against the same phases and budget in another layer order
     (equal steps): ratio = control val loss / growth val loss per seed (> 1: the importance
@@ -274,7 +267,7 @@ def _order_claims(orders: pd.DataFrame) -> list[dict[str, Any]]:
     for control in CONTROLS:
         r = orders[(orders["control"] == control) & (orders["run"] == "growth")]
         ratios = r["loss_ratio"].to_numpy(float)
-        m, lo, hi, p = _t_summary(ratios, log=True) if len(ratios) else (np.nan,) * 4
+        m, lo, hi, p = t_summary(ratios, log=True) if len(ratios) else (np.nan,) * 4
         rows.append(
             claim_record(
                 f"G-order-{control}",
@@ -311,7 +304,7 @@ def _claims(
     g = budgets[budgets["run"] == "growth"]
     for col, cid in (("step", "G-loss"), ("flops", "G-loss-flops"), ("wall_s", "G-loss-wall")):
         ratios = g[g["budget"] == col]["loss_ratio"].to_numpy()
-        m, lo, hi, p = _t_summary(ratios, log=True)
+        m, lo, hi, p = t_summary(ratios, log=True)
         where = {"step": "equal steps", "flops": "equal FLOPs", "wall_s": "equal wall time"}[col]
         rows.append(
             claim_record(
@@ -349,7 +342,7 @@ def _claims(
         .reindex(c["seed"])
         .to_numpy()
     )
-    m, lo, hi, p = _t_summary(wall)
+    m, lo, hi, p = t_summary(wall)
     rows.append(
         claim_record(
             "G-faster",
@@ -368,7 +361,7 @@ def _claims(
     )
     saving = c["flops_saving"].to_numpy(float)
     reached = int(np.isfinite(saving).sum())
-    m, lo, hi, p = _t_summary(saving) if reached == len(saving) else (np.nan,) * 4
+    m, lo, hi, p = t_summary(saving) if reached == len(saving) else (np.nan,) * 4
     word = None if reached == len(saving) else "not reproduced"
     rows.append(
         claim_record(

@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lamina.chapters.config import ChapterConfig
 from lamina.io import write_results
 
 __all__ = [
-    "ChapterConfig",
     "ExperimentResult",
     "claim_record",
     "concat_tables",
@@ -27,12 +27,6 @@ __all__ = [
     "tested_verdict",
     "verdict",
 ]
-
-
-class ChapterConfig(Protocol):
-    """A chapter's config: a dataclass that serialises itself next to its results."""
-
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 def verdict(p_value: float | None, effect_ok: bool | None, *, alpha: float = 0.05) -> str:

@@ -17,9 +17,8 @@ import pandas as pd
 from lamina import load_model
 from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
 from lamina.controls import random_init_like
-from lamina.extract import extract
+from lamina.extract import extract, pool_token_states
 from lamina.io import read_latent_hidden_states, read_latent_trajectories
-from lamina.models import get_adapter
 
 __all__ = ["ModelStates", "PooledStates", "load_model_states"]
 
@@ -72,47 +71,34 @@ class ModelStates:
 def _pool_ragged(
     model: Any, tokenizer: Any, texts: list[str], ragged: list[np.ndarray]
 ) -> tuple[dict[str, PooledStates], dict[str, Any]]:
-    """Pool per-token states (L+1, T_i, d) by mean and last content token; apply the final norm."""
-    import torch
-
-    adapter = get_adapter(model)
-    norm = adapter.final_norm_module(model) if adapter.causal else None
-    special = tokenizer(texts, return_special_tokens_mask=True)["special_tokens_mask"]
-    out: dict[str, list] = {"mean": [], "last": [], "mean_post": [], "last_post": []}
-    ratios = []
-    for arr, smask in zip(ragged, special, strict=True):
-        smask = smask[: arr.shape[1]]  # prompts longer than the context were truncated
-        content = [i for i, s in enumerate(smask) if not s] or [arr.shape[1] - 1]
-        last = content[-1]
-        out["mean"].append(arr.mean(axis=1))
-        out["last"].append(arr[:, last])
-        if norm is not None:
-            with torch.inference_mode():
-                post = norm(torch.from_numpy(np.ascontiguousarray(arr[-1]))).float().numpy()
-            out["mean_post"].append(post.mean(axis=0))
-            out["last_post"].append(post[last])
-        if arr.shape[1] > 2:
-            nrm = np.linalg.norm(arr[1:], axis=-1)  # (L, T)
-            ratios.append(nrm[:, 0] / np.median(nrm[:, 1:], axis=1))
-    n_tokens = np.array([a.shape[1] for a in ragged])
-    n_content = np.array(
-        [len([s for s in m[: a.shape[1]] if not s]) for m, a in zip(special, ragged, strict=True)]
-    )
-    pools = {}
-    for pool in ("mean", "last"):
-        post = np.stack(out[f"{pool}_post"]).astype(np.float32) if norm is not None else None
-        pools[pool] = PooledStates(
-            np.stack(out[pool]).astype(np.float32), post, True, pd.DataFrame(), n_content
+    """Pool per-token states (L+1, T_i, d) by mean and last content token, with the final
+    state after the model's final norm too (:func:`lamina.extract.pool_token_states`)."""
+    pooled = pool_token_states(model, tokenizer, texts, ragged)
+    n_content = pooled["n_content"]
+    pools = {
+        pool: PooledStates(
+            pooled[pool], pooled.get(f"{pool}_post"), True, pd.DataFrame(), n_content
         )
+        for pool in ("mean", "last")
+    }
+    ratios = [first_token_norm_ratio(arr) for arr in ragged if arr.shape[1] > 2]
     ratio = np.mean(ratios, axis=0) if ratios else np.array([np.nan])
     diag = {
         "first_token_norm_ratio_max": float(np.nanmax(ratio)),
         "first_token_norm_ratio_layer": int(np.nanargmax(ratio)) + 1 if ratios else -1,
         "single_token_prompts": int(np.sum(n_content <= 1)),
-        "median_tokens": float(np.median(n_tokens)),
-        "has_final_norm": norm is not None,
+        "median_tokens": float(np.median([a.shape[1] for a in ragged])),
+        "has_final_norm": "mean_post" in pooled,
     }
     return pools, diag
+
+
+def first_token_norm_ratio(arr: np.ndarray) -> np.ndarray:
+    """(L,) ratio of the first token's state norm to the median norm of the other tokens, at
+    layers 1..L of one prompt's states ``arr`` (L+1, T, d), T > 2: GPT-2's massive first-token
+    activation shows as a ratio far above 1."""
+    nrm = np.linalg.norm(arr[1:], axis=-1)  # (L, T)
+    return nrm[:, 0] / np.median(nrm[:, 1:], axis=1)
 
 
 def _extract_model(

@@ -17,16 +17,17 @@ arrays and :mod:`lamina.chapters.skeleton` runs a chapter over every model.
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
 
 from lamina import organisms
+from lamina.chapters.config import ChapterConfig
 from lamina.prompts import load_prompts
 
 __all__ = [
@@ -46,7 +47,7 @@ PEER_MODEL = "peer-gpt2"
 
 
 @dataclass
-class TrajectoryConfig:
+class TrajectoryConfig(ChapterConfig):
     """Parameters of one trajectory-geometry experiment (serialised next to its results).
 
     model: "default" (the organisms, MiniLM and paper 1's released GPT-2 states when present)
@@ -57,7 +58,7 @@ class TrajectoryConfig:
     n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
     n_permutations: label permutations / control draws for null distributions.
     seed: seeds every random draw (controls, bootstraps, random-init model).
-    quick: few prompts and resamples, for CI.
+    quick: few prompts and resamples, for CI (caps in ``QUICK``).
     exclude_single_token: drop prompts that tokenise to one token from the main analysis
         (their last token is also their first, which in GPT-2 carries a massive activation).
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
@@ -73,17 +74,14 @@ class TrajectoryConfig:
     exclude_single_token: bool = True
     peer_root: str | None = None
 
+    QUICK: ClassVar[Mapping[str, Any]] = {"n_bootstrap": 200, "n_permutations": 20}
+
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "last"):
             raise ValueError(f"pooling must be 'mean' or 'last'; got {self.pooling!r}")
         if self.n_bootstrap < 10 or self.n_permutations < 1:
             raise ValueError("n_bootstrap must be >= 10 and n_permutations >= 1")
-        if self.quick:
-            self.n_bootstrap = min(self.n_bootstrap, 200)
-            self.n_permutations = min(self.n_permutations, 20)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        self.apply_quick()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.arrays import to_numpy
+from lamina.arrays import Labels, States, to_numpy
 
 __all__ = [
     "Bifurcation",
@@ -57,7 +57,7 @@ def _same_shape(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> None:
         raise ValueError(f"{na} and {nb} must have the same shape; got {a.shape} and {b.shape}")
 
 
-def _labels(labels: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _labels(labels: Labels, n: int) -> tuple[np.ndarray, np.ndarray]:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(labels, torch.Tensor):
         labels = labels.detach().cpu().numpy()
@@ -104,7 +104,7 @@ def _unit(h: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- per-prompt metrics
-def trajectory_length(states: Any, normalize: bool = False) -> np.ndarray:
+def trajectory_length(states: States, normalize: bool = False) -> np.ndarray:
     """Length of each trajectory: the sum of its step norms.
 
     length_i = sum_{l=0}^{L-1} || h_i(l+1) - h_i(l) ||_2 ,  with h replaced by ĥ = h/||h||_2
@@ -123,7 +123,7 @@ def trajectory_length(states: Any, normalize: bool = False) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def curvature(states: Any) -> np.ndarray:
+def curvature(states: States) -> np.ndarray:
     """Turning angle between consecutive steps of each trajectory.
 
     v(l) = h(l) - h(l-1)  (l = 1..L);  kappa(l) = arccos(clip(cos(v(l), v(l+1)), -1, 1))  (l = 1..L-1),
@@ -144,7 +144,7 @@ def curvature(states: Any) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def mean_curvature(states: Any) -> np.ndarray:
+def mean_curvature(states: States) -> np.ndarray:
     """Mean turning angle of each trajectory.
 
     mean_kappa_i = nanmean_{l=1..L-1} kappa_i(l), with kappa from ``curvature`` (NaN angles at
@@ -159,7 +159,7 @@ def mean_curvature(states: Any) -> np.ndarray:
     return out
 
 
-def layerwise_cosine(states: Any) -> np.ndarray:
+def layerwise_cosine(states: States) -> np.ndarray:
     """Layerwise similarity SIM: cosine between consecutive states of each trajectory.
 
     SIM(l) = cos(h(l), h(l+1)) = h(l)·h(l+1) / (||h(l)|| ||h(l+1)||),  l = 0..L-1.
@@ -177,7 +177,7 @@ def layerwise_cosine(states: Any) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def stability(states_a: Any, states_b: Any) -> np.ndarray:
+def stability(states_a: States, states_b: States) -> np.ndarray:
     """Stability STAB: cosine between a prompt and its perturbation, layer by layer.
 
     STAB_i(l) = cos(h_{p_i}(l), h_{p'_i}(l)),  l = 0..L, where p'_i is a (lexical) perturbation of
@@ -197,7 +197,9 @@ def stability(states_a: Any, states_b: Any) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- convergence index
-def _category_distance_sums(states: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _category_distance_sums(
+    states: States, labels: Labels
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """S[l, i, k] = sum_{j in category k, j != i} ||ĥ_i(l) - ĥ_j(l)||, via per-layer Gram matrices."""
     x = _states(states)
     n, m, _ = x.shape
@@ -214,7 +216,7 @@ def _category_distance_sums(states: Any, labels: Any) -> tuple[np.ndarray, np.nd
 
 
 def _within_between(
-    states: Any, labels: Any
+    states: States, labels: Labels
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-prompt mean within- and between-category distances, (n, L+1) each."""
     sums, uniq, inv = _category_distance_sums(states, labels)
@@ -229,7 +231,7 @@ def _within_between(
     return within, between, uniq, inv
 
 
-def convergence_index_per_prompt(states: Any, labels: Any) -> np.ndarray:
+def convergence_index_per_prompt(states: States, labels: Labels) -> np.ndarray:
     """Per-prompt convergence index, on L2-normalised states (the unit for bootstraps).
 
     CI_i(l) = mean_{j: y_j != y_i} ||ĥ_i(l) - ĥ_j(l)||  -  mean_{j: y_j = y_i, j != i} ||ĥ_i(l) - ĥ_j(l)||,
@@ -245,7 +247,7 @@ def convergence_index_per_prompt(states: Any, labels: Any) -> np.ndarray:
     return between - within
 
 
-def convergence_index(states: Any, labels: Any) -> dict[Any, np.ndarray]:
+def convergence_index(states: States, labels: Labels) -> dict[Any, np.ndarray]:
     """Convergence index of each category, on L2-normalised states.
 
     CI_c(l) = D_between_c(l) - D_within_c(l), l = 0..L, where, for category c with members M_c
@@ -264,7 +266,7 @@ def convergence_index(states: Any, labels: Any) -> dict[Any, np.ndarray]:
     return {k: ci[inv == c].mean(axis=0) for c, k in enumerate(keys)}
 
 
-def convergence_index_pooled(states: Any, labels: Any) -> np.ndarray:
+def convergence_index_pooled(states: States, labels: Labels) -> np.ndarray:
     """Convergence index pooled over all categories, on L2-normalised states.
 
     CI_pooled(l) = mean over pairs i != j with y_i != y_j of ||ĥ_i(l) - ĥ_j(l)||
@@ -302,7 +304,7 @@ class Bifurcation:
     threshold: float
 
 
-def bifurcation(states_ctx1: Any, states_ctx2: Any, *, threshold: float = 0.1) -> Bifurcation:
+def bifurcation(states_ctx1: States, states_ctx2: States, *, threshold: float = 0.1) -> Bifurcation:
     """Per-layer separation of one word (homograph) in two contexts, on normalised states.
 
     delta(l) = ||ĥ_1(l) - ĥ_2(l)||_2,  l = 0..L;   ratio = delta(L) / delta(0).

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from lamina.arrays import to_numpy
+from lamina.arrays import Profile, to_numpy
 
 __all__ = ["PHASE_NAMES", "PhaseDetection", "detect_phases", "fixed_phase_bands", "phase_summary"]
 
@@ -34,7 +35,9 @@ def fixed_phase_bands(n_blocks: int) -> np.ndarray:
     return np.where(l <= n_blocks // 4, 0, np.where(l <= (3 * n_blocks) // 4, 1, 2))
 
 
-def phase_summary(sim: Any, bands: Any, names: Sequence[str] | None = None) -> pd.DataFrame:
+def phase_summary(
+    sim: Profile, bands: npt.ArrayLike, names: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Summary of a similarity profile within each phase band (one row per phase).
 
     For phase k with SIM indices B_k: mean = mean over prompts and l in B_k of SIM_i(l);

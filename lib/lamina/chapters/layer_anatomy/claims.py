@@ -9,29 +9,33 @@ the layers whose depth span [l/L, (l+1)/L) overlaps theirs
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lamina.anatomy.ablation import importance_range, spearman_ci
+from lamina.anatomy.ablation import importance_range
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
+from lamina.chapters.layer_anatomy.measures import (
+    core_layers,
+    importance_bootstrap,
+    recovery_correlation,
+    skip_rows,
+)
 from lamina.chapters.layer_anatomy.nulls import (
+    PAPER_ANTI,
     PAPER_L,
     core_share_p,
     paper_layers,
     partial_spearman,
 )
 from lamina.chapters.results import claim_record, verdict
-from lamina.stats import fdr_bh
+from lamina.stats import fdr_bh, paired_bootstrap_ci
 
-__all__ = ["anatomy_claims", "core_layers", "importance_bootstrap", "recovery_correlation"]
+__all__ = ["anatomy_claims"]
 
 R2_TOLERANCE = 0.1
-PAPER_CORE = [8, 9, 10, 11]  # L8-11 of SmolLM2-135M's 30
-PAPER_ANTI = [14, 17]
 CLAIMS = {
     "P3-R2": "Layer weights follow strong mathematical regularity across depth (R2 = 0.91)",
     "P3-R2-summary": "Read as per-layer summaries (log norms and spectra) fitted across depth, "
@@ -51,95 +55,8 @@ CLAIMS = {
 
 
 def _boot(data: tuple[np.ndarray, ...], statistic: Any, n: int, seed: int) -> tuple[float, float]:
-    """95% percentile bootstrap CI (scipy), NaN when undefined."""
-    if n <= 0 or len(data[0]) < 3:
-        return float("nan"), float("nan")
-    res = stats.bootstrap(
-        data,
-        statistic,
-        n_resamples=n,
-        paired=True,
-        vectorized=True,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    lo, hi = res.confidence_interval
-    return float(lo), float(hi)
-
-
-def _skip(sweep: pd.DataFrame) -> pd.DataFrame:
-    return sweep[sweep["surgery"] == "skip"].sort_values("layer")
-
-
-def core_layers(n_layers: int) -> list[int]:
-    """Layers of an L-layer model whose depth span [l/L, (l+1)/L) overlaps paper 3's critical
-    core, layers 8-11 of 30, i.e. [8/30, 12/30) (reimplementation choice; the anti-layers use
-    the same convention, :func:`lamina.chapters.layer_anatomy.nulls.paper_layers`)."""
-    return paper_layers(PAPER_CORE, n_layers, PAPER_L)
-
-
-def importance_bootstrap(
-    sweep: pd.DataFrame, n_bootstrap: int, seed: int, core: list[int]
-) -> dict[str, tuple[float, float]]:
-    """Bootstrap over sequences (paired) of the skip sweep's summaries: log10 importance range
-    (max / min positive delta_pct over the layers whose paired 95% CI excludes 0, as in the
-    point estimate) and the core share: the fraction of the len(core) most important layers
-    that lie in ``core``."""
-    skip = _skip(sweep)
-    sig = (skip["delta_ci_low"] > 0).to_numpy() if "delta_ci_low" in skip else None
-    layers = skip["layer"].to_numpy()
-    per = np.stack(skip["nll_per_seq"].to_list())  # (L, n_seq) nats per token
-    base = np.asarray(skip["base_nll_per_seq"].iloc[0])
-
-    def deltas(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        b = arrays[0].mean(axis=axis)
-        return np.stack([100 * np.expm1(a.mean(axis=axis) - b) for a in arrays[1:]], -1)
-
-    def log_range(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        d = deltas(*arrays, axis=axis)
-        pos = np.where((d > 0) & (sig if sig is not None else True), d, np.nan)
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)  # no positive layer: NaN
-            return np.log10(np.nanmax(pos, -1) / np.nanmin(pos, -1))
-
-    def core_share(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        d = deltas(*arrays, axis=axis)
-        top = layers[np.argsort(-d, axis=-1)[..., : len(core)]]
-        return np.isin(top, core).mean(-1)
-
-    data = (base, *per)
-    return {
-        "log10_range": _boot(data, log_range, n_bootstrap, seed),
-        "core_share": _boot(data, core_share, n_bootstrap, seed + 1),
-    }
-
-
-def recovery_correlation(
-    sweep: pd.DataFrame, recovery: pd.DataFrame, n_bootstrap: int, seed: int
-) -> dict[str, float]:
-    """Spearman rho and p (scipy) between skip importance and steps to recover (censored runs
-    ranked last), per layer; NaN when the steps do not vary. 95% CI: ``spearman_ci``'s paired
-    bootstrap, or where resamples with constant steps leave it undefined, Fisher's z with
-    Bonett & Wright's (2000) variance (1 + rho^2 / 2) / (n - 3)."""
-    imp = _skip(sweep).set_index("layer")["delta_pct"]
-    steps = recovery.set_index("layer")["steps_ranked"]
-    common = imp.index.intersection(steps.index)
-    x, y = imp.loc[common].to_numpy(float), steps.loc[common].to_numpy(float)
-    nan = float("nan")
-    if len(common) < 4 or np.ptp(y) == 0:
-        return {"rho": nan, "p": nan, "ci_low": nan, "ci_high": nan, "n": len(common)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant resamples: their rho is NaN
-        out = spearman_ci(x, y, n_bootstrap=n_bootstrap, seed=seed)
-    if not (np.isfinite(out["ci_low"]) and np.isfinite(out["ci_high"])):
-        rho = float(np.clip(out["rho"], -0.9999, 0.9999))
-        se = np.sqrt((1 + rho**2 / 2) / (len(common) - 3))
-        z = stats.norm.ppf(0.975) * se
-        out["ci_low"], out["ci_high"] = (
-            float(np.tanh(np.arctanh(rho) - z)),
-            float(np.tanh(np.arctanh(rho) + z)),
-        )
-    return out
+    """:func:`lamina.stats.paired_bootstrap_ci` with at least 3 units (NaN below)."""
+    return paired_bootstrap_ci(data, statistic, n, seed, min_size=3)
 
 
 def _decade_verdict(lo: float, hi: float, claimed_log10: float) -> str:
@@ -263,7 +180,7 @@ def _predicted_claims(config: AnatomyConfig, sweep: pd.DataFrame, tables: dict) 
         ]
     d = pr["delta_pct"].to_numpy()
     lo, hi = _boot((d,), lambda x, axis: np.median(x, axis), config.n_bootstrap, config.seed)
-    sk = _skip(sweep).set_index("layer")["delta_pct"].reindex(pr["layer"]).to_numpy()
+    sk = skip_rows(sweep).set_index("layer")["delta_pct"].reindex(pr["layer"]).to_numpy()
     # the paper's claim: predicted weights are catastrophic, i.e. PPL rises beyond the
     # threshold. One-sided Wilcoxon over layers of log(1 + d/100) - log(1 + threshold/100)
     excess = np.log1p(d / 100) - np.log1p(config.catastrophic_pct / 100)
@@ -321,7 +238,7 @@ def _predicted_claims(config: AnatomyConfig, sweep: pd.DataFrame, tables: dict) 
 
 def _importance_claims(config: AnatomyConfig, sweep: pd.DataFrame, n_layers: int) -> list:
 
-    skip = _skip(sweep)
+    skip = skip_rows(sweep)
     core = core_layers(n_layers)
     boot = importance_bootstrap(sweep, config.n_bootstrap, config.seed, core)
     rng = importance_range(sweep, "skip", significant=True)
@@ -464,7 +381,7 @@ def _recovery_claim(config: AnatomyConfig, sweep: pd.DataFrame, rec: pd.DataFram
     controlling for the initial damage (the perturbed / baseline PPL ratio: importance might
     only predict how much the noise hurts in the first place). A negative rho is never a
     partial reproduction. The plain rho is the effect size."""
-    imp = _skip(sweep).set_index("layer")["delta_pct"]
+    imp = skip_rows(sweep).set_index("layer")["delta_pct"]
     r = rec.set_index("layer")
     common = imp.index.intersection(r.index)
     x = imp.loc[common].to_numpy(float)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from lamina.anatomy.surgery import SURGERIES
+from lamina.chapters.config import ChapterConfig
 
 __all__ = ["ALL_SURGERIES", "CHAPTER", "IMPORTANCE_SURGERIES", "AnatomyConfig"]
 
@@ -16,7 +17,7 @@ IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal 
 
 
 @dataclass
-class AnatomyConfig:
+class AnatomyConfig(ChapterConfig):
     """Parameters of the layer-anatomy experiment (serialised next to its results).
 
     model: any spec ``lamina.load_model`` accepts (organism spec, hub name, local folder).
@@ -66,6 +67,16 @@ class AnatomyConfig:
     threads: int | None = 1
     quick: bool = False
 
+    QUICK: ClassVar[Mapping[str, Any]] = {
+        "n_tokens": 2_048,
+        "robustness_tokens": 1_024,
+        "recovery_budget": 4,
+        "recovery_eval_every": 2,
+        "recovery_tokens": 512,
+        "n_bootstrap": 200,
+        "n_permutations": 20,
+    }
+
     def __post_init__(self) -> None:
         self.surgeries = (
             [self.surgeries] if isinstance(self.surgeries, str) else list(self.surgeries)
@@ -77,14 +88,4 @@ class AnatomyConfig:
             raise ValueError("surgeries must include 'skip' (importance is the skip ablation)")
         if self.noise_scale < 0 or self.seq_len < 2 or self.n_tokens < self.seq_len:
             raise ValueError("need noise_scale >= 0, seq_len >= 2 and n_tokens >= seq_len")
-        if self.quick:
-            self.n_tokens = min(self.n_tokens, 2_048)
-            self.robustness_tokens = min(self.robustness_tokens, 1_024)
-            self.recovery_budget = min(self.recovery_budget, 4)
-            self.recovery_eval_every = min(self.recovery_eval_every, 2)
-            self.recovery_tokens = min(self.recovery_tokens, 512)
-            self.n_bootstrap = min(self.n_bootstrap, 200)
-            self.n_permutations = min(self.n_permutations, 20)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        self.apply_quick()

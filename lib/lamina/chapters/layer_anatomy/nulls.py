@@ -8,6 +8,8 @@ import numpy as np
 from scipy import stats
 
 __all__ = [
+    "PAPER_ANTI",
+    "PAPER_CORE",
     "PAPER_L",
     "core_share_p",
     "paper_layers",
@@ -15,6 +17,8 @@ __all__ = [
 ]
 
 PAPER_L = 30  # SmolLM2-135M
+PAPER_CORE = [8, 9, 10, 11]  # the critical core L8-11 (0-based indices of 30)
+PAPER_ANTI = [14, 17]  # the anti-layers L14, L17
 
 
 def paper_layers(paper_layers_: list[int], n_layers: int, paper_l: int = PAPER_L) -> list[int]:

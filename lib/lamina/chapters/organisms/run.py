@@ -14,15 +14,14 @@ summary says which were met.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -30,6 +29,7 @@ import torch
 from scipy import stats as sps
 
 from lamina import organisms
+from lamina.chapters.config import ChapterConfig
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.io import write_results
 from lamina.models import load_model
@@ -40,7 +40,7 @@ from lamina.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
 from lamina.organisms.stages import dpo_margins
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import STAGES, eval_lm, fixed_windows
-from lamina.stats import bootstrap_ci
+from lamina.stats import bootstrap_ci, wilson
 
 __all__ = [
     "CHECKPOINTS",
@@ -64,7 +64,7 @@ at least 0.75; no evaluation 8-gram in the training text."""
 
 
 @dataclass
-class OrganismsConfig:
+class OrganismsConfig(ChapterConfig):
     """Parameters of the organisms' quality report (serialised next to its results).
 
     model: "default" (every built full organism), one organism name, a comma-separated string
@@ -73,7 +73,7 @@ class OrganismsConfig:
     n_samples: prompts of :data:`SAMPLE_PROMPTS` to generate from (greedy and sampled), and
         held-out questions answered by the base and @sft.
     seed: seeds the sampled generations and the bootstrap.
-    quick: fewer questions (32), samples (2) and tokens, for tests.
+    quick: fewer questions (32), samples (2) and tokens (12), for tests (caps in ``QUICK``).
     max_new_tokens: generated tokens per sample; temperature: of the sampled generations.
     """
 
@@ -85,8 +85,10 @@ class OrganismsConfig:
     max_new_tokens: int = 40
     temperature: float = 0.8
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    QUICK: ClassVar[Mapping[str, Any]] = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12}
+
+    def __post_init__(self) -> None:
+        self.apply_quick()
 
 
 @dataclass
@@ -145,14 +147,6 @@ def organism_names(model: str | list[str]) -> tuple[list[str], list[str]]:
     if not names:
         organisms.resolve(DEFAULT_ORGANISMS[0])
     return names, notes
-
-
-def wilson(hits: int, n: int) -> tuple[float, float, float]:
-    """Accuracy hits/n with the Wilson score 95% interval (scipy); NaNs when n = 0."""
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    ci = sps.binomtest(int(hits), int(n)).proportion_ci(0.95, method="wilson")
-    return hits / n, float(ci.low), float(ci.high)
 
 
 # ----------------------------------------------------------------------------- corpus, curves
@@ -486,9 +480,7 @@ def run_organisms(config: OrganismsConfig) -> OrganismsResult:
     from more, and lose much when the CPUs are shared).
     """
     names, notes = organism_names(config.model)
-    n_eval = config.n_eval if config.n_eval is not None else (32 if config.quick else None)
-    n_samples = min(config.n_samples, 2) if config.quick else config.n_samples
-    n_new = min(config.max_new_tokens, 12) if config.quick else config.max_new_tokens
+    n_eval, n_samples, n_new = config.n_eval, config.n_samples, config.max_new_tokens
     rows: dict[str, list[dict]] = {}
     summaries = {}
     old_threads = torch.get_num_threads()

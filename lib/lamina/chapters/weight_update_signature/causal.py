@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.units import Units
 from lamina.organisms.corpus import format_answer, format_prompt
 from lamina.organisms.evaluate import sft_accuracy
 from lamina.organisms.objectives import sft_loss, token_logprobs
@@ -73,9 +73,7 @@ def _edit_effect(model, inputs, lp0, p0, direction, scale, ids, mask) -> tuple[t
     return (lp1 - lp0)[valid].mean(0), kl
 
 
-def write_edit_effects(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig
-) -> pd.DataFrame:
+def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> pd.DataFrame:
     """Rank-1 edits of every block write map (:func:`lamina.weights.edits.rank1_write_edit`,
     norm ``config.edit_scale`` · ‖W‖_F each) along a token's unembedding row, against random
     Gaussian directions of matched edit norm, on ``config.base`` and each target. The edit's
@@ -180,7 +178,7 @@ def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) ->
     return np.concatenate(out)
 
 
-def single_group_adaptation(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd.DataFrame:
+def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     """SFT from ``config.base`` training only one matrix group (``qk``, ``vo``, ``mlp_in``,
     ``mlp_out``; :data:`lamina.weights.edits.GROUPS`) or every parameter (``all``), with one
     budget: ``adapt_steps`` AdamW steps (no weight decay, constant ``adapt_lr``) of

@@ -3,13 +3,14 @@ its results, the organisms it runs on, and the context length of a model's text 
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from torch import nn
 
 from lamina import organisms
+from lamina.chapters.config import ChapterConfig
 from lamina.organisms import parse_spec
 
 __all__ = [
@@ -29,7 +30,7 @@ MICRO_ORGANISMS = ("organism-gpt2-micro", "organism-llama-micro")
 
 
 @dataclass
-class SignatureConfig:
+class SignatureConfig(ChapterConfig):
     """Parameters of the weight-update-signature experiment (serialised with its results).
 
     Every choice paper 2 leaves open is a field here (``reimplementation choice``).
@@ -108,6 +109,20 @@ class SignatureConfig:
     n_bootstrap: int = 2000
     seed: int = 0
     quick: bool = False
+
+    QUICK: ClassVar[Mapping[str, Any]] = {
+        "n_tokens": 1024,
+        "grad_tokens": 256,
+        "grad_pairs": 8,
+        "n_random": 5,
+        "edit_tokens": 4,
+        "edit_random": 3,
+        "edit_texts": 4,
+        "adapt_steps": 3,
+        "adapt_batch": 4,
+        "adapt_eval": 16,
+        "n_bootstrap": 200,
+    }
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -136,21 +151,7 @@ class SignatureConfig:
                     )
                 self.base = self.model
             self.base = str(self.base)
-        if self.quick:
-            self.n_tokens = min(self.n_tokens, 1024)
-            self.grad_tokens = min(self.grad_tokens, 256)
-            self.grad_pairs = min(self.grad_pairs, 8)
-            self.n_random = min(self.n_random, 5)
-            self.edit_tokens = min(self.edit_tokens, 4)
-            self.edit_random = min(self.edit_random, 3)
-            self.edit_texts = min(self.edit_texts, 4)
-            self.adapt_steps = min(self.adapt_steps, 3)
-            self.adapt_batch = min(self.adapt_batch, 4)
-            self.adapt_eval = min(self.adapt_eval, 16)
-            self.n_bootstrap = min(self.n_bootstrap, 200)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        self.apply_quick()
 
     @property
     def is_pair(self) -> bool:

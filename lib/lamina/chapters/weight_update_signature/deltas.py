@@ -11,7 +11,10 @@ import pandas as pd
 import torch
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair, checkpoint_pairs
+from lamina.chapters.weight_update_signature.units import (
+    Units,
+    checkpoint_pairs,
+)
 from lamina.models import get_adapter
 from lamina.weights import (
     LinearMap,
@@ -189,7 +192,7 @@ def prediction_subspace(
 
 
 def delta_signature(
-    ck: Checkpoints | ModelPair,
+    ck: Units,
     start: str,
     end: str,
     texts: Sequence[str],
@@ -236,7 +239,7 @@ def cached_moments(model, tok, texts, centred, cache, spec) -> dict[str, torch.T
 
 
 def organism_deltas(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
 ) -> pd.DataFrame:
     """The signature of every pair of :func:`checkpoint_pairs` (nulls for the stage and
     early→late pairs; for the stage pairs, sensitivity copies with the other second-moment

@@ -15,7 +15,7 @@ import torch
 from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.deltas import cached_moments, prediction_subspace
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.units import Units
 from lamina.organisms.objectives import lm_loss
 from lamina.organisms.stages import stage_loss
 from lamina.organisms.tokenizer import encode_stream
@@ -134,7 +134,7 @@ def _geometry_rows(
 
 
 def objective_gradients(
-    ck: Checkpoints | ModelPair,
+    ck: Units,
     texts: list[str],
     config: SignatureConfig,
     cache: dict,
@@ -198,7 +198,7 @@ def _token_budget(tok, texts: list[str], n_tokens: int, max_length: int) -> list
 
 
 def write_gradients_across_training(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig
+    ck: Units, texts: list[str], config: SignatureConfig
 ) -> pd.DataFrame:  # texts: the held-out gradient texts (write bases come from W_U)
     """At every pretraining checkpoint: the LM gradient of each write map against that
     checkpoint's prediction subspace (k = ``config.k``), and the write weight itself
@@ -226,7 +226,7 @@ def write_gradients_across_training(
 
 
 def adam_signature(
-    ck: Checkpoints | ModelPair, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
 ) -> pd.DataFrame:
     """Adam's update direction u = m̂/(√v̂+ε) (:func:`lamina.weights.gradients.adam_update_direction`)
     against its first moment m (the momentum-averaged raw gradient), from the optimiser

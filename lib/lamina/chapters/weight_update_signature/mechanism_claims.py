@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from lamina.chapters.results import verdict
 from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair
+from lamina.chapters.weight_update_signature.units import Units
 from lamina.chapters.weight_update_signature.verdicts import (
     claim_row,
     close_verdict,
@@ -18,6 +18,7 @@ from lamina.chapters.weight_update_signature.verdicts import (
     keep_layers,
     summary,
 )
+from lamina.stats import paired_bootstrap_ci
 
 __all__ = ["cancellation_summary", "mechanism_claims"]
 
@@ -53,7 +54,7 @@ def cancellation_summary(t, config: SignatureConfig) -> dict[str, Any]:
 
 
 def mechanism_claims(
-    model: str, parts: dict, config: SignatureConfig, ck: Checkpoints | ModelPair
+    model: str, parts: dict, config: SignatureConfig, ck: Units
 ) -> list[dict[str, Any]]:
     """Verdict rows of the mechanism claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
     g, m = keep_layers(parts["gradients"], config), config.random_margin
@@ -108,19 +109,14 @@ def mechanism_claims(
     if len(lm) >= 3:
         x, y = lm["activation_share"].to_numpy(), lm["rsf_summed"].to_numpy()
         rho, p = sps.spearmanr(x, y)
-        boot = sps.bootstrap(
+        lo, hi = paired_bootstrap_ci(
             (x, y),
             lambda a, b: sps.spearmanr(a, b)[0],
-            paired=True,
+            min(config.n_bootstrap, 1000),
+            config.seed,
             vectorized=False,
-            n_resamples=min(config.n_bootstrap, 1000),
-            method="percentile",
-            rng=np.random.default_rng(config.seed),
         )
-        s = {
-            "ci_low": float(boot.confidence_interval.low),
-            "ci_high": float(boot.confidence_interval.high),
-        }
+        s = {"ci_low": lo, "ci_high": hi}
         enr = summary(lm["enrichment_summed"], config)
         rows.append(
             claim_row(

@@ -2,7 +2,7 @@
 
 Conventions: an enrichment summary over matrices is the geometric mean with a percentile
 bootstrap 95% CI over matrices and a one-sample Wilcoxon signed-rank test of log enrichment
-(:func:`geometric_summary`). "Enriched" needs p < 0.05 (one-sided) and the whole CI above 1;
+(:func:`lamina.stats.geometric_summary`). "Enriched" needs p < 0.05 (one-sided) and the whole CI above 1;
 "close to random" needs the CI inside [1/m, m], m = ``config.random_margin``
 (reimplementation choice).
 """
@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from lamina.chapters.results import claim_record, verdict
 from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.stats import bootstrap_ci
+from lamina.stats import geometric_summary
 
 __all__ = [
     "CLAIMS",
@@ -28,7 +27,6 @@ __all__ = [
     "combine",
     "enriched_verdict",
     "enrichments",
-    "geometric_summary",
     "keep_layers",
     "mark_untestable",
     "signature",
@@ -192,31 +190,4 @@ def mark_untestable(
             ]
             row = claim_row(cid, model, "-", "-", float("nan"), note=reason)
             out.insert(later[0] if later else len(out), row)
-    return out
-
-
-def geometric_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, float]:
-    """Geometric mean of positive ratios (e.g. enrichments) with a percentile bootstrap 95% CI
-    over the values (matrices), and the one-sample Wilcoxon signed-rank p of log(value) = 0
-    (two-sided) and > 0 (greater). -> {geo, ci_low, ci_high, p_two, p_greater, p_less, n}."""
-    x = np.log(np.asarray(values, dtype=np.float64))
-    x = x[np.isfinite(x)]
-    out = {
-        "geo": float("nan"),
-        "ci_low": float("nan"),
-        "ci_high": float("nan"),
-        "p_two": float("nan"),
-        "p_greater": float("nan"),
-        "p_less": float("nan"),
-        "n": len(x),
-    }
-    if len(x) == 0:
-        return out
-    out["geo"] = float(np.exp(x.mean()))
-    if len(x) >= 2 and np.ptp(x) > 0:
-        b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile").iloc[0]
-        out["ci_low"], out["ci_high"] = float(np.exp(b["ci_low"])), float(np.exp(b["ci_high"]))
-        for alt in ("two-sided", "greater", "less"):
-            key = "p_two" if alt == "two-sided" else f"p_{alt}"
-            out[key] = float(sps.wilcoxon(x, alternative=alt).pvalue)
     return out

@@ -1,0 +1,70 @@
+"""What every chapter's config shares: quick-mode caps written once, serialisation, and the
+one entry point that builds a config from parameters and rejects unknown ones.
+
+A chapter config is a dataclass that subclasses :class:`ChapterConfig`, declares its
+``quick`` field and its quick-mode caps in ``QUICK`` (field -> value: a number caps the field
+at that value, anything else replaces it), and calls ``self.apply_quick()`` at the end of its
+own checks in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Self
+
+__all__ = ["ChapterConfig", "UnknownParameterError", "check_parameters"]
+
+
+class UnknownParameterError(TypeError):
+    """A parameter that the chapter's config does not have (the message names the closest)."""
+
+
+def check_parameters(names: Iterable[str], valid: Iterable[str], where: str) -> None:
+    """Raise :class:`UnknownParameterError` for the first name in ``names`` that is not in
+    ``valid``, naming the closest valid one (``difflib``) and listing them all."""
+    valid = sorted(valid)
+    for name in names:
+        if name in valid:
+            continue
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownParameterError(
+            f"{where} has no parameter {name!r}; {hint}valid parameters: {', '.join(valid)}"
+        )
+
+
+class ChapterConfig:
+    """Mixin of the chapter configs (dataclasses): :meth:`from_params`, :meth:`apply_quick`,
+    :meth:`to_dict`."""
+
+    QUICK: ClassVar[Mapping[str, Any]] = {}
+    quick: bool
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        """The config of these parameters; :class:`UnknownParameterError` names a parameter
+        that is not a field (with the closest field), so a typo never falls back silently to
+        the default."""
+        check_parameters(params, cls.parameter_names(), cls.__name__)
+        return cls(**params)
+
+    @classmethod
+    def parameter_names(cls) -> list[str]:
+        """The fields a caller may set."""
+        return [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+
+    def apply_quick(self) -> None:
+        """In quick mode, cap each field named in ``QUICK`` (numbers: at most the cap; other
+        values: replaced). Nothing happens outside quick mode."""
+        if not self.quick:
+            return
+        for name, cap in self.QUICK.items():
+            value = getattr(self, name)
+            number = isinstance(cap, int | float) and not isinstance(cap, bool)
+            setattr(self, name, min(value, cap) if number and value is not None else cap)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain data (saved next to the results)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]

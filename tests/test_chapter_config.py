@@ -1,0 +1,36 @@
+"""Chapter configs (issue 13): one entry point that rejects unknown parameters by name, and the
+quick-mode caps written once."""
+
+from __future__ import annotations
+
+import pytest
+
+from lamina.chapters.config import UnknownParameterError
+from lamina.chapters.growth_training import GrowthConfig
+from lamina.chapters.layer_anatomy import AnatomyConfig
+from lamina.chapters.organisms import OrganismsConfig
+from lamina.chapters.trajectory import TrajectoryConfig
+from lamina.chapters.weight_update_signature import SignatureConfig
+
+CONFIGS = [TrajectoryConfig, AnatomyConfig, GrowthConfig, SignatureConfig, OrganismsConfig]
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_from_params_builds_the_config_and_names_the_closest_valid_parameter(cls):
+    assert cls.from_params({"seed": 3} if "seed" in cls.parameter_names() else {}).to_dict()
+    with pytest.raises(UnknownParameterError, match="'quik'.*did you mean 'quick'"):
+        cls.from_params({"quik": True})
+    with pytest.raises(UnknownParameterError, match="valid parameters: .*quick"):
+        cls.from_params({"zzzz_nothing_like_it": 1})
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_quick_caps_apply_only_in_quick_mode_and_never_raise_a_value(cls):
+    full, quick = cls(), cls(quick=True)
+    assert cls.QUICK, "a chapter config declares its quick caps"
+    for name, cap in cls.QUICK.items():
+        before, after = getattr(full, name), getattr(quick, name)
+        if isinstance(cap, int | float) and not isinstance(cap, bool) and before is not None:
+            assert after == min(before, cap)
+        else:
+            assert after == cap
