@@ -258,11 +258,11 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         tables: dict[str, pd.DataFrame] = {"perplexity": ppl}
         structure = anatomy.layer_structure(model)
         if not few:
-            opts = {"alpha": config.ridge_alpha, "degree": config.ridge_degree}
+            alpha, degree = config.ridge_alpha, config.ridge_degree
             tables["predictability"] = pd.concat(
                 [
-                    anatomy.weight_predictability(model, **opts),
-                    summary_predictability(structure, **opts),
+                    anatomy.weight_predictability(model, alpha=alpha, degree=degree),
+                    summary_predictability(structure, alpha=alpha, degree=degree),
                 ],
                 ignore_index=True,
             )

@@ -161,7 +161,8 @@ def objective_gradients(
     rng = np.random.default_rng(config.seed)
     length = context_length(model)
     held_out = grad_texts is not None
-    lm_texts = _token_budget(tok, grad_texts if held_out else texts, config.grad_tokens, length)
+    lm_source = grad_texts if grad_texts is not None else texts
+    lm_texts = _token_budget(tok, lm_source, config.grad_tokens, length)
     stage_cfg = ck.stage_config.replace(context=length)
     samples = {
         "lm": lm_texts,
