@@ -140,13 +140,16 @@ show_figure(
 
 # %% [markdown]
 # :::{admonition} Verdicts: importance
-# - **10^7 range**: log10(max/min positive Δ%) = {glue:text}`anat_P3_range_measured`,
-#   95% CI {glue:text}`anat_P3_range_ci`: **{glue:text}`anat_P3_range_verdict`**
-#   (reproduced = within one decade of 7).
-# - **Critical core** (L8-11 of 30, mapped by relative depth to layers
-#   {glue:text}`anat_core_layers`): a share {glue:text}`anat_P3_core_measured`
-#   {glue:text}`anat_P3_core_ci` of the equally many most important layers lies in it (most
-#   important layer: {glue:text}`anat_P3_core_effect`): **{glue:text}`anat_P3_core_verdict`**.
+# - **10^7 range**: log10(max/min Δ%) over the {glue:text}`anat_P3_range_effect` layers whose
+#   95% CI excludes 0 = {glue:text}`anat_P3_range_measured`, 95% CI
+#   {glue:text}`anat_P3_range_ci`: **{glue:text}`anat_P3_range_verdict`** (reproduced = within
+#   one decade of 7; a layer whose change is indistinguishable from 0 cannot be the divisor).
+# - **Critical core** (L8-11 of 30, mapped by depth span to layers
+#   {glue:text}`anat_core_layers`; the anti-layers use the same mapping): a share
+#   {glue:text}`anat_P3_core_measured` {glue:text}`anat_P3_core_ci` of the equally many most
+#   important layers lies in it (most important layer: {glue:text}`anat_P3_core_effect`;
+#   p = {glue:text}`anat_P3_core_p` that a random layer order does as well, exact permutation
+#   null): **{glue:text}`anat_P3_core_verdict`**.
 # - **Up to +63,419%**: the largest Δ% is {glue:text}`anat_P3_core_max_measured`%
 #   {glue:text}`anat_P3_core_max_ci`: **{glue:text}`anat_P3_core_max_verdict`**.
 # - **Anti-layers**: {glue:text}`anat_P3_anti_measured` layers whose removal lowers PPL
@@ -208,12 +211,14 @@ table.round(2)
 pred = T.get("predictability")
 if pred is not None:
     display(
-        alt.Chart(pred, title="How well a layer's weights follow from its depth")
+        alt.Chart(pred, title="How well a layer's weights follow from its depth, two targets")
         .mark_bar()
         .encode(
             x=alt.X("matrix:N", title="matrix type"),
+            xOffset=alt.XOffset("target:N"),
             y=alt.Y("r2:Q", title="leave-one-layer-out R²"),
-            tooltip=["matrix", alt.Tooltip("r2:Q", format=".3f")],
+            color=alt.Color("target:N", title="target"),
+            tooltip=["matrix", "target", alt.Tooltip("r2:Q", format=".3f")],
         )
     )
     display(
@@ -288,17 +293,24 @@ if pred is not None:
 # measured correlations against that null, pair by pair.
 #
 # :::{admonition} Verdicts: predictability
-# - **R² = 0.91**: mean leave-one-layer-out R² {glue:text}`anat_P3_R2_measured`
-#   {glue:text}`anat_P3_R2_ci` (permutation p {glue:text}`anat_P3_R2_p`):
-#   **{glue:text}`anat_P3_R2_verdict`**.
+# - **R² = 0.91**, two readings side by side (the paper's target is not public). Raw weight
+#   entries: mean leave-one-layer-out R² {glue:text}`anat_P3_R2_measured`
+#   {glue:text}`anat_P3_R2_ci` (permutation p {glue:text}`anat_P3_R2_p`; median under the
+#   null {glue:text}`anat_P3_R2_effect`): **{glue:text}`anat_P3_R2_verdict`**. Per-layer
+#   summaries (log norms and spectra, z-scored): {glue:text}`anat_P3_R2_summary_measured`
+#   {glue:text}`anat_P3_R2_summary_ci` (permutation p {glue:text}`anat_P3_R2_summary_p`;
+#   null median {glue:text}`anat_P3_R2_summary_effect`):
+#   **{glue:text}`anat_P3_R2_summary_verdict`**.
 # - **Delta correlation ≈ −0.50**: {glue:text}`anat_P3_delta_measured`
-#   {glue:text}`anat_P3_delta_ci`: **{glue:text}`anat_P3_delta_verdict`** as a number.
+#   {glue:text}`anat_P3_delta_ci`: **{glue:text}`anat_P3_delta_verdict`** (−0.5 is what
+#   independent layers give, so the value counts only when the structure test below passes).
 # - **…as oscillatory structure**: measured − null = {glue:text}`anat_P3_delta_structure_measured`
 #   {glue:text}`anat_P3_delta_structure_ci` (Wilcoxon p {glue:text}`anat_P3_delta_structure_p`):
 #   **{glue:text}`anat_P3_delta_structure_verdict`**.
 # - **Predicted weights are catastrophic**: median single-layer Δ%
-#   {glue:text}`anat_P3_predicted_measured` {glue:text}`anat_P3_predicted_ci` (p that they are
-#   worse than removing the layer: {glue:text}`anat_P3_predicted_p`):
+#   {glue:text}`anat_P3_predicted_measured` {glue:text}`anat_P3_predicted_ci` (one-sided
+#   Wilcoxon p over layers that the PPL rise exceeds the catastrophic threshold:
+#   {glue:text}`anat_P3_predicted_p`):
 #   **{glue:text}`anat_P3_predicted_verdict`**.
 # - **Nonlinear accumulation**: joint / summed single-layer log-PPL increase
 #   {glue:text}`anat_P3_accumulation_measured`: **{glue:text}`anat_P3_accumulation_verdict`**.
@@ -333,15 +345,17 @@ show_figure(
 
 # %% [markdown]
 # :::{admonition} Verdict: recovery correlates with importance
-# Spearman ρ = {glue:text}`anat_P3_recovery_measured`, 95% CI {glue:text}`anat_P3_recovery_ci`,
-# p = {glue:text}`anat_P3_recovery_p`: **{glue:text}`anat_P3_recovery_verdict`**.
-# Layers that do not recover within the budget are ranked after all that do.
+# Partial Spearman ρ (importance vs steps to recover, controlling for the perturbed / clean
+# PPL ratio) = {glue:text}`anat_P3_recovery_measured`, 95% CI {glue:text}`anat_P3_recovery_ci`,
+# p = {glue:text}`anat_P3_recovery_p`: **{glue:text}`anat_P3_recovery_verdict`** (a negative ρ
+# is never a partial reproduction). Layers that do not recover within the budget are ranked
+# after all that do.
 # :::
 #
-# Control: importance also predicts how much the same noise hurts before any fine-tuning
-# (Spearman ρ {glue:text}`anat_P3_recovery_effect` between importance and the perturbed /
-# clean PPL ratio). A layer the noise leaves within tolerance needs 0 steps, so part of the
-# correlation is the perturbation's size, not the speed of learning.
+# Why partial: importance also predicts how much the same noise hurts before any fine-tuning,
+# and a layer the noise leaves within tolerance needs 0 steps, so part of a plain correlation
+# is the perturbation's size, not the speed of learning. The plain ρ is
+# {glue:text}`anat_P3_recovery_effect`.
 #
 # The paper perturbs with 50% relative noise. At that scale {glue:text}`anat_noise_within` of
 # this model's layers stay within the 5% tolerance already (the "noise" row of the heatmap):

@@ -294,6 +294,14 @@ show_figure(
 # :::{admonition} Verdict: cancellation sets the scale, not the direction
 # {glue:text}`ws_cancellation_scale_not_direction`
 # :::
+#
+# Cancellation c = ‖Σ_t g_t‖ / Σ_t ‖g_t‖ is compared with the same terms under random signs
+# (`lamina.weights.gradients.sign_null_cancellation`): unrelated terms give about 1/√T, so a
+# fixed threshold such as c < 0.5 cannot fail with a thousand tokens. The scale half of the
+# verdict asks whether the terms cancel as much as unrelated terms would. The SFT and DPO
+# gradients use the losses those stages trained (`lamina.organisms.stages.stage_loss`: EOS
+# scored, SFT with its LM replay). The LM gradients come from held-out documents disjoint from
+# those the read subspaces are fitted on.
 
 # %% [markdown]
 # From one token's term to the update: enrichment at k = {glue:text}`ws_k` (geometric mean over
@@ -456,7 +464,8 @@ show_figure(
 
 # %% tags=["hide-input"]
 sens = result.tables["sensitivity"]
-sens_long = sens.melt(
+main_sens = sens[sens["prediction"] == "W_U"]
+sens_long = main_sens.melt(
     id_vars=["model", "stage", "k", "moment"],
     value_vars=["qk_enrichment", "write_enrichment"],
     var_name="matrices",
@@ -482,9 +491,24 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-sens.pivot_table(
+main_sens.pivot_table(
     index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
 )
+
+# %% [markdown]
+# Two baselines beside the stage verdicts, at k = {glue:text}`ws_k`. **RSF of W itself**: the
+# k/d, random-subspace and random-matrix nulls all have expectation k/d, so none of them can
+# tell an update concentrated in the input subspace from one that is concentrated there only
+# because the matrix it updates is (a ΔW ∝ W, as weight decay gives, scores 1 here).
+# `qk_vs_weight` is the geo-mean of RSF(ΔW) / RSF(W) over Q and K. **Final-norm gain**: the
+# logits read the residual stream through the final norm, so the rows with prediction
+# "W_U diag(gamma)" redo the write verdict with γ folded into W_U.
+
+# %% tags=["hide-input"]
+sens[sens["k"] == k][
+    ["model", "stage", "moment", "prediction", "qk_enrichment", "qk_verdict", "qk_vs_weight",
+     "qk_vs_weight_verdict", "write_enrichment", "write_verdict"]
+].round(3)
 
 # %% [markdown]
 # ## All verdicts
@@ -492,7 +516,10 @@ sens.pivot_table(
 # The claims table written to the results file (one row per claim and model or stage):
 
 # %% tags=["hide-input"]
-claims[["model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict"]].round(4)
+claims[
+    ["model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict",
+     "effect_size", "effect_name", "note"]
+].round(4)
 
 # %% [markdown]
 # ## Caveats

@@ -25,6 +25,7 @@ from .conftest import lamina_env, tiny_model
 MICRO = "organism-llama-micro"
 CLAIM_IDS = {
     "P3-R2",
+    "P3-R2-summary",
     "P3-delta",
     "P3-delta-structure",
     "P3-predicted",
@@ -251,4 +252,5 @@ def test_growth_chapter_executes_in_quick_mode(micro_data, tmp_path):
     assert len(found) == 1
     record = _check_results(found[0], "growth_training")
     ids = {c["claim_id"] for c in record["summary"]["claims"]}
-    assert ids == {"G-loss", "G-loss-flops", "G-loss-wall", "G-faster", "G-cost"}
+    assert ids == {"G-loss", "G-loss-flops", "G-loss-wall", "G-faster", "G-cost",
+                   "G-order-reverse", "G-order-random"}  # fmt: skip

@@ -161,7 +161,16 @@ def test_pipeline_on_gpt2_micro_splits_fused_qkv_and_decides_every_claim(micro_d
     stage = deltas[
         (deltas["family"] == "stage") & (deltas["k"] == config.k) & (deltas["moment"] == "raw")
     ]
-    assert stage["null_mean"].between(0, 1).all()  # the empirical null came with every matrix
+    main = stage[stage["prediction"] == "W_U"]
+    assert main["null_mean"].between(0, 1).all()  # the empirical null came with every matrix
+    assert main["weight_rsf"].between(0, 1).all()  # and the "RSF of W itself" baseline
+    folded = stage[stage["prediction"] == "W_U diag(gamma)"]
+    assert len(folded) == len(main)  # the final-norm-gain sensitivity copy
+    sens = result.tables["sensitivity"]
+    assert {"W_U", "W_U diag(gamma)"} == set(sens["prediction"])
+    grads = result.tables["gradients"]
+    assert (grads["basis_tokens"] == "held-out").all()
+    assert (grads["cancellation_null"] < grads["cancellation"].max()).all()
     claims = result.claims
     assert {f"P2.{c}" for c in CLAIMS} == set(claims["claim_id"])
     assert set(claims["verdict"]) <= VERDICTS
@@ -248,6 +257,7 @@ def _check_pair_result(result, config: SignatureConfig) -> pd.DataFrame:
     assert result.models == [f"{base}→{target}"]
     deltas = result.tables["deltas"]
     stage = deltas[(deltas["k"] == config.k) & (deltas["moment"] == "raw")]
+    stage = stage[stage["prediction"] == "W_U"]  # the gain-folded copy carries no nulls
     assert len(stage) and stage["enrichment"].gt(0).all()
     assert stage["null_mean"].between(0, 1).all() and stage["rmat_mean"].between(0, 1).all()
     assert set(deltas["moment"]) == {"raw", "centred"}  # the sensitivity copy

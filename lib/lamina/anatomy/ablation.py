@@ -295,10 +295,15 @@ def _one(df: pd.DataFrame, surgery: str) -> pd.DataFrame:
     return sub
 
 
-def importance_range(df: pd.DataFrame, surgery: str = "skip") -> dict[str, float]:
+def importance_range(
+    df: pd.DataFrame, surgery: str = "skip", *, significant: bool = False
+) -> dict[str, float]:
     """Importance range over layers with a positive perplexity change:
-    ratio = max(delta_pct) / min(delta_pct), both over delta_pct > 0 (paper 3: ~10^7)."""
-    pos = _one(df, surgery).query("delta_pct > 0")
+    ratio = max(delta_pct) / min(delta_pct), both over delta_pct > 0 (paper 3: ~10^7).
+    ``significant=True``: only over layers whose paired 95% CI excludes 0 (delta_ci_low > 0),
+    so that a change indistinguishable from 0 cannot make the denominator (and the range)
+    arbitrarily small."""
+    pos = _one(df, surgery).query("delta_ci_low > 0" if significant else "delta_pct > 0")
     if pos.empty:
         return {
             "max_delta_pct": float("nan"),

@@ -155,6 +155,7 @@ def train_with_schedule(
     weight_decay: float = 0.0,
     grad_clip: float | None = 1.0,
     on_step: Callable[[int, nn.Module], None] | None = None,
+    carry_optimizer: bool = True,
 ) -> pd.DataFrame:
     """Train ``model`` in place through the phases of ``schedule``.
 
@@ -162,6 +163,10 @@ def train_with_schedule(
     train_ids (seeded). Loss: mean next-token NLL, nats. Validation loss every ``eval_every``
     steps, at each phase's end and at step 0. ``on_step(step, model)`` runs after every
     optimiser step (tests use it to inspect gradients).
+    carry_optimizer: one AdamW over every parameter for the whole schedule, so a parameter's
+    moments carry across phases (a frozen parameter has no gradient and is not updated, not
+    even by weight decay); False: a fresh AdamW per phase (no warmup, the handicap issue 12
+    names at lr 3e-3).
     Returns one row per step (plus step 0): step, phase, phase_name, train_loss, val_loss (NaN
     when not evaluated), wall_s (cumulative training time, evaluation excluded), flops
     (cumulative, :func:`step_flops`). ``requires_grad`` flags and the train/eval mode are
@@ -195,7 +200,12 @@ def train_with_schedule(
                 for p in model.parameters():
                     p.requires_grad_(id(p) in keep)
                     p.grad = None
-                opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+                if not carry_optimizer or k == 0:
+                    opt = torch.optim.AdamW(
+                        list(model.parameters()) if carry_optimizer else params,
+                        lr=lr,
+                        weight_decay=weight_decay,
+                    )
                 cost = step_flops(model, phase, batch_size, train_ids.shape[1])
                 for i in range(phase.steps):
                     model.train()

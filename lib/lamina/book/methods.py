@@ -55,13 +55,17 @@ METHODS: dict[str, list[str]] = {
         "lamina.weights.subspaces.principal_basis",
         "lamina.weights.subspaces.prediction_basis",
         "lamina.weights.gradients.gradient_geometry",
+        "lamina.weights.gradients.sign_null_cancellation",
     ],
     "Layer anatomy (paper 3)": [
         "lamina.anatomy.perplexity.perplexity",
         "lamina.anatomy.predictability.weight_predictability",
+        "lamina.anatomy.predictability.summary_predictability",
         "lamina.anatomy.predictability.delta_correlation",
         "lamina.anatomy.predictability.layer_structure",
         "lamina.anatomy.growth.train_with_schedule",
+        "lamina.chapters.layer_anatomy.nulls.partial_spearman",
+        "lamina.chapters.layer_anatomy.nulls.core_share_p",
     ],
 }
 

@@ -13,7 +13,7 @@ from lamina.anatomy.perplexity import chunk_tokens
 from lamina.organisms import ORGANISMS
 from lamina.organisms.corpus import load_corpus
 
-__all__ = ["corpus_windows", "threads"]
+__all__ = ["corpus_windows", "shuffled_documents", "threads"]
 
 
 @contextmanager
@@ -28,16 +28,47 @@ def threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+def shuffled_documents(docs: list[str], seed: int, passage_chars: int) -> list[str]:
+    """Documents cut into passages of at most ``passage_chars`` characters (at line breaks
+    where possible), in a seeded random order: a play becomes many passages that interleave
+    with the curriculum's short documents, so the first n tokens mix both sources instead of
+    being one play."""
+    out: list[str] = []
+    for doc in docs:
+        piece: list[str] = []
+        size = 0
+        for line in doc.splitlines(keepends=True):
+            if size + len(line) > passage_chars and piece:
+                out.append("".join(piece))
+                piece, size = [], 0
+            piece.append(line)
+            size += len(line)
+        if piece:
+            out.append("".join(piece))
+    np.random.default_rng(seed).shuffle(out)
+    return out
+
+
 def corpus_windows(
-    organism: str, tokenizer: Any, split: str, n_tokens: int | None, seq_len: int
+    organism: str,
+    tokenizer: Any,
+    split: str,
+    n_tokens: int | None,
+    seq_len: int,
+    shuffle_seed: int | None = None,
 ) -> torch.Tensor:
     """Non-overlapping windows (n, seq_len) of the ``split`` ("train", "val", "heldout") text
     of a registered organism's corpus, tokenised by ``tokenizer`` (EOS between documents);
-    the first ceil(n_tokens / seq_len) windows (all with None). Raises if too few tokens."""
+    the first ceil(n_tokens / seq_len) windows (all with None). With ``shuffle_seed`` the
+    documents are first cut into passages of about 4 windows and shuffled
+    (:func:`shuffled_documents`), so the windows mix plays and curriculum. Raises if too few
+    tokens."""
     name = organism.partition("@")[0]
     if name not in ORGANISMS:
         raise ValueError(f"corpus {organism!r} is not a registered organism: {sorted(ORGANISMS)}")
     docs = getattr(load_corpus(ORGANISMS[name]), split)
+    if shuffle_seed is not None:
+        docs = shuffled_documents(list(docs), shuffle_seed, 4 * 4 * seq_len)
     if n_tokens is None:
         return chunk_tokens(tokenizer, docs, seq_len)
     need = -(-n_tokens // seq_len)

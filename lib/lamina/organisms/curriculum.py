@@ -51,11 +51,12 @@ from lamina.organisms.curriculum_facts import (
     WORKER_TOOLS,
     YOUNG,
 )  # fmt: skip
-from lamina.organisms.qa import format_answer, format_prompt
+from lamina.organisms.qa import QA_TEMPLATE, format_answer, format_prompt
 from lamina.prompts import load_prompts, prompts_dir
 
-__all__ = ["ANSWER_SENTENCE", "EVAL_FRACTION", "MIXTURE", "PRETRAIN_QA_FRACTION", "Curriculum",
-           "generate_curriculum", "homograph_rows", "sentence_answer"]  # fmt: skip
+__all__ = ["ANSWER_SENTENCE", "EVAL_FRACTION", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE",
+           "Curriculum", "format_answer", "format_prompt", "generate_curriculum", "homograph_rows",
+           "sentence_answer"]  # fmt: skip
 
 EVAL_FRACTION = 0.2
 """Fraction of each component's questions held out for ``sft_eval`` / ``dpo_eval``."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,6 +33,8 @@ __all__ = [
     "gradient_factors",
     "gradient_geometry",
     "gradient_geometry_reference",
+    "loss_factors",
+    "sign_null_cancellation",
 ]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -75,6 +78,32 @@ def gradient_factors(
             f"loss must be a callable (logits, input_ids, attention_mask) -> scalar, got {loss!r}"
         )
     loss_fn: LossFn = loss
+    ids, mask = next(token_batches(model, tokenizer, texts, len(texts), max_length))
+
+    def run() -> torch.Tensor:
+        return loss_fn(model(input_ids=ids, attention_mask=mask).logits, ids, mask)
+
+    return loss_factors(model, maps, run, keep=mask)
+
+
+def loss_factors(
+    model: nn.Module,
+    maps: Sequence[LinearMap],
+    run: Callable[[], torch.Tensor],
+    *,
+    keep: torch.Tensor | None = None,
+) -> dict[str, GradientFactors]:
+    """a_t and δ_t of every map in ``maps`` for the scalar loss that ``run()`` computes.
+
+    ``run`` calls ``model`` any number of times (e.g. :func:`lamina.organisms.stages.stage_loss`:
+    an SFT batch plus an LM replay batch, or DPO's chosen and rejected rows) and returns the
+    loss (scalar, nats); other models it calls (a DPO reference) are not hooked. The rows of
+    every call are stacked in call order: T = Σ_calls B·T_call positions, padding included
+    (a padded position's δ_t is 0, so its term g_t = 0, which :func:`gradient_geometry`
+    ignores). keep: (B, T) mask of the rows to keep, for a single call only.
+    -> {map key: GradientFactors}. The input embedding's output is made part of the graph,
+    so frozen parameters still give δ_t.
+    """
     if any(m.role == "embed" for m in maps):
         raise ValueError(
             "the embedding reads one-hot token ids; its gradient factors are not supported"
@@ -82,39 +111,44 @@ def gradient_factors(
     by_module: dict[str, list[LinearMap]] = {}
     for m in maps:
         by_module.setdefault(m.module, []).append(m)
-    inputs: dict[str, torch.Tensor] = {}
-    outputs: dict[str, torch.Tensor] = {}
+    inputs: dict[str, list[torch.Tensor]] = {p: [] for p in by_module}
+    outputs: dict[str, list[torch.Tensor]] = {p: [] for p in by_module}
 
     def make_hook(path: str) -> Callable:
         def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-            inputs[path] = args[0].detach()
-            outputs[path] = output
+            inputs[path].append(args[0].detach())
+            outputs[path].append(output)
 
         return hook
 
+    def into_graph(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        return output.detach().requires_grad_(True)  # makes every output part of the graph
+
     handles = [model.get_submodule(p).register_forward_hook(make_hook(p)) for p in by_module]
-    ids, mask = next(token_batches(model, tokenizer, texts, len(texts), max_length))
-    embed = model.get_input_embeddings()
+    handles.append(model.get_input_embeddings().register_forward_hook(into_graph))
     try:
         with torch.enable_grad():
-            embeds = (
-                embed(ids).detach().requires_grad_(True)
-            )  # makes every output part of the graph
-            logits = model(inputs_embeds=embeds, attention_mask=mask).logits
-            value = loss_fn(logits, ids, mask)
+            value = run()
             paths = list(by_module)
-            grads = torch.autograd.grad(value, [outputs[p] for p in paths], allow_unused=True)
+            flat = [o for p in paths for o in outputs[p]]
+            grads = list(torch.autograd.grad(value, flat, allow_unused=True))
     finally:
         for h in handles:
             h.remove()
-    keep = mask.bool()
+    if keep is not None and any(len(outputs[p]) != 1 for p in paths):
+        raise ValueError("keep= needs run() to call the model exactly once")
     out: dict[str, GradientFactors] = {}
-    for path, grad in zip(paths, grads, strict=True):
-        a = inputs[path][keep].float()
-        g = torch.zeros_like(outputs[path]) if grad is None else grad
-        g = g.detach()[keep].float()
+    for path in paths:
+        a_parts, g_parts = [], []
+        for a, o in zip(inputs[path], outputs[path], strict=True):
+            g = grads.pop(0)
+            g = torch.zeros_like(o) if g is None else g.detach()
+            rows = keep.bool() if keep is not None else torch.ones(a.shape[:-1], dtype=torch.bool)
+            a_parts.append(a[rows].float())
+            g_parts.append(g[rows].float())
+        a_all, g_all = torch.cat(a_parts), torch.cat(g_parts)
         for m in by_module[path]:
-            out[m.key] = GradientFactors(a, m.as_bias(g.T).T.contiguous())
+            out[m.key] = GradientFactors(a_all, m.as_bias(g_all.T).T.contiguous())
     return out
 
 
@@ -184,6 +218,38 @@ def gradient_geometry(
             float(term2.sum().sqrt()) / norm_terms if norm_terms > 0 else float("nan")
         ),
     )
+
+
+def sign_null_cancellation(
+    deltas: torch.Tensor, acts: torch.Tensor, *, n: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """Null distribution of the cancellation of unrelated terms: the same per-token terms
+    g_t = δ_t a_tᵀ with independent random signs s_t = ±1,
+
+        c_s = ‖Σ_t s_t g_t‖_F / Σ_t ‖g_t‖_F,
+
+    whose square's expectation is Σ_t ‖g_t‖² / (Σ_t ‖g_t‖)² (about 1/T for equal norms).
+    ‖Σ_t s_t g_t‖²_F = sᵀ M s with M = (D Dᵀ) ∘ (A Aᵀ) (T, T), so no outer product is formed.
+    deltas: (T, d_out), acts: (T, d_in) (zero terms are dropped). Observed terms that share a
+    direction give c far above this null; cancellation as strong as between unrelated terms
+    gives c inside it. -> {"draws": (n,) float64, "median", "q975"}; NaNs without live terms.
+    """
+    d, a = deltas.to(torch.float64), acts.to(torch.float64)
+    norms = d.norm(dim=1) * a.norm(dim=1)  # (T,) ‖g_t‖_F
+    live = norms > 0
+    if not bool(live.any()):
+        nan = float("nan")
+        return {"draws": np.full(n, nan), "median": nan, "q975": nan}
+    d, a, norms = d[live], a[live], norms[live]
+    gram = (d @ d.T) * (a @ a.T)  # (T, T)
+    gen = torch.Generator().manual_seed(seed)
+    draws = []
+    for i in range(0, n, 50):
+        s = torch.randint(0, 2, (min(50, n - i), len(norms)), generator=gen).to(torch.float64)
+        s = 2 * s - 1  # (b, T) signs
+        draws.append(((s @ gram) * s).sum(1).clamp_min(0).sqrt() / norms.sum())
+    v = torch.cat(draws).numpy()
+    return {"draws": v, "median": float(np.median(v)), "q975": float(np.quantile(v, 0.975))}
 
 
 def gradient_geometry_reference(

@@ -1,6 +1,7 @@
 """The statistics behind paper 3's claims: the critical core's layers, the importance
 range and core share with bootstrap CIs over token windows, and recovery speed against
-importance. Paper 3's 30-layer positions map to relative depth l / (L - 1).
+importance. Paper 3's 30-layer positions map to the layers whose depth span overlaps
+theirs (:func:`lamina.chapters.layer_anatomy.nulls.paper_layers`).
 """
 
 from __future__ import annotations
@@ -11,19 +12,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lamina.chapters.layer_anatomy.nulls import PAPER_CORE, PAPER_L, paper_layers
 from lamina.stats import paired_bootstrap_ci, spearman_ci
 
 __all__ = [
-    "CORE_SPAN",
-    "PAPER_L",
     "core_layers",
     "importance_bootstrap",
     "recovery_correlation",
     "skip_rows",
 ]
 
-PAPER_L = 30  # SmolLM2-135M
-CORE_SPAN = (8 / PAPER_L, 12 / PAPER_L)  # layers L8-11 of 30 as a span of relative depth
 
 
 def skip_rows(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -33,21 +31,20 @@ def skip_rows(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def core_layers(n_layers: int) -> list[int]:
     """Layers of an L-layer model whose depth span [l/L, (l+1)/L) overlaps paper 3's critical
-    core, layers 8-11 of 30, i.e. [8/30, 12/30) (reimplementation choice)."""
-    return [
-        l
-        for l in range(n_layers)
-        if l / n_layers < CORE_SPAN[1] and (l + 1) / n_layers > CORE_SPAN[0]
-    ]
+    core, layers 8-11 of 30, i.e. [8/30, 12/30) (reimplementation choice; the anti-layers use
+    the same convention, :func:`lamina.chapters.layer_anatomy.nulls.paper_layers`)."""
+    return paper_layers(PAPER_CORE, n_layers, PAPER_L)
 
 
 def importance_bootstrap(
     sweep: pd.DataFrame, n_bootstrap: int, seed: int, core: list[int]
 ) -> dict[str, tuple[float, float]]:
     """Bootstrap over sequences (paired) of the skip sweep's summaries: log10 importance range
-    (max / min positive delta_pct) and the core share: the fraction of the len(core) most
-    important layers that lie in ``core``."""
+    (max / min positive delta_pct over the layers whose paired 95% CI excludes 0, as in the
+    point estimate) and the core share: the fraction of the len(core) most important layers
+    that lie in ``core``."""
     skip = skip_rows(sweep)
+    sig = (skip["delta_ci_low"] > 0).to_numpy() if "delta_ci_low" in skip else True
     layers = skip["layer"].to_numpy()
     per = np.stack(skip["nll_per_seq"].to_list())  # (L, n_seq) nats per token
     base = np.asarray(skip["base_nll_per_seq"].iloc[0])
@@ -58,7 +55,7 @@ def importance_bootstrap(
 
     def log_range(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         d = deltas(*arrays, axis=axis)
-        pos = np.where(d > 0, d, np.nan)
+        pos = np.where((d > 0) & sig, d, np.nan)
         with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # no positive layer: NaN
             return np.log10(np.nanmax(pos, -1) / np.nanmin(pos, -1))

@@ -20,7 +20,14 @@ from scipy import stats
 
 import lamina
 from lamina import anatomy
-from lamina.anatomy.predictability import depth_features, matrix_types, ridge, stacked_weights
+from lamina.anatomy.predictability import (
+    depth_features,
+    matrix_types,
+    ridge,
+    stacked_weights,
+    summary_predictability,
+    summary_stacks,
+)
 from lamina.chapters.layer_anatomy.claims import anatomy_claims
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
@@ -87,12 +94,23 @@ def permuted_r2(
     return null
 
 
-def _permuted_r2(model: torch.nn.Module, config: AnatomyConfig) -> np.ndarray:
-
-    stacks = [stacked_weights(model, r) for r in matrix_types(model)]
-    return permuted_r2(
-        stacks, config.ridge_alpha, config.ridge_degree, config.n_permutations, config.seed
-    )
+def _permuted_r2(
+    model: torch.nn.Module, structure: pd.DataFrame, config: AnatomyConfig
+) -> dict[str, np.ndarray]:
+    """{target: permutation null of the mean R²}: "raw entries" (the weights) and "layer
+    summaries" (:func:`lamina.anatomy.predictability.summary_stacks`), each its own null."""
+    targets = {
+        "raw entries": [stacked_weights(model, r) for r in matrix_types(model)],
+        "layer summaries": list(summary_stacks(structure).values()),
+    }
+    return {
+        name: permuted_r2(
+            stacks, config.ridge_alpha, config.ridge_degree, config.n_permutations, config.seed
+        )
+        if stacks
+        else np.array([])
+        for name, stacks in targets.items()
+    }
 
 
 def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig) -> pd.DataFrame:
@@ -201,10 +219,14 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         )
         seq_len = min(config.seq_len, int(max_pos))
         corpus = _corpus_name(config)
-        windows = corpus_windows(corpus, tok, "heldout", config.n_tokens, seq_len)
+        windows = corpus_windows(
+            corpus, tok, "heldout", config.n_tokens, seq_len, shuffle_seed=config.seed
+        )
         notes.append(
             f"Held-out text: {windows.numel():,} tokens of the {corpus} corpus's "
-            f"held-out split, {windows.shape[0]} windows of {seq_len}."
+            f"held-out split (plays cut into passages and shuffled with the curriculum's "
+            f"documents, seed {config.seed}), {windows.shape[0]} windows of {seq_len}; "
+            "the bootstraps resample windows."
         )
         few = n_layers < config.ridge_degree + 2
         if few and "predicted" in config.surgeries:
@@ -234,9 +256,15 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         sweep = _sweep(model, windows, config)
         lap["sweep"] = time.perf_counter() - t0 - sum(lap.values())
         tables: dict[str, pd.DataFrame] = {"perplexity": ppl}
+        structure = anatomy.layer_structure(model)
         if not few:
-            tables["predictability"] = anatomy.weight_predictability(
-                model, alpha=config.ridge_alpha, degree=config.ridge_degree
+            alpha, degree = config.ridge_alpha, config.ridge_degree
+            tables["predictability"] = pd.concat(
+                [
+                    anatomy.weight_predictability(model, alpha=alpha, degree=degree),
+                    summary_predictability(structure, alpha=alpha, degree=degree),
+                ],
+                ignore_index=True,
             )
             delta = anatomy.delta_correlation(model).merge(
                 delta_null(model), on=["matrix", "layer"]
@@ -251,15 +279,15 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
                 degree=config.ridge_degree,
                 batch_size=16,
             )
-            r2_null = _permuted_r2(model, config)
+            r2_null = _permuted_r2(model, structure, config)
             lap["predictability"] = time.perf_counter() - t0 - sum(lap.values())
         else:
-            r2_null = np.array([])
+            r2_null = {}
         n_train = max(4 * config.recovery_budget * config.recovery_batch, 1) * seq_len
         train = corpus_windows(corpus, tok, "train", n_train, seq_len)
         evals = windows[: max(1, -(-config.recovery_tokens // seq_len))]
         tables["recovery"] = _recovery(model, train, evals, config)
-        tables["structure"] = anatomy.layer_structure(model)
+        tables["structure"] = structure
         tables["spectra"] = pd.DataFrame(
             [
                 {"matrix": m, "layer": l, "index": i, "singular_value": float(v)}

@@ -36,29 +36,46 @@ __all__ = ["all_claims", "sensitivity"]
 
 
 def sensitivity(model: str, deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
-    """The two stage claims (Q/K enriched, writes random) re-decided at every k of the sweep
-    and with both second moments, per target stage."""
+    """The two stage claims (Q/K enriched, writes random) re-decided at every k of the sweep,
+    with both second moments and with the final-norm gain folded into W_U (``prediction``),
+    per target stage; with the "RSF of W itself" baseline: ``qk_vs_weight`` = geo-mean
+    RSF(ΔW)/RSF(W) over Q, K and its verdict (enriched beyond the matrix it updates)."""
     rows = []
+    preds = sorted(deltas["prediction"].unique()) if "prediction" in deltas else ["W_U"]
     for moment in sorted(deltas["moment"].unique()):
-        for k in sorted(deltas["k"].unique()):
-            for target in config.targets:
-                t = deltas[
-                    (deltas["family"] == "stage") & (deltas["pair"].str.endswith(f"→{target}"))
-                ]
-                qk = summary(enrichments(t, config, QK, k=int(k), moment=moment), config)
-                wr = summary(enrichments(t, config, WRITE, k=int(k), moment=moment), config)
-                rows.append(
-                    {
-                        "model": model,
-                        "stage": target,
-                        "k": int(k),
-                        "moment": moment,
-                        "qk_enrichment": qk["geo"],
-                        "qk_verdict": enriched_verdict(qk),
-                        "write_enrichment": wr["geo"],
-                        "write_verdict": close_verdict(wr, config.random_margin),
-                    }
-                )
+        for pred in preds:
+            for k in sorted(deltas["k"].unique()):
+                for target in config.targets:
+                    t = deltas[
+                        (deltas["family"] == "stage")
+                        & (deltas["pair"].str.endswith(f"→{target}"))
+                    ]
+                    where = {"k": int(k), "moment": moment, "prediction": pred}
+                    qk = summary(enrichments(t, config, QK, **where), config)
+                    wr = summary(enrichments(t, config, WRITE, **where), config)
+                    if not len(enrichments(t, config, QK, **where)):
+                        continue
+                    vw = summary(
+                        enrichments(t, config, QK, column="vs_weight", **where)
+                        if "vs_weight" in t
+                        else [],
+                        config,
+                    )
+                    rows.append(
+                        {
+                            "model": model,
+                            "stage": target,
+                            "k": int(k),
+                            "moment": moment,
+                            "prediction": pred,
+                            "qk_enrichment": qk["geo"],
+                            "qk_verdict": enriched_verdict(qk),
+                            "qk_vs_weight": vw["geo"],
+                            "qk_vs_weight_verdict": enriched_verdict(vw),
+                            "write_enrichment": wr["geo"],
+                            "write_verdict": close_verdict(wr, config.random_margin),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -89,6 +106,12 @@ def all_claims(
         qk, wr, vq, vw = signature(d, config, family="stage", pair=f"{base}→{t}")
         stage_rows[t] = (qk, wr, vq, vw)
         if t in aligned:
+            own = summary(
+                enrichments(d, config, QK, column="vs_weight", family="stage", pair=f"{base}→{t}")
+                if "vs_weight" in d
+                else [],
+                config,
+            )
             rows.append(
                 claim_row(
                     "align_qk_enriched",
@@ -99,6 +122,14 @@ def all_claims(
                     qk,
                     qk["p_greater"],
                     vq,
+                    own["geo"],
+                    "RSF(ΔW)/RSF(W) (baseline: W itself)",
+                    note=f"vs W itself: {enriched_verdict(own)}"
+                    + (
+                        f" (CI {own['ci_low']:.2f}–{own['ci_high']:.2f})"
+                        if np.isfinite(own["ci_low"])
+                        else ""
+                    ),
                     unit="enrichment (geo-mean over Q,K)",
                 )
             )

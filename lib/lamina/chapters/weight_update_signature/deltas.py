@@ -46,10 +46,17 @@ def signature_from_deltas(
     *,
     n_random: int = 0,
     seed: int = 0,
+    weights: dict[str, torch.Tensor] | None = None,
 ) -> pd.DataFrame:
     """RSF and enrichment of every block ΔW at every k: read maps against the top eigenvectors
     of their input second moment ``moments[key]`` (d_in, d_in), write maps against the
-    prediction basis ``pred`` (d_model, >= max k). See :func:`lamina.weights.k_sweep`."""
+    prediction basis ``pred`` (d_model, >= max k). See :func:`lamina.weights.k_sweep`.
+
+    weights: {key: W (d_out, d_in)} of the start checkpoint: adds the baseline "RSF of W
+    itself" in the same basis (``weight_rsf``) and ``vs_weight`` = RSF(ΔW) / RSF(W). Unlike the
+    k/d, random-subspace and random-matrix nulls (all k/d in expectation), it asks whether the
+    update is more concentrated in the subspace than the matrix it updates (a ΔW ∝ W, e.g.
+    weight decay, gives 1)."""
     block = [m for m in maps if m.layer is not None]
     k_max = max(ks)
     bases = {}
@@ -60,6 +67,12 @@ def signature_from_deltas(
         else:
             bases[m.key] = (pred, "output")
     table = k_sweep({m.key: deltas[m.key] for m in block}, bases, ks, maps=block)
+    if weights is not None:
+        own = k_sweep({m.key: weights[m.key] for m in block}, bases, ks, maps=block)
+        table = table.merge(
+            own[["key", "k", "rsf"]].rename(columns={"rsf": "weight_rsf"}), on=["key", "k"]
+        )
+        table["vs_weight"] = table["rsf"] / table["weight_rsf"]
     if n_random:
         null = random_subspace_null(
             {m.key: deltas[m.key] for m in block},
@@ -157,16 +170,24 @@ def random_subspace_null(
     return pd.DataFrame(rows)
 
 
-def prediction_subspace(model: torch.nn.Module, k: int, centred: bool) -> torch.Tensor:
+def prediction_subspace(
+    model: torch.nn.Module, k: int, centred: bool, fold_gain: bool = False
+) -> torch.Tensor:
     """The prediction subspace (d_model, k), float64: :func:`lamina.weights.prediction_basis`
     (top-k right singular vectors of W_U), or with ``centred=True`` those of W_U with its
     mean row removed (reimplementation choice: the mean row is the direction that shifts
-    every logit alike, which the softmax ignores)."""
-    if not centred:
+    every logit alike, which the softmax ignores). ``fold_gain=True`` (sensitivity) uses
+    W_U diag(γ), γ (d_model,) the final norm's gain: the map from the normalised residual
+    stream to the logits (a model without a final-norm gain gives W_U)."""
+    if not centred and not fold_gain:
         return prediction_basis(model, k)
-
-    w = get_adapter(model).unembedding_module(model).weight.detach().to(torch.float64).cpu()
-    w = w - w.mean(0, keepdim=True)
+    adapter = get_adapter(model)
+    w = adapter.unembedding_module(model).weight.detach().to(torch.float64).cpu()
+    if centred:
+        w = w - w.mean(0, keepdim=True)
+    norm = adapter.final_norm_module(model)
+    if fold_gain and norm is not None and getattr(norm, "weight", None) is not None:
+        w = w * norm.weight.detach().to(torch.float64).cpu()[None, :]
     return principal_basis(w.T @ w, k)
 
 
@@ -180,6 +201,7 @@ def delta_signature(
     centred: bool | None = None,
     n_random: int = 0,
     cache: dict | None = None,
+    fold_gain: bool = False,
 ) -> pd.DataFrame:
     """ΔW = W(end) - W(start) probed at every k of ``config.k_sweep`` (one row per matrix
     and k, see :func:`signature_from_deltas`). Subspaces come from ``config.moments_from``.
@@ -193,11 +215,15 @@ def delta_signature(
     ref_spec = start if config.moments_from == "start" else end
     moments = cached_moments(ref, tok, texts, centred, cache, ref_spec)
     d = ref.config.hidden_size if hasattr(ref.config, "hidden_size") else ref.config.n_embd
-    pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred)
+    pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred, fold_gain)
     maps = linear_maps(model_a, embeddings=False)
-    return signature_from_deltas(
-        deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed
-    )
+    weights = {m.key: m.weight(model_a) for m in maps if m.layer is not None}
+    out = signature_from_deltas(
+        deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed,
+        weights=weights,
+    )  # fmt: skip
+    out["prediction"] = "W_U diag(gamma)" if fold_gain else "W_U"
+    return out
 
 
 def cached_moments(model, tok, texts, centred, cache, spec) -> dict[str, torch.Tensor]:
@@ -216,8 +242,9 @@ def organism_deltas(
     ck: Units, texts: list[str], config: SignatureConfig, cache: dict
 ) -> pd.DataFrame:
     """The signature of every pair of :func:`checkpoint_pairs` (nulls for the stage and
-    early→late pairs; a centred/raw sensitivity copy for the stage pairs); for a
-    :class:`ModelPair`, its one base -> target pair (a stage pair)."""
+    early→late pairs; for the stage pairs, sensitivity copies with the other second-moment
+    convention (``moment``) and with the final-norm gain folded into W_U (``prediction``
+    "W_U diag(gamma)"); for a :class:`ModelPair`, its one base -> target pair (a stage pair)."""
     frames = []
     for pair in checkpoint_pairs(ck, config).itertuples():
         main = pair.family != "pretraining"
@@ -238,6 +265,11 @@ def organism_deltas(
             )
             other["moment"] = "raw" if config.centred else "centred"
             tables.append(other)
+            gain = delta_signature(
+                ck, pair.start, pair.end, texts, config, cache=cache, fold_gain=True
+            )
+            gain["moment"] = table["moment"].iloc[0]
+            tables.append(gain)
         for t in tables:
             for col in ("pair", "family", "phase", "step_start", "step_end"):
                 t[col] = getattr(pair, col)

@@ -4,6 +4,7 @@ its momentum, and write gradients across pretraining. Part of
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,20 +16,24 @@ from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.deltas import cached_moments, prediction_subspace
 from lamina.chapters.weight_update_signature.units import Units
-from lamina.organisms.corpus import format_answer, format_prompt
-from lamina.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
+from lamina.organisms.objectives import lm_loss
+from lamina.organisms.stages import stage_loss
+from lamina.organisms.tokenizer import encode_stream
+from lamina.organisms.train import random_windows
 from lamina.weights import LinearMap, linear_maps, principal_basis, relative_subspace_fraction
 from lamina.weights.gradients import (
-    LossFn,
     adam_update_direction,
     gradient_factors,
     gradient_geometry,
+    loss_factors,
+    sign_null_cancellation,
 )
 
 # Columns of the tables that a pair without training history leaves empty.
 WRITE_GRADIENT_COLUMNS = [
     "step", "checkpoint", "key", "layer", "role", "kind", "k", "d", "rsf_summed",
-    "rsf_token_mean", "rsf_token_pooled", "cancellation", "cancellation_random", "enrichment_summed",
+    "rsf_token_mean", "rsf_token_pooled", "cancellation", "cancellation_null",
+    "cancellation_null_q975", "cancellation_p_aligned", "enrichment_summed",
     "enrichment_token_mean", "enrichment_token_pooled", "activation_share", "weight_rsf",
     "weight_enrichment",
 ]  # fmt: skip
@@ -41,7 +46,7 @@ __all__ = [
     "activation_share",
     "adam_signature",
     "objective_gradients",
-    "objective_loss",
+    "stage_factors",
     "write_gradients_across_training",
 ]
 
@@ -54,76 +59,39 @@ def activation_share(moment: torch.Tensor, k: int) -> float:
     return float(eig[:k].sum() / eig.sum())
 
 
-def _prompt_lengths(tok: Any, prompts: Sequence[str]) -> torch.Tensor:
-    return torch.tensor([len(tok(p)["input_ids"]) for p in prompts])
+def _replay(tok: Any, corpus: Any, n: int, length: int, seed: int) -> torch.Tensor | None:
+    """``n`` random windows (n, length) of the corpus's training text, as SFT's LM replay
+    draws them (:func:`lamina.organisms.train.random_windows`); None when n = 0 or the text
+    is shorter than one window."""
+    if n <= 0:
+        return None
+    docs, stream = list(corpus.train), torch.zeros(0, dtype=torch.long)
+    for i in range(0, len(docs), 64):  # only as much text as n windows need
+        stream = torch.cat([stream, encode_stream(tok, docs[i : i + 64])])
+        if len(stream) > 4 * n * length:
+            break
+    if len(stream) <= length:
+        return None
+    return random_windows(stream, n, length, torch.Generator().manual_seed(seed))
 
 
-def _completion_mask(ids: torch.Tensor, mask: torch.Tensor, plen: torch.Tensor) -> torch.Tensor:
-    pos = torch.arange(ids.shape[1], device=ids.device)[None, :]
-    return ((pos >= plen[:, None].to(ids.device)) & mask.bool()).long()
-
-
-def fitting_items(tok: Any, items: Sequence[tuple], max_length: int) -> list[tuple]:
-    """The (question, answer, ...) items whose prompt + every answer fit in ``max_length`` tokens."""
-
-    return [
-        it
-        for it in items
-        if all(
-            len(tok(format_prompt(it[0]) + format_answer(a))["input_ids"]) <= max_length
-            for a in it[1:]
-        )
-    ]
-
-
-def objective_loss(
-    objective: str,
-    tok: Any,
-    texts_or_items: Sequence[Any],
-    dpo_beta: float = 0.1,
-    max_length: int | None = None,
-) -> tuple[list[str], LossFn]:
-    """(texts, loss) for :func:`lamina.weights.gradients.gradient_factors` under one objective.
-
-    lm: texts as given, next-token loss. sft: items (question, answer) rendered as prompt +
-    answer, loss on the answer tokens (:func:`lamina.organisms.objectives.sft_loss`). dpo:
-    items (prompt, chosen, rejected) as 2n rows (chosen, then rejected); the DPO loss with the
-    reference equal to the model itself (its value is log 2; its gradient is the first step
-    of DPO from this checkpoint). Items whose rendering exceeds ``max_length`` tokens are
-    dropped (truncation would cut their answer off).
-    """
-
-    if objective == "lm":
-        return list(texts_or_items), lm_loss
-    if max_length is not None:
-        texts_or_items = fitting_items(tok, texts_or_items, max_length)
-        if not texts_or_items:
-            raise ValueError(f"every {objective} item is longer than {max_length} tokens")
-    if objective == "sft":
-        prompts = [format_prompt(q) for q, _ in texts_or_items]
-        texts = [p + format_answer(a) for p, (_, a) in zip(prompts, texts_or_items, strict=True)]
-        plen = _prompt_lengths(tok, prompts)
-
-        def sft(logits, ids, mask):
-            return sft_loss(logits, ids, _completion_mask(ids, mask, plen))
-
-        return texts, sft
-    if objective == "dpo":
-        prompts = [format_prompt(p) for p, _, _ in texts_or_items]
-        texts = [p + format_answer(c) for p, (_, c, _) in zip(prompts, texts_or_items, strict=True)]
-        texts += [
-            p + format_answer(r) for p, (_, _, r) in zip(prompts, texts_or_items, strict=True)
-        ]
-        plen = _prompt_lengths(tok, prompts * 2)
-        n = len(prompts)
-
-        def dpo(logits, ids, mask):
-            lp = sequence_logprob(logits, ids, _completion_mask(ids, mask, plen))
-            ref = lp.detach()
-            return dpo_loss(lp[:n], lp[n:], ref[:n], ref[n:], dpo_beta)
-
-        return texts, dpo
-    raise ValueError(f"objective must be 'lm', 'sft' or 'dpo'; got {objective!r}")
+def stage_factors(
+    objective: str, model: Any, tok: Any, items: Sequence[Any], stage_cfg: Any, replay=None
+) -> dict:
+    """Gradient factors (:func:`lamina.weights.gradients.loss_factors`) of the loss an
+    organism's alignment stage trains (:func:`lamina.organisms.stages.stage_loss`: answers end
+    with a scored EOS; SFT adds ``stage_cfg.replay_weight`` × the LM loss of ``replay``; DPO's
+    reference is a frozen copy of ``model``, so its value is log 2 and its gradient is the
+    first DPO step from this checkpoint). items: sft (question, answer); dpo (question,
+    chosen, rejected). stage_cfg: an :class:`lamina.organisms.configs.OrganismConfig` whose
+    ``context`` is the model's."""
+    if objective not in ("sft", "dpo"):
+        raise ValueError(f"objective must be 'sft' or 'dpo'; got {objective!r}")
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if objective == "dpo" else None
+    maps = linear_maps(model, embeddings=False)
+    return loss_factors(
+        model, maps, lambda: stage_loss(objective, model, ref, tok, list(items), stage_cfg, replay)
+    )
 
 
 def _bases(
@@ -139,7 +107,9 @@ def _bases(
     }
 
 
-def _geometry_rows(factors, maps, bases, moments, k: int) -> list[dict[str, Any]]:
+def _geometry_rows(
+    factors, maps, bases, moments, k: int, seed: int = 0
+) -> list[dict[str, Any]]:
     rows = []
     for m in maps:
         basis, side = bases[m.key]
@@ -150,6 +120,12 @@ def _geometry_rows(factors, maps, bases, moments, k: int) -> list[dict[str, Any]
         row |= {name: getattr(g, name) for name in g.__dataclass_fields__}
         for name in ("rsf_summed", "rsf_token_mean", "rsf_token_pooled"):
             row[name.replace("rsf", "enrichment")] = row[name] / (k / d)
+        null = sign_null_cancellation(f.deltas, f.acts, n=200, seed=seed)
+        row["cancellation_null"] = null["median"]
+        row["cancellation_null_q975"] = null["q975"]
+        row["cancellation_p_aligned"] = (
+            (1 + float((null["draws"] >= row["cancellation"]).sum())) / (1 + len(null["draws"]))
+        )
         row["activation_share"] = (
             activation_share(moments[m.key], k) if m.kind == "read" else float("nan")
         )
@@ -158,14 +134,23 @@ def _geometry_rows(factors, maps, bases, moments, k: int) -> list[dict[str, Any]
 
 
 def objective_gradients(
-    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units,
+    texts: list[str],
+    config: SignatureConfig,
+    cache: dict,
+    grad_texts: list[str] | None = None,
 ) -> pd.DataFrame:
     """Gradient geometry of every block map at ``config.base`` under the lm, sft and dpo
-    objectives, at k = ``config.k`` (read maps in their input principal subspace, write maps
-    in the prediction subspace). One row per objective × map: RSF of the summed gradient,
-    mean and energy-pooled per-token RSF, cancellation, and the activation share
-    (:func:`activation_share`) of read maps. The SFT and DPO items are the corpus's
-    (``ck.corpus()``; for a real pair, lamina's curriculum)."""
+    objectives, at k = ``config.k`` (read maps in their input principal subspace, fitted on
+    ``texts``; write maps in the prediction subspace). The LM gradient is taken on
+    ``grad_texts`` (held-out documents disjoint from ``texts``, so the read basis is not fitted
+    on the tokens it tests; default ``texts``, which the table's ``basis_tokens`` column then
+    says). SFT and DPO use the loss their stage trains (:func:`stage_factors`; SFT with its LM
+    replay of ``replay_batch_size`` training windows). One row per objective × map: RSF of the
+    summed gradient, mean and energy-pooled per-token RSF, cancellation with its
+    sign-randomised null (:func:`lamina.weights.gradients.sign_null_cancellation`), and the
+    activation share (:func:`activation_share`) of read maps. The SFT and DPO items are the
+    corpus's (``ck.corpus()``; for a real pair, lamina's curriculum)."""
 
     spec = ck.spec(config.base)
     model, tok = ck.load(spec)
@@ -174,7 +159,11 @@ def objective_gradients(
     bases = _bases(model, maps, moments, config.k, config.centred)
     corpus = ck.corpus()
     rng = np.random.default_rng(config.seed)
-    lm_texts = _token_budget(tok, texts, config.grad_tokens, context_length(model))
+    length = context_length(model)
+    held_out = grad_texts is not None
+    lm_source = grad_texts if grad_texts is not None else texts
+    lm_texts = _token_budget(tok, lm_source, config.grad_tokens, length)
+    stage_cfg = ck.stage_config.replace(context=length)
     samples = {
         "lm": lm_texts,
         "sft": [corpus.sft[i] for i in rng.permutation(len(corpus.sft))[: 4 * config.grad_pairs]],
@@ -183,13 +172,20 @@ def objective_gradients(
     rows = []
     caps = {"sft": config.grad_pairs, "dpo": max(1, config.grad_pairs // 2)}
     for objective, items in samples.items():
-        if objective in caps:
-            items = fitting_items(tok, items, context_length(model))[: caps[objective]]
-        batch, loss = objective_loss(objective, tok, items, ck.dpo_beta, context_length(model))
-        factors = gradient_factors(model, tok, batch, maps, loss, max_length=context_length(model))
-        for row in _geometry_rows(factors, maps, bases, moments, config.k):
+        if objective == "lm":
+            factors = gradient_factors(model, tok, items, maps, lm_loss, max_length=length)
+        else:
+            # rendered as training renders them (qa_batch keeps the answer + EOS and cuts an
+            # over-long prompt from the left)
+            items = items[: caps[objective]]
+            n_replay = stage_cfg.replay_batch_size if objective == "sft" else 0
+            replay = _replay(tok, corpus, n_replay, length, config.seed)
+            factors = stage_factors(objective, model, tok, items, stage_cfg, replay)
+        for row in _geometry_rows(factors, maps, bases, moments, config.k, config.seed):
             rows.append({"objective": objective, "checkpoint": spec, **row})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out["basis_tokens"] = "held-out" if held_out else "same as tested"
+    return out
 
 
 def _token_budget(tok, texts: list[str], n_tokens: int, max_length: int) -> list[str]:
@@ -204,7 +200,7 @@ def _token_budget(tok, texts: list[str], n_tokens: int, max_length: int) -> list
 
 def write_gradients_across_training(
     ck: Units, texts: list[str], config: SignatureConfig
-) -> pd.DataFrame:
+) -> pd.DataFrame:  # texts: the held-out gradient texts (write bases come from W_U)
     """At every pretraining checkpoint: the LM gradient of each write map against that
     checkpoint's prediction subspace (k = ``config.k``), and the write weight itself
     (``weight_rsf`` = RSF of W, ``weight_enrichment``) against the same subspace.
@@ -222,7 +218,7 @@ def write_gradients_across_training(
         factors = gradient_factors(
             model, tok, batch, maps, lm_loss, max_length=context_length(model)
         )
-        for row in _geometry_rows(factors, maps, bases, {}, config.k):
+        for row in _geometry_rows(factors, maps, bases, {}, config.k, config.seed):
             w = maps[[m.key for m in maps].index(row["key"])].weight(model)
             row["weight_rsf"] = relative_subspace_fraction(w, bases[row["key"]][0], "output")
             row["weight_enrichment"] = row["weight_rsf"] / (config.k / row["d"])

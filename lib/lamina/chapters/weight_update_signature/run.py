@@ -28,7 +28,12 @@ from lamina.chapters.weight_update_signature.mechanism import (
     objective_gradients,
     write_gradients_across_training,
 )
-from lamina.chapters.weight_update_signature.units import Checkpoints, ModelPair, text_sample
+from lamina.chapters.weight_update_signature.units import (
+    Checkpoints,
+    ModelPair,
+    split_sample,
+    text_sample,
+)
 
 __all__ = ["run_weight_signature"]
 
@@ -83,21 +88,18 @@ def _run(
     for ck in units:
         name = ck.name
         base_model, tok = ck.load(ck.spec(config.base))
-        texts = text_sample(
-            ck.documents(config.text_source),
-            tok,
-            config.n_tokens,
-            config.seed,
-            context_length(base_model),
-        )
+        basis_docs, grad_docs = split_sample(ck.documents(config.text_source), config.seed)
+        length = context_length(base_model)
+        texts = text_sample(basis_docs, tok, config.n_tokens, config.seed, length)
+        grad_texts = text_sample(grad_docs, tok, config.grad_tokens, config.seed, length)
         if isinstance(ck, ModelPair):
             notes.append(f"{name}: text from {ck.text_description}")
         cache: dict = {}
         parts: dict[str, pd.DataFrame] = {}
         steps = {
             "deltas": (organism_deltas, (ck, texts, config, cache)),
-            "gradients": (objective_gradients, (ck, texts, config, cache)),
-            "write_gradients": (write_gradients_across_training, (ck, texts, config)),
+            "gradients": (objective_gradients, (ck, texts, config, cache, grad_texts)),
+            "write_gradients": (write_gradients_across_training, (ck, grad_texts, config)),
             "adam": (adam_signature, (ck, texts, config, cache)),
             "edits": (write_edit_effects, (ck, texts, config)),
             "adaptation": (single_group_adaptation, (ck, config)),

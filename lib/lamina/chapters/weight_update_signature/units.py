@@ -38,7 +38,7 @@ from torch import nn
 import lamina
 from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
-from lamina.organisms.configs import ORGANISMS
+from lamina.organisms.configs import ORGANISMS, organism_config
 from lamina.organisms.corpus import Corpus, load_corpus, split_documents
 from lamina.organisms.curriculum import generate_curriculum
 
@@ -52,6 +52,7 @@ __all__ = [
     "curriculum_docs",
     "organism_corpus",
     "pair_corpus",
+    "split_sample",
     "text_sample",
 ]
 
@@ -109,6 +110,9 @@ class Units(Protocol):
     @property
     def dpo_beta(self) -> float: ...
 
+    @property
+    def stage_config(self) -> Any: ...
+
 
 def _label(name: str, revision: str | None) -> str:
     """A short display label: a local folder's name, else the hub name or organism spec;
@@ -130,7 +134,7 @@ def pair_corpus() -> tuple[Any, str]:
     try:
         return load_corpus(cfg), f"the held-out split of {TEXT_ORGANISM}'s corpus"
     except RuntimeError:
-        cur = generate_curriculum(cfg.seed, cfg.n_curriculum_docs)
+        cur = generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs)
         val, held, train = split_documents(list(cur.text), (0.05, 0.10))
         corpus = Corpus(
             train=train,
@@ -237,6 +241,12 @@ class ModelPair:
 
         return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
+    @property
+    def stage_config(self) -> Any:
+        """The alignment-stage settings (replay, DPO beta) whose losses the gradients use:
+        :data:`TEXT_ORGANISM`'s (a real pair's recipe is unknown)."""
+        return ORGANISMS[TEXT_ORGANISM]
+
 
 class Checkpoints:
     """The checkpoints of one organism, loaded once each (fp32, eval mode, CPU).
@@ -285,12 +295,17 @@ class Checkpoints:
     @property
     def betas(self) -> tuple[float, float]:
 
-        return tuple(ORGANISMS[self.name].betas)  # type: ignore[return-value]
+        return tuple(organism_config(self.name).betas)  # type: ignore[return-value]
 
     @property
     def dpo_beta(self) -> float:
 
-        return float(ORGANISMS[self.name].dpo_beta)
+        return float(organism_config(self.name).dpo_beta)
+
+    @property
+    def stage_config(self) -> Any:
+        """The organism's build config: its alignment stages' losses and settings."""
+        return organism_config(self.name)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
@@ -343,14 +358,24 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
 @functools.lru_cache(maxsize=4)
 def organism_corpus(name: str):
 
-    return load_corpus(ORGANISMS[name])
+    return load_corpus(organism_config(name))
 
 
 @functools.lru_cache(maxsize=4)
 def curriculum_docs(name: str) -> tuple[str, ...]:
 
-    cfg = ORGANISMS[name]
-    return tuple(generate_curriculum(cfg.seed, cfg.n_curriculum_docs).text)
+    cfg = organism_config(name)
+    return tuple(generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs).text)
+
+
+def split_sample(docs: list[str], seed: int) -> tuple[list[str], list[str]]:
+    """Documents split in two disjoint halves in a seeded order: (basis documents, gradient
+    documents). Subspaces are fitted on the first and gradients tested on the second, so the
+    read basis never comes from the tokens it tests."""
+    docs = list(docs)
+    random.Random(seed + 7).shuffle(docs)
+    half = max(1, len(docs) // 2)
+    return docs[:half], docs[half:] or docs[:half]
 
 
 def text_sample(

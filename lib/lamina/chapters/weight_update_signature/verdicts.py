@@ -136,14 +136,21 @@ def enrichments(
     roles,
     k: int | None = None,
     moment: str | None = None,
+    prediction: str = "W_U",
+    column: str = "enrichment",
     **where: Any,
 ) -> np.ndarray:
+    """The ``column`` (enrichment, or ``vs_weight`` = RSF(ΔW)/RSF(W)) of the matrices of
+    ``roles`` at k, second-moment convention ``moment`` and prediction basis ``prediction``
+    ("W_U" or "W_U diag(gamma)"), filtered by ``where`` (column=value or list of values)."""
     t = keep_layers(deltas, config)
     t = t[(t["k"] == (k or config.k)) & t["role"].isin(roles)]
     t = t[t["moment"] == (moment or ("centred" if config.centred else "raw"))]
+    if "prediction" in t.columns:
+        t = t[t["prediction"] == prediction]
     for col, val in where.items():
         t = t[t[col].isin(val) if isinstance(val, list | tuple) else t[col] == val]
-    return t["enrichment"].to_numpy()
+    return t[column].to_numpy()
 
 
 def summary(values, config: SignatureConfig) -> dict[str, float]:
