@@ -49,7 +49,7 @@ def test_book_chapters_are_in_the_toc_and_exist():
 def test_every_chapter_has_a_parameters_cell_with_model_seed_and_quick():
     for source in sorted((ROOT / "notebooks").glob("*.py")):
         text = source.read_text()
-        cell = re.search(r'# %% tags=\["parameters"\]\n(.*?)\n# %%', text, re.S)
+        cell = re.search(r'# %% tags=\["parameters"(?:, "hide-input")?\]\n(.*?)\n# %%', text, re.S)
         assert cell, f"{source.name} has no parameters cell"
         for name in ("model", "seeds?", "quick"):  # a chapter may take a list of seeds
             assert re.search(rf"^{name} = ", cell.group(1), re.M), f"{source.name} lacks {name}"

@@ -22,5 +22,5 @@ def test_self_checks_are_not_counted_as_reproductions():
     assert kinds["self-reanalysis-released-ci"] == "self-check"
     text = _abstract_md(table)
     first = text.splitlines()[0]
-    assert "✅" not in first and "1 claims tested" in first
-    assert "2 self-check(s)" in text
+    assert "✅" not in text and first.startswith("1 claims of the papers, tested on 1 model(s)")
+    assert "Not counted: 2 self-checks" in first
