@@ -37,7 +37,7 @@ from lamina.extract_cache import (
     read_cache,
     tokenizer_fingerprint,
 )
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config
 from lamina.provenance import provenance
 from lamina.trajectories import Trajectories, TrajectoriesFileError
 
@@ -191,9 +191,9 @@ def extract(
 
     dtype = next(model.parameters()).dtype
     meta = provenance(
-        model=getattr(model, "lamina_name", model.config._name_or_path),
+        model=getattr(model, "lamina_name", hf_config(model)._name_or_path),
         revision=getattr(model, "lamina_revision", None),
-        model_type=model.config.model_type,
+        model_type=hf_config(model).model_type,
         dtype=str(dtype).removeprefix("torch."),
         pool=pool,
         n_layers=n_layers,

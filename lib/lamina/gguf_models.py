@@ -342,7 +342,7 @@ def load_gguf_model(
     model = model.to(resolve_device(device)).eval()
     source = {k: v for k, v in manifest.items() if k != "files"}
     source.update(cache=str(target), cold=cold, load_seconds=round(time.perf_counter() - start, 2))
-    model.lamina_name = name  # type: ignore[attr-defined]
-    model.lamina_revision = f"sha256:{sha}"  # type: ignore[attr-defined]
-    model.lamina_source = source  # type: ignore[attr-defined]
+    setattr(model, "lamina_name", name)  # noqa: B010 (attribute unknown to the stubs)
+    setattr(model, "lamina_revision", f"sha256:{sha}")  # noqa: B010
+    setattr(model, "lamina_source", source)  # noqa: B010
     return model, tokenizer

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -125,7 +125,7 @@ def loss_factors(
         return output.detach().requires_grad_(True)  # makes every output part of the graph
 
     handles = [model.get_submodule(p).register_forward_hook(make_hook(p)) for p in by_module]
-    handles.append(model.get_input_embeddings().register_forward_hook(into_graph))
+    handles.append(cast(nn.Module, model.get_input_embeddings()).register_forward_hook(into_graph))
     try:
         with torch.enable_grad():
             value = run()
