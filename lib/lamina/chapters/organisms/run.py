@@ -200,7 +200,8 @@ def _one(
     cfg = organism_config(name)
     folder = organisms.organism_dir(name)
     build = json.loads((folder / "build.json").read_text())
-    models, tok = {}, None
+    models: dict[str, Any] = {}  # transformers models (load_model types them as nn.Module)
+    tok: Any = None
     for ck in CHECKPOINTS:
         models[ck], tok = load_model(f"{name}@{ck}")
     corpus = _corpus(cfg)
@@ -228,7 +229,7 @@ def _one(
     sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
     for ck in CHECKPOINTS:
         sft_scorers[ck] = lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy()
-    dpo_scorers = {ck: (lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
+    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: (lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
                    for ck in ("final", "sft", "dpo")}  # fmt: skip
     sft_rows, sft_items = accuracy_rows(name, sft_scorers,
                                          group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip
