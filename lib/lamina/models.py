@@ -101,6 +101,12 @@ def weight_of(module: nn.Module, name: str = "weight") -> torch.Tensor:
     return cast(torch.Tensor, getattr(module, name))
 
 
+def input_embeddings(model: nn.Module) -> nn.Module:
+    """``model.get_input_embeddings()``, a transformers method unknown to ``nn.Module``'s type."""
+    embeddings: nn.Module = getattr(model, "get_input_embeddings")()  # noqa: B009
+    return embeddings
+
+
 def hf_config(model: nn.Module) -> Any:
     """``model.config``: a transformers ``PretrainedConfig``, whose fields vary by architecture
     (``n_embd``, ``hidden_size``, ...), so typed ``Any``."""

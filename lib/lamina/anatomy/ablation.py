@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -237,7 +237,8 @@ def ablation_sweep(
     """
     t0 = time.perf_counter()
     clean, counts, ablated = sweep_nll(
-        model, token_ids, surgeries, layers, method=method, batch_size=batch_size, **options
+        model, token_ids, surgeries, layers, method=method, batch_size=batch_size,
+        **cast("dict[str, Any]", options),
     )
     seconds = time.perf_counter() - t0
     base = perplexity_result(clean, counts, n_bootstrap, seed)

@@ -185,7 +185,7 @@ def predicted_layer_state(
     for role, path in matrix_types(model).items():
         w = stacked_weights(model, role)
         pred = x[layer] @ ridge(x[keep], w[keep], alpha)
-        ref = adapter.block_part(model, layer, path).weight
+        ref = weight_of(adapter.block_part(model, layer, path))
         out[f"{path}.weight"] = torch.from_numpy(pred).reshape(ref.shape).to(ref.dtype)
     return out
 

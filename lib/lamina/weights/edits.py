@@ -89,7 +89,7 @@ def rank1_write_edit(
     try:
         with torch.no_grad():
             for m in maps:
-                param = model.get_submodule(m.module).weight
+                param = weight_of(model.get_submodule(m.module))
                 w = m.weight(model)
                 if w.shape[0] != u.shape[0]:
                     raise ValueError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,7 +116,7 @@ def _permuted_r2(
 
 def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig) -> pd.DataFrame:
     """Skip/interpolate on all windows, the other surgeries on the robustness subset."""
-    opts = {
+    opts: dict[str, Any] = {
         "scale": {"alpha": config.alpha},
         "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
         "reinit": {"seed": config.seed},

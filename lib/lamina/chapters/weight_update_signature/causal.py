@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.units import Units
-from lamina.models import weight_of
+from lamina.models import input_embeddings, weight_of
 from lamina.organisms.corpus import format_answer, format_prompt
 from lamina.organisms.evaluate import sft_accuracy
 from lamina.organisms.objectives import sft_loss, token_logprobs
@@ -105,7 +105,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
             candidates, size=min(config.edit_tokens, len(candidates)), replace=False
         ).tolist()
     )
-    d = weight_of(base_model.get_input_embeddings()).shape[1]
+    d = weight_of(input_embeddings(base_model)).shape[1]
     gen = torch.Generator().manual_seed(config.seed)
     randoms = torch.randn(config.edit_random, d, generator=gen)
     rows: list[dict[str, Any]] = []
