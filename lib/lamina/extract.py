@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -250,11 +250,11 @@ def extract(
             positions = torch.arange(mask.shape[1], device=mask.device)
             last = torch.where(mask, positions, -1).argmax(-1)  # (batch,)
             vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-            pooled[rows, slot[layer]] = vec.float().cpu().numpy()
+            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.float().cpu().numpy()  # pool != none
         elif pool == "mean":
             summed = torch.where(mask[..., None], hidden, 0).sum(1, dtype=torch.float32)
             vec = summed / mask.sum(1, keepdim=True)
-            pooled[rows, slot[layer]] = vec.cpu().numpy()
+            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.cpu().numpy()
         else:
             for b, r in enumerate(rows):
                 ragged[r][slot[layer]] = hidden[b][mask[b]].float().cpu().numpy()

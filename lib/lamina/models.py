@@ -366,7 +366,7 @@ def load_model(
         source, config=config, dtype=dtype, device_map=device_map, **kwargs
     )
     if device_map is None:
-        model = model.to(resolve_device(device))
+        model = model.to(resolve_device(device))  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     if tokenizer.pad_token is None:
