@@ -277,7 +277,8 @@ def read_latent_hidden_states(
     if pool not in ("mean", "last"):
         raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
     table = _read_prompts(root).set_index("id")
-    ids, rows = [], []
+    ids: list[str] = []
+    rows: list[np.ndarray] = []
     for path in files:
         record = _record(path)
         hs = _field(path, record, "hidden_states", (3, 4))  # (13, T, d) or (13, 1, T, d)

@@ -9,7 +9,7 @@ length, the first of paper 1's five metrics, is reported per family beside curva
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -85,7 +85,7 @@ def analyse_model(
     pool, c, pooled = main_pool(ms, config.pooling)
     keep = keep_rows(pooled, config.exclude_single_token)
     x, layers = pooled.states(c)
-    shortest = pooled.states(Convention(pool, layer0=False))[0].shape[1]
+    shortest = pooled.states(Convention(cast(Literal["mean", "last"], pool), layer0=False))[0].shape[1]
     if shortest < 3:  # curvature needs two steps, i.e. three states, in every convention
         raise ValueError(
             f"{ms.name}: the curvature chapter needs at least 3 layer states in every "

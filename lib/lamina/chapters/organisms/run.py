@@ -207,7 +207,7 @@ def _one(
     corpus = _corpus(cfg)
     train, val = _streams(cfg, tok, folder)
     unigram = unigram_perplexity(train, val, len(tok))
-    quality = []
+    quality: list[dict[str, Any]] = []
     for ck, m in models.items():
         loss = eval_lm(m, val)
         m.eval()  # eval_lm leaves the model in train mode
