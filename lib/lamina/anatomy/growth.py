@@ -48,7 +48,7 @@ class Phase:
 
 
 def growth_schedule(
-    importance: Sequence[float],
+    importance: Sequence[float] | np.ndarray,
     n_groups: int,
     steps_per_phase: int,
     final_steps: int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -218,7 +218,7 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
-        seq_len = min(config.seq_len, int(max_pos))
+        seq_len = min(config.seq_len, int(cast(int, max_pos)))
         corpus = _corpus_name(config)
         windows = corpus_windows(
             corpus, tok, "heldout", config.n_tokens, seq_len, shuffle_seed=config.seed

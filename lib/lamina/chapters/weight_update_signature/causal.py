@@ -4,7 +4,7 @@ directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_up
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from lamina.weights.edits import (
     single_group_parameters,
     unembedding_direction,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = [
     "mean_write_inputs",
@@ -121,7 +124,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
         )
 
         def score(
-            direction: torch.Tensor, state=(model, inputs, lp0, p0)
+            direction: torch.Tensor, state: tuple[Any, ...] = (model, inputs, lp0, p0)
         ) -> tuple[torch.Tensor, float]:
             return _edit_effect(*state, direction, config.edit_scale, ids, mask)
 
@@ -199,7 +202,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     need = config.adapt_steps * config.adapt_batch
     order = (order * (need // len(order) + 1))[:need]
     before = per_item_sft_loss(model0, tok, evals, max_len)
-    acc_before = sft_accuracy(model0, tok, evals, max_len)
+    acc_before = sft_accuracy(cast("PreTrainedModel", model0), tok, evals, max_len)
     betas = ck.betas
     rows = []
     for group in (*GROUPS, "all"):
@@ -228,7 +231,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
             loss.backward()
             opt.step()
         after = per_item_sft_loss(model, tok, evals, max_len)
-        acc_after = sft_accuracy(model, tok, evals, max_len)
+        acc_after = sft_accuracy(cast("PreTrainedModel", model), tok, evals, max_len)
         n_params = int(sum(p.numel() for p in params))
         for i, (lb, la) in enumerate(zip(before, after, strict=True)):
             rows.append(
