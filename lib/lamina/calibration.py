@@ -19,7 +19,7 @@ CLI: ``python -m lamina.calibration [N_SEEDS]`` prints the summary table.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ def _tables() -> dict[str, pd.DataFrame]:
     return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
 
 
-CLAIMS = {
+CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]] = {
     "convergence": (convergence_claims, "Convergence"),
     "curvature": (curvature_claims, "The curvature difference"),
     "bifurcation": (bifurcation_claims, "Bifurcation"),

@@ -9,6 +9,7 @@ length, the first of paper 1's five metrics, is reported per family beside curva
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -71,7 +72,7 @@ def _length_rows(ms: ModelStates, x: np.ndarray, t: pd.DataFrame, seed: int) -> 
             m = (t["family"] == f).to_numpy()
             if m.sum() < 2:
                 continue
-            b = index_bootstrap(lambda i, v=ln[m]: float(np.mean(v[i])), int(m.sum()), 500, seed,
+            b = index_bootstrap(cast(Callable[[np.ndarray], float], lambda i, v=ln[m]: float(np.mean(v[i]))), int(m.sum()), 500, seed,
                                 clusters=units[m])
             rows.append({"model": ms.name, "family": f, "normalised": normalize,
                          "length": b["estimate"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})

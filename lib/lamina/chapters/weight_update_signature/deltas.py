@@ -4,7 +4,7 @@ or the prediction subspace (write maps) at every k, with a random-subspace null.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, cast
 
 import numpy as np
@@ -95,7 +95,7 @@ def signature_from_deltas(
 
 def random_matrix_null(
     shapes: dict[str, tuple[int, int]],
-    bases: dict[str, tuple[torch.Tensor, str]],
+    bases: Mapping[str, tuple[torch.Tensor, str]],
     ks: Sequence[int],
     *,
     n: int,
