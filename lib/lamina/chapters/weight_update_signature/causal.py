@@ -124,7 +124,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
         )
 
         def score(
-            direction: torch.Tensor, state: tuple[Any, ...] = (model, inputs, lp0, p0)
+            direction: torch.Tensor, state: tuple[Any, Any, Any, Any] = (model, inputs, lp0, p0)
         ) -> tuple[torch.Tensor, float]:
             return _edit_effect(*state, direction, config.edit_scale, ids, mask)
 
