@@ -19,7 +19,8 @@ CLI: ``python -m lamina.calibration [N_SEEDS]`` prints the summary table.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -51,7 +52,7 @@ def _tables() -> dict[str, pd.DataFrame]:
     return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
 
 
-CLAIMS = {
+CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]] = {
     "convergence": (convergence_claims, "Convergence"),
     "curvature": (curvature_claims, "The curvature difference"),
     "bifurcation": (bifurcation_claims, "Bifurcation"),
@@ -140,7 +141,7 @@ def _legacy_convergence(kind: str, seed: int, table: pd.DataFrame) -> str:
 
 
 def calibrate(
-    seeds: Iterable[int], tests: Iterable[str] = TESTS, *, legacy: bool = False, **kwargs: int
+    seeds: Iterable[int], tests: Iterable[str] = TESTS, *, legacy: bool = False, **kwargs: Any
 ) -> pd.DataFrame:
     """One row per (kind, seed, claim): columns kind, seed, claim_id, main, verdict, p,
     measured. ``kwargs`` go to :func:`run_seed`; ``legacy`` adds the old convergence test
@@ -216,7 +217,7 @@ def _pct(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{100 * x:.0f}%"
 
 
-def calibration_markdown(n_seeds: int = 20, **kwargs: int) -> str:
+def calibration_markdown(n_seeds: int = 20, **kwargs: Any) -> str:
     """The book's calibration page body: one table row per claim (FPR and power with Wilson
     95% intervals over ``n_seeds`` seeds), and sentences computed from it naming the tests
     that miss a target."""

@@ -148,7 +148,7 @@ def decide(
     if direction and (estimate == 0 or math.copysign(1, estimate) != direction):
         return "not reproduced", "the effect points the other way"
     r = range_decide(estimate, ci_low, ci_high, *claimed, tolerance=tolerance)
-    sig = (p < alpha) if tested else True
+    sig = (p < alpha) if p is not None else True  # p is not None == tested
     where = f"claimed {claimed[0]:g}-{claimed[1]:g}"
     if r["matches"] and sig:
         return "reproduced", f"in the claimed range ({where})" + (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lamina.arrays import Labels, States, to_numpy
-from lamina.models import get_adapter
+from lamina.models import get_adapter, input_embeddings, weight_of
 
 if TYPE_CHECKING:
     import torch
@@ -147,7 +147,7 @@ def random_input_states(
         raise ValueError(f"n_tokens must be positive integers; got {sizes[:5]}...")
     adapter = get_adapter(model)
     blocks = adapter.block_list(model)
-    weight = model.get_input_embeddings().weight.detach().float()  # (vocab, d)
+    weight = weight_of(input_embeddings(model)).detach().float()  # (vocab, d)
     mu, sd = weight.mean(0), weight.std(0)
     param = next(model.parameters())
     gen = torch.Generator().manual_seed(int(seed))

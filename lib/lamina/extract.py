@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ from lamina.extract_cache import (
     read_cache,
     tokenizer_fingerprint,
 )
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config
 from lamina.provenance import provenance
 from lamina.trajectories import Trajectories, TrajectoriesFileError
 
@@ -191,9 +191,9 @@ def extract(
 
     dtype = next(model.parameters()).dtype
     meta = provenance(
-        model=getattr(model, "lamina_name", model.config._name_or_path),
+        model=getattr(model, "lamina_name", hf_config(model)._name_or_path),
         revision=getattr(model, "lamina_revision", None),
-        model_type=model.config.model_type,
+        model_type=hf_config(model).model_type,
         dtype=str(dtype).removeprefix("torch."),
         pool=pool,
         n_layers=n_layers,
@@ -250,11 +250,11 @@ def extract(
             positions = torch.arange(mask.shape[1], device=mask.device)
             last = torch.where(mask, positions, -1).argmax(-1)  # (batch,)
             vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-            pooled[rows, slot[layer]] = vec.float().cpu().numpy()
+            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.float().cpu().numpy()  # pool != none
         elif pool == "mean":
             summed = torch.where(mask[..., None], hidden, 0).sum(1, dtype=torch.float32)
             vec = summed / mask.sum(1, keepdim=True)
-            pooled[rows, slot[layer]] = vec.cpu().numpy()
+            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.cpu().numpy()
         else:
             for b, r in enumerate(rows):
                 ragged[r][slot[layer]] = hidden[b][mask[b]].float().cpu().numpy()

@@ -62,13 +62,13 @@ def _save_plain(model: nn.Module, folder: Path) -> None:
     tensors stored once)."""
     from safetensors.torch import save_model
 
-    config = model.config
+    config = getattr(model, "config")  # noqa: B009 (a PretrainedConfig; Any to the checker)
     config_dict = config.to_dict()
     config_dict.pop("quantization_config", None)
     config_dict["dtype"] = "float32"
     (folder / "config.json").write_text(json.dumps(config_dict, indent=2, default=str))
     if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(folder)
+        getattr(model, "generation_config").save_pretrained(folder)  # noqa: B009
     save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 

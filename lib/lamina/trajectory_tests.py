@@ -175,7 +175,7 @@ def curvature_test(
     def diff(i: np.ndarray) -> float:
         return float(np.mean(mc[i][a[i]]) - np.mean(mc[i][b[i]]))
 
-    kw = {"n_resamples": n_bootstrap, "seed": seed, "strata": fam, "clusters": key}
+    kw: dict[str, Any] = {"n_resamples": n_bootstrap, "seed": seed, "strata": fam, "clusters": key}
     ra, rb_, d = (index_bootstrap(f, len(mc), **kw) for f in (mean_of(a), mean_of(b), diff))
     ua = np.array([mc[key == k].mean() for k in dict.fromkeys(key[a])])
     ub = np.array([mc[key == k].mean() for k in dict.fromkeys(key[b])])
@@ -263,7 +263,7 @@ def bifurcation_test(
     ra, rc = da[:, -1] / da[:, base], dc[:, -1] / dc[:, base]
     w = wilcoxon(np.log(ra), np.log(rc)).iloc[0]
     n, last = len(ra), da.shape[1] - 1
-    kw = {"n_resamples": n_bootstrap, "seed": seed}
+    kw: dict[str, Any] = {"n_resamples": n_bootstrap, "seed": seed}
     ba = index_bootstrap(lambda i: float(np.median(ra[i])), n, **kw)
     bc = index_bootstrap(lambda i: float(np.median(rc[i])), n, **kw)
     bo = index_bootstrap(

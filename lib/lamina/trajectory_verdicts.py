@@ -62,7 +62,7 @@ def convergence_claims(
     need = None if s["n_permutations"] + 1 >= 1 / CI_ALPHA else (
         f"{s['n_permutations']} permutations cannot give p < {CI_ALPHA:g}"
     )
-    common = {"model": model, "convention": convention}
+    common: dict[str, Any] = {"model": model, "convention": convention}
     peak = Claim.tested(
         claim_id=claim_id(1, chapter, "peak"),
         claim=CONVERGENCE,
@@ -103,7 +103,7 @@ def curvature_claims(
     """The gap (main; reasoning - lexical >= 0.40 rad, two-sided Mann-Whitney U on the
     independent units, alpha 0.05), the two ranges, and the length-adjusted gap when
     token counts are known."""
-    common = {"model": model, "convention": convention}
+    common: dict[str, Any] = {"model": model, "convention": convention}
     rows = [
         Claim.tested(
             claim_id=claim_id(1, chapter, "gap"),
@@ -173,7 +173,7 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     """The ratio (main; median delta(L)/delta(base) of homographs >= 4.9x, Wilcoxon
     signed-rank of the paired log-ratio difference over all pairs, alpha 0.05), the
     controls' ~1.1x, and the onset on the paired difference (testable when the ratio is)."""
-    common = {"model": model, "convention": convention}
+    common: dict[str, Any] = {"model": model, "convention": convention}
     ratio = Claim.tested(
         claim_id=claim_id(1, "bifurcation", "ratio"),
         claim=BIFURCATION,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -103,7 +103,7 @@ class BlockCalls:
             hidden = self.block(j, hidden)
         if self.norm is not None:
             hidden = self.norm(hidden)
-        return self.head(hidden)
+        return cast(nn.Module, self.head)(hidden)  # a causal LM: it has an unembedding
 
 
 def _check_sweep(
@@ -177,7 +177,8 @@ def sweep_nll(
         d = get_adapter(model).d_model(model)
         n_tokens = sum(ids.numel() for _, ids in batches)
         keep_all = n_layers * n_tokens * d * itemsize <= cache_limit_mb * 2**20
-        calls, streams = [], []
+        calls: list[BlockCalls] = []
+        streams: list[torch.Tensor | None] = []  # None only past the last block, never read
         for idx, ids in batches:
             c = BlockCalls(model, ids, keep_all)
             clean[idx] = sequence_nll(c.clean_logits, ids)
@@ -192,16 +193,16 @@ def sweep_nll(
                     sums = np.zeros(n)
                     if s == "skip":  # the stream entering l leaves l unchanged
                         for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
-                            sums[idx] = sequence_nll(c.logits_from(l + 1, h), ids)
+                            sums[idx] = sequence_nll(c.logits_from(l + 1, cast(torch.Tensor, h)), ids)
                     else:
                         with apply_surgery(model, s, l, **options.get(s, {})):
                             for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
-                                sums[idx] = sequence_nll(c.logits_from(l, h), ids)
+                                sums[idx] = sequence_nll(c.logits_from(l, cast(torch.Tensor, h)), ids)
                     out[(s, l)] = sums
             if keep_all:
                 streams = [c.streams[l + 1] if l + 1 < n_layers else None for c in calls]
             elif l < max(layers):
-                streams = [c.block(l, h) for c, h in zip(calls, streams, strict=True)]
+                streams = [c.block(l, cast(torch.Tensor, h)) for c, h in zip(calls, streams, strict=True)]
     return (
         clean,
         counts,
@@ -237,7 +238,8 @@ def ablation_sweep(
     """
     t0 = time.perf_counter()
     clean, counts, ablated = sweep_nll(
-        model, token_ids, surgeries, layers, method=method, batch_size=batch_size, **options
+        model, token_ids, surgeries, layers, method=method, batch_size=batch_size,
+        **cast("dict[str, Any]", options),
     )
     seconds = time.perf_counter() - t0
     base = perplexity_result(clean, counts, n_bootstrap, seed)

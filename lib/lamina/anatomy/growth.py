@@ -48,7 +48,7 @@ class Phase:
 
 
 def growth_schedule(
-    importance: Sequence[float],
+    importance: Sequence[float] | np.ndarray,
     n_groups: int,
     steps_per_phase: int,
     final_steps: int,
@@ -241,8 +241,8 @@ def train_with_schedule(
                         }
                     )
     finally:
-        for k, p in model.named_parameters():
-            p.requires_grad_(flags[k])
+        for pname, p in model.named_parameters():
+            p.requires_grad_(flags[pname])
             p.grad = None
         model.train(was_training)
     return pd.DataFrame(rows)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from lamina.anatomy.layers import check_layer
-from lamina.models import get_adapter
+from lamina.models import get_adapter, weight_of
 
 __all__ = [
     "SUMMARIES",
@@ -44,7 +44,7 @@ def stacked_weights(model: nn.Module, role: str) -> np.ndarray:
     adapter = get_adapter(model)
     path = matrix_types(model)[role]
     rows = [
-        adapter.block_part(model, l, path).weight.detach().double().reshape(-1).cpu().numpy()
+        weight_of(adapter.block_part(model, l, path)).detach().double().reshape(-1).cpu().numpy()
         for l in range(adapter.n_layers(model))
     ]
     return np.stack(rows)
@@ -185,7 +185,7 @@ def predicted_layer_state(
     for role, path in matrix_types(model).items():
         w = stacked_weights(model, role)
         pred = x[layer] @ ridge(x[keep], w[keep], alpha)
-        ref = adapter.block_part(model, layer, path).weight
+        ref = weight_of(adapter.block_part(model, layer, path))
         out[f"{path}.weight"] = torch.from_numpy(pred).reshape(ref.shape).to(ref.dtype)
     return out
 
@@ -207,7 +207,7 @@ def layer_structure(model: nn.Module) -> pd.DataFrame:
     rows = []
     for l in range(adapter.n_layers(model)):
         for role, path in matrix_types(model).items():
-            s = _spectrum(adapter.block_part(model, l, path).weight)
+            s = _spectrum(weight_of(adapter.block_part(model, l, path)))
             p = s / s.sum()
             p = p[p > 0]
             rows.append(
@@ -229,7 +229,7 @@ def singular_spectra(model: nn.Module) -> dict[str, np.ndarray]:
     return {
         role: np.stack(
             [
-                _spectrum(adapter.block_part(model, l, path).weight)
+                _spectrum(weight_of(adapter.block_part(model, l, path)))
                 for l in range(adapter.n_layers(model))
             ]
         )

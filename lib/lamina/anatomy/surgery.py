@@ -49,7 +49,7 @@ def _tensors(block: nn.Module, which: str) -> dict[str, torch.Tensor]:
     """The block's parameters selected by ``which`` (see module docstring), by relative name."""
     if which not in TENSOR_SETS:
         raise ValueError(f"tensors must be one of {TENSOR_SETS}, got {which!r}")
-    params = dict(block.named_parameters())
+    params: dict[str, torch.Tensor] = dict(block.named_parameters())
     if which == "matrices":
         return {k: p for k, p in params.items() if p.dim() >= 2}
     return params

@@ -9,7 +9,8 @@ length, the first of paper 1's five metrics, is reported per family beside curva
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -71,7 +72,7 @@ def _length_rows(ms: ModelStates, x: np.ndarray, t: pd.DataFrame, seed: int) -> 
             m = (t["family"] == f).to_numpy()
             if m.sum() < 2:
                 continue
-            b = index_bootstrap(lambda i, v=ln[m]: float(np.mean(v[i])), int(m.sum()), 500, seed,
+            b = index_bootstrap(cast(Callable[[np.ndarray], float], lambda i, v=ln[m]: float(np.mean(v[i]))), int(m.sum()), 500, seed,
                                 clusters=units[m])
             rows.append({"model": ms.name, "family": f, "normalised": normalize,
                          "length": b["estimate"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
@@ -85,7 +86,7 @@ def analyse_model(
     pool, c, pooled = main_pool(ms, config.pooling)
     keep = keep_rows(pooled, config.exclude_single_token)
     x, layers = pooled.states(c)
-    shortest = pooled.states(Convention(pool, layer0=False))[0].shape[1]
+    shortest = pooled.states(Convention(cast(Literal["mean", "last"], pool), layer0=False))[0].shape[1]
     if shortest < 3:  # curvature needs two steps, i.e. three states, in every convention
         raise ValueError(
             f"{ms.name}: the curvature chapter needs at least 3 layer states in every "

@@ -124,7 +124,8 @@ class GrowthConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
-        self.seeds = [int(s) for s in ([self.seeds] if isinstance(self.seeds, int) else self.seeds)]
+        given: int | list[int] = self.seeds  # a single seed is accepted too
+        self.seeds = [int(s) for s in ([given] if isinstance(given, int) else given)]
         self.schedules = list(self.schedules)
         bad = [s for s in self.schedules if s not in SCHEDULES]
         if bad or "uniform" not in self.schedules or "growth" not in self.schedules:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -116,7 +116,7 @@ def _extract_model(
     traj = extract(
         model, tokenizer, texts, pool="none", progress=False, cache=cache, max_length=limit
     )
-    pools, diag = _pool_ragged(model, tokenizer, texts, traj.states)
+    pools, diag = _pool_ragged(model, tokenizer, texts, cast(list[np.ndarray], traj.states))  # pool="none": ragged list
     diag["truncated_prompts"] = len(traj.meta.get("truncated", []))
     return pools, diag
 

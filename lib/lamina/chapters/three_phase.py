@@ -9,7 +9,8 @@ paper 1's metrics, is measured on the perturbation pairs (``perturbations.jsonl`
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -109,7 +110,7 @@ def _range_claims(ms: ModelStates, sim: np.ndarray, conv: str, seed: int) -> lis
     out = []
     for k, (lo, hi) in enumerate(PAPER_SIM_RANGES):
         v = np.nanmean(sim[:, bands == k], axis=1)
-        b = index_bootstrap(lambda i, v=v: float(np.mean(v[i])), len(v), 1000, seed)
+        b = index_bootstrap(cast(Callable[[np.ndarray], float], lambda i, v=v: float(np.mean(v[i]))), len(v), 1000, seed)
         out.append(Claim.tested(
             claim_id=claim_id(1, "three-phase", f"gpt2-{names[k]}"),
             claim=f"GPT-2's {names[k]} band has SIM {lo:g}-{hi:g}",

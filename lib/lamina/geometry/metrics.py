@@ -12,10 +12,10 @@ The three-phase tools (fixed bands, change points) live in :mod:`lamina.geometry
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,7 @@ def _labels(labels: Labels, n: int) -> tuple[np.ndarray, np.ndarray]:
         labels = labels.detach().cpu().numpy()
     if isinstance(labels, str):
         raise TypeError(f"labels must be a sequence of labels, not the string {labels!r}")
-    items = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+    items = labels.tolist() if isinstance(labels, np.ndarray) else list(cast(Iterable[Any], labels))
     kinds = set()
     for i, v in enumerate(items):
         if v is None or (isinstance(v, float) and v != v):

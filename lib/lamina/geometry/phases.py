@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -170,8 +170,9 @@ def detect_phases(
     if method == "bic":
         floor = t * 1e-12 * max(float(np.mean(y * y)), 1e-300)
         for k in range(1, max_phases + 1):
-            if segs[k] is not None:
-                bands, means = _fit(y, segs[k])
+            seg = segs[k]
+            if seg is not None:
+                bands, means = _fit(y, seg)
                 rss = max(float(np.sum((y - means[bands]) ** 2)), floor)
                 crit[k] = t * np.log(rss / t) + penalty * (k - 1) * np.log(t)
     else:
@@ -182,7 +183,7 @@ def detect_phases(
                 continue
             err = 0.0
             for tr, te, sg in fits:
-                bands, means = _fit(tr, sg[k])
+                bands, means = _fit(tr, cast(list[int], sg[k]))  # not None: checked above
                 m = min(tr.size, te.size)
                 err += float(np.sum((te[:m] - means[bands][:m]) ** 2))
             crit[k] = err

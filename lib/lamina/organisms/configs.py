@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
@@ -154,7 +155,7 @@ def hf_config(cfg: OrganismConfig, vocab_size: int, eos_id: int) -> PretrainedCo
     raise ValueError(f"unknown organism architecture {cfg.arch!r}; expected 'gpt2' or 'llama'")
 
 
-_MICRO = dict(
+_MICRO: dict[str, Any] = dict(
     n_layers=2,
     d_model=32,
     n_heads=2,

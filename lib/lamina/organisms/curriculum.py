@@ -323,20 +323,20 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
     ops = [(a, "plus", b, a + b) for a in range(13) for b in range(13)]
     ops += [(a, "minus", b, a - b) for a in range(13) for b in range(a + 1)]
     ops += [(a, "times", b, a * b) for a in range(2, 6) for b in range(1, 11)]
-    for a, op, b, r in ops:
-        text["arithmetic"].append(f"{a} {op} {b} is {r}.")
-        qa.append(("arithmetic", f"What is {a} {op} {b}?", str(r), _wrong_number(rng, r)))
+    for lhs, op, rhs, res in ops:
+        text["arithmetic"].append(f"{lhs} {op} {rhs} is {res}.")
+        qa.append(("arithmetic", f"What is {lhs} {op} {rhs}?", str(res), _wrong_number(rng, res)))
     for _ in range(N_WORD_PROBLEMS):
         name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
-        a, b = rng.randint(2, 12), rng.randint(1, 9)
-        gives = rng.random() < 0.5 and b <= a - 2
-        verb, r = ("gives away", a - b) if gives else ("gets", a + b)
+        lhs, rhs = rng.randint(2, 12), rng.randint(1, 9)
+        gives = rng.random() < 0.5 and rhs <= lhs - 2
+        verb, res = ("gives away", lhs - rhs) if gives else ("gets", lhs + rhs)
         more = "" if gives else " more"
         text["arithmetic"].append(
-            f"{name} has {a} {obj} and {verb} {b}{more}. Now {name} has {r} {obj}."
+            f"{name} has {lhs} {obj} and {verb} {rhs}{more}. Now {name} has {res} {obj}."
         )
-        qa.append(("arithmetic", f"{name} has {a} {obj} and {verb} {b}{more}. How many {obj} "
-                   f"does {name} have now?", str(r), _wrong_number(rng, r)))  # fmt: skip
+        qa.append(("arithmetic", f"{name} has {lhs} {obj} and {verb} {rhs}{more}. How many {obj} "
+                   f"does {name} have now?", str(res), _wrong_number(rng, res)))  # fmt: skip
     return []
 
 

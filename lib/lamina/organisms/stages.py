@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tqdm.auto import tqdm
@@ -218,7 +218,7 @@ def align(
         if stage == "dpo":
             assert ref is not None
             for split, its in (("train", train_items[:64]), ("eval", eval_items)):
-                m = dpo_margins(model, ref, tokenizer, its, cfg.context)
+                m = dpo_margins(model, ref, tokenizer, cast(list[tuple[str, str, str]], its), cfg.context)
                 row[f"{split}_reward_margin"] = cfg.dpo_beta * float(m.mean())
                 row[f"{split}_reward_accuracy"] = float((m > 0).float().mean())
         model.train()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import nn
 
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config, weight_of
 from lamina.weights.maps import LinearMap, linear_maps
 
 __all__ = [
@@ -44,15 +44,15 @@ def unembedding_direction(
     adapter = get_adapter(model)
     unembed = adapter.unembedding_module(model)
     if unembed is None:
-        raise ValueError(f"{model.config.model_type} model has no unembedding")
-    vocab = unembed.weight.shape[0]
+        raise ValueError(f"{hf_config(model).model_type} model has no unembedding")
+    vocab = weight_of(unembed).shape[0]
     if not 0 <= token_id < vocab:
         raise ValueError(f"token_id {token_id} outside the vocabulary [0, {vocab})")
-    row = unembed.weight.detach()[token_id].float().clone()
+    row = weight_of(unembed).detach()[token_id].float().clone()
     if through_final_norm:
         norm = adapter.final_norm_module(model)
         if norm is not None and getattr(norm, "weight", None) is not None:
-            row = row * norm.weight.detach().float()
+            row = row * weight_of(norm).detach().float()
     return row
 
 
@@ -89,7 +89,7 @@ def rank1_write_edit(
     try:
         with torch.no_grad():
             for m in maps:
-                param = model.get_submodule(m.module).weight
+                param = weight_of(model.get_submodule(m.module))
                 w = m.weight(model)
                 if w.shape[0] != u.shape[0]:
                     raise ValueError(
@@ -109,7 +109,7 @@ def rank1_write_edit(
     finally:
         with torch.no_grad():
             for name, original in saved.items():
-                model.get_submodule(name.rsplit(".", 1)[0]).weight.copy_(original)
+                weight_of(model.get_submodule(name.rsplit(".", 1)[0])).copy_(original)
 
 
 def single_group_parameters(model: nn.Module, group: str) -> list[nn.Parameter]:
@@ -135,8 +135,8 @@ def single_group_parameters(model: nn.Module, group: str) -> list[nn.Parameter]:
     chosen: list[nn.Parameter] = []
     for path, ms in by_module.items():
         module = model.get_submodule(path)
-        params = [module.weight] + (
-            [module.bias] if getattr(module, "bias", None) is not None else []
+        params = [cast(nn.Parameter, module.weight)] + (
+            [cast(nn.Parameter, module.bias)] if getattr(module, "bias", None) is not None else []
         )
         for p in params:
             p.requires_grad_(True)
@@ -147,5 +147,5 @@ def single_group_parameters(model: nn.Module, group: str) -> list[nn.Parameter]:
                 for m in ms:
                     (m.as_matrix(keep) if p.dim() == 2 else m.as_bias(keep)).fill_(True)
                 hooks.append(p.register_hook(lambda g, keep=keep: g * keep))
-    model._lamina_group_hooks = hooks  # type: ignore[attr-defined]
+    setattr(model, "_lamina_group_hooks", hooks)  # noqa: B010 (attribute unknown to the stubs)
     return chosen

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lamina.models import input_embeddings
 from lamina.weights.maps import LinearMap
 from lamina.weights.subspace_fraction import Side, relative_subspace_fraction
 from lamina.weights.subspaces import token_batches
@@ -125,7 +126,7 @@ def loss_factors(
         return output.detach().requires_grad_(True)  # makes every output part of the graph
 
     handles = [model.get_submodule(p).register_forward_hook(make_hook(p)) for p in by_module]
-    handles.append(model.get_input_embeddings().register_forward_hook(into_graph))
+    handles.append(input_embeddings(model).register_forward_hook(into_graph))
     try:
         with torch.enable_grad():
             value = run()

@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config, weight_of
 
 __all__ = ["READ_ROLES", "SHARED_INPUT", "WRITE_ROLES", "LinearMap", "linear_maps", "weight_deltas"]
 
@@ -86,7 +86,7 @@ class LinearMap:
 
     def weight(self, model: nn.Module) -> torch.Tensor:
         """This map's weight: (d_out, d_in) fp32, a detached copy on the model's device."""
-        param = model.get_submodule(self.module).weight
+        param = weight_of(model.get_submodule(self.module))
         return self.as_matrix(param.detach()).to(torch.float32).clone()
 
 
@@ -131,7 +131,7 @@ def linear_maps(model: nn.Module, *, embeddings: bool = True) -> list[LinearMap]
             for role, path in table.items():
                 module = block + path
                 if path == adapter.fused_qkv:
-                    d_out = model.get_submodule(module).weight.shape[1 if adapter.conv1d else 0]
+                    d_out = weight_of(model.get_submodule(module)).shape[1 if adapter.conv1d else 0]
                     third = d_out // 3
                     for i, sub in enumerate(("q", "k", "v")):
                         maps.append(
@@ -164,7 +164,7 @@ def linear_maps(model: nn.Module, *, embeddings: bool = True) -> list[LinearMap]
 
 
 def _check_same_architecture(model_a: nn.Module, model_b: nn.Module) -> None:
-    type_a, type_b = model_a.config.model_type, model_b.config.model_type
+    type_a, type_b = hf_config(model_a).model_type, hf_config(model_b).model_type
     if type_a != type_b:
         raise ValueError(
             f"cannot compare checkpoints of different architectures: model_a is {type_a!r}, model_b is {type_b!r}"
@@ -189,10 +189,10 @@ def weight_deltas(
         if other is None:
             raise ValueError(f"{lm.parameter} ({lm.key}) exists in model_a but not in model_b")
         try:
-            w_b_param = model_b.get_submodule(other.module).weight
+            w_b_param = weight_of(model_b.get_submodule(other.module))
         except AttributeError as exc:
             raise ValueError(f"{other.parameter} ({lm.key}) is missing from model_b") from exc
-        w_a_param = model_a.get_submodule(lm.module).weight
+        w_a_param = weight_of(model_a.get_submodule(lm.module))
         if w_a_param.shape != w_b_param.shape:
             raise ValueError(
                 f"parameter {lm.parameter} ({lm.key}) has shape {tuple(w_a_param.shape)} in model_a "

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config, weight_of
 from lamina.weights.maps import SHARED_INPUT, LinearMap, linear_maps
 from lamina.weights.subspace_fraction import Side
 
@@ -127,9 +127,9 @@ def prediction_basis(model: nn.Module, k: int) -> torch.Tensor:
     unembed = get_adapter(model).unembedding_module(model)
     if unembed is None:
         raise ValueError(
-            f"{model.config.model_type} model has no unembedding (load it as a causal LM)"
+            f"{hf_config(model).model_type} model has no unembedding (load it as a causal LM)"
         )
-    w = unembed.weight.detach().to(torch.float64).cpu()
+    w = weight_of(unembed).detach().to(torch.float64).cpu()
     return principal_basis(w.T @ w, k)
 
 

@@ -78,9 +78,8 @@ class AnatomyConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
-        self.surgeries = (
-            [self.surgeries] if isinstance(self.surgeries, str) else list(self.surgeries)
-        )
+        given: str | list[str] = self.surgeries  # a single name is accepted too
+        self.surgeries = [given] if isinstance(given, str) else list(given)
         unknown = [s for s in self.surgeries if s not in SURGERIES]
         if unknown:
             raise ValueError(f"unknown surgery {unknown}; valid: {sorted(SURGERIES)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -115,7 +116,7 @@ def _permuted_r2(
 
 def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig) -> pd.DataFrame:
     """Skip/interpolate on all windows, the other surgeries on the robustness subset."""
-    opts = {
+    opts: dict[str, Any] = {
         "scale": {"alpha": config.alpha},
         "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
         "reinit": {"seed": config.seed},
@@ -217,7 +218,7 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
-        seq_len = min(config.seq_len, int(max_pos))
+        seq_len = min(config.seq_len, int(cast(int, max_pos)))
         corpus = _corpus_name(config)
         windows = corpus_windows(
             corpus, tok, "heldout", config.n_tokens, seq_len, shuffle_seed=config.seed

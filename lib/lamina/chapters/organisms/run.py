@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
@@ -200,13 +200,14 @@ def _one(
     cfg = organism_config(name)
     folder = organisms.organism_dir(name)
     build = json.loads((folder / "build.json").read_text())
-    models, tok = {}, None
+    models: dict[str, Any] = {}  # transformers models (load_model types them as nn.Module)
+    tok: Any = None
     for ck in CHECKPOINTS:
         models[ck], tok = load_model(f"{name}@{ck}")
     corpus = _corpus(cfg)
     train, val = _streams(cfg, tok, folder)
     unigram = unigram_perplexity(train, val, len(tok))
-    quality = []
+    quality: list[dict[str, Any]] = []
     for ck, m in models.items():
         loss = eval_lm(m, val)
         m.eval()  # eval_lm leaves the model in train mode
@@ -227,8 +228,8 @@ def _one(
 
     sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
     for ck in CHECKPOINTS:
-        sft_scorers[ck] = lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy()
-    dpo_scorers = {ck: (lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
+        sft_scorers[ck] = cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy())
+    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
                    for ck in ("final", "sft", "dpo")}  # fmt: skip
     sft_rows, sft_items = accuracy_rows(name, sft_scorers,
                                          group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip

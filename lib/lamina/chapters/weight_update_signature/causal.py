@@ -4,7 +4,7 @@ directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_up
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.units import Units
+from lamina.models import input_embeddings, weight_of
 from lamina.organisms.corpus import format_answer, format_prompt
 from lamina.organisms.evaluate import sft_accuracy
 from lamina.organisms.objectives import sft_loss, token_logprobs
@@ -24,6 +25,9 @@ from lamina.weights.edits import (
     single_group_parameters,
     unembedding_direction,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = [
     "mean_write_inputs",
@@ -104,7 +108,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
             candidates, size=min(config.edit_tokens, len(candidates)), replace=False
         ).tolist()
     )
-    d = base_model.get_input_embeddings().weight.shape[1]
+    d = weight_of(input_embeddings(base_model)).shape[1]
     gen = torch.Generator().manual_seed(config.seed)
     randoms = torch.randn(config.edit_random, d, generator=gen)
     rows: list[dict[str, Any]] = []
@@ -120,7 +124,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
         )
 
         def score(
-            direction: torch.Tensor, state=(model, inputs, lp0, p0)
+            direction: torch.Tensor, state: tuple[Any, Any, Any, Any] = (model, inputs, lp0, p0)
         ) -> tuple[torch.Tensor, float]:
             return _edit_effect(*state, direction, config.edit_scale, ids, mask)
 
@@ -198,7 +202,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     need = config.adapt_steps * config.adapt_batch
     order = (order * (need // len(order) + 1))[:need]
     before = per_item_sft_loss(model0, tok, evals, max_len)
-    acc_before = sft_accuracy(model0, tok, evals, max_len)
+    acc_before = sft_accuracy(cast("PreTrainedModel", model0), tok, evals, max_len)
     betas = ck.betas
     rows = []
     for group in (*GROUPS, "all"):
@@ -227,7 +231,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
             loss.backward()
             opt.step()
         after = per_item_sft_loss(model, tok, evals, max_len)
-        acc_after = sft_accuracy(model, tok, evals, max_len)
+        acc_after = sft_accuracy(cast("PreTrainedModel", model), tok, evals, max_len)
         n_params = int(sum(p.numel() for p in params))
         for i, (lb, la) in enumerate(zip(before, after, strict=True)):
             rows.append(

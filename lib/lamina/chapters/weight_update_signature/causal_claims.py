@@ -52,9 +52,9 @@ def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict
     a = parts["adaptation"]
     full = a[a["group"] == "all"].sort_values("item")
     red_all = (full["loss_before"] - full["loss_after"]).to_numpy()
-    for group, t in a[a["group"] != "all"].groupby("group", sort=False):
-        t = t.sort_values("item")
-        red = (t["loss_before"] - t["loss_after"]).to_numpy()
+    for group, rows_g in a[a["group"] != "all"].groupby("group", sort=False):
+        rows_g = rows_g.sort_values("item")
+        red = (rows_g["loss_before"] - rows_g["loss_after"]).to_numpy()
         if red_all.mean() <= 0 or len(red) < 2:
             rows.append(
                 claim_row(
@@ -76,8 +76,8 @@ def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict
             method="percentile",
             paired=True,
         ).iloc[0]
-        p = float(sps.wilcoxon(red, alternative="greater").pvalue) if np.ptp(red) > 0 else None
-        acc = float(t["acc_after"].iloc[0] - t["acc_before"].iloc[0])
+        p_group = float(sps.wilcoxon(red, alternative="greater").pvalue) if np.ptp(red) > 0 else None
+        acc = float(rows_g["acc_after"].iloc[0] - rows_g["acc_before"].iloc[0])
         rows.append(
             claim_row(
                 "single_group_effective",
@@ -86,8 +86,8 @@ def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict
                 "effective",
                 frac,
                 {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},
-                p,
-                verdict(p, frac >= config.effective_fraction),
+                p_group,
+                verdict(p_group, frac >= config.effective_fraction),
                 acc,
                 "SFT accuracy change",
                 unit="eval-loss reduction / full fine-tuning's",

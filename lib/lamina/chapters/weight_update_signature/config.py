@@ -11,6 +11,7 @@ from torch import nn
 
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
+from lamina.models import hf_config
 from lamina.organisms import parse_spec
 
 __all__ = [
@@ -203,5 +204,5 @@ def context_length(model: nn.Module) -> int:
     """Tokens per sequence: the model's context, capped at :data:`MAX_LENGTH` (reimplementation
     choice: the organisms' contexts (128) are below it; a real model's 8k context would make
     every document one sequence)."""
-    cfg = model.config
+    cfg = hf_config(model)
     return min(int(getattr(cfg, "n_positions", None) or cfg.max_position_embeddings), MAX_LENGTH)

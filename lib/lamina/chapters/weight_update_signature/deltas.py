@@ -4,18 +4,22 @@ or the prediction subspace (write maps) at every k, with a random-subspace null.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Literal, cast
 
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.units import (
+    Checkpoints,
+    ModelPair,
     Units,
     checkpoint_pairs,
 )
-from lamina.models import get_adapter
+from lamina.models import get_adapter, hf_config, weight_of
 from lamina.weights import (
     LinearMap,
     input_second_moments,
@@ -59,7 +63,7 @@ def signature_from_deltas(
     weight decay, gives 1)."""
     block = [m for m in maps if m.layer is not None]
     k_max = max(ks)
-    bases = {}
+    bases: dict[str, tuple[torch.Tensor, Literal["input", "output"]]] = {}
     for m in block:
         if m.kind == "read":
             moment = moments[m.key]
@@ -83,7 +87,7 @@ def signature_from_deltas(
         )
         table = table.merge(null, on=["key", "k"], how="left")
         rmat = random_matrix_null(
-            {m.key: tuple(deltas[m.key].shape) for m in block}, bases, ks, n=n_random, seed=seed
+            {m.key: cast(tuple[int, int], tuple(deltas[m.key].shape)) for m in block}, bases, ks, n=n_random, seed=seed
         )
         table = table.merge(rmat, on=["key", "k"], how="left")
     return table
@@ -91,7 +95,7 @@ def signature_from_deltas(
 
 def random_matrix_null(
     shapes: dict[str, tuple[int, int]],
-    bases: dict[str, tuple[torch.Tensor, str]],
+    bases: Mapping[str, tuple[torch.Tensor, str]],
     ks: Sequence[int],
     *,
     n: int,
@@ -182,12 +186,13 @@ def prediction_subspace(
     if not centred and not fold_gain:
         return prediction_basis(model, k)
     adapter = get_adapter(model)
-    w = adapter.unembedding_module(model).weight.detach().to(torch.float64).cpu()
+    # a model without an unembedding raises AttributeError here, as before
+    w = weight_of(cast(nn.Module, adapter.unembedding_module(model))).detach().to(torch.float64).cpu()
     if centred:
         w = w - w.mean(0, keepdim=True)
     norm = adapter.final_norm_module(model)
     if fold_gain and norm is not None and getattr(norm, "weight", None) is not None:
-        w = w * norm.weight.detach().to(torch.float64).cpu()[None, :]
+        w = w * weight_of(norm).detach().to(torch.float64).cpu()[None, :]
     return principal_basis(w.T @ w, k)
 
 
@@ -214,7 +219,8 @@ def delta_signature(
     ref = model_a if config.moments_from == "start" else model_b
     ref_spec = start if config.moments_from == "start" else end
     moments = cached_moments(ref, tok, texts, centred, cache, ref_spec)
-    d = ref.config.hidden_size if hasattr(ref.config, "hidden_size") else ref.config.n_embd
+    cfg = hf_config(ref)
+    d = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
     pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred, fold_gain)
     maps = linear_maps(model_a, embeddings=False)
     weights = {m.key: m.weight(model_a) for m in maps if m.layer is not None}
@@ -246,7 +252,7 @@ def organism_deltas(
     convention (``moment``) and with the final-norm gain folded into W_U (``prediction``
     "W_U diag(gamma)"); for a :class:`ModelPair`, its one base -> target pair (a stage pair)."""
     frames = []
-    for pair in checkpoint_pairs(ck, config).itertuples():
+    for pair in checkpoint_pairs(cast("Checkpoints | ModelPair", ck), config).itertuples():
         main = pair.family != "pretraining"
         table = delta_signature(
             ck,

@@ -108,7 +108,7 @@ def mechanism_claims(
     lm = read[read["objective"] == "lm"]
     if len(lm) >= 3:
         x, y = lm["activation_share"].to_numpy(), lm["rsf_summed"].to_numpy()
-        rho, p = sps.spearmanr(x, y)
+        rho, p_rho = sps.spearmanr(x, y)
         lo, hi = paired_bootstrap_ci(
             (x, y),
             lambda a, b: sps.spearmanr(a, b)[0],
@@ -126,8 +126,8 @@ def mechanism_claims(
                 "follows",
                 float(rho),
                 s,
-                float(p),
-                verdict(float(p), bool(rho > 0 and enr["geo"] > 1))
+                float(p_rho),
+                verdict(float(p_rho), bool(rho > 0 and enr["geo"] > 1))
                 if rho > 0
                 else "not reproduced",
                 enr["geo"],

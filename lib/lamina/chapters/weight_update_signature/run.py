@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 
 import pandas as pd
 import torch
@@ -48,6 +49,7 @@ def run_weight_signature(config: SignatureConfig) -> ExperimentResult:
     Raises ValueError when a pair's architectures or shapes differ.
     """
     units: list[Checkpoints | ModelPair]
+    notes: list[str]
     if config.is_pair:
         pair = ModelPair(
             config.base, str(config.target), config.base_revision, config.target_revision
@@ -96,7 +98,7 @@ def _run(
             notes.append(f"{name}: text from {ck.text_description}")
         cache: dict = {}
         parts: dict[str, pd.DataFrame] = {}
-        steps = {
+        steps: dict[str, tuple[Callable[..., pd.DataFrame], tuple]] = {
             "deltas": (organism_deltas, (ck, texts, config, cache)),
             "gradients": (objective_gradients, (ck, texts, config, cache, grad_texts)),
             "write_gradients": (write_gradients_across_training, (ck, grad_texts, config)),
@@ -116,4 +118,4 @@ def _run(
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     out["claims"] = claim_table
     names = [ck.name for ck in units]
-    return ExperimentResult(CHAPTER, user_config, claim_table, out, notes, names)  # type: ignore[arg-type]
+    return ExperimentResult(CHAPTER, user_config, claim_table, out, notes, names)

@@ -332,7 +332,7 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
     """
     if not isinstance(ck, Checkpoints):
         return ck.pairs()
-    rows = []
+    rows: list[tuple[str, str, str, str, int | None, int | None]] = []
     steps = sorted(ck.steps)
     early_cut, late_cut = config.early_fraction * ck.total, config.late_fraction * ck.total
     for a, b in zip(steps[:-1], steps[1:], strict=True):
