@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from .browser import WIDTHS, check_book, chromium_path, format_report
+from .conftest import PEER
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +39,8 @@ def test_every_page_reads_well_at_both_widths(reports, quick_book):
     bad = [format_report(r) for r in reports if not r.ok]
     assert not bad, "\n".join(bad)
     for chapter in quick_book.chapters:
+        if chapter == "reanalysis" and not PEER.is_dir():
+            continue  # without paper 1's released states the chapter only says they are absent
         for width in WIDTHS:
             assert pages[(f"book/executed/{chapter}.html", width)].n_charts >= 1, (
                 f"{chapter} shows no chart at {width} px"
