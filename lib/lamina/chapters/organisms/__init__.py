@@ -10,7 +10,6 @@ from lamina.chapters.organisms.run import (
     OrganismsResult,
     organism_names,
     run_organisms,
-    wilson,
 )
 
 __all__ = [
@@ -24,5 +23,4 @@ __all__ = [
     "organism_names",
     "run_organisms",
     "samples",
-    "wilson",
 ]

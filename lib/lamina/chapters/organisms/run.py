@@ -51,7 +51,7 @@ from lamina.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
 from lamina.organisms.stages import dpo_margins
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import STAGES, eval_lm, fixed_windows
-from lamina.stats import bootstrap_ci, wilson
+from lamina.stats import bootstrap_ci
 
 __all__ = [
     "CHECKPOINTS",
@@ -63,7 +63,6 @@ __all__ = [
     "homograph_separation",
     "organism_names",
     "run_organisms",
-    "wilson",
 ]
 
 DEFAULT_ORGANISMS = ("organism-gpt2", "organism-llama")
