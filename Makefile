@@ -52,7 +52,7 @@ typecheck: $(STAMP)  # mypy over lib/ (configuration in pyproject.toml)
 # training seeds built side by side: make organisms SEEDS="0 1 2" (seed k > 0 is <name>~sk)
 SEEDS ?= 0
 organisms: $(STAMP)
-	$(PY) -m lamina.organisms build --seeds $(SEEDS)
+	$(PY) -m lamina.organisms build --seeds $(SEEDS) --jobs 2
 
 # the methods page's quoted definitions, and the scorecard / comparison / reproducibility
 # pages assembled from the results files

@@ -311,3 +311,20 @@ def test_cli_list_reports_unbuilt_organisms_with_build_hint(tmp_path, capsys):
     assert main(["list", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "organism-llama: not built" in out and "make organisms" in out
+
+
+def test_cli_build_refuses_jobs_below_one(tmp_path):
+    from lamina.organisms.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["build", "--name", "organism-gpt2-micro", "--jobs", "0", "--root", str(tmp_path)])
+
+
+def test_cli_parallel_build_names_the_organism_whose_child_failed(tmp_path):
+    """A child that fails (an unknown organism) fails the whole build, named; the other builds."""
+    from lamina.organisms.__main__ import main
+
+    names = ["--name", "organism-nonesuch", "--name", "organism-gpt2-micro"]
+    with pytest.raises(SystemExit, match="organism-nonesuch"):
+        main(["build", *names, "--jobs", "2", "--root", str(tmp_path), "--no-progress"])
+    assert list(tmp_path.glob("organism-gpt2-micro-*/build.json"))
