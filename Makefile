@@ -1,5 +1,6 @@
 # lamina: two commands do everything on a fresh machine.
 #   make book   builds the organisms, executes every chapter, renders the HTML book offline
+#               (warm: built organisms and chapters whose inputs are unchanged are reused)
 #   make test   runs the test suite
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -61,8 +62,10 @@ methods: $(STAMP)
 	$(PY) -m lamina.book pages
 	$(PY) -m lamina.calibration page book/generated/calibration.md 20
 
+# a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
+# make book FORCE=1 executes every chapter again
 chapters: $(STAMP) organisms
-	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD)
+	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
 
 html: $(STAMP) methods
 	rm -rf book/_build/.doctrees
