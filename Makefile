@@ -67,9 +67,15 @@ methods: $(STAMP)
 chapters: $(STAMP) organisms
 	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
 
+# Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
+# has not), unless that build failed: then every page is read again, so that -W sees again
+# the warnings of pages that have not changed
+HTML_OK := book/_build/.lamina-html-ok
 html: $(STAMP) methods
-	rm -rf book/_build/.doctrees
+	test -f $(HTML_OK) || rm -rf book/_build/.doctrees
+	rm -f $(HTML_OK)
 	$(VENV)/bin/jupyter-book build . --path-output book -W --keep-going
+	touch $(HTML_OK)
 
 book: chapters html
 	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
