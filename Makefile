@@ -1,5 +1,6 @@
 # lamina: two commands do everything on a fresh machine.
 #   make book   builds the organisms, executes every chapter, renders the HTML book offline
+#               (warm: built organisms and chapters whose inputs are unchanged are reused)
 #   make test   runs the test suite
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -61,12 +62,20 @@ methods: $(STAMP)
 	$(PY) -m lamina.book pages
 	$(PY) -m lamina.calibration page book/generated/calibration.md 20
 
+# a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
+# make book FORCE=1 executes every chapter again
 chapters: $(STAMP) organisms
-	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD)
+	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
 
+# Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
+# has not), unless that build failed: then every page is read again, so that -W sees again
+# the warnings of pages that have not changed
+HTML_OK := book/_build/.lamina-html-ok
 html: $(STAMP) methods
-	rm -rf book/_build/.doctrees
+	test -f $(HTML_OK) || rm -rf book/_build/.doctrees
+	rm -f $(HTML_OK)
 	$(VENV)/bin/jupyter-book build . --path-output book -W --keep-going
+	touch $(HTML_OK)
 
 book: chapters html
 	@echo "book: file://$(CURDIR)/book/_build/html/index.html"

@@ -1,8 +1,9 @@
 """The shape of lib/: the lamina import graph has no cycle, no private name is imported across
 modules, and lamina imports sit at the top of a module (issue 13).
 
-The graph is read with ``ast`` from the sources (nothing is imported), so these tests also see
-imports inside functions and under ``TYPE_CHECKING``.
+The graph is read with ``ast`` from the sources (nothing is imported, see
+``lamina.book.imports``), so these tests also see imports inside functions and under
+``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import inspect
 from pathlib import Path
 
 import pytest
+
+from lamina.book.imports import import_graph, lamina_modules
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 
@@ -24,62 +27,10 @@ LAZY_ALLOWED = {
     "lamina.organisms",
     "lamina.organisms.build",
     "lamina.organisms.corpus",
+    # the reuse key hashes the organisms' build records and paper 1's released files; their
+    # folders are named by lamina.organisms and lamina.chapters.trajectory (training code)
+    "lamina.book.reuse",
 }
-
-
-def _modules(root: Path = LIB) -> dict[str, Path]:
-    out = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _base(module: str, node: ast.ImportFrom, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    parts = module.split(".")
-    if not is_package:
-        parts = parts[:-1]
-    parts = parts[: len(parts) - (node.level - 1)]
-    return ".".join(parts + ([node.module] if node.module else []))
-
-
-def _owner(name: str, modules: dict[str, Path]) -> str | None:
-    while name and name not in modules:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
-def import_graph(root: Path = LIB) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
-    """-> ({module: lamina modules it imports}, [(module, from module, private name)])."""
-    modules = _modules(root)
-    edges: dict[str, set[str]] = {m: set() for m in modules}
-    private = []
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _base(module, node, is_package)
-                for alias in node.names:
-                    full = f"{base}.{alias.name}"
-                    targets.append(full if full in modules else base)
-                    is_private = alias.name.startswith("_") and not alias.name.startswith("__")
-                    if is_private and base.split(".")[0] == "lamina" and full not in modules:
-                        private.append((module, base, alias.name))
-            for target in targets:
-                if target.split(".")[0] != "lamina":
-                    continue
-                owner = _owner(target, modules)
-                if owner and owner != module:
-                    edges[module].add(owner)
-    return edges, private
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -141,19 +92,19 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path):
 
 
 def test_lamina_has_no_import_cycle():
-    edges, _ = import_graph()
+    edges, _ = import_graph(LIB)
     assert "lamina.chapters" in edges and "lamina.weights.maps" in edges
     assert cycles(edges) == []
 
 
 def test_no_private_name_is_imported_across_modules():
-    _, private = import_graph()
+    _, private = import_graph(LIB)
     assert private == []
 
 
 def test_lamina_imports_sit_at_the_top_of_a_module():
     lazy = []
-    for module, path in _modules().items():
+    for module, path in lamina_modules(LIB).items():
         if module in LAZY_ALLOWED:
             continue
         tree = ast.parse(path.read_text())

@@ -24,8 +24,8 @@ def _captured_main(monkeypatch, argv: list[str]) -> dict:
 
     seen: dict = {}
 
-    def fake(chapters, out, params, *, jobs):
-        seen.update(chapters=chapters, out=out, params=params, jobs=jobs)
+    def fake(chapters, out, params, *, jobs, force=False):
+        seen.update(chapters=chapters, out=out, params=params, jobs=jobs, force=force)
         return 0
 
     monkeypatch.setattr(book, "_execute_many", fake)

@@ -6,24 +6,39 @@ papermill and the given parameters, and leaves the executed notebook for Jupyter
 
 CLI::
 
-    python -m lamina.book execute CHAPTER [-p NAME VALUE ...] [--out DIR]
+    python -m lamina.book execute CHAPTER [-p NAME VALUE ...] [--out DIR] [--force]
     python -m lamina.book execute --all
+
+A chapter whose inputs have not changed since its last successful run into the same folder is
+not executed again: its notebook and results are reused (see :mod:`lamina.book.reuse` for the
+input key). ``--force`` reruns it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lamina.book.methods import methods_markdown
 from lamina.book.params import ParameterError, check_parameters, cli_parameters
+from lamina.book.reuse import (
+    changed_components,
+    component_digests,
+    describe_reuse,
+    file_digest,
+    input_key,
+    results_files,
+    reusable,
+)
 from lamina.book.scorecard import write_pages
+from lamina.io import results_dir
 from lamina.provenance import atomic_write_json, atomic_write_text, repo_root
 
 __all__ = ["CHAPTERS", "execute_chapter", "fold_injected_parameters", "main"]
@@ -60,56 +75,127 @@ def execute_chapter(
     *,
     kernel: str = "python3",
     progress: bool = True,
+    force: bool = False,
 ) -> Path:
     """Execute ``notebooks/<chapter>.py`` with papermill into ``<out_dir>/<chapter>.ipynb``.
 
     The jupytext source is converted to a temporary notebook first, so the ``.py`` file is
-    never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status).
-    ``parameters`` are checked against the chapter's parameters cell first
-    (:func:`lamina.book.params.check_parameters`: unknown names and wrong types raise
-    ``ParameterError``; relative paths resolve against the caller's working directory, as
-    does ``out_dir``).
-    """
-    import jupytext
-    import papermill
+    never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status,
+    the input key with its components, the results files written). ``parameters`` are checked
+    against the chapter's parameters cell first (:func:`lamina.book.params.check_parameters`:
+    unknown names and wrong types raise ``ParameterError``; relative paths resolve against the
+    caller's working directory, as does ``out_dir``).
 
+    Unless ``force``, a chapter whose last run into ``out_dir`` succeeded with the same input
+    key (:func:`lamina.book.reuse.input_key`), and whose notebook and results files are still
+    as that run wrote them, is not executed again: one line says so and the notebook is
+    returned. When it reruns after an earlier run, one line says which inputs changed.
+    """
+    run = _prepare(chapter, out_dir, parameters)
+    if _reuse(run, force):
+        return run.target
+    return _execute(run, kernel, progress)
+
+
+class _Run(NamedTuple):
+    """A chapter execution, checked and keyed (see :func:`_prepare`)."""
+
+    chapter: str
+    source: Path  # notebooks/<chapter>.py
+    parameters: dict[str, Any]  # checked
+    out: Path  # absolute
+    key: str
+    detail: dict[str, Any]  # the key's components
+
+    @property
+    def target(self) -> Path:
+        return self.out / f"{self.chapter}.ipynb"
+
+    @property
+    def report(self) -> Path:
+        return self.out / f"{self.chapter}.report.json"
+
+
+def _prepare(chapter: str, out_dir: str | os.PathLike, parameters: dict[str, Any] | None) -> _Run:
+    """The chapter's source, checked parameters, absolute output folder and input key."""
     source = _notebooks_dir() / f"{chapter}.py"
     if not source.is_file():
         known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
-    parameters = check_parameters(chapter, source, parameters or {})
-    out_dir = Path(out_dir).resolve()  # papermill's cwd= changes the process's directory
+    checked = check_parameters(chapter, source, parameters or {})
+    out = Path(out_dir).resolve()  # papermill's cwd= changes the process's directory
+    key, detail = input_key(source, checked)
+    return _Run(chapter, source, checked, out, key, detail)
+
+
+def _reuse(run: _Run, force: bool) -> bool:
+    """Whether the last run can be reused (printing the line that says so); else print why
+    the chapter runs again, when it ran before."""
+    previous, why = reusable(run.report, run.target, run.key)
+    if previous is not None and not force:
+        print(describe_reuse(run.chapter, previous), file=sys.stderr, flush=True)
+        return True
+    if why == "no previous run":
+        return False
+    if force:
+        why = "--force"
+    elif why == "inputs changed":
+        try:
+            old = json.loads(run.report.read_text())
+        except (OSError, ValueError):
+            old = {}
+        new = {"key_components": component_digests(run.detail), "key_detail": run.detail}
+        why = "changed: " + ("; ".join(changed_components(old, new)) or "the key's format")
+    print(f"[lamina] {run.chapter}: rerunning ({why})", file=sys.stderr, flush=True)
+    return False
+
+
+def _execute(run: _Run, kernel: str, progress: bool) -> Path:
+    """Run the chapter with papermill and write its report (see :func:`execute_chapter`)."""
+    import jupytext
+    import papermill
+
+    chapter, out_dir, target = run.chapter, run.out, run.target
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = out_dir / f".{chapter}.src.ipynb"
-    jupytext.write(jupytext.read(source), staged, fmt="ipynb")
-    target = out_dir / f"{chapter}.ipynb"
+    jupytext.write(jupytext.read(run.source), staged, fmt="ipynb")
     tmp_target = out_dir / f".{chapter}.running.ipynb"
+    results_root = Path(run.parameters.get("results_root") or results_dir())
+    started = time.time() - 1.0  # mtimes of files written during the run (coarse clocks)
     start = time.perf_counter()
     status = "ok"
+    written: dict[str, str] = {}
     try:
         papermill.execute_notebook(
             str(staged),
             str(tmp_target),
-            parameters=parameters or {},
+            parameters=run.parameters,
             kernel_name=kernel,
             progress_bar=progress,
             cwd=str(_notebooks_dir()),
         )
         fold_injected_parameters(tmp_target)
         os.replace(tmp_target, target)
+        written = results_files(chapter, results_root, started)
     except BaseException:
         status = "failed"
         raise
     finally:
         staged.unlink(missing_ok=True)
         atomic_write_json(
-            out_dir / f"{chapter}.report.json",
+            run.report,
             {
                 "chapter": chapter,
-                "parameters": parameters or {},
+                "parameters": run.parameters,
                 "seconds": round(time.perf_counter() - start, 2),
                 "status": status,
                 "output": str(target if status == "ok" else tmp_target),
+                "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "key": run.key,
+                "key_components": component_digests(run.detail),
+                "key_detail": run.detail,
+                "notebook_sha256": file_digest(target) if status == "ok" else None,
+                "results": written,
             },
         )
     return target
@@ -152,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument(
         "--jobs", type=int, default=1, help="chapters executed at once (each kernel is separate)"
     )
+    ex.add_argument(
+        "--force",
+        action="store_true",
+        help="execute even chapters whose inputs are unchanged since their last run in --out",
+    )
     pg = sub.add_parser(
         "pages", help="write the scorecard, abstract, comparison and reproducibility pages"
     )
@@ -193,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             out = root / "book" / "executed"
     except ParameterError as exc:
         parser.error(str(exc))
-    return _execute_many(chapters, out, params, jobs=args.jobs)
+    return _execute_many(chapters, out, params, jobs=args.jobs, force=args.force)
 
 
 def _last_seconds(out: Path, chapter: str) -> float:
@@ -204,20 +295,32 @@ def _last_seconds(out: Path, chapter: str) -> float:
         return 0.0
 
 
-def _run_chapter(chapter: str, out: Path, params: dict[str, Any], progress: bool) -> str:
-    """One chapter, in a worker process of :func:`_execute_many`."""
+def _run_chapter(
+    chapter: str, out: Path, params: dict[str, Any], progress: bool, force: bool, check: bool
+) -> str:
+    """One chapter, in :func:`_execute_many` or a worker process of it: reused when ``check``
+    finds its inputs unchanged (and not ``force``), else executed."""
+    run = _prepare(chapter, out, params)
+    if check and _reuse(run, force):
+        return chapter
     print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
-    execute_chapter(chapter, out, params, progress=progress)
+    _execute(run, "python3", progress)
     return chapter
 
 
 def _execute_many(
-    chapters: list[str], out: Path, params: dict[str, dict[str, Any]], *, jobs: int
+    chapters: list[str],
+    out: Path,
+    params: dict[str, dict[str, Any]],
+    *,
+    jobs: int,
+    force: bool = False,
 ) -> int:
-    """Execute ``chapters`` into ``out`` (made absolute), ``params[chapter]`` for each. With
-    ``jobs > 1``, each chapter runs in its own process (papermill changes the working
-    directory of the process that runs it), several at once, longest (by the last run's
-    report) first, so the slow chapters do not queue behind the quick ones."""
+    """Execute ``chapters`` into ``out`` (made absolute), ``params[chapter]`` for each, reusing
+    those whose inputs are unchanged unless ``force``. With ``jobs > 1``, the reusable ones are
+    found first, here; each other chapter runs in its own process (papermill changes the
+    working directory of the process that runs it), several at once, longest (by the last
+    run's report) first, so the slow chapters do not queue behind the quick ones."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -225,16 +328,19 @@ def _execute_many(
     per = {c: params.get(c, {}) for c in chapters}
     if jobs <= 1:
         for chapter in chapters:
-            _run_chapter(chapter, out, per[chapter], True)
+            _run_chapter(chapter, out, per[chapter], True, force, check=True)
         return 0
-    order = sorted(chapters, key=lambda c: -_last_seconds(out, c))
+    todo = [c for c in chapters if not _reuse(_prepare(c, out, per[c]), force)]
+    if not todo:
+        return 0
+    order = sorted(todo, key=lambda c: -_last_seconds(out, c))
     # kernels inherit the environment: share the cores out instead of oversubscribing them
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
         os.environ.setdefault(name, threads)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_run_chapter, c, out, per[c], False) for c in order]
+        futures = [pool.submit(_run_chapter, c, out, per[c], False, force, False) for c in order]
         for future in futures:
             future.result()  # re-raise the first failure
     return 0
