@@ -133,3 +133,19 @@ def test_skeleton_runs_each_organism_quantised(flip, micro_organisms, tmp_path, 
     else:
         assert claims.loc[quantised, "verdict"] == "reproduced"
         assert "Q4_1" in claims.loc[quantised, "quant_shift"]
+
+
+def test_scorecard_and_matrix_show_the_shift_of_a_quantised_model():
+    from lamina.book.matrix import matrix_html, scorecard_markdown
+    from lamina.book.scorecard import claims_table
+
+    out, _ = _run({"Q4_1": (0.9, "partially"), "Q8_0": (1.0, "reproduced")},
+                  {"real-k": "MOSTLY_Q4_K_M"})
+    rows = out.replace({np.nan: None}).to_dict(orient="records")
+    table = claims_table([{"chapter": "curvature", "summary": {"claims": rows}}])
+    real = table[table["model"] == "real-k"].iloc[0]
+    assert real["verdict"] == "not testable" and "organism-toy Q4_1" in real["quant_shift"]
+    md = scorecard_markdown(table)
+    assert "`real-k`, quantisation control: [MOSTLY_Q4_K_M, proxy Q4_1]" in md
+    assert "quantised weights" in md  # the not-testable reason is listed
+    assert "quantisation control: [MOSTLY_Q4_K_M" in matrix_html(table)
