@@ -37,6 +37,7 @@ n_permutations = 2000  # label permutations for the claim's p (>= 1000 for p < 0
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
+quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
@@ -45,7 +46,13 @@ import altair as alt
 import pandas as pd
 from IPython.display import display
 
-from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.chapter import (
+    claims_view,
+    finding_title,
+    glue_claim,
+    run_trajectory_chapter,
+    show_quant_control,
+)
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.convergence import run_convergence
 
@@ -206,6 +213,20 @@ if len(sens):
         look_at="how far the points move between conventions, against the paper's 0.41",
     )
     display(sens.drop(columns=["definition"]).round(4))
+
+# %% [markdown]
+# ## Quantisation control
+# The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
+# forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# per claim, organism and quantisation, the measured value before and after, the shift in the
+# claim's units, and both verdicts. Where a verdict changes on an organism under the type that
+# stands for a model's quantisation, that model's claim is "not testable" in the claims table
+# above, with the reason; the column "quantisation shift" there lists the shifts for each
+# quantised model.
+
+# %% tags=["hide-input"]
+show_quant_control(result)
 
 # %% [markdown]
 # ## Caveats

@@ -34,6 +34,7 @@ n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
+quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
@@ -42,7 +43,13 @@ import altair as alt
 from IPython.display import display
 
 from lamina.book import glue
-from lamina.book.chapter import claims_view, finding_title, glue_claim, run_trajectory_chapter
+from lamina.book.chapter import (
+    claims_view,
+    finding_title,
+    glue_claim,
+    run_trajectory_chapter,
+    show_quant_control,
+)
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.three_phase import run_three_phase
 
@@ -196,6 +203,20 @@ if len(sens):
         "conventions",
     )
     display(sens.drop(columns=["definition"]).round(3))
+
+# %% [markdown]
+# ## Quantisation control
+# The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
+# forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# per claim, organism and quantisation, the measured value before and after, the shift in the
+# claim's units, and both verdicts. Where a verdict changes on an organism under the type that
+# stands for a model's quantisation, that model's claim is "not testable" in the claims table
+# above, with the reason; the column "quantisation shift" there lists the shifts for each
+# quantised model.
+
+# %% tags=["hide-input"]
+show_quant_control(result)
 
 # %% [markdown]
 # ## Caveats

@@ -205,7 +205,8 @@ class Claim:
 
     claim_id: see :func:`claim_id`; claim: the claim's words (quoted from the paper for
     ``kind="paper"``); paper_value: the paper's number as text; model: the source measured;
-    measured: the point estimate, in ``effect_name``'s units; ci_low/ci_high: its 95% CI;
+    measured: the point estimate, in ``unit`` (e.g. "rad"; "" for a pure number);
+    ci_low/ci_high: its 95% CI;
     p: the claim's test (NaN: no test); alpha: the claim's own level; effect_size: a
     standardised effect (e.g. rank-biserial) with its ``effect_name``; test: the test's name;
     verdict and reason: from :func:`decide`, :func:`vanish_decide` or :func:`self_check`;
@@ -230,6 +231,7 @@ class Claim:
     convention: str = ""
     kind: Kind = "paper"
     main: bool = False
+    unit: str = ""
 
     def __post_init__(self) -> None:
         if not _ID.match(self.claim_id):

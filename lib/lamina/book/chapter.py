@@ -27,6 +27,7 @@ __all__ = [
     "glue_claim_strings",
     "run_trajectory_chapter",
     "show_notes",
+    "show_quant_control",
 ]
 
 # the claims table's columns as a chapter shows them
@@ -69,8 +70,43 @@ def run_trajectory_chapter(
 
 
 def claims_view(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as a chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals."""
-    return claims[CLAIM_COLUMNS].round(4)
+    """The claims table as a chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals,
+    plus "quantisation shift" (``lamina.quant_control``) when a quantised model has rows."""
+    cols = list(CLAIM_COLUMNS)
+    if "quant_shift" in claims and claims["quant_shift"].fillna("").astype(str).str.len().any():
+        cols.append("quant_shift")
+    return claims[cols].round(4).rename(columns={"quant_shift": "quantisation shift"})
+
+
+def show_quant_control(result: ExperimentResult) -> None:
+    """The quantisation control of a chapter run (``lamina.quant_control``): which models are
+    quantised (from provenance) and the type standing for each, then the shift table. Every
+    sentence is computed from the tables, or neutral."""
+    from IPython.display import Markdown, display
+
+    qm = result.tables.get("quantised_models", pd.DataFrame())
+    shifts = result.tables.get("quantisation", pd.DataFrame())
+    lines = []
+    for r in qm.itertuples():
+        how = (
+            "the same type is applied to the organisms"
+            if r.same_type
+            else f"the `gguf` Python package cannot write this type; {r.control_qtype}, the "
+            "closest type it can write, stands for it"
+        )
+        lines.append(f"- `{r.model}`: weights stored as `{r.quantization}`; {how}.")
+    if not lines:
+        lines.append("- No model of this run has quantised weights in its provenance.")
+    if shifts.empty:
+        lines.append("- No organism was run under quantisation in this run (the control needs "
+                     "an organism in the model set), so no shift was measured.")
+    else:
+        flips = shifts[shifts["flipped"].astype(bool)]
+        lines.append(f"- Verdicts that change under quantisation of the organisms: {len(flips)} "
+                     f"of {len(shifts)} (claim x organism x quantisation).")
+    display(Markdown("\n".join(lines)))
+    if not shifts.empty:
+        display(shifts.round(4))
 
 
 def glue_claim(

@@ -122,6 +122,9 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
         f"{(r.context + ': ') if r.context else ''}{_fmt(r.measured)} ({r.verdict})"
         for r in rows.itertuples()
     )
+    shifts = [q for q in rows.get("quant_shift", pd.Series(dtype=str)) if isinstance(q, str) and q]
+    if shifts:
+        tip += "; quantisation control: " + " | ".join(dict.fromkeys(shifts))
     if len(rows) == 1:
         value = _fmt(rows.iloc[0]["measured"])
     else:
@@ -246,6 +249,11 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
                 )
                 if r["note"] and r["verdict"] in ("not testable", "not run"):
                     notes.append(f"- `{_md(display_model(r['model']))}`: {_md(r['note'])}")
+                if isinstance(r.get("quant_shift"), str) and r["quant_shift"]:
+                    notes.append(
+                        f"- `{_md(display_model(r['model']))}`, quantisation control: "
+                        f"{_md(r['quant_shift'])}"
+                    )
             lines.append("")
             if notes:
                 lines += [*dict.fromkeys(notes), ""]

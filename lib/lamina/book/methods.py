@@ -47,6 +47,7 @@ METHODS: dict[str, list[str]] = {
         "lamina.controls.random_init_like",
         "lamina.controls.permute_labels",
         "lamina.quantize.quantize_model",
+        "lamina.quant_control",
     ],
     "Weight-update geometry (paper 2)": [
         "lamina.weights.maps.linear_maps",

@@ -57,7 +57,9 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     row for every chapter of :data:`CHAPTER_PAPER` without results. Columns: paper, chapter,
     claim_id, claim, paper_value, model, context, measured, ci_low, ci_high, p, verdict, note,
     self_check (the row checks lamina itself, not a
-    claim of the papers: :func:`lamina.book.badges.is_self_check`), commit."""
+    claim of the papers: :func:`lamina.book.badges.is_self_check`), quant_shift (the
+    quantisation control's text for a quantised model, ``lamina.quant_control``; "" otherwise),
+    commit."""
     records = list(read_results() if records is None else records)
     rows = []
     for record in records:
@@ -87,6 +89,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "verdict": str(row.get("verdict", "not testable")),
                     "note": str(row.get("note") or row.get("reason") or ""),
                     "self_check": is_self_check(row),
+                    "quant_shift": str(row.get("quant_shift") or ""),
                     "commit": record.get("provenance", {}).get("lamina_commit", ""),
                 }
             )
@@ -110,6 +113,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "verdict": "not run",
                     "note": "no results file",
                     "self_check": False,
+                    "quant_shift": "",
                     "commit": "",
                 }
             )

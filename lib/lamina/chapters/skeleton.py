@@ -9,6 +9,7 @@ supplies only its statistics and its analysis of one model.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from lamina.chapters.trajectory import (
 )
 from lamina.controls import shuffle_layers
 from lamina.peer import is_peer
+from lamina.quant_control import proxy_qtype, run_quant_control
 from lamina.trajectory_tests import paper1_test
 
 __all__ = [
@@ -74,6 +76,13 @@ def run_chapter(
 
     -> ExperimentResult(spec.name, config, claims, {table: stacked over models}, notes, models);
     a table a model leaves empty contributes no rows. Notes record the models skipped.
+
+    With ``config.quant_control`` the organisms of the run are also analysed as
+    ``<organism>+Q4_1`` and ``+Q8_0`` (claims only, no sensitivity tables), and
+    :func:`lamina.quant_control.run_quant_control` adds the tables "quantisation" (the shift
+    table, one row per claim x organism x quantisation) and "quantised_models" (each model's
+    quantisation from provenance and the type standing for it), and applies the flip rule to
+    the claims of quantised models.
     """
     prompts = load_chapter_prompts(config, list(spec.families), list(spec.required))
     if config.quick:
@@ -83,8 +92,10 @@ def run_chapter(
     notes: list[str] = []
     models: list[str] = []
     frames: dict[str, list[pd.DataFrame]] = {name: [] for name in ("claims", *spec.tables)}
+    quantization: dict[str, str | None] = {}
     for ms in each_model(config, prompts, notes, peer=spec.peer):
         models.append(ms.name)
+        quantization[ms.name] = ms.diagnostics.get("quantization")
         for name, table in analyse(ms, prompts, config).items():
             if name not in frames:
                 raise KeyError(f"{spec.name}: analysis returned an undeclared table {name!r}")
@@ -92,7 +103,38 @@ def run_chapter(
                 frames[name].append(table)
     claims = concat_tables(frames.pop("claims"))
     tables = {name: concat_tables(parts) for name, parts in frames.items()}
+    if config.quant_control:
+        claims, tables["quantisation"], tables["quantised_models"] = _quant_control(
+            config, prompts, analyse, claims, models, quantization, notes
+        )
     return ExperimentResult(spec.name, config, claims, tables, notes, models)
+
+
+def _quant_control(
+    config: TrajectoryConfig,
+    prompts: pd.DataFrame,
+    analyse: ModelAnalysis,
+    claims: pd.DataFrame,
+    models: list[str],
+    quantization: dict[str, str | None],
+    notes: list[str],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``run_quant_control`` for a trajectory chapter: each quantised organism's claims from
+    ``analyse`` on its states (sensitivity off). -> (claims, shift table, quantised models)."""
+    quick = dataclasses.replace(config, sensitivity=False, quant_control=False)
+
+    def run_claims(name: str) -> pd.DataFrame:
+        return analyse(load_model_states(name, prompts, quick), prompts, quick)["claims"]
+
+    claims, shifts = run_quant_control(models, claims, quantization, run_claims, notes=notes)
+    rows = []
+    for m in models:
+        proxy, exact = proxy_qtype(quantization.get(m))
+        if proxy is not None:
+            rows.append({"model": m, "quantization": quantization[m], "control_qtype": proxy,
+                         "same_type": exact})
+    qm = pd.DataFrame(rows, columns=["model", "quantization", "control_qtype", "same_type"])
+    return claims, shifts, qm
 
 
 def main_pool(ms: ModelStates, pooling: str) -> tuple[str, Convention, PooledStates]:

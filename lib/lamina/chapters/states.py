@@ -64,7 +64,8 @@ class ModelStates:
     """One model's trajectories for one prompt table: ``pools[pool]`` for "mean"/"last", the
     same for a random-init model of the architecture (``control``, None where no model exists),
     for random input embeddings fed through the model (``random_input``, paper 1's control;
-    None where no model exists), diagnostics (the massive first-token activation) and notes."""
+    None where no model exists), diagnostics (the massive first-token activation; the weights'
+    quantisation from provenance, ``"quantization"``, None for fp32) and notes."""
 
     name: str
     pools: dict[str, PooledStates]
@@ -206,6 +207,9 @@ def load_model_states(
     model, tokenizer = load_model(name, dtype=torch.float32)
     texts = prompts["prompt"].tolist()
     pools, diag = _extract_model(model, tokenizer, texts, cache=True)
+    # the weights' quantisation from provenance: a GGUF's llama.cpp file type, or lamina.quantize's
+    diag["quantization"] = (getattr(model, "lamina_source", None) or {}).get("quantization") or (
+        getattr(model, "lamina_quantization", None) or {}).get("qtype")
     for p in pools.values():
         p.prompts = prompts.reset_index(drop=True)
     ragged = random_input_states(model, [max(int(t), 1) for t in pools["mean"].n_tokens], config.seed)

@@ -116,6 +116,7 @@ def _range_claims(ms: ModelStates, sim: np.ndarray, conv: str, seed: int) -> lis
             claim=f"GPT-2's {names[k]} band has SIM {lo:g}-{hi:g}",
             paper_value=f"{lo:g}-{hi:g}", model=ms.name, measured=b["estimate"],
             ci_low=b["ci_low"], ci_high=b["ci_high"], effect_name="mean SIM in the band",
+            unit="cosine",
             claimed=(lo, hi), convention=conv))
     return out
 
@@ -168,6 +169,7 @@ def analyse_model(
         model=ms.name, measured=float(det["k_bic"]), ci_low=det["k_low"],
         ci_high=det["k_high"], effect_size=det["share_three"],
         effect_name="phases found; effect size: share of prompt resamples giving 3",
+        unit="phases",
         claimed=(3.0, 3.0), convention=c.label))
     effects = control_effects("three_phase", s, x, ms, c, t, layers, config, keep)
     claims.append(vanish_claim("three-phase", "The three-phase structure", claims[0],

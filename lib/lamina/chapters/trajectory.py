@@ -68,6 +68,9 @@ class TrajectoryConfig(ChapterConfig):
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
     sensitivity: also run the main test under every representation convention (the
         sensitivity tables); False skips them (faster).
+    quant_control: also run every organism of the model set with its weights rounded through
+        GGUF Q4_1 and Q8_0, and mark a quantised model's claim "not testable on quantised
+        weights" where the organisms' verdict flips (``lamina.quant_control``).
     """
 
     model: str = "default"
@@ -80,6 +83,7 @@ class TrajectoryConfig(ChapterConfig):
     exclude_single_token: bool = True
     peer_root: str | None = None
     sensitivity: bool = True
+    quant_control: bool = True
 
     QUICK: ClassVar[Mapping[str, Any]] = {"n_bootstrap": 200, "n_permutations": 20}
 
