@@ -132,7 +132,10 @@ def document_ppl_ci(
     per_window: np.ndarray, counts: np.ndarray, doc_ids: np.ndarray, n_bootstrap: int, seed: int
 ) -> tuple[float, float, float]:
     """(ppl, ci_low, ci_high): perplexity and its 95% percentile bootstrap CI over documents
-    (NaN CI with fewer than 3 documents or ``n_bootstrap`` 0)."""
+    (NaN CI with fewer than 3 documents or ``n_bootstrap`` 0). With S_g the NLL sum (nats)
+    and C_g the predicted tokens of document g: ppl = exp(sum_g S_g / sum_g C_g); each
+    resample draws documents with replacement (a cluster bootstrap of the windows).
+    per_window, counts, doc_ids: (n_windows,)."""
     s, c = document_sums(per_window, counts, doc_ids)
     lo, hi = paired_bootstrap_ci(
         (s, c), lambda s_, c_, axis: s_.sum(axis) / c_.sum(axis), n_bootstrap, seed, min_size=3

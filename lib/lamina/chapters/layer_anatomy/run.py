@@ -210,7 +210,7 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
 
 def _run_one(config: AnatomyConfig) -> ExperimentResult:
     """:func:`run_anatomy` on the one model ``config.model`` (budget fields filled)."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     notes: list[str] = []
     n_tokens = int(cast(int, config.n_tokens))
     with threads(config.threads), warnings.catch_warnings():
@@ -321,7 +321,8 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
     claims = anatomy_claims(config, sweep, tables, r2_null, n_layers, doc_ids=doc_ids)
     lap["structure+claims"] = time.perf_counter() - t0 - sum(lap.values())
     notes.append(
-        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s ("
+        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
+        f"{time.process_time() - cpu0:.0f} s CPU ("
         + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
         + f"; {torch.get_num_threads() if config.threads is None else config.threads} thread(s))."
     )
