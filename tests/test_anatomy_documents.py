@@ -183,7 +183,8 @@ def test_budgets_fill_only_unset_fields_by_model_kind():
     assert real.recovery_budget == BUDGETS["pretrained"]["recovery_budget"]
     assert real.recovery_layers == BUDGETS["pretrained"]["recovery_layers"]
     assert real.model == "smollm2-135m-instruct"
-    assert recovery_layer_list(real, 30) == [0, 4, 8, 12, 17, 21, 25, 29]
+    assert recovery_layer_list(real, 30) == [0, 6, 12, 17, 23, 29]
+    assert len(recovery_layer_list(real, 30, "robustness_layers")) == 10
     assert recovery_layer_list(org, 12) == list(range(12))
     with pytest.raises(ValueError, match="recovery_layers"):
         AnatomyConfig(recovery_layers=1)

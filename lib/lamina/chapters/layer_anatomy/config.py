@@ -30,14 +30,15 @@ DEPTH_MAPPINGS = ("span", "none")
 # core; "organism" (12 layers, d = 128) costs far less per token.
 BUDGETS: dict[str, dict[str, Any]] = {
     "pretrained": {
-        "n_tokens": 2_048,
-        "robustness_tokens": 512,
-        "recovery_budget": 8,
+        "n_tokens": 1_024,
+        "robustness_tokens": 256,
+        "robustness_layers": 10,
+        "recovery_budget": 6,
         "recovery_batch": 1,
-        "recovery_eval_every": 4,
-        "recovery_tokens": 256,
-        "recovery_layers": 8,
-        "k_max": 8,
+        "recovery_eval_every": 3,
+        "recovery_tokens": 128,
+        "recovery_layers": 6,
+        "k_max": 4,
     },
     "organism": {
         "n_tokens": 20_480,
@@ -47,6 +48,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "recovery_eval_every": 4,
         "recovery_tokens": 1_024,
         "recovery_layers": None,
+        "robustness_layers": None,
         "k_max": None,
     },
 }
@@ -73,9 +75,10 @@ class AnatomyConfig(ChapterConfig):
     recovery_*: the recovery-speed fine-tune (AdamW steps, lr, batch in windows, evaluation
         period, evaluation tokens); tolerance_pct: "back at baseline" means within this %.
         recovery_layers: the layers fine-tuned (a list), n evenly spaced layers (an int), or
-        None: all (or ``layers``).
+        None: all (or ``layers``); robustness_layers: likewise, the layers that scale, noise,
+        reinit and predicted edit (skip and interpolate always sweep ``layers``).
     The budget fields (n_tokens, robustness_tokens, recovery_budget, recovery_batch,
-        recovery_eval_every, recovery_tokens, recovery_layers, k_max) left None take the
+        recovery_eval_every, recovery_tokens, recovery_layers, robustness_layers, k_max) left None take the
         :data:`BUDGETS` row of the model's kind (organism or pretrained), per model.
     depth_mapping: how the paper's 30-layer positions (core L8-11, anti-layers L14, L17) are
         read on a model of another depth: "span" maps them to the layers whose depth span
@@ -104,6 +107,7 @@ class AnatomyConfig(ChapterConfig):
     recovery_eval_every: int | None = None
     recovery_tokens: int | None = None
     recovery_layers: list[int] | int | None = None
+    robustness_layers: list[int] | int | None = None
     depth_mapping: str = "span"
     tolerance_pct: float = 5.0
     ridge_alpha: float = 1.0
@@ -142,9 +146,10 @@ class AnatomyConfig(ChapterConfig):
         if self.depth_mapping not in DEPTH_MAPPINGS:
             raise ValueError(f"depth_mapping must be one of {DEPTH_MAPPINGS}, got "
                              f"{self.depth_mapping!r}")  # fmt: skip
-        rl = self.recovery_layers
-        if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
-            raise ValueError(f"recovery_layers as a count must be an int >= 2, got {rl!r}")
+        for name in ("recovery_layers", "robustness_layers"):
+            rl = getattr(self, name)
+            if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
+                raise ValueError(f"{name} as a count must be an int >= 2, got {rl!r}")
         self.apply_quick()
 
     def for_model(self, model: str) -> AnatomyConfig:

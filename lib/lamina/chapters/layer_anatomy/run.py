@@ -84,10 +84,12 @@ def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
     return models, notes
 
 
-def recovery_layer_list(config: AnatomyConfig, n_layers: int) -> list[int]:
-    """The layers whose recovery is measured: ``recovery_layers`` as a list; as an int n, n
-    evenly spaced layers from first to last (all when n >= L); None: ``layers`` or all."""
-    rl = config.recovery_layers
+def recovery_layer_list(
+    config: AnatomyConfig, n_layers: int, field: str = "recovery_layers"
+) -> list[int]:
+    """The layers of ``field`` (recovery_layers or robustness_layers): a list as given; an int
+    n: n evenly spaced layers from first to last (all when n >= L); None: ``layers`` or all."""
+    rl = getattr(config, field)
     if isinstance(rl, int):
         return sorted({int(round(x)) for x in np.linspace(0, n_layers - 1, min(rl, n_layers))})
     if rl is not None:
@@ -126,14 +128,16 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
     main = [s for s in config.surgeries if s in IMPORTANCE_SURGERIES]
     rest = [s for s in config.surgeries if s not in IMPORTANCE_SURGERIES]
     n_rob = min(windows.shape[0], -(-config.robustness_tokens // windows.shape[1]))
-    for names, ids in ((main, windows), (rest, windows[:n_rob])):
+    n_layers = get_adapter(model).n_layers(model)
+    rob_layers = recovery_layer_list(config, n_layers, "robustness_layers")
+    for names, ids, layers in ((main, windows, config.layers), (rest, windows[:n_rob], rob_layers)):
         if not names:
             continue
         df = anatomy.ablation_sweep(
             model,
             ids,
             names,
-            config.layers,
+            layers,
             batch_size=16,
             n_bootstrap=config.n_bootstrap,
             seed=config.seed,
@@ -224,9 +228,10 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         if config.layers is not None:
             checked = [anatomy.check_layer(model, l) for l in config.layers]
             config = dataclasses.replace(config, layers=checked)
-        if isinstance(config.recovery_layers, list):
-            checked = [anatomy.check_layer(model, l) for l in config.recovery_layers]
-            config = dataclasses.replace(config, recovery_layers=checked)
+        for name in ("recovery_layers", "robustness_layers"):
+            if isinstance(getattr(config, name), list):
+                checked = [anatomy.check_layer(model, l) for l in getattr(config, name)]
+                config = dataclasses.replace(config, **{name: checked})
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
