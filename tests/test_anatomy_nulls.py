@@ -13,10 +13,9 @@ from lamina.anatomy.predictability import (
     summary_predictability,
     summary_stacks,
 )
-from lamina.chapters.layer_anatomy.claims import (
-    _importance_claims,
-    _predictability_claims,
-    _recovery_claim,
+from lamina.chapters.layer_anatomy.claims import _importance_claims, _recovery_claim
+from lamina.chapters.layer_anatomy.claims_weights import (
+    predictability_claims as _predictability_claims,
 )
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.measures import core_layers

@@ -34,6 +34,7 @@ CLAIM_IDS = {
     "P3-core",
     "P3-core-max",
     "P3-anti",
+    "P3-anti-at",
     "P3-recovery",
     "P3-scaling",
 }

@@ -67,6 +67,8 @@ METHODS: dict[str, list[str]] = {
         "lamina.anatomy.growth.train_with_schedule",
         "lamina.chapters.layer_anatomy.nulls.partial_spearman",
         "lamina.chapters.layer_anatomy.nulls.core_share_p",
+        "lamina.chapters.layer_anatomy.documents.document_ppl_ci",
+        "lamina.chapters.layer_anatomy.measures.importance_bootstrap",
     ],
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -9,18 +10,58 @@ from typing import Any, ClassVar
 from lamina.anatomy.surgery import SURGERIES
 from lamina.chapters.config import ChapterConfig
 
-__all__ = ["ALL_SURGERIES", "CHAPTER", "IMPORTANCE_SURGERIES", "AnatomyConfig"]
+__all__ = [
+    "ALL_SURGERIES",
+    "BUDGETS",
+    "CHAPTER",
+    "DEFAULT_ORGANISMS",
+    "DEPTH_MAPPINGS",
+    "IMPORTANCE_SURGERIES",
+    "AnatomyConfig",
+]
 
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
+DEFAULT_ORGANISMS = ("organism-llama",)  # "default": after the offline pretrained LM(s)
+DEPTH_MAPPINGS = ("span", "none")
+# Budgets filled in for the fields left None, by kind of model. "pretrained" (e.g. SmolLM2,
+# 30 layers, d = 576) is sized so that its part of the chapter takes about 6 minutes on one
+# core; "organism" (12 layers, d = 128) costs far less per token.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "pretrained": {
+        "n_tokens": 1_024,
+        "robustness_tokens": 256,
+        "robustness_layers": 10,
+        "recovery_budget": 6,
+        "recovery_batch": 1,
+        "recovery_eval_every": 3,
+        "recovery_tokens": 128,
+        "recovery_layers": 6,
+        "k_max": 4,
+    },
+    "organism": {
+        "n_tokens": 20_480,
+        "robustness_tokens": 4_096,
+        "recovery_budget": 24,
+        "recovery_batch": 4,
+        "recovery_eval_every": 4,
+        "recovery_tokens": 1_024,
+        "recovery_layers": None,
+        "robustness_layers": None,
+        "k_max": None,
+    },
+}
 
 
 @dataclass
 class AnatomyConfig(ChapterConfig):
     """Parameters of the layer-anatomy experiment (serialised next to its results).
 
-    model: any spec ``lamina.load_model`` accepts (organism spec, hub name, local folder).
+    model: any spec ``lamina.load_model`` accepts (organism spec, hub name, local folder), or
+        "default": the offline pretrained LM ``smollm2-135m-instruct`` (paper 3's own 30-layer
+        architecture) where installed, then :data:`DEFAULT_ORGANISMS` where built (models with
+        a full training history), each analysed on its own.
     corpus: registered organism whose held-out split supplies the text; None = the model's
         own organism, or ``organism-llama``'s corpus for any other model.
     surgeries: subset of skip, interpolate, scale, noise, reinit, predicted.
@@ -29,10 +70,20 @@ class AnatomyConfig(ChapterConfig):
         ``noise`` surgery (paper: 0.5); recovery_noise: relative noise of the recovery
         perturbation (paper: 0.5, which leaves small organisms within tolerance, so there is
         nothing to recover from; the default 2.0 is our choice).
-    n_tokens: held-out tokens for perplexity and the skip/interpolate sweep (>= 20k);
+    n_tokens: held-out tokens for perplexity and the skip/interpolate sweep;
         robustness_tokens: tokens for the other surgeries (a subset of the same windows).
     recovery_*: the recovery-speed fine-tune (AdamW steps, lr, batch in windows, evaluation
         period, evaluation tokens); tolerance_pct: "back at baseline" means within this %.
+        recovery_layers: the layers fine-tuned (a list), n evenly spaced layers (an int), or
+        None: all (or ``layers``); robustness_layers: likewise, the layers that scale, noise,
+        reinit and predicted edit (skip and interpolate always sweep ``layers``).
+    The budget fields (n_tokens, robustness_tokens, recovery_budget, recovery_batch,
+        recovery_eval_every, recovery_tokens, recovery_layers, robustness_layers, k_max) left None take the
+        :data:`BUDGETS` row of the model's kind (organism or pretrained), per model.
+    depth_mapping: how the paper's 30-layer positions (core L8-11, anti-layers L14, L17) are
+        read on a model of another depth: "span" maps them to the layers whose depth span
+        [l/L, (l+1)/L) overlaps theirs (identity at L = 30); "none" tests them only at L = 30
+        and calls them not testable elsewhere.
     ridge_alpha, ridge_degree: the depth regression; k_max: predicted weights replace layers
         0..k-1 for k <= k_max (None: all).
     preserve_pct: a strategy "preserves quality" when it raises ppl by less than this at every
@@ -40,21 +91,24 @@ class AnatomyConfig(ChapterConfig):
     threads: torch threads (1 is fastest for these small matrices on a shared CPU).
     """
 
-    model: str = "organism-llama"
+    model: str = "default"
     corpus: str | None = None
     surgeries: list[str] = field(default_factory=lambda: list(ALL_SURGERIES))
     layers: list[int] | None = None
     alpha: float = 0.9
     noise_scale: float = 0.5
     seq_len: int = 128
-    n_tokens: int = 20_480
-    robustness_tokens: int = 4_096
+    n_tokens: int | None = None
+    robustness_tokens: int | None = None
     recovery_noise: float = 2.0
-    recovery_budget: int = 24
+    recovery_budget: int | None = None
     recovery_lr: float = 1e-4
-    recovery_batch: int = 4
-    recovery_eval_every: int = 4
-    recovery_tokens: int = 1_024
+    recovery_batch: int | None = None
+    recovery_eval_every: int | None = None
+    recovery_tokens: int | None = None
+    recovery_layers: list[int] | int | None = None
+    robustness_layers: list[int] | int | None = None
+    depth_mapping: str = "span"
     tolerance_pct: float = 5.0
     ridge_alpha: float = 1.0
     ridge_degree: int = 2
@@ -85,6 +139,22 @@ class AnatomyConfig(ChapterConfig):
             raise ValueError(f"unknown surgery {unknown}; valid: {sorted(SURGERIES)}")
         if "skip" not in self.surgeries:
             raise ValueError("surgeries must include 'skip' (importance is the skip ablation)")
-        if self.noise_scale < 0 or self.seq_len < 2 or self.n_tokens < self.seq_len:
-            raise ValueError("need noise_scale >= 0, seq_len >= 2 and n_tokens >= seq_len")
+        if self.noise_scale < 0 or self.seq_len < 2:
+            raise ValueError("need noise_scale >= 0 and seq_len >= 2")
+        if self.n_tokens is not None and self.n_tokens < self.seq_len:
+            raise ValueError(f"need n_tokens >= seq_len ({self.seq_len}), got {self.n_tokens}")
+        if self.depth_mapping not in DEPTH_MAPPINGS:
+            raise ValueError(f"depth_mapping must be one of {DEPTH_MAPPINGS}, got "
+                             f"{self.depth_mapping!r}")  # fmt: skip
+        for name in ("recovery_layers", "robustness_layers"):
+            rl = getattr(self, name)
+            if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
+                raise ValueError(f"{name} as a count must be an int >= 2, got {rl!r}")
         self.apply_quick()
+
+    def for_model(self, model: str) -> AnatomyConfig:
+        """This config for one model: ``model`` set and every budget field left None filled
+        from :data:`BUDGETS` (``organism-*`` specs: "organism", anything else: "pretrained")."""
+        kind = "organism" if model.partition("@")[0].startswith("organism-") else "pretrained"
+        fill = {k: v for k, v in BUDGETS[kind].items() if getattr(self, k) is None}
+        return dataclasses.replace(self, model=model, **fill)

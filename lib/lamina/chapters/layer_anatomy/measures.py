@@ -17,11 +17,11 @@ from lamina.stats import paired_bootstrap_ci, spearman_ci
 
 __all__ = [
     "core_layers",
+    "document_differences",
     "importance_bootstrap",
     "recovery_correlation",
     "skip_rows",
 ]
-
 
 
 def skip_rows(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -37,21 +37,37 @@ def core_layers(n_layers: int) -> list[int]:
 
 
 def importance_bootstrap(
-    sweep: pd.DataFrame, n_bootstrap: int, seed: int, core: list[int]
+    sweep: pd.DataFrame,
+    n_bootstrap: int,
+    seed: int,
+    core: list[int],
+    doc_ids: np.ndarray | None = None,
 ) -> dict[str, tuple[float, float]]:
-    """Bootstrap over sequences (paired) of the skip sweep's summaries: log10 importance range
-    (max / min positive delta_pct over the layers whose paired 95% CI excludes 0, as in the
-    point estimate) and the core share: the fraction of the len(core) most important layers
-    that lie in ``core``."""
+    """Bootstrap CIs (95%, percentile) of the skip sweep's summaries, resampling documents
+    (``doc_ids`` (n_windows,); None: each window is its own unit), paired across layers:
+
+    - log10_range: log10(max / min positive delta_pct) over the layers whose paired 95% CI
+      excludes 0, as in the point estimate;
+    - core_share: the fraction of the len(core) most important layers that lie in ``core``;
+    - max_delta: the largest delta_pct over layers, recomputed in each resample (the peak is
+      chosen anew each time, so the CI accounts for selecting the peak layer).
+
+    delta_pct of a resample = 100 (exp((sum_g S_lg - sum_g S_bg) / sum_g C_g) - 1) over the
+    resampled documents g (S: NLL sums in nats, C: predicted tokens; equal per window)."""
     skip = skip_rows(sweep)
     sig = (skip["delta_ci_low"] > 0).to_numpy() if "delta_ci_low" in skip else True
     layers = skip["layer"].to_numpy()
     per = np.stack(skip["nll_per_seq"].to_list())  # (L, n_seq) nats per token
     base = np.asarray(skip["base_nll_per_seq"].iloc[0])
+    groups = np.arange(per.shape[1]) if doc_ids is None else np.asarray(doc_ids)[: per.shape[1]]
+    _, g = np.unique(groups, return_inverse=True)
+    counts = np.bincount(g).astype(float)  # windows per document (equal-length windows)
+    sums = [np.bincount(g, row) for row in (base, *per)]  # (n_docs,) each
 
     def deltas(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        b = arrays[0].mean(axis=axis)
-        return np.stack([100 * np.expm1(a.mean(axis=axis) - b) for a in arrays[1:]], -1)
+        c = arrays[0].sum(axis=axis)
+        b = arrays[1].sum(axis=axis)
+        return np.stack([100 * np.expm1((a.sum(axis=axis) - b) / c) for a in arrays[2:]], -1)
 
     def log_range(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         d = deltas(*arrays, axis=axis)
@@ -65,11 +81,28 @@ def importance_bootstrap(
         top = layers[np.argsort(-d, axis=-1)[..., : len(core)]]
         return np.isin(top, core).mean(-1)
 
-    data = (base, *per)
+    def max_delta(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+        return deltas(*arrays, axis=axis).max(-1)
+
+    data = (counts, *sums)
     return {
         "log10_range": paired_bootstrap_ci(data, log_range, n_bootstrap, seed, min_size=3),
-        "core_share": paired_bootstrap_ci(data, core_share, n_bootstrap, seed + 1, min_size=3),
+        "core_share": paired_bootstrap_ci(data, core_share, n_bootstrap, seed + 1, min_size=3)
+        if core
+        else (float("nan"), float("nan")),
+        "max_delta": paired_bootstrap_ci(data, max_delta, n_bootstrap, seed + 2, min_size=3),
     }
+
+
+def document_differences(
+    ablated: np.ndarray, clean: np.ndarray, doc_ids: np.ndarray | None
+) -> np.ndarray:
+    """(n_docs,) per-document mean NLL difference (nats per token), ablated - clean, from
+    per-window means (equal-length windows); None: per window."""
+    a, b = np.asarray(ablated, float), np.asarray(clean, float)
+    groups = np.arange(len(a)) if doc_ids is None else np.asarray(doc_ids)[: len(a)]
+    _, g = np.unique(groups, return_inverse=True)
+    return np.bincount(g, a - b) / np.bincount(g)
 
 
 def recovery_correlation(

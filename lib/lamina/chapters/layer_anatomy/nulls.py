@@ -1,19 +1,27 @@
 """Nulls and controls behind paper 3's verdicts (issue 11 item 7, issue 12 item 4): the
 permutation null of the critical-core share, the partial correlation of recovery with
-importance given the initial damage, and one depth convention for the paper's layer names."""
+importance given the initial damage, one depth convention for the paper's layer names, and
+the predictability nulls (independent layers' delta correlation, shuffled layer order)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import torch
 from scipy import stats
+
+from lamina.anatomy.predictability import depth_features, matrix_types, ridge, stacked_weights
 
 __all__ = [
     "PAPER_ANTI",
     "PAPER_CORE",
     "PAPER_L",
     "core_share_p",
+    "delta_null",
+    "loo_hat_matrix",
     "paper_layers",
     "partial_spearman",
+    "permuted_r2",
 ]
 
 PAPER_L = 30  # SmolLM2-135M
@@ -76,3 +84,55 @@ def partial_spearman(
                     float(q) for q in np.quantile(draws, [0.025, 0.975])
                 )
     return out
+
+
+def delta_null(model: torch.nn.Module) -> pd.DataFrame:
+    """Delta correlation expected if each layer's weights were independent draws:
+
+        rho0(l) = -s2(l+1) / sqrt((s2(l) + s2(l+1)) (s2(l+1) + s2(l+2))),
+
+    s2(l) = the centred variance of layer l's flattened weight (-0.5 when all are equal).
+    Returns columns matrix, layer, corr_null (same rows as ``anatomy.delta_correlation``)."""
+
+    rows = []
+    for role in matrix_types(model):
+        s2 = stacked_weights(model, role).var(axis=1)
+        for l in range(len(s2) - 2):
+            den = np.sqrt((s2[l] + s2[l + 1]) * (s2[l + 1] + s2[l + 2]))
+            rows.append({"matrix": role, "layer": l, "corr_null": float(-s2[l + 1] / den)})
+    return pd.DataFrame(rows)
+
+
+def loo_hat_matrix(n_layers: int, alpha: float, degree: int) -> np.ndarray:
+    """(L, L) H with What_j = sum_i H[j, i] W_i: the leave-one-layer-out ridge prediction of
+    ``lamina.anatomy.predictability.ridge_depth_fit`` is linear in the other layers' weights, with
+    coefficients that depend on depth only (H[j, j] = 0)."""
+
+    x = depth_features(np.arange(n_layers), n_layers, degree)
+    h = np.zeros((n_layers, n_layers))
+    for j in range(n_layers):
+        keep = np.arange(n_layers) != j
+        h[j, keep] = x[j] @ ridge(x[keep], np.eye(n_layers - 1), alpha)
+    return h
+
+
+def permuted_r2(
+    stacks: list[np.ndarray], alpha: float, degree: int, n_permutations: int, seed: int
+) -> np.ndarray:
+    """(n_permutations,) mean LOO R^2 over matrix types with the layer order shuffled: the
+    null of "weights follow depth". stacks: one (L, P) array per type. Uses the Gram matrix
+    G = W W^T: SSE = tr((I - H) G_perm (I - H)^T), SST = tr(G) - 1^T G 1 / L."""
+    n = stacks[0].shape[0]
+    resid = np.eye(n) - loo_hat_matrix(n, alpha, degree)
+    grams = [w @ w.T for w in stacks]
+    sst = [np.trace(g) - g.sum() / n for g in grams]
+    rng = np.random.default_rng(seed)
+    null = np.empty(n_permutations)
+    for b in range(n_permutations):
+        order = rng.permutation(n)
+        r2 = [
+            1 - np.trace(resid @ g[np.ix_(order, order)] @ resid.T) / t
+            for g, t in zip(grams, sst, strict=True)
+        ]
+        null[b] = np.mean(r2)
+    return null

@@ -20,11 +20,9 @@ import torch
 from scipy import stats
 
 import lamina
-from lamina import anatomy
+from lamina import anatomy, organisms
 from lamina.anatomy.predictability import (
-    depth_features,
     matrix_types,
-    ridge,
     stacked_weights,
     summary_predictability,
     summary_stacks,
@@ -32,67 +30,71 @@ from lamina.anatomy.predictability import (
 from lamina.chapters.layer_anatomy.claims import anatomy_claims
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
+    DEFAULT_ORGANISMS,
     IMPORTANCE_SURGERIES,
     AnatomyConfig,
 )
-from lamina.chapters.results import ExperimentResult
+from lamina.chapters.layer_anatomy.documents import (
+    document_ppl_ci,
+    organism_heldout,
+    regroup_sweep,
+)
+from lamina.chapters.layer_anatomy.nulls import delta_null, loo_hat_matrix, permuted_r2
+from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
+from lamina.gguf_models import GGUFMissingError, locate_offline
 from lamina.models import get_adapter
 from lamina.organisms import ORGANISMS
 
-__all__ = ["delta_null", "loo_hat_matrix", "permuted_r2", "run_anatomy"]
+__all__ = [
+    "PRETRAINED",
+    "corpus_windows",
+    "delta_null",
+    "expand_anatomy_models",
+    "loo_hat_matrix",
+    "permuted_r2",
+    "recovery_layer_list",
+    "run_anatomy",
+    "threads",
+]
+
+PRETRAINED = ("smollm2-135m-instruct",)  # paper 3's own 30-layer architecture
 
 
-def delta_null(model: torch.nn.Module) -> pd.DataFrame:
-    """Delta correlation expected if each layer's weights were independent draws:
-
-        rho0(l) = -s2(l+1) / sqrt((s2(l) + s2(l+1)) (s2(l+1) + s2(l+2))),
-
-    s2(l) = the centred variance of layer l's flattened weight (-0.5 when all are equal).
-    Returns columns matrix, layer, corr_null (same rows as ``anatomy.delta_correlation``)."""
-
-    rows = []
-    for role in matrix_types(model):
-        s2 = stacked_weights(model, role).var(axis=1)
-        for l in range(len(s2) - 2):
-            den = np.sqrt((s2[l] + s2[l + 1]) * (s2[l + 1] + s2[l + 2]))
-            rows.append({"matrix": role, "layer": l, "corr_null": float(-s2[l + 1] / den)})
-    return pd.DataFrame(rows)
-
-
-def loo_hat_matrix(n_layers: int, alpha: float, degree: int) -> np.ndarray:
-    """(L, L) H with What_j = sum_i H[j, i] W_i: the leave-one-layer-out ridge prediction of
-    ``lamina.anatomy.predictability.ridge_depth_fit`` is linear in the other layers' weights, with
-    coefficients that depend on depth only (H[j, j] = 0)."""
-
-    x = depth_features(np.arange(n_layers), n_layers, degree)
-    h = np.zeros((n_layers, n_layers))
-    for j in range(n_layers):
-        keep = np.arange(n_layers) != j
-        h[j, keep] = x[j] @ ridge(x[keep], np.eye(n_layers - 1), alpha)
-    return h
+def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
+    """(models, notes): "default" -> the installed :data:`PRETRAINED` models, then the built
+    :data:`DEFAULT_ORGANISMS` (a missing one is skipped with a note); else [model]."""
+    if model != "default":
+        return [model], []
+    models, notes = [], []
+    for name in PRETRAINED:
+        try:
+            locate_offline(name)
+            models.append(name)
+        except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
+            notes.append(f"{name} skipped: {exc}")
+    for name in DEFAULT_ORGANISMS:
+        try:
+            organisms.resolve(name)
+            models.append(name)
+        except Exception as exc:  # not built yet: skip with a visible note
+            notes.append(f"{name} skipped: {exc}")
+    if not models:
+        raise ValueError("model='default' found no model: " + "; ".join(notes))
+    return models, notes
 
 
-def permuted_r2(
-    stacks: list[np.ndarray], alpha: float, degree: int, n_permutations: int, seed: int
-) -> np.ndarray:
-    """(n_permutations,) mean LOO R^2 over matrix types with the layer order shuffled: the
-    null of "weights follow depth". stacks: one (L, P) array per type. Uses the Gram matrix
-    G = W W^T: SSE = tr((I - H) G_perm (I - H)^T), SST = tr(G) - 1^T G 1 / L."""
-    n = stacks[0].shape[0]
-    resid = np.eye(n) - loo_hat_matrix(n, alpha, degree)
-    grams = [w @ w.T for w in stacks]
-    sst = [np.trace(g) - g.sum() / n for g in grams]
-    rng = np.random.default_rng(seed)
-    null = np.empty(n_permutations)
-    for b in range(n_permutations):
-        order = rng.permutation(n)
-        r2 = [
-            1 - np.trace(resid @ g[np.ix_(order, order)] @ resid.T) / t
-            for g, t in zip(grams, sst, strict=True)
-        ]
-        null[b] = np.mean(r2)
-    return null
+def recovery_layer_list(
+    config: AnatomyConfig, n_layers: int, field: str = "recovery_layers"
+) -> list[int]:
+    """The layers of ``field`` (recovery_layers or robustness_layers): a list as given; an int
+    n: n evenly spaced layers from first to last (all when n >= L); None: ``layers`` or all."""
+    rl = getattr(config, field)
+    if isinstance(rl, int):
+        return sorted({int(round(x)) for x in np.linspace(0, n_layers - 1, min(rl, n_layers))})
+    if rl is not None:
+        return list(rl)
+    return list(range(n_layers)) if config.layers is None else list(config.layers)
 
 
 def _permuted_r2(
@@ -126,14 +128,16 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
     main = [s for s in config.surgeries if s in IMPORTANCE_SURGERIES]
     rest = [s for s in config.surgeries if s not in IMPORTANCE_SURGERIES]
     n_rob = min(windows.shape[0], -(-config.robustness_tokens // windows.shape[1]))
-    for names, ids in ((main, windows), (rest, windows[:n_rob])):
+    n_layers = get_adapter(model).n_layers(model)
+    rob_layers = recovery_layer_list(config, n_layers, "robustness_layers")
+    for names, ids, layers in ((main, windows, config.layers), (rest, windows[:n_rob], rob_layers)):
         if not names:
             continue
         df = anatomy.ablation_sweep(
             model,
             ids,
             names,
-            config.layers,
+            layers,
             batch_size=16,
             n_bootstrap=config.n_bootstrap,
             seed=config.seed,
@@ -150,22 +154,21 @@ def _recovery(
     model: torch.nn.Module, train: torch.Tensor, evals: torch.Tensor, config: AnatomyConfig
 ) -> pd.DataFrame:
     rows = []
-    layers = config.layers
-    for l in range(get_adapter(model).n_layers(model)) if layers is None else layers:
+    budget, every = int(config.recovery_budget or 1), int(config.recovery_eval_every or 1)
+    for l in recovery_layer_list(config, get_adapter(model).n_layers(model)):
         r = anatomy.recovery_steps(
             model,
             train,
             evals,
             l,
             rel_noise=config.recovery_noise,
-            budget_steps=config.recovery_budget,
+            budget_steps=budget,
             lr=config.recovery_lr,
-            batch_size=config.recovery_batch,
+            batch_size=int(config.recovery_batch or 1),
             tolerance_pct=config.tolerance_pct,
-            eval_every=config.recovery_eval_every,
+            eval_every=every,
             seed=config.seed,
         )
-        final = r["curve"][-1][1]
         rows.append(
             {
                 "layer": l,
@@ -173,12 +176,10 @@ def _recovery(
                 "perturbed_ppl": r["perturbed_ppl"],
                 "steps_to_recover": r["steps_to_recover"],
                 "recovered": r["recovered"],
-                "final_ppl": final,
-                "budget_steps": config.recovery_budget,
+                "final_ppl": r["curve"][-1][1],
+                "budget_steps": budget,
                 # censored runs rank after every recovered one
-                "steps_ranked": r["steps_to_recover"]
-                if r["recovered"]
-                else config.recovery_budget + config.recovery_eval_every,
+                "steps_ranked": r["steps_to_recover"] if r["recovered"] else budget + every,
                 "curve_steps": [int(s) for s, _ in r["curve"]],
                 "curve_ppl": [float(p) for _, p in r["curve"]],
             }
@@ -190,20 +191,32 @@ def _corpus_name(config: AnatomyConfig) -> str:
     if config.corpus:
         return config.corpus
     name = config.model.partition("@")[0]
-
     return name if name in ORGANISMS else "organism-llama"
 
 
 def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
-    """The five diagnostics of paper 3 on ``config.model`` (see the module docstring).
+    """The five diagnostics of paper 3 on each model of ``config.model`` ("default": see
+    :func:`expand_anatomy_models`), each with its own budget (:meth:`AnatomyConfig.for_model`).
 
-    Tables (each with a ``model`` column): perplexity, sweep (surgery x layer), predictability,
-    delta (with its independence null), replacement (predicted weights for layers 0..k-1),
-    recovery, structure, spectra. Claims: one row per claim of paper 3's abstract (1)-(4).
+    Tables (each with a ``model`` column, models concatenated): perplexity, sweep (surgery x
+    layer), predictability, delta (with its independence null), replacement (predicted
+    weights for layers 0..k-1), recovery, structure, spectra. Claims: one row per claim of
+    paper 3's abstract (1)-(4) per model, the first model first.
     """
+    models, notes = expand_anatomy_models(config.model)
+    results = [_run_one(config.for_model(m)) for m in models]
+    names = dict.fromkeys(k for r in results for k in r.tables)
+    tables = {k: concat_tables([r.tables[k] for r in results if k in r.tables]) for k in names}
+    claims = pd.concat([r.claims for r in results], ignore_index=True)
+    notes += [n for r in results for n in r.notes]
+    return ExperimentResult(CHAPTER, config, claims, tables, notes, models)
 
-    t0 = time.perf_counter()
+
+def _run_one(config: AnatomyConfig) -> ExperimentResult:
+    """:func:`run_anatomy` on the one model ``config.model`` (budget fields filled)."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
     notes: list[str] = []
+    n_tokens = int(cast(int, config.n_tokens))
     with threads(config.threads), warnings.catch_warnings():
         # BCa intervals of degenerate resamples (e.g. an ablation that changes nothing) are
         # reported as NaN; scipy's warnings about them would only clutter the chapter
@@ -215,19 +228,24 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
         if config.layers is not None:
             checked = [anatomy.check_layer(model, l) for l in config.layers]
             config = dataclasses.replace(config, layers=checked)
+        for name in ("recovery_layers", "robustness_layers"):
+            if isinstance(getattr(config, name), list):
+                checked = [anatomy.check_layer(model, l) for l in getattr(config, name)]
+                config = dataclasses.replace(config, **{name: checked})
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
         seq_len = min(config.seq_len, int(cast(int, max_pos)))
         corpus = _corpus_name(config)
-        windows = corpus_windows(
-            corpus, tok, "heldout", config.n_tokens, seq_len, shuffle_seed=config.seed
-        )
+        held = organism_heldout(corpus, tok, n_tokens, seq_len, config.seed)
+        windows, doc_ids = held.windows, held.doc_ids
+        info = held.summary()
+        by_source = ", ".join(f"{v} {k}" for k, v in info["documents_by_source"].items())
         notes.append(
-            f"Held-out text: {windows.numel():,} tokens of the {corpus} corpus's "
-            f"held-out split (plays cut into passages and shuffled with the curriculum's "
-            f"documents, seed {config.seed}), {windows.shape[0]} windows of {seq_len}; "
-            "the bootstraps resample windows."
+            f"{config.model}: held-out text {info['n_tokens']:,} tokens of the {corpus} "
+            f"corpus's held-out split (passages of its plays and curriculum documents in a "
+            f"seeded shuffle, seed {config.seed}), {info['n_windows']} windows of {seq_len} "
+            f"from {info['n_documents']} documents ({by_source}); every CI resamples documents."
         )
         few = n_layers < config.ridge_degree + 2
         if few and "predicted" in config.surgeries:
@@ -235,29 +253,35 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
                 config, surgeries=[s for s in config.surgeries if s != "predicted"]
             )
             notes.append(
-                f"{n_layers} layers are too few for a leave-one-out depth fit of "
-                f"degree {config.ridge_degree}: predictability not testable."
+                f"{config.model}: {n_layers} layers are too few for a leave-one-out depth fit "
+                f"of degree {config.ridge_degree}: predictability not testable."
             )
-        base = anatomy.perplexity(
-            model, windows, batch_size=16, n_bootstrap=config.n_bootstrap, seed=config.seed
+        base = anatomy.perplexity(model, windows, batch_size=16, n_bootstrap=0)
+        p, lo, hi = document_ppl_ci(
+            base.nll_per_seq, base.tokens_per_seq, doc_ids, config.n_bootstrap, config.seed
         )
         ppl = pd.DataFrame(
             [
                 {
-                    "ppl": base.ppl,
-                    "ci_low": base.ci_low,
-                    "ci_high": base.ci_high,
+                    "ppl": p,
+                    "ci_low": lo,
+                    "ci_high": hi,
                     "nll": base.nll,
                     "n_tokens": base.n_tokens,
                     "n_sequences": len(base.nll_per_seq),
+                    "n_documents": info["n_documents"],
+                    "paper_ppl": 22.6,
                 }
             ]
         )
         lap = {"setup": time.perf_counter() - t0}
-        sweep = _sweep(model, windows, config)
+        sweep = regroup_sweep(
+            _sweep(model, windows, config), doc_ids, seq_len, config.n_bootstrap, config.seed
+        )
         lap["sweep"] = time.perf_counter() - t0 - sum(lap.values())
         tables: dict[str, pd.DataFrame] = {"perplexity": ppl}
         structure = anatomy.layer_structure(model)
+        r2_null: dict[str, np.ndarray] = {}
         if not few:
             alpha, degree = config.ridge_alpha, config.ridge_degree
             tables["predictability"] = pd.concat(
@@ -267,27 +291,26 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
                 ],
                 ignore_index=True,
             )
-            delta = anatomy.delta_correlation(model).merge(
+            tables["delta"] = anatomy.delta_correlation(model).merge(
                 delta_null(model), on=["matrix", "layer"]
             )
-            tables["delta"] = delta
-            n_rob = min(windows.shape[0], -(-config.robustness_tokens // seq_len))
+            n_rob = min(windows.shape[0], -(-int(config.robustness_tokens or 0) // seq_len))
             tables["replacement"] = anatomy.predicted_replacement_curve(
                 model,
-                windows[:n_rob],
+                windows[: max(n_rob, 1)],
                 k_max=config.k_max,
-                alpha=config.ridge_alpha,
-                degree=config.ridge_degree,
+                alpha=alpha,
+                degree=degree,
                 batch_size=16,
             )
             r2_null = _permuted_r2(model, structure, config)
             lap["predictability"] = time.perf_counter() - t0 - sum(lap.values())
-        else:
-            r2_null = {}
-        n_train = max(4 * config.recovery_budget * config.recovery_batch, 1) * seq_len
+        budget, batch = int(config.recovery_budget or 1), int(config.recovery_batch or 1)
+        n_train = max(4 * budget * batch, 1) * seq_len
         train = corpus_windows(corpus, tok, "train", n_train, seq_len)
-        evals = windows[: max(1, -(-config.recovery_tokens // seq_len))]
+        evals = windows[: max(1, -(-int(config.recovery_tokens or 0) // seq_len))]
         tables["recovery"] = _recovery(model, train, evals, config)
+        lap["recovery"] = time.perf_counter() - t0 - sum(lap.values())
         tables["structure"] = structure
         tables["spectra"] = pd.DataFrame(
             [
@@ -300,10 +323,11 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
     tables["sweep"] = sweep.drop(columns=["nll_per_seq", "base_nll_per_seq"]).assign(
         depth=lambda d: d["layer"] / max(n_layers - 1, 1)
     )
-    claims = anatomy_claims(config, sweep, tables, r2_null, n_layers)
-    lap["recovery+structure+claims"] = time.perf_counter() - t0 - sum(lap.values())
+    claims = anatomy_claims(config, sweep, tables, r2_null, n_layers, doc_ids=doc_ids)
+    lap["structure+claims"] = time.perf_counter() - t0 - sum(lap.values())
     notes.append(
-        f"Elapsed {time.perf_counter() - t0:.0f} s ("
+        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
+        f"{time.process_time() - cpu0:.0f} s CPU ("
         + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
         + f"; {torch.get_num_threads() if config.threads is None else config.threads} thread(s))."
     )

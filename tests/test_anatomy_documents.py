@@ -1,0 +1,213 @@
+"""Paper 3 on real models (issue 10, issue 12 item 4): held-out text that mixes sources, CIs
+that resample documents, per-model budgets, and the paper's layer numbers tested as stated on
+30 layers and "not testable" elsewhere when no depth mapping is allowed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lamina.chapters.layer_anatomy.claims import _importance_claims, mapped_layers
+from lamina.chapters.layer_anatomy.config import BUDGETS, AnatomyConfig
+from lamina.chapters.layer_anatomy.documents import (
+    document_delta_ci,
+    document_ppl_ci,
+    document_sums,
+    mixed_heldout,
+    regroup_sweep,
+)
+from lamina.chapters.layer_anatomy.measures import importance_bootstrap
+from lamina.chapters.layer_anatomy.run import (
+    expand_anatomy_models,
+    recovery_layer_list,
+    run_anatomy,
+)
+
+MICRO = "organism-llama-micro"
+
+
+class CharTokenizer:
+    """One token per character (ids 1..255), EOS = 0."""
+
+    eos_token_id = 0
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [1 + ord(c) % 255 for c in text]}
+
+
+def _docs() -> tuple[list[str], list[str]]:
+    play = "".join(f"KING. line {i} of the play, spoken aloud.\n" for i in range(400))
+    curriculum = [f"Document {i}: the river {i} flows to the sea.\n" * 3 for i in range(60)]
+    return [play, *curriculum], ["play"] + ["curriculum"] * 60
+
+
+# ----------------------------------------------------------------------------- mixed text
+def test_mixed_heldout_interleaves_sources_and_is_seeded():
+    docs, sources = _docs()
+    held = mixed_heldout(docs, sources, CharTokenizer(), 4096, 64, seed=0)
+    assert held.windows.shape == (64, 64)
+    kinds = held.summary()["documents_by_source"]
+    assert kinds.get("play") == 1 and kinds.get("curriculum", 0) >= 5
+    # play windows come after curriculum windows somewhere: the play (first in the document
+    # list) is not one block at the start
+    is_play = (held.doc_ids == 0).astype(int)
+    assert np.any(np.diff(is_play) == 1)
+    again = mixed_heldout(docs, sources, CharTokenizer(), 4096, 64, seed=0)
+    other = mixed_heldout(docs, sources, CharTokenizer(), 4096, 64, seed=1)
+    assert np.array_equal(again.doc_ids, held.doc_ids)
+    assert not np.array_equal(other.windows.numpy(), held.windows.numpy())
+
+
+def test_mixed_heldout_window_owner_is_the_majority_document():
+    docs = ["a" * 100, "b" * 100]
+    held = mixed_heldout(docs, ["x", "y"], CharTokenizer(), 200, 50, seed=0)
+    ids = held.windows.numpy()
+    for row, d in zip(ids, held.doc_ids, strict=True):
+        letter = 1 + ord("ab"[d]) % 255
+        assert (row == letter).sum() > len(row) / 2
+
+
+def test_mixed_heldout_rejects_too_short_text_and_mismatched_labels():
+    with pytest.raises(ValueError, match="tokens; 10000 were asked"):
+        mixed_heldout(["short text"], ["x"], CharTokenizer(), 10_000, 64, seed=0)
+    with pytest.raises(ValueError, match="source labels"):
+        mixed_heldout(["a", "b"], ["x"], CharTokenizer(), 64, 32, seed=0)
+
+
+# ----------------------------------------------------------------------------- bootstrap
+def test_document_sums_aggregate_windows_by_document():
+    s, c = document_sums(np.array([1.0, 2.0, 3.0, 4.0]), np.full(4, 10.0), np.array([5, 2, 5, 2]))
+    assert np.allclose(s, [60.0, 40.0]) and np.allclose(c, [20.0, 20.0])
+
+
+def test_document_bootstrap_is_wider_than_window_bootstrap_under_clustering():
+    """Windows of one document share a document effect: resampling windows as if they were
+    independent understates the CI; resampling documents does not."""
+    rng = np.random.default_rng(0)
+    n_docs, per_doc = 12, 10
+    effect = np.repeat(rng.normal(0, 0.5, n_docs), per_doc)
+    nll = 3.0 + effect + rng.normal(0, 0.02, n_docs * per_doc)
+    counts = np.full(nll.size, 63.0)
+    docs = np.repeat(np.arange(n_docs), per_doc)
+    _, lo_d, hi_d = document_ppl_ci(nll, counts, docs, 1000, 0)
+    _, lo_w, hi_w = document_ppl_ci(nll, counts, np.arange(nll.size), 1000, 0)
+    assert hi_d - lo_d > 2 * (hi_w - lo_w)
+    # a paired delta with a per-document shift: the document CI must bracket the truth
+    ablated = nll + np.log1p(0.2) + np.repeat(rng.normal(0, 0.05, n_docs), per_doc)
+    lo, hi = document_delta_ci(ablated, nll, counts, docs, 1000, 0)
+    assert lo < 100 * (np.exp(np.mean(ablated - nll)) - 1) < hi
+
+
+def _sweep(delta: list[float], n_docs: int = 15, per_doc: int = 4, seed: int = 0) -> pd.DataFrame:
+    """A skip sweep (rows by layer) whose layer l raises every window's NLL by
+    log1p(delta[l] / 100), with per-document noise; base_nll_per_seq as in run_anatomy."""
+    rng = np.random.default_rng(seed)
+    n = n_docs * per_doc
+    base = 3.0 + np.repeat(rng.normal(0, 0.2, n_docs), per_doc) + rng.normal(0, 0.01, n)
+    rows = []
+    for l, d in enumerate(delta):
+        noise = np.repeat(rng.normal(0, 0.003, n_docs), per_doc)
+        per = base + np.log1p(d / 100) + noise
+        rows.append({"layer": l, "surgery": "skip", "nll_per_seq": per, "base_nll_per_seq": base,
+                     "delta_pct": 100 * np.expm1(np.mean(per - base))})  # fmt: skip
+    df = pd.DataFrame(rows)
+    return regroup_sweep(df, np.repeat(np.arange(n_docs), per_doc), 64, 300, 0)
+
+
+def test_regroup_sweep_gives_document_cis_that_bracket_each_layers_delta():
+    sweep = _sweep([50.0, -3.0, 5.0, 0.5])
+    assert (sweep["n_documents"] == 15).all()
+    assert (sweep["delta_ci_low"] < sweep["delta_pct"]).all()
+    assert (sweep["delta_ci_high"] > sweep["delta_pct"]).all()
+    assert sweep.loc[1, "delta_ci_high"] < 0 < sweep.loc[2, "delta_ci_low"]
+
+
+def test_peak_ci_is_the_bootstrap_of_the_maximum_over_layers():
+    """Two layers tie at the top: the CI of the maximum is re-selected in each resample, so
+    its lower end is not below the better of the two layers' own lower ends."""
+    docs = np.repeat(np.arange(15), 4)
+    sweep = _sweep([100.0, 100.0, 5.0, 1.0])
+    ci = importance_bootstrap(sweep, 400, 0, [0], docs)["max_delta"]
+    assert ci[0] <= sweep["delta_pct"].max() <= ci[1]
+    assert ci[0] >= sweep[["delta_ci_low"]].max().item() - 1.0
+
+
+# ----------------------------------------------------------------------------- paper layers
+def _claims(delta: list[float], mapping: str) -> pd.DataFrame:
+    cfg = AnatomyConfig(model="x", n_bootstrap=0, depth_mapping=mapping)
+    docs = np.repeat(np.arange(15), 4)
+    rows = _importance_claims(cfg, _sweep(delta), len(delta), docs)
+    return pd.DataFrame(rows).set_index("claim_id")
+
+
+def test_paper_layer_claims_are_not_testable_off_30_layers_without_a_mapping():
+    delta = [5.0] * 12
+    delta[3], delta[6] = 300.0, -4.0
+    none = _claims(delta, "none")
+    assert none.loc["P3-core", "verdict"] == "not testable"
+    assert none.loc["P3-anti-at", "verdict"] == "not testable"
+    assert none.loc["P3-anti", "verdict"] != "not testable"  # existence needs no position
+    span = _claims(delta, "span")
+    assert span.loc["P3-core", "verdict"] != "not testable"
+    assert mapped_layers([8, 9, 10, 11], 12, "none") is None
+    assert mapped_layers([8, 9, 10, 11], 30, "none") == [8, 9, 10, 11]
+
+
+@pytest.mark.parametrize("mapping", ["none", "span"])
+def test_paper_layers_are_tested_as_stated_on_30_layers(mapping):
+    delta = [5.0] * 30
+    for l in (8, 9, 10, 11):
+        delta[l] = 1000.0 + l
+    delta[14], delta[17] = -6.0, -8.0
+    hit = _claims(delta, mapping)
+    assert hit.loc["P3-core", "verdict"] == "reproduced"
+    assert hit.loc["P3-anti-at", "verdict"] == "reproduced"
+    moved = list(delta)
+    moved[14], moved[17], moved[3], moved[25] = 5.0, 5.0, -6.0, -8.0
+    miss = _claims(moved, mapping)
+    assert miss.loc["P3-anti", "verdict"] == "reproduced"  # anti-layers exist ...
+    assert miss.loc["P3-anti-at", "verdict"] == "not reproduced"  # ... elsewhere
+    one = list(delta)
+    one[17] = 5.0
+    assert _claims(one, mapping).loc["P3-anti-at", "verdict"] == "partially"
+
+
+# ----------------------------------------------------------------------------- budgets
+def test_budgets_fill_only_unset_fields_by_model_kind():
+    cfg = AnatomyConfig(n_tokens=4096)
+    org = cfg.for_model("organism-llama@final")
+    real = cfg.for_model("smollm2-135m-instruct")
+    assert org.n_tokens == real.n_tokens == 4096
+    assert org.recovery_budget == BUDGETS["organism"]["recovery_budget"]
+    assert real.recovery_budget == BUDGETS["pretrained"]["recovery_budget"]
+    assert real.recovery_layers == BUDGETS["pretrained"]["recovery_layers"]
+    assert real.model == "smollm2-135m-instruct"
+    assert recovery_layer_list(real, 30) == [0, 6, 12, 17, 23, 29]
+    assert len(recovery_layer_list(real, 30, "robustness_layers")) == 10
+    assert recovery_layer_list(org, 12) == list(range(12))
+    with pytest.raises(ValueError, match="recovery_layers"):
+        AnatomyConfig(recovery_layers=1)
+    with pytest.raises(ValueError, match="depth_mapping"):
+        AnatomyConfig(depth_mapping="relative")
+    assert expand_anatomy_models("some/model") == (["some/model"], [])
+
+
+def test_run_on_a_tiny_llama_uses_mixed_text_and_document_units(tiny_model_dirs):
+    cfg = AnatomyConfig(
+        model=str(tiny_model_dirs["llama"]),
+        corpus=MICRO,
+        quick=True,
+        surgeries=["skip", "scale"],
+        recovery_layers=[0, 3],
+        depth_mapping="none",
+        n_bootstrap=50,
+    )
+    result = run_anatomy(cfg)
+    ppl = result.tables["perplexity"].iloc[0]
+    assert ppl["n_documents"] >= 3 and ppl["ci_low"] < ppl["ppl"] < ppl["ci_high"]
+    assert sorted(result.tables["recovery"]["layer"]) == [0, 3]
+    claims = result.claims.set_index("claim_id")
+    assert claims.loc["P3-core", "verdict"] == "not testable"  # 4 layers, no mapping
+    assert claims.loc["P3-anti-at", "verdict"] == "not testable"
+    assert any("documents" in n for n in result.notes)
