@@ -44,7 +44,7 @@ robustness_tokens = None  # tokens for scale/noise/reinit/predicted (256; 4,096)
 recovery_budget = None  # fine-tuning steps allowed for recovery after noise (6; 24)
 recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced (6), or all (organism)
 robustness_layers = None  # layers that scale/noise/reinit/predicted edit: as above (10; all)
-k_max = None  # predicted weights replace layers 0..k-1 for k <= k_max (4; all)
+k_max = None  # predicted weights replace layers 0..k-1, k up to k_max (4; all)
 depth_mapping = "span"  # paper layer numbers on another depth: "span" or "none" (not testable)
 seed = 0  # seeds the text shuffle, noise, re-initialisation, bootstraps and recovery batches
 quick = False  # tiny budgets, for CI
