@@ -1,20 +1,16 @@
-"""The units paper 2 is measured on: an organism's checkpoints, or a real pair of models.
-
-Both offer the :class:`Units` interface (a :class:`typing.Protocol`), so every measurement of
-the chapter takes either.
-
-A real pair of Hugging Face causal LMs (base and target) runs by parameters only.
+"""The units paper 2 is measured on: an organism's checkpoints, or a real pair of models
+(one real checkpoint: :mod:`~.single`). All offer the :class:`Units` interface (a
+:class:`typing.Protocol`), so every measurement of the chapter takes any of them.
 
 The organisms carry their whole history (pretraining checkpoints, AdamW state, three
 objectives from one checkpoint). A real pair (SmolLM2-135M against -Instruct, Qwen2.5-0.5B
-against -Instruct, two Pythia ``stepN`` revisions) is just two sets of weights, so
-:class:`ModelPair` offers the same interface as
-:class:`Checkpoints` with one ΔW pair (base -> target),
-no pretraining steps and no optimiser state. The pipeline then runs what two checkpoints
-support (ΔW signature at every k with its baselines, gradient geometry at the base, the
-write-direction edit on base and target, single-group adaptation from the base) and marks the
-claims that need the training history "not testable", with the reason in the row's note
-(:data:`UNTESTABLE`).
+against -Instruct, two Pythia ``stepN`` revisions) runs by parameters only and is just two
+sets of weights, so :class:`ModelPair` offers the same interface as :class:`Checkpoints` with
+one ΔW pair (base -> target), no pretraining steps and no optimiser state. The pipeline then
+runs what two checkpoints support (ΔW signature at every k with its baselines, gradient
+geometry at the base, the write-direction edit on base and target, single-group adaptation
+from the base) and marks the claims that need the training history "not testable", with the
+reason in the row's note (:data:`UNTESTABLE`).
 
 Models load with :func:`lamina.load_model` (hub name, local folder or organism spec, each with
 an optional revision given separately: ``name@revision`` is not parsed, because ``@`` already
@@ -99,6 +95,9 @@ class Units(Protocol):
     def step_of(self, spec: str) -> int | None: ...
 
     def load(self, spec: str) -> tuple[nn.Module, Any]: ...
+
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        """{parameter name: AdamW state} saved with a checkpoint, None without one."""
 
     def corpus(self) -> Any: ...
 
@@ -201,6 +200,9 @@ class ModelPair:
     def step_of(self, spec: str) -> int | None:
         return None
 
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        return None  # released checkpoints ship no optimiser state
+
     def load(self, spec: str) -> tuple[nn.Module, Any]:
         if spec not in self._models:
             from transformers.utils import logging as hf_logging
@@ -233,12 +235,10 @@ class ModelPair:
 
     @property
     def betas(self) -> tuple[float, float]:
-
         return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
 
     @property
     def dpo_beta(self) -> float:
-
         return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
     @property
@@ -294,18 +294,19 @@ class Checkpoints:
 
     @property
     def betas(self) -> tuple[float, float]:
-
         return tuple(organism_config(self.name).betas)  # type: ignore[return-value]
 
     @property
     def dpo_beta(self) -> float:
-
         return float(organism_config(self.name).dpo_beta)
 
     @property
     def stage_config(self) -> Any:
         """The organism's build config: its alignment stages' losses and settings."""
         return organism_config(self.name)
+
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        return organisms.load_optimizer_state(spec)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
@@ -357,13 +358,11 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
 
 @functools.lru_cache(maxsize=4)
 def organism_corpus(name: str):
-
     return load_corpus(organism_config(name))
 
 
 @functools.lru_cache(maxsize=4)
 def curriculum_docs(name: str) -> tuple[str, ...]:
-
     cfg = organism_config(name)
     return tuple(generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs).text)
 
