@@ -41,11 +41,7 @@ from lamina.chapters.weight_update_signature.config import (
     real_budget,
 )
 from lamina.chapters.weight_update_signature.deltas import probed_maps
-from lamina.chapters.weight_update_signature.units import (
-    TEXT_ORGANISM,
-    curriculum_docs,
-    pair_corpus,
-)
+from lamina.chapters.weight_update_signature.units import TEXT_ORGANISM, BorrowedText
 from lamina.models import hf_config
 from lamina.organisms.configs import ORGANISMS
 from lamina.organisms.qa import format_answer, format_prompt
@@ -73,7 +69,7 @@ def n_layers(model: nn.Module) -> int:
     return int(getattr(cfg, "num_hidden_layers", None) or cfg.n_layer)
 
 
-class SingleCheckpoint:
+class SingleCheckpoint(BorrowedText):
     """One real checkpoint (``base``) and the same checkpoint after each applied objective.
 
     name: an offline alias (``smollm2-135m-instruct``), a hub name or a local folder;
@@ -153,27 +149,6 @@ class SingleCheckpoint:
         ]
         cols = ["pair", "family", "phase", "start", "end", "step_start", "step_end"]
         return pd.DataFrame(rows, columns=cols)
-
-    @property
-    def text_description(self) -> str:
-        return pair_corpus()[1]
-
-    def corpus(self) -> Any:
-        return pair_corpus()[0]
-
-    def documents(self, source: str) -> list[str]:
-        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
-        if source == "heldout":
-            return list(self.corpus().heldout)
-        return list(curriculum_docs(TEXT_ORGANISM))
-
-    @property
-    def betas(self) -> tuple[float, float]:
-        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
-
-    @property
-    def dpo_beta(self) -> float:
-        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
     @property
     def stage_config(self) -> Any:

