@@ -194,3 +194,18 @@ def test_smollm2_single_checkpoint_smallest_budget():
     result = run_weight_signature(config)
     assert set(result.tables["deltas"]["layer"]) == {0, 29}
     assert (result.claims["model"] == "smollm2-135m-instruct").all()
+
+
+@pytest.mark.slow
+def test_chapter_executes_on_one_real_checkpoint(tiny_model_dirs, tmp_path, monkeypatch):
+    """``make chapter CH=weight_update_signature MODEL=<one real model>``: the notebook runs
+    the single-checkpoint path, shows the applied objectives and names the model."""
+    from lamina.book import execute_chapter
+
+    monkeypatch.setenv("LAMINA_RESULTS", str(tmp_path / "results"))
+    params = {"model": str(tiny_model_dirs["llama"]), "quick": True, "k": 4, "k_sweep": [1, 4],
+              "real_layers": 2}  # fmt: skip
+    notebook = execute_chapter("weight_update_signature", tmp_path, params, progress=False)
+    text = notebook.read_text()
+    assert '"ename"' not in text and "image/svg+xml" in text
+    assert "llama→sft" in text and "first loss" in text
