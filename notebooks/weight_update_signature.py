@@ -32,38 +32,50 @@
 # No code or full text of paper 2 is public. Every choice it leaves open (the subspace
 # dimension k, raw or centred second moments, the text sample, the edit's input direction,
 # the adaptation budget) is a named parameter below; the sensitivity section shows how the
-# verdicts move with k and the moment. We test the claims on lamina's two model organisms,
-# whose whole history is on disk: pretraining checkpoints with their AdamW state, and three
-# objectives (continued LM, SFT, DPO) applied to the final checkpoint with equal budgets.
+# verdicts move with k and the moment.
 #
-# The same code runs, by parameters only, on any pair of Hugging Face causal LMs of one
-# architecture: set `target` (and `base`), e.g. for SmolLM2-135M against its -Instruct
-# version (the Makefile runs offline; `HF_HUB_OFFLINE=0` lets the two models download once
-# into the Hugging Face cache):
+# **The models.** The default set leads with a real pretrained checkpoint,
+# SmolLM2-135M-Instruct (30 layers, d = 576; offline as a 4-bit GGUF, dequantised to fp32).
+# It is already aligned, and no base/instruct pair is available offline, so the claims about
+# the base → aligned ΔW and about pretraining cannot be tested on it. What one checkpoint
+# supports is the paper's third design, "every objective we apply to one checkpoint": we
+# apply a short continued-LM run, an SFT run and a DPO run to it, with equal step and example
+# budgets, and compare the signatures of the three deltas; the mechanism (read gradients,
+# Adam's update in those runs, cancellation) and the causal tests (the unembedding write on
+# the aligned checkpoint, single-group adaptation) run on it too. Claims that need a
+# pretraining history are "not testable" there, with the reason. Then come lamina's two model
+# organisms, the models with a full training history: pretraining checkpoints with their
+# AdamW state, and the same three objectives applied to the final checkpoint.
+#
+# A real checkpoint runs under a budget (`real_*` parameters): the short runs train every
+# parameter for `real_steps` AdamW steps of `real_batch` examples at sequences of at most
+# `real_max_length` tokens, and only `real_layers` evenly spaced blocks are probed. The text is
+# never downloaded and never the evaluation prompts: the organisms' held-out split (or
+# lamina's generated curriculum), with the curriculum's SFT and DPO items.
+#
+# When a hub is reachable, the same code runs on a base → aligned pair of one architecture,
+# e.g. SmolLM2-135M → SmolLM2-135M-Instruct (`HF_HUB_OFFLINE=0` lets them download once):
 #
 # ```
 # make chapter CH=weight_update_signature MODEL=HuggingFaceTB/SmolLM2-135M \
-#     PARAMS="-p target HuggingFaceTB/SmolLM2-135M-Instruct"
+#     PARAMS="-p aligned_model HuggingFaceTB/SmolLM2-135M-Instruct \
+#             -p base_model HuggingFaceTB/SmolLM2-135M"
 # ```
 #
-# `MODEL` is the base here (it also names the output folder, `book/runs/<model>/`); the
-# equivalent `-p base HuggingFaceTB/SmolLM2-135M` needs `--out book/runs/<name>` in `PARAMS`,
-# or the run replaces the book's `book/executed` copy. Revisions (an intermediate checkpoint, a
+# (`target` with `MODEL` as the base does the same.) Revisions (an intermediate checkpoint, a
 # Pythia `stepN`) are separate parameters, `-p base_revision …` and `-p target_revision …`:
 # `name@revision` is not parsed, because `@` already names organism checkpoints
-# (`organism-llama@sft`). Two checkpoints carry no training history, so on a pair the claims
-# that need it (late and early pretraining, several objectives from one checkpoint, Adam's
-# moments) are "not testable", each with its reason; everything else runs: the ΔW signature at
-# every k with its baselines, the gradient mechanism at the base, the write-direction edit on
-# base and target, and single-group adaptation from the base. The text is never downloaded: the
-# organisms' held-out split (or lamina's generated curriculum), with the curriculum's SFT and
-# DPO items.
+# (`organism-llama@sft`). A pair carries no training history either, so the claims that need
+# it (late and early pretraining, several objectives from one checkpoint, Adam's moments) are
+# "not testable" there, each with its reason.
 
 # %% tags=["parameters", "hide-input"]
-model = "default"  # "default": both organisms; "micro": the test organisms; or organism names
+model = "default"  # "default": SmolLM2-135M-Instruct, then both organisms; or model names
 base = "final"  # checkpoint the alignment stages start from; for a real pair, the base model
 targets = ["lm", "sft", "dpo"]  # stages compared with base (continued LM, SFT, DPO)
 target = None  # a real pair's target (hub name or folder); runs the pair instead of organisms
+base_model = None  # a base -> aligned pair of one architecture (hub names or folders)
+aligned_model = None
 base_revision = None  # a real pair's revisions (branch, tag, commit), e.g. "step143000"
 target_revision = None
 k = 8  # subspace dimension of the verdicts (reimplementation choice)
@@ -71,6 +83,12 @@ k_sweep = [1, 2, 4, 8, 16, 32, 64]  # ks of the enrichment curves
 n_tokens = 4096  # tokens of held-out text for the input second moments
 text_source = "heldout"  # "heldout" text split or "curriculum" documents
 centred = False  # raw E[a aᵀ] and W_U (paper) or centred covariance and mean-free W_U
+real_steps = 8  # real checkpoint: AdamW steps per applied objective and per adaptation
+real_batch = 4  # examples per step
+real_lr = 1e-4  # peak learning rate of those runs
+real_tokens = 2048  # tokens for the second moments (the LM gradient gets half)
+real_max_length = 128  # tokens per sequence
+real_layers = 8  # evenly spaced blocks probed (0 = all)
 seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
@@ -84,14 +102,18 @@ from lamina.chapters.weight_update_signature import SignatureConfig, run_weight_
 from lamina.chapters.weight_update_signature.figures import (
     describe,
     enrichment_curves,
+    finetune_summary,
     mechanism_summary,
+    objective_signatures,
     pretraining_trajectory,
 )
 from lamina.chapters.weight_update_signature.verdicts import CLAIMS
 
 setup_altair()
-# shown instead of the charts that need a training history, on a real pair
-NO_HISTORY = Markdown("*Not testable on a real pair: it needs the training history.*")
+# shown instead of the charts that need a training history
+NO_HISTORY = Markdown(
+    "*Not testable on a real pair or a single real checkpoint: it needs the training history.*"
+)
 config = SignatureConfig(
     model=model,
     base=base,
@@ -99,11 +121,19 @@ config = SignatureConfig(
     target=target,
     base_revision=base_revision,
     target_revision=target_revision,
+    base_model=base_model,
+    aligned_model=aligned_model,
     k=k,
     k_sweep=tuple(k_sweep),
     n_tokens=n_tokens,
     text_source=text_source,
     centred=centred,
+    real_steps=real_steps,
+    real_batch=real_batch,
+    real_lr=real_lr,
+    real_tokens=real_tokens,
+    real_max_length=real_max_length,
+    real_layers=real_layers,
     seed=seed,
     quick=quick,
 )
@@ -219,6 +249,20 @@ show_figure(
 # :::{admonition} Verdict: a property of the stage, not of the objective
 # {glue:text}`ws_stage_not_objective`
 # :::
+
+# %% [markdown]
+# The three deltas side by side: the geometric-mean enrichment at k = {glue:text}`ws_k` of each
+# matrix group, for each objective applied to one checkpoint (equal budgets), per model.
+
+# %% tags=["hide-input"]
+objective_signatures(result.tables["deltas"], config).round(3)
+
+# %% [markdown]
+# The short runs on a real checkpoint (first and last training loss, tokens read; every
+# objective had the same steps and examples):
+
+# %% tags=["hide-input"]
+finetune_summary(result.tables["finetune"])
 
 # %% tags=["hide-input"]
 traj = pretraining_trajectory(result.tables["deltas"], config)
@@ -524,12 +568,16 @@ claims[
 # %% [markdown]
 # ## Caveats
 #
+# - SmolLM2-135M-Instruct is already aligned and offline it has no base partner; its
+#   objective runs are short (a few AdamW steps at short sequences, on CPU), so their deltas
+#   are the first steps of each objective, not a full alignment recipe, and only a subset of
+#   blocks is probed. Its weights are 4-bit (Q4_1) dequantised to fp32; the paper's models
+#   were not quantised.
 # - The organisms are small (12 layers, d = 128) and their alignment stages short (100
 #   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
-#   (`base`, `target` and their revisions; see the top of the chapter) when their weights are
-#   available, and may behave differently. On such a pair the text is the organisms' (plays
-#   and a synthetic curriculum), not the model's training distribution, and sequences are cut
-#   at 512 tokens.
+#   (`base_model`, `aligned_model` and their revisions; see the top of the chapter) when their
+#   weights are available, and may behave differently. On a real model the text is the
+#   organisms' (plays and a synthetic curriculum), not the model's training distribution.
 # - "Close to random" and "effective" need thresholds that the paper does not give; ours
 #   (margin, the fraction of full fine-tuning) are parameters of `SignatureConfig`.
 # - "Early" pretraining is the first {glue:text}`ws_early_fraction` of the steps. With tied

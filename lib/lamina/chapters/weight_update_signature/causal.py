@@ -95,7 +95,7 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
         return_tensors="pt",
         padding=True,
         truncation=True,
-        max_length=context_length(base_model),
+        max_length=context_length(base_model, config.max_length),
     )
     ids, mask = enc["input_ids"], enc["attention_mask"]
     valid = mask.bool()
@@ -194,7 +194,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     lamina's curriculum and the organisms' AdamW betas)."""
 
     model0, tok = ck.load(ck.spec(config.base))
-    max_len = context_length(model0)
+    max_len = context_length(model0, config.max_length)
     corpus = ck.corpus()
     evals = corpus.sft_eval[: config.adapt_eval]
     gen = torch.Generator().manual_seed(config.seed)

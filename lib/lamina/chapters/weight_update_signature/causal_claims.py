@@ -16,13 +16,20 @@ from lamina.stats import bootstrap_ci
 __all__ = ["causal_claims"]
 
 
-def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict[str, Any]]:
-    """Verdict rows of the causal claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
+def causal_claims(
+    model: str, parts: dict, config: SignatureConfig, aligned_base: bool = False
+) -> list[dict[str, Any]]:
+    """Verdict rows of the causal claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`).
+
+    The write edit is tested after each alignment target (effect_size: its mean effect over
+    the base's) and, when ``aligned_base`` (a released instruction-tuned checkpoint), on the
+    base itself (no ratio: its own pre-alignment model is not available)."""
 
     rows = []
     e = parts["edits"]
     unemb = e[e["direction"] == "unembedding"].set_index(["stage", "token"])["delta_logp"]
-    for t in [t for t in config.targets if t != "lm"] or config.targets:
+    stages = [t for t in config.targets if t != "lm"] or list(config.targets)
+    for t in ([config.base] if aligned_base else []) + stages:
         u = e[(e["stage"] == t) & (e["direction"] == "unembedding")]["delta_logp"].to_numpy()
         r = e[(e["stage"] == t) & (e["direction"] == "random")]["delta_logp"].to_numpy()
         if len(u) < 2 or len(r) < 1:
@@ -31,13 +38,16 @@ def causal_claims(model: str, parts: dict, config: SignatureConfig) -> list[dict
         b = bootstrap_ci(
             u, n_resamples=config.n_bootstrap, seed=config.seed, method="percentile"
         ).iloc[0]
-        ratio = float(unemb.loc[t].mean() / unemb.loc[config.base].mean())
-        ok = bool(ratio >= config.still_fraction and u.mean() > r.mean())
+        if t == config.base:
+            ratio, ok = float("nan"), bool(u.mean() > r.mean())
+        else:
+            ratio = float(unemb.loc[t].mean() / unemb.loc[config.base].mean())
+            ok = bool(ratio >= config.still_fraction and u.mean() > r.mean())
         rows.append(
             claim_row(
                 "write_edit_after_alignment",
                 model,
-                f"@{t}",
+                f"@{t}" + (" (released, aligned)" if t == config.base else ""),
                 "changes predictions",
                 float(u.mean()),
                 {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},

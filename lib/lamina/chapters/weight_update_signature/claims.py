@@ -213,7 +213,8 @@ def all_claims(
         )
     )
     rows += mechanism_claims(model, parts, config, ck)
-    rows += causal_claims(model, parts, config)
+    # a released instruction-tuned checkpoint (single.SingleCheckpoint) is itself aligned
+    rows += causal_claims(model, parts, config, bool(getattr(ck, "aligned_base", False)))
     causal = [
         r["verdict"]
         for r in rows

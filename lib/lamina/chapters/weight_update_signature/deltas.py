@@ -32,9 +32,11 @@ from lamina.weights import (
 )
 
 __all__ = [
+    "cached_moments",
     "delta_signature",
     "organism_deltas",
     "prediction_subspace",
+    "probed_maps",
     "random_matrix_null",
     "random_subspace_null",
     "signature_from_deltas",
@@ -218,11 +220,11 @@ def delta_signature(
     deltas = weight_deltas(model_a, model_b)
     ref = model_a if config.moments_from == "start" else model_b
     ref_spec = start if config.moments_from == "start" else end
-    moments = cached_moments(ref, tok, texts, centred, cache, ref_spec)
+    moments = cached_moments(ref, tok, texts, centred, cache, ref_spec, config)
     cfg = hf_config(ref)
     d = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
     pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred, fold_gain)
-    maps = linear_maps(model_a, embeddings=False)
+    maps = probed_maps(model_a, config)
     weights = {m.key: m.weight(model_a) for m in maps if m.layer is not None}
     out = signature_from_deltas(
         deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed,
@@ -232,13 +234,26 @@ def delta_signature(
     return out
 
 
-def cached_moments(model, tok, texts, centred, cache, spec) -> dict[str, torch.Tensor]:
-    key = (spec, centred)
+def probed_maps(model: nn.Module, config: SignatureConfig) -> list[LinearMap]:
+    """The block maps of ``model`` in the probed layers (``config.layers``; None = all)."""
+    maps = linear_maps(model, embeddings=False)
+    keep = config.layers
+    return [m for m in maps if m.layer is not None and (keep is None or m.layer in keep)]
+
+
+def cached_moments(
+    model, tok, texts, centred: bool, cache: dict | None, spec: str, config: SignatureConfig
+) -> dict[str, torch.Tensor]:
+    """:func:`lamina.weights.input_second_moments` of the probed read maps
+    (:func:`probed_maps`) over ``texts``, cached in ``cache`` under (spec, centred, layers)."""
+    key = (spec, centred, config.layers)
     if cache is not None and key in cache:
         return cache[key]
     moments = input_second_moments(
-        model, tok, texts, centred=centred, batch_size=16, max_length=context_length(model)
-    )
+        model, tok, texts, centred=centred, batch_size=16,
+        maps=[m for m in probed_maps(model, config) if m.kind == "read"],
+        max_length=context_length(model, config.max_length),
+    )  # fmt: skip
     if cache is not None:
         cache[key] = moments
     return moments

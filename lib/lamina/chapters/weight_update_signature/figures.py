@@ -12,7 +12,9 @@ __all__ = [
     "ROLE_GROUPS",
     "describe",
     "enrichment_curves",
+    "finetune_summary",
     "mechanism_summary",
+    "objective_signatures",
     "pretraining_trajectory",
 ]
 
@@ -128,3 +130,33 @@ def mechanism_summary(
             }
         )
     return pd.DataFrame(out)
+
+
+def objective_signatures(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+    """The signature of each stage ΔW (every objective applied to one checkpoint): geometric-
+    mean enrichment at k = ``config.k`` (main moment, prediction basis W_U) per model × pair
+    (rows) and role group (columns: Q, K; V; MLP in; writes)."""
+    t = keep_layers(deltas, config)
+    t = t[(t["family"] == "stage") & (t["k"] == config.k)]
+    t = t[t["moment"] == ("centred" if config.centred else "raw")]
+    if "prediction" in t:
+        t = t[t["prediction"] == "W_U"]
+    t = t.assign(group=t["role"].map(ROLE_GROUPS))
+    out = t.groupby(["model", "pair", "group"], sort=False)["enrichment"].apply(_geo)
+    return out.unstack("group")
+
+
+def finetune_summary(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model × applied objective: steps, examples and tokens read, the training loss of
+    the first and of the last step (nats, each before its update)."""
+    if curves.empty:
+        return pd.DataFrame(
+            columns=["model", "objective", "steps", "examples", "tokens", "first loss", "last loss"]
+        )
+    g = curves.sort_values("step").groupby(["model", "objective"], sort=False)
+    return g.agg(
+        steps=("step", "max"),
+        examples=("examples", "sum"),
+        tokens=("tokens", "sum"),
+        **{"first loss": ("loss", "first"), "last loss": ("loss", "last")},
+    ).reset_index().round(4)

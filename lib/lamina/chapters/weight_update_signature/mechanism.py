@@ -12,9 +12,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
-from lamina.chapters.weight_update_signature.deltas import cached_moments, prediction_subspace
+from lamina.chapters.weight_update_signature.deltas import (
+    cached_moments,
+    prediction_subspace,
+    probed_maps,
+)
 from lamina.chapters.weight_update_signature.units import Units
 from lamina.organisms.objectives import lm_loss
 from lamina.organisms.stages import stage_loss
@@ -76,7 +79,13 @@ def _replay(tok: Any, corpus: Any, n: int, length: int, seed: int) -> torch.Tens
 
 
 def stage_factors(
-    objective: str, model: Any, tok: Any, items: Sequence[Any], stage_cfg: Any, replay=None
+    objective: str,
+    model: Any,
+    tok: Any,
+    items: Sequence[Any],
+    stage_cfg: Any,
+    replay=None,
+    maps: Sequence[LinearMap] | None = None,
 ) -> dict:
     """Gradient factors (:func:`lamina.weights.gradients.loss_factors`) of the loss an
     organism's alignment stage trains (:func:`lamina.organisms.stages.stage_loss`: answers end
@@ -84,11 +93,12 @@ def stage_factors(
     reference is a frozen copy of ``model``, so its value is log 2 and its gradient is the
     first DPO step from this checkpoint). items: sft (question, answer); dpo (question,
     chosen, rejected). stage_cfg: an :class:`lamina.organisms.configs.OrganismConfig` whose
-    ``context`` is the model's."""
+    ``context`` is the model's. maps: the maps whose factors are kept (default every block
+    map)."""
     if objective not in ("sft", "dpo"):
         raise ValueError(f"objective must be 'sft' or 'dpo'; got {objective!r}")
     ref = copy.deepcopy(model).eval().requires_grad_(False) if objective == "dpo" else None
-    maps = linear_maps(model, embeddings=False)
+    maps = linear_maps(model, embeddings=False) if maps is None else maps
     return loss_factors(
         model, maps, lambda: stage_loss(objective, model, ref, tok, list(items), stage_cfg, replay)
     )
@@ -154,12 +164,12 @@ def objective_gradients(
 
     spec = ck.spec(config.base)
     model, tok = ck.load(spec)
-    maps = [m for m in linear_maps(model, embeddings=False)]
-    moments = cached_moments(model, tok, texts, config.centred, cache, spec)
+    maps = probed_maps(model, config)
+    moments = cached_moments(model, tok, texts, config.centred, cache, spec, config)
     bases = _bases(model, maps, moments, config.k, config.centred)
     corpus = ck.corpus()
     rng = np.random.default_rng(config.seed)
-    length = context_length(model)
+    length = context_length(model, config.max_length)
     held_out = grad_texts is not None
     lm_source = grad_texts if grad_texts is not None else texts
     lm_texts = _token_budget(tok, lm_source, config.grad_tokens, length)
@@ -180,7 +190,7 @@ def objective_gradients(
             items = items[: caps[objective]]
             n_replay = stage_cfg.replay_batch_size if objective == "sft" else 0
             replay = _replay(tok, corpus, n_replay, length, config.seed)
-            factors = stage_factors(objective, model, tok, items, stage_cfg, replay)
+            factors = stage_factors(objective, model, tok, items, stage_cfg, replay, maps)
         for row in _geometry_rows(factors, maps, bases, moments, config.k, config.seed):
             rows.append({"objective": objective, "checkpoint": spec, **row})
     out = pd.DataFrame(rows)
@@ -212,12 +222,11 @@ def write_gradients_across_training(
     rows = []
     for step, spec in sorted(ck.steps.items()):
         model, tok = ck.load(spec)
-        maps = [m for m in linear_maps(model, embeddings=False) if m.kind == "write"]
+        maps = [m for m in probed_maps(model, config) if m.kind == "write"]
         bases = _bases(model, maps, {}, config.k, config.centred)
-        batch = _token_budget(tok, texts, config.grad_tokens, context_length(model))
-        factors = gradient_factors(
-            model, tok, batch, maps, lm_loss, max_length=context_length(model)
-        )
+        length = context_length(model, config.max_length)
+        batch = _token_budget(tok, texts, config.grad_tokens, length)
+        factors = gradient_factors(model, tok, batch, maps, lm_loss, max_length=length)
         for row in _geometry_rows(factors, maps, bases, {}, config.k, config.seed):
             w = maps[[m.key for m in maps].index(row["key"])].weight(model)
             row["weight_rsf"] = relative_subspace_fraction(w, bases[row["key"]][0], "output")
@@ -241,10 +250,12 @@ def adam_signature(
     rows = []
     for label in (config.base, *config.targets):
         spec = ck.spec(label)
-        state = organisms.load_optimizer_state(spec)
+        state = ck.optimizer_state(spec)
+        if state is None:  # a released checkpoint ships no optimiser state
+            continue
         model, tok = ck.load(spec)
-        maps = linear_maps(model, embeddings=False)
-        moments = cached_moments(model, tok, texts, config.centred, cache, spec)
+        maps = probed_maps(model, config)
+        moments = cached_moments(model, tok, texts, config.centred, cache, spec, config)
         bases = _bases(model, maps, moments, config.k, config.centred)
         for m in maps:
             st = state.get(m.parameter)
@@ -275,4 +286,4 @@ def adam_signature(
                     "enrichment_update": r_u / (config.k / d),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ADAM_COLUMNS)

@@ -21,7 +21,8 @@ from lamina.chapters.weight_update_signature.config import (
     CHAPTER,
     SignatureConfig,
     context_length,
-    expand_organisms,
+    expand_models,
+    real_budget,
 )
 from lamina.chapters.weight_update_signature.deltas import organism_deltas
 from lamina.chapters.weight_update_signature.mechanism import (
@@ -29,9 +30,11 @@ from lamina.chapters.weight_update_signature.mechanism import (
     objective_gradients,
     write_gradients_across_training,
 )
+from lamina.chapters.weight_update_signature.single import SingleCheckpoint, n_layers
 from lamina.chapters.weight_update_signature.units import (
     Checkpoints,
     ModelPair,
+    Units,
     split_sample,
     text_sample,
 )
@@ -40,62 +43,88 @@ __all__ = ["run_weight_signature"]
 
 
 def run_weight_signature(config: SignatureConfig) -> ExperimentResult:
-    """Deltas, mechanism and causal tests on every organism of ``config.model``, or on the real
-    pair ``config.base`` -> ``config.target`` (:class:`ModelPair`: the claims that need the
-    training history are "not testable", with the reason); the claims.
+    """Deltas, mechanism and causal tests on every model of ``config.model`` (real
+    checkpoints first, :class:`~.single.SingleCheckpoint`: every objective applied to one
+    checkpoint; then the organisms), or on the real pair ``config.base`` -> ``config.target``
+    (:class:`ModelPair`); the claims. Real checkpoints and pairs run with the ``real_*``
+    budget (:func:`~.config.real_budget`); claims a unit cannot test are "not testable",
+    with the reason.
 
     -> ExperimentResult with tables ``deltas`` (matrix × k × pair), ``gradients``,
-    ``write_gradients``, ``adam``, ``edits``, ``adaptation``, ``sensitivity`` and ``claims``.
+    ``write_gradients``, ``adam``, ``edits``, ``adaptation``, ``finetune`` (training curves
+    of the applied objectives), ``sensitivity`` and ``claims``.
     Raises ValueError when a pair's architectures or shapes differ.
     """
-    units: list[Checkpoints | ModelPair]
+    units: list[Units]
     notes: list[str]
     if config.is_pair:
         pair = ModelPair(
             config.base, str(config.target), config.base_revision, config.target_revision
         )
         units, notes = [pair], []
-        run_config = dataclasses.replace(config, base=pair.base_label, targets=(pair.target_label,))
+        run_config = dataclasses.replace(
+            config, base=pair.base_label, targets=(pair.target_label,), base_model=None,
+            aligned_model=None,
+        )  # fmt: skip
     else:
-        names, notes = expand_organisms(config)
-        if not names:
+        real, names, notes = expand_models(config)
+        if not real and not names:
             raise RuntimeError(
                 f"no organism of model={config.model!r} is built: {'; '.join(notes)}"
             )
-        units, run_config = [Checkpoints(n) for n in names], config
+        units = [SingleCheckpoint(n, config) for n in real] + [Checkpoints(n) for n in names]
+        run_config = config
+    is_real = any(not isinstance(u, Checkpoints) for u in units)
     old_threads = torch.get_num_threads()
-    torch.set_num_threads(_threads(config.is_pair, old_threads))
+    torch.set_num_threads(_threads(is_real, old_threads))
     try:
         return _run(config, run_config, units, notes)
     finally:
         torch.set_num_threads(old_threads)
 
 
-def _threads(is_pair: bool, default: int) -> int:
+def _unit_config(ck: Units, config: SignatureConfig) -> SignatureConfig:
+    """The config one unit runs with: the organisms' as given, a real unit's under the
+    ``real_*`` budget."""
+    if isinstance(ck, SingleCheckpoint):
+        return ck.run_config()
+    if isinstance(ck, ModelPair):
+        return real_budget(config, n_layers(ck.load(ck.spec(config.base))[0]))
+    return config
+
+
+def _threads(is_real: bool, default: int) -> int:
     """``$LAMINA_NUM_THREADS``, else 1 for the organisms (their matrices, d <= 256, are too
     small to gain from threads, and small QRs and eigendecompositions slow down by an order
     of magnitude when threads compete for shared CPUs) and torch's default for a real pair."""
-    return int(os.environ.get("LAMINA_NUM_THREADS") or (default if is_pair else 1))
+    return int(os.environ.get("LAMINA_NUM_THREADS") or (default if is_real else 1))
 
 
 def _run(
     user_config: SignatureConfig,
-    config: SignatureConfig,
-    units: list[Checkpoints | ModelPair],
+    run_config: SignatureConfig,
+    units: list[Units],
     notes: list[str],
 ) -> ExperimentResult:
     tables: dict[str, list[pd.DataFrame]] = {}
     claims = []
-    torch.manual_seed(config.seed)
+    torch.manual_seed(run_config.seed)
     for ck in units:
         name = ck.name
+        t0 = time.perf_counter()
+        config = _unit_config(ck, run_config)
         base_model, tok = ck.load(ck.spec(config.base))
+        for target in config.targets:  # a single checkpoint trains its targets here
+            ck.load(ck.spec(target))
+        config.timings[f"{name}:load"] = round(time.perf_counter() - t0, 2)
         basis_docs, grad_docs = split_sample(ck.documents(config.text_source), config.seed)
-        length = context_length(base_model)
+        length = context_length(base_model, config.max_length)
         texts = text_sample(basis_docs, tok, config.n_tokens, config.seed, length)
         grad_texts = text_sample(grad_docs, tok, config.grad_tokens, config.seed, length)
-        if isinstance(ck, ModelPair):
-            notes.append(f"{name}: text from {ck.text_description}")
+        if not isinstance(ck, Checkpoints):
+            notes.append(f"{name}: text from {ck.text_description}; {_budget_note(config)}")
+        if isinstance(ck, SingleCheckpoint):
+            tables.setdefault("finetune", []).append(ck.curves())
         cache: dict = {}
         parts: dict[str, pd.DataFrame] = {}
         steps: dict[str, tuple[Callable[..., pd.DataFrame], tuple]] = {
@@ -116,6 +145,17 @@ def _run(
         claims.append(all_claims(name, parts, config, ck))
     claim_table = pd.concat(claims, ignore_index=True) if claims else pd.DataFrame()
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+    out.setdefault("finetune", SingleCheckpoint.empty_curves())
     out["claims"] = claim_table
     names = [ck.name for ck in units]
     return ExperimentResult(CHAPTER, user_config, claim_table, out, notes, names)
+
+
+def _budget_note(config: SignatureConfig) -> str:
+    layers = "all blocks" if config.layers is None else f"blocks {list(config.layers)}"
+    return (
+        f"real-model budget: {layers} probed, {config.n_tokens} tokens for the second "
+        f"moments, sequences of at most {config.max_length} tokens, {config.real_steps} "
+        f"AdamW steps of {config.real_batch} examples per objective and adaptation "
+        f"(peak lr {config.real_lr:g})"
+    )

