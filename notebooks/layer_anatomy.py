@@ -39,7 +39,7 @@ noise_scale = 0.5  # relative Gaussian noise (sd / weight RMS) of the "noise" su
 recovery_noise = 2.0  # relative noise of the recovery perturbation (paper: 0.5, see below)
 alpha = 0.9  # scaling factor of the "scale" surgery
 # budgets; None: per model kind (lamina.chapters.layer_anatomy.config.BUDGETS)
-n_tokens = None  # held-out tokens: perplexity, skip, interpolate (pretrained 1,024; organism 20,480)
+n_tokens = None  # held-out tokens: perplexity, skip, interpolate (pretrained 2,048; organism 20,480)
 robustness_tokens = None  # tokens for scale/noise/reinit/predicted (256; 4,096)
 recovery_budget = None  # fine-tuning steps allowed for recovery after noise (6; 24)
 recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced (6), or all (organism)

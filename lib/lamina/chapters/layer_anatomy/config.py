@@ -30,7 +30,7 @@ DEPTH_MAPPINGS = ("span", "none")
 # core; "organism" (12 layers, d = 128) costs far less per token.
 BUDGETS: dict[str, dict[str, Any]] = {
     "pretrained": {
-        "n_tokens": 1_024,
+        "n_tokens": 2_048,
         "robustness_tokens": 256,
         "robustness_layers": 10,
         "recovery_budget": 6,

@@ -73,7 +73,9 @@ def mixed_heldout(
     seed: int,
 ) -> HeldoutText:
     """The first ceil(n_tokens / seq_len) windows of the shuffled passages of ``docs``
-    (:func:`lamina.chapters.runtime.tagged_passages`, about 4 windows of characters per passage), tokenised with EOS
+    (:func:`lamina.chapters.runtime.tagged_passages`, at most about one window of characters
+    (4 x seq_len) per passage, so that a small budget still draws windows from many documents
+    rather than a few long play passages), tokenised with EOS
     after each passage, with each window's majority source document. Raises ValueError if
     the text is too short."""
     if len(docs) != len(sources):
@@ -84,7 +86,7 @@ def mixed_heldout(
     eos = tokenizer.eos_token_id
     ids: list[int] = []
     owner: list[int] = []
-    for doc, text in tagged_passages(docs, seed, 4 * 4 * seq_len):
+    for doc, text in tagged_passages(docs, seed, 4 * seq_len):
         toks = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         toks += [int(eos)] if eos is not None else []
         ids += toks
