@@ -146,7 +146,8 @@ for m in result.models:
     if T.get("predictability") is None or T["predictability"].empty:
         continue
     show(F.predictability_figure(T["predictability"], m), C)
-    show(F.delta_figure(T["delta"], m, float(C.loc["P3-delta-structure", "measured"])), C)
+    gap_ci = C.loc["P3-delta-structure", ["ci_low", "ci_high"]].astype(float)
+    show(F.delta_figure(T["delta"], m, (gap_ci.iloc[0], gap_ci.iloc[1])), C)
     show(F.replacement_figure(T["replacement"], m), C)
 
 # %% [markdown]

@@ -211,3 +211,23 @@ def test_run_on_a_tiny_llama_uses_mixed_text_and_document_units(tiny_model_dirs)
     assert claims.loc["P3-core", "verdict"] == "not testable"  # 4 layers, no mapping
     assert claims.loc["P3-anti-at", "verdict"] == "not testable"
     assert any("documents" in n for n in result.notes)
+
+
+def test_delta_figure_title_follows_the_gap_ci_not_a_fixed_threshold():
+    """A small gap whose CI excludes 0 departs from the null; a large one whose CI spans 0 and
+    an undefined CI do not."""
+    import pandas as pd
+
+    from lamina.chapters.layer_anatomy.figures import delta_figure
+
+    delta = pd.DataFrame(
+        {"matrix": ["q", "q"], "layer": [0, 1], "corr": [-0.49, -0.48], "corr_null": [-0.5, -0.5]}
+    )
+
+    def title(ci):
+        return delta_figure(delta, "m", ci).chart.layer[0].title
+
+    assert "depart from" in title((0.01, 0.02))
+    assert "depart from" in title((-0.02, -0.01))
+    assert "sit on" in title((-0.2, 0.3))
+    assert "sit on" in title((float("nan"), float("nan")))

@@ -189,9 +189,12 @@ def predictability_figure(pred: pd.DataFrame, model: str) -> Figure:
     )
 
 
-def delta_figure(delta: pd.DataFrame, model: str, gap: float) -> Figure:
-    """Measured delta correlation per layer pair against the independence null."""
-    word = "sit on" if abs(gap) < 0.05 else "depart from"
+def delta_figure(delta: pd.DataFrame, model: str, gap_ci: tuple[float, float]) -> Figure:
+    """Measured delta correlation per layer pair against the independence null. ``gap_ci``:
+    the 95% CI of the mean gap (measured - null, P3-delta-structure); the title says the points
+    depart from the null only when that CI excludes 0 (an undefined CI reads "sit on")."""
+    lo_ci, hi_ci = gap_ci
+    word = "depart from" if (lo_ci > 0 or hi_ci < 0) else "sit on"
     lo = float(min(delta["corr"].min(), delta["corr_null"].min()))
     hi = float(max(delta["corr"].max(), delta["corr_null"].max()))
     chart = alt.Chart(
