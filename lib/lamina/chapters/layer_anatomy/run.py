@@ -127,6 +127,8 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
     frames = []
     main = [s for s in config.surgeries if s in IMPORTANCE_SURGERIES]
     rest = [s for s in config.surgeries if s not in IMPORTANCE_SURGERIES]
+    if config.robustness_tokens is None:  # filled per model kind before the sweep runs
+        raise ValueError("robustness_tokens is unset: fill the budget (config.BUDGETS) first")
     n_rob = min(windows.shape[0], -(-config.robustness_tokens // windows.shape[1]))
     n_layers = get_adapter(model).n_layers(model)
     rob_layers = recovery_layer_list(config, n_layers, "robustness_layers")
@@ -231,7 +233,8 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         for name in ("recovery_layers", "robustness_layers"):
             if isinstance(getattr(config, name), list):
                 checked = [anatomy.check_layer(model, l) for l in getattr(config, name)]
-                config = dataclasses.replace(config, **{name: checked})
+                field: dict[str, Any] = {name: checked}
+                config = dataclasses.replace(config, **field)
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )

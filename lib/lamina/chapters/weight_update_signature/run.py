@@ -30,14 +30,16 @@ from lamina.chapters.weight_update_signature.mechanism import (
     objective_gradients,
     write_gradients_across_training,
 )
-from lamina.chapters.weight_update_signature.single import SingleCheckpoint, n_layers
+from lamina.chapters.weight_update_signature.single import SingleCheckpoint
 from lamina.chapters.weight_update_signature.units import (
+    BorrowedText,
     Checkpoints,
     ModelPair,
     Units,
     split_sample,
     text_sample,
 )
+from lamina.models import get_adapter
 
 __all__ = ["run_weight_signature"]
 
@@ -89,7 +91,8 @@ def _unit_config(ck: Units, config: SignatureConfig) -> SignatureConfig:
     if isinstance(ck, SingleCheckpoint):
         return ck.run_config()
     if isinstance(ck, ModelPair):
-        return real_budget(config, n_layers(ck.load(ck.spec(config.base))[0]))
+        model = ck.load(ck.spec(config.base))[0]
+        return real_budget(config, get_adapter(model).n_layers(model))
     return config
 
 
@@ -121,7 +124,7 @@ def _run(
         length = context_length(base_model, config.max_length)
         texts = text_sample(basis_docs, tok, config.n_tokens, config.seed, length)
         grad_texts = text_sample(grad_docs, tok, config.grad_tokens, config.seed, length)
-        if not isinstance(ck, Checkpoints):
+        if isinstance(ck, BorrowedText):  # a real model: text borrowed from the organisms
             notes.append(f"{name}: text from {ck.text_description}; {_budget_note(config)}")
         if isinstance(ck, SingleCheckpoint):
             tables.setdefault("finetune", []).append(ck.curves())

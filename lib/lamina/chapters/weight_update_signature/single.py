@@ -42,14 +42,14 @@ from lamina.chapters.weight_update_signature.config import (
 )
 from lamina.chapters.weight_update_signature.deltas import probed_maps
 from lamina.chapters.weight_update_signature.units import TEXT_ORGANISM, BorrowedText
-from lamina.models import hf_config
+from lamina.models import get_adapter
 from lamina.organisms.configs import ORGANISMS
 from lamina.organisms.qa import format_answer, format_prompt
 from lamina.organisms.stages import qa_batch, stage_loss
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import STAGES, lr_at, make_optimizer, optimizer_step, random_windows
 
-__all__ = ["CURVE_COLUMNS", "SINGLE_UNTESTABLE", "SingleCheckpoint", "n_layers"]
+__all__ = ["CURVE_COLUMNS", "SINGLE_UNTESTABLE", "SingleCheckpoint"]
 
 CURVE_COLUMNS = ["model", "objective", "step", "lr", "loss", "examples", "tokens"]
 
@@ -61,12 +61,6 @@ SINGLE_UNTESTABLE: dict[str, str] = {
     "write_grad_early_only": f"needs early and late pretraining checkpoints; {_HISTORY}",
     "write_weights_acquire_early": f"needs the initialisation and early checkpoints; {_HISTORY}",
 }
-
-
-def n_layers(model: nn.Module) -> int:
-    """Number of transformer blocks of a Hugging Face causal LM."""
-    cfg = hf_config(model)
-    return int(getattr(cfg, "num_hidden_layers", None) or cfg.n_layer)
 
 
 class SingleCheckpoint(BorrowedText):
@@ -169,7 +163,7 @@ class SingleCheckpoint(BorrowedText):
         if self._config is None:
             model, _ = self.load(self.label)
             cfg = dataclasses.replace(self.user_config, base=self.label)
-            self._config = real_budget(cfg, n_layers(model))
+            self._config = real_budget(cfg, get_adapter(model).n_layers(model))
         return self._config
 
     def _batches(self, objective: str, tok: Any, cfg: Any, config: SignatureConfig) -> list:
@@ -190,8 +184,9 @@ class SingleCheckpoint(BorrowedText):
     def _train(self, objective: str) -> tuple[nn.Module, Any]:
         base, tok = self.load(self.label)
         config, cfg = self.run_config(), self.stage_config
-        model = copy.deepcopy(base).train().requires_grad_(True)
-        ref = copy.deepcopy(base).eval().requires_grad_(False) if objective == "dpo" else None
+        # Any: stage_loss / optimizer_step are typed for PreTrainedModel, which base is
+        model: Any = copy.deepcopy(base).train().requires_grad_(True)
+        ref: Any = copy.deepcopy(base).eval().requires_grad_(False) if objective == "dpo" else None
         opt = make_optimizer(model, cfg, config.real_lr)
         for i, batch in enumerate(self._batches(objective, tok, cfg, config)):
             lr = lr_at(i, config.real_steps, config.real_lr, 1, cfg.min_lr_ratio)
