@@ -4,6 +4,14 @@ sees imports inside functions and under ``TYPE_CHECKING``.
 Used by the architecture tests (no cycle, no private name imported across modules) and by
 :mod:`lamina.book.reuse`, which hashes the lamina modules a chapter notebook imports,
 transitively (:func:`import_closure`).
+
+Lazy exports. A package ``__init__`` may define names on first use: a top-level dict literal
+``_LAZY = {"name": "lamina.x.y", ...}`` and a top-level ``def __getattr__`` that imports
+``_LAZY[name]`` (PEP 562). :func:`import_graph` keeps those edges (a cycle through them is
+still a cycle), but :func:`import_closure`, which answers "what does running this file
+import", follows ``_LAZY[name]`` only when ``name`` is mentioned (as an imported name, an
+attribute, a bare name or a string constant, ``*`` meaning all) in a file of the closure.
+Not seen: a lazy name built at run time (``getattr(pkg, "CHAP" + "TERS")``).
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["import_closure", "import_graph", "imported_modules", "lamina_modules"]
+__all__ = [
+    "import_closure", "import_graph", "imported_modules", "lamina_modules", "lazy_exports",
+]  # fmt: skip
 
 LIB = Path(__file__).resolve().parents[2]  # the folder holding the ``lamina`` package
 
@@ -104,14 +114,76 @@ def _module_edges(module: str, path: Path, modules: dict[str, Path], dynamic: bo
     return found, private
 
 
-_PARSED: dict[tuple[str, str, int, int, bool], _Edges] = {}  # parsed once per file version
+def _assigns_lazy(node: ast.stmt, name: str = "_LAZY") -> bool:
+    """Whether ``node`` is the top-level ``_LAZY = ...`` (or ``_LAZY: T = ...``)."""
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    return isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name
 
 
-def _edges_cached(module: str, path: Path, modules: dict[str, Path], dynamic: bool) -> _Edges:
+def lazy_exports(tree: ast.Module) -> dict[str, str]:
+    """``{name: module}`` that a package ``__init__`` defines lazily: its top-level
+    ``_LAZY`` dict literal of strings, when it also defines a top-level ``__getattr__``
+    (empty otherwise)."""
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+        return {}
+    for node in tree.body:
+        if _assigns_lazy(node):
+            value = getattr(node, "value", None)
+            if isinstance(value, ast.Dict):
+                pairs = zip(value.keys, value.values, strict=True)
+                return {
+                    k.value: v.value
+                    for k, v in pairs
+                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                    and isinstance(k.value, str) and isinstance(v.value, str)
+                }  # fmt: skip
+    return {}
+
+
+def _mentioned(tree: ast.AST) -> set[str]:
+    """Every identifier and string constant in ``tree`` (``*`` for a star import)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+    return out
+
+
+_Runtime = tuple[set[str], dict[str, str], set[str]]  # (edges, lazy exports, mentioned)
+
+
+def _runtime_edges(module: str, path: Path, modules: dict[str, Path]) -> _Runtime:
+    """What importing ``module`` runs: its edges without its lazy ``__getattr__`` and
+    ``_LAZY`` (by name, dynamic included), its lazy exports, and the names it mentions."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    lazy = lazy_exports(tree) if path.name == "__init__.py" else {}
+    if lazy:
+        skip = [
+            n for n in tree.body
+            if (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
+            or _assigns_lazy(n) or _assigns_lazy(n, "__all__")  # "*" stands for __all__
+        ]  # fmt: skip
+        tree = ast.Module(body=[n for n in tree.body if n not in skip], type_ignores=[])
+    found = imported_modules(tree, modules, module, path.name == "__init__.py")[0]
+    found |= _dynamic_targets(tree, modules) - {module}
+    return found, lazy, _mentioned(tree)
+
+
+_PARSED: dict[tuple[str, str, int, int], _Runtime] = {}  # parsed once per file version
+
+
+def _runtime_cached(module: str, path: Path, modules: dict[str, Path]) -> _Runtime:
     st = path.stat()
-    key = (module, str(path), st.st_mtime_ns, st.st_size, dynamic)
+    key = (module, str(path), st.st_mtime_ns, st.st_size)
     if key not in _PARSED:
-        _PARSED[key] = _module_edges(module, path, modules, dynamic)
+        _PARSED[key] = _runtime_edges(module, path, modules)
     return _PARSED[key]
 
 
@@ -145,9 +217,11 @@ def _with_parents(names: Iterable[str], modules: dict[str, Path]) -> set[str]:
 def import_closure(source: str | Path, root: Path = LIB) -> dict[str, Path] | None:
     """``{module: source file}`` of every lamina module that running the Python file
     ``source`` imports, transitively, with the packages above each (whose ``__init__`` runs
-    too), and dynamic imports by name (see :func:`import_graph`). None when ``source`` does not
-    parse (the caller then treats every module as imported). Only the modules reached are
-    parsed, each once per process and file version."""
+    too), dynamic imports by name (see :func:`import_graph`), and the lazy exports of a
+    package that a file of the closure mentions (see the module docstring). Imports inside
+    functions count (the function may run). None when ``source`` does not parse (the caller
+    then treats every module as imported). Only the modules reached are parsed, each once
+    per process and file version."""
     modules = lamina_modules(root)
     try:
         tree = ast.parse(Path(source).read_text(encoding="utf-8"), filename=str(source))
@@ -155,12 +229,24 @@ def import_closure(source: str | Path, root: Path = LIB) -> dict[str, Path] | No
         return None
     todo = _with_parents(imported_modules(tree, modules)[0] | _dynamic_targets(tree, modules),
                          modules)  # fmt: skip
+    mentioned = _mentioned(tree)
+    lazy: dict[str, dict[str, str]] = {}  # {package: {name: module}}
     seen: set[str] = set()
     while todo:
         module = todo.pop()
         if module in seen:
             continue
         seen.add(module)
-        found = _edges_cached(module, modules[module], modules, dynamic=True)[0]
+        found, exports, names = _runtime_cached(module, modules[module], modules)
+        mentioned |= names
+        if exports:
+            lazy[module] = exports
         todo |= _with_parents(found, modules) - seen
+        if not todo:  # all reached: follow the lazy names mentioned so far
+            wanted = {
+                target for exports in lazy.values() for name, target in exports.items()
+                if name in mentioned or "*" in mentioned
+            }  # fmt: skip
+            todo = _with_parents({_owner(t, modules) or t for t in wanted}, modules) - seen
+            todo &= set(modules)
     return {m: modules[m] for m in sorted(seen)}

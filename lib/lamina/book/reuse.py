@@ -81,7 +81,7 @@ __all__ = [
     "reusable",
 ]
 
-KEY_FORMAT = "lamina-reuse-1"
+KEY_FORMAT = "lamina-reuse-2"  # 2: lazy exports narrow the closure
 """Part of every key: bump when the key's definition changes."""
 
 LIBRARIES = (
