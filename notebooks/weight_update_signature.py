@@ -88,7 +88,7 @@ real_batch = 4  # examples per step
 real_lr = 1e-4  # peak learning rate of those runs
 real_tokens = 2048  # tokens for the second moments (the LM gradient gets half)
 real_max_length = 128  # tokens per sequence
-real_layers = 8  # evenly spaced blocks probed (0 = all)
+real_layers = 8  # evenly spaced blocks probed (0 means all)
 seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
