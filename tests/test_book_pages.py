@@ -159,6 +159,24 @@ def test_summary_counts_only_claims_of_the_papers():
     assert "2 reproduced, 2 partially, 2 not reproduced, 1 not testable." in line
     assert "2 self-checks of lamina itself, 2 of them passed" in line
     assert "Not run:" in line and "layer_anatomy" in line
+    by_model = line.split(" By model: ")[1].split(". Not counted")[0]
+    assert [part.split("`")[1] for part in by_model.split("; ")] == [
+        "peer-gpt2", "minilm", "organism-gpt2", "organism-llama"
+    ]  # every model named, in MODEL_ORDER
+    counts = [int(n) for n in re.findall(r"(\d+) (?:reproduced|partially|not)", by_model)]
+    assert sum(counts) == 7  # the per-model counts add up to the verdicts
+
+
+def test_the_real_models_lead_the_matrix_and_are_named_in_the_summary():
+    rows = [
+        {"claim_id": "c", "claim": "c", "verdict": "reproduced", "model": m, "kind": "paper"}
+        for m in ("organism-gpt2", "gemma-3-270m", "some/hub-model", "smollm2-135m-instruct")
+    ]
+    table = claims_table([{"chapter": "curvature", "model": "x", "summary": {"claims": rows}}])
+    heads = re.findall(r'<th class="lamina-model"[^>]*>([^<]*)</th>', matrix_html(table))
+    assert heads == ["smollm2-135m-instruct", "gemma-3-270m", "organism-gpt2", "some/hub-model"]
+    line = summary_line(table)
+    assert "By model: `smollm2-135m-instruct` 1 reproduced; `gemma-3-270m` 1 reproduced;" in line
 
 
 def test_matrix_has_a_row_per_claim_a_column_per_model_and_links():
@@ -166,7 +184,7 @@ def test_matrix_has_a_row_per_claim_a_column_per_model_and_links():
     html = matrix_html(table)
     assert not EMOJI.search(html)
     heads = re.findall(r'<th class="lamina-model"[^>]*>([^<]*)</th>', html)
-    assert heads == ["organism-gpt2", "organism-llama", "minilm", "peer-gpt2"]
+    assert heads == ["peer-gpt2", "minilm", "organism-gpt2", "organism-llama"]  # MODEL_ORDER
     assert html.count('href="executed/curvature.html"') == 2  # two curvature claims
     assert f'href="scorecard.html#{section_anchor("curv_gap")}"' in html
     # the two-stage cell counts its stages; a single row shows its value

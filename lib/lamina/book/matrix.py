@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from lamina.book.badges import VERDICTS, badge, verdict_slug
-from lamina.book.charts import MODEL_COLORS, canonical_model, model_colors
+from lamina.book.charts import canonical_model, model_colors
 
 __all__ = [
     "display_model",
@@ -41,6 +41,14 @@ CELL_WORD = {
 }
 PASSED = ("reproduced", "check passed")  # a self-check's verdict when it passes
 
+
+MODEL_ORDER = (
+    "smollm2-135m-instruct", "gemma-3-270m", "peer-gpt2", "minilm", "organism-gpt2",
+    "organism-llama",
+)  # fmt: skip
+"""The matrix's columns and the summary's models, in the chapters' default order (issue 10):
+the pretrained causal LMs first, then paper 1's released states and MiniLM, then the
+organisms; any other model after them, by name."""
 
 SELF_CHECKS_TITLE = "Self-checks of lamina (not counted as claims of the papers)"
 
@@ -84,7 +92,7 @@ def _groups(table: pd.DataFrame, titles: dict[int, str] | None) -> list[tuple[st
 
 
 def _model_order(models: list[str]) -> list[str]:
-    known = {m: i for i, m in enumerate(MODEL_COLORS)}
+    known = {m: i for i, m in enumerate(MODEL_ORDER)}
     return sorted(
         dict.fromkeys(models),
         key=lambda m: (known.get(canonical_model(m), len(known)), str(m)),
@@ -94,7 +102,9 @@ def _model_order(models: list[str]) -> list[str]:
 def summary_line(table: pd.DataFrame) -> str:
     """One sentence counting the verdicts on claims of the papers only (self-checks and
     chapters not run are counted apart), e.g. "12 claims of the papers, tested on 3 models:
-    of the 30 verdicts (claim × model × stage), 10 reproduced, …"."""
+    of the 30 verdicts (claim × model × stage), 10 reproduced, …", then the same counts per
+    model, named, in :data:`MODEL_ORDER` ("By model: `smollm2-135m-instruct` 4 reproduced,
+    …")."""
     run = table[table["verdict"] != "not run"]
     paper = _paper_rows(run)
     counts = paper["verdict"].value_counts()
@@ -105,6 +115,13 @@ def summary_line(table: pd.DataFrame) -> str:
         f"{paper['model'].nunique()} model(s): of the {len(paper)} verdicts "
         f"(claim × model × stage), {parts}."
     )
+    by_model = []
+    for model in _model_order(paper["model"].astype(str).tolist()):
+        mine = paper.loc[paper["model"].astype(str) == model, "verdict"].value_counts()
+        tally = ", ".join(f"{int(mine[v])} {v}" for v in order if v in mine)
+        by_model.append(f"`{_md(display_model(model))}` {tally}")
+    if by_model:
+        line += f" By model: {'; '.join(by_model)}."
     checks = run[run["self_check"].astype(bool)]
     if len(checks):
         ok = int(checks["verdict"].isin(PASSED).sum())
