@@ -19,7 +19,9 @@ over these components:
 ``lamina_code``
     The SHA-256 of the source of every lamina module the notebook imports, transitively, with
     the packages above each (:func:`lamina.book.imports.import_closure`); a lamina module the
-    chapter never imports does not count. When the notebook does not parse, every module.
+    chapter never imports does not count, nor a package's lazy export (``lamina.book``'s
+    executor, methods page and scorecard) that no file of the closure names. When the
+    notebook does not parse, every module.
 ``prompts``
     The SHA-256 of every file under :func:`lamina.prompts.prompts_dir` (``data/prompts``).
 ``organisms``
