@@ -147,7 +147,7 @@ def random_input_states(
         raise ValueError(f"n_tokens must be positive integers; got {sizes[:5]}...")
     adapter = get_adapter(model)
     blocks = adapter.block_list(model)
-    weight = weight_of(input_embeddings(model)).detach().float()  # (vocab, d)
+    weight = weight_of(input_embeddings(model)).detach().float().cpu()  # (vocab, d)
     mu, sd = weight.mean(0), weight.std(0)
     param = next(model.parameters())
     gen = torch.Generator().manual_seed(int(seed))

@@ -359,6 +359,7 @@ def pool_token_states(
     adapter = get_adapter(model)
     norm = adapter.final_norm_module(model) if adapter.causal else None
     content = content_token_mask(tokenizer, texts, [a.shape[1] for a in ragged])
+    dev = next(iter(norm.parameters()), torch.empty(0)).device if norm is not None else None
     out: dict[str, list] = {"mean": [], "last": [], "mean_post": [], "last_post": []}
     for arr, mask in zip(ragged, content, strict=True):
         idx = np.flatnonzero(mask)
@@ -367,7 +368,7 @@ def pool_token_states(
         out["last"].append(arr[:, last])
         if norm is not None:
             with torch.inference_mode():
-                post = norm(torch.from_numpy(np.ascontiguousarray(arr[-1]))).float().numpy()
+                post = norm(torch.from_numpy(np.ascontiguousarray(arr[-1])).to(dev)).float().cpu().numpy()
             out["mean_post"].append(post.mean(axis=0))
             out["last_post"].append(post[last])
     pooled = {k: np.stack(v).astype(np.float32) for k, v in out.items() if v}

@@ -247,7 +247,11 @@ def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> 
     posts = None
     if norm is not None:
         with torch.inference_mode():
-            posts = [norm(torch.from_numpy(np.ascontiguousarray(a[-1]))).float().numpy() for a in ragged]
+            dev = next(iter(norm.parameters()), torch.empty(0)).device
+            posts = [
+                norm(torch.from_numpy(np.ascontiguousarray(a[-1])).to(dev)).float().cpu().numpy()
+                for a in ragged
+            ]
     for pool in ("mean", "last"):
         raw = np.stack([a.mean(1) if pool == "mean" else a[:, -1] for a in ragged])
         post = None
