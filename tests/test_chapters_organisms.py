@@ -205,7 +205,7 @@ def test_chapter_executes_in_quick_mode(data_root, tiny_model_dirs, tmp_path):
     assert sum("image/svg+xml" in o.get("data", {}) for o in outputs) >= 6
     assert (tmp_path / "r" / "organism-gpt2-micro" / "organisms.json").is_file()
     text = json.dumps(nb)
-    assert "Bits per byte on the organisms" in text and "the lowest reference is" in text
+    assert "Bits per byte on the organisms" in text and "the lowest reference model is" in text
 
 
 @pytest.mark.slow

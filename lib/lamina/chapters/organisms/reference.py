@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 
 from lamina.chapters.organisms.probes import context_length
+from lamina.models import load_model
 from lamina.organisms.corpus import Corpus
 from lamina.resampling import index_bootstrap
 
@@ -27,9 +28,12 @@ __all__ = [
     "DEFAULT_REFERENCE_MODELS",
     "MAX_WINDOW",
     "bits_per_byte",
+    "bpb_by_source",
+    "bpb_rows",
     "bpb_summary",
     "document_bits",
     "reference_texts",
+    "score_references",
 ]
 
 DEFAULT_REFERENCE_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
@@ -174,3 +178,36 @@ def bpb_summary(docs: pd.DataFrame, seed: int = 0, n_resamples: int = 2000) -> l
                 "bytes_per_token": nbytes.sum() / part["tokens"].sum(),
             })  # fmt: skip
     return rows
+
+
+def bpb_rows(name: str, ck: str, model: Any, tok: Any, texts: pd.DataFrame) -> list[dict]:
+    """One row per text of :func:`reference_texts` (model ``name``, checkpoint ``ck``): its
+    document, source, passage index, bits, bytes and scored tokens (:func:`document_bits`)."""
+    return [{"model": name, "checkpoint": ck, "document": r.document, "source": r.source,
+             "passage": i, **document_bits(model, tok, str(r.text))}
+            for i, r in enumerate(texts.itertuples())]  # fmt: skip
+
+
+def bpb_by_source(rows: list[dict], ck: str) -> dict[str, list[float]]:
+    """{source: [bits per byte, ci_low, ci_high]} of checkpoint ``ck`` in :func:`bpb_summary`
+    rows."""
+    return {r["source"]: [r["bits_per_byte"], r["ci_low"], r["ci_high"]]
+            for r in rows if r["checkpoint"] == ck}  # fmt: skip
+
+
+def score_references(
+    models: Sequence[str], texts: pd.DataFrame, seed: int, texts_from: str
+) -> tuple[list[dict], dict[str, dict[str, Any]]]:
+    """Bits per byte of each pretrained model (loaded one at a time with
+    :func:`lamina.models.load_model`; checkpoint "pretrained") on ``texts`` (those of the
+    organism ``texts_from``). -> (rows of :func:`bpb_rows`, {model: summary})."""
+    rows: list[dict] = []
+    summaries: dict[str, dict[str, Any]] = {}
+    for ref in models:
+        model, tok = load_model(ref)
+        mine = bpb_rows(ref, "pretrained", model, tok, texts)
+        del model
+        rows += mine
+        by_source = bpb_by_source(bpb_summary(pd.DataFrame(mine), seed), "pretrained")
+        summaries[ref] = {"bits_per_byte": by_source, "texts_from": texts_from}
+    return rows, summaries

@@ -33,9 +33,11 @@ from lamina.chapters.config import ChapterConfig
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
     DEFAULT_REFERENCE_MODELS,
+    bpb_by_source,
+    bpb_rows,
     bpb_summary,
-    document_bits,
     reference_texts,
+    score_references,
 )
 from lamina.chapters.organisms.tables import (
     accuracy_rows,
@@ -268,7 +270,7 @@ def _one(
                                     ("held-out", corpus.dpo_eval[:n_eval]))}  # fmt: skip
     words, profile = homograph_separation(models["final"], tok)
     texts = _texts(cfg, config)
-    bpb_docs = [row for ck, m in models.items() for row in _bpb_rows(name, ck, m, tok, texts)]
+    bpb_docs = [row for ck, m in models.items() for row in bpb_rows(name, ck, m, tok, texts)]
     tables = {
         "build": [build_row(name, cfg, build, models["final"])],
         "corpus": corpus_rows(name, build["corpus"]),
@@ -316,31 +318,7 @@ def _references(
     if others:
         notes.append(f"{', '.join(others)} read a different corpus from {names[0]}; the "
                      f"reference models are scored on {names[0]}'s validation text.")  # fmt: skip
-    texts = _texts(cfg, config)
-    rows: list[dict] = []
-    summaries: dict[str, dict[str, Any]] = {}
-    for ref in config.reference_models:
-        model, tok = load_model(ref)
-        mine = _bpb_rows(ref, "pretrained", model, tok, texts)
-        del model
-        rows += mine
-        summaries[ref] = {"bits_per_byte": _bpb(bpb_summary(pd.DataFrame(mine), config.seed),
-                                                "pretrained"),
-                          "texts_from": names[0]}  # fmt: skip
-    return rows, summaries
-
-
-def _bpb_rows(name: str, ck: str, model: Any, tok: Any, texts: pd.DataFrame) -> list[dict]:
-    """One row per text of :func:`reference_texts`: its bits, bytes and scored tokens."""
-    return [{"model": name, "checkpoint": ck, "document": r.document, "source": r.source,
-             "passage": i, **document_bits(model, tok, str(r.text))}
-            for i, r in enumerate(texts.itertuples())]  # fmt: skip
-
-
-def _bpb(rows: list[dict], ck: str) -> dict[str, list[float]]:
-    """{source: [bits per byte, ci_low, ci_high]} of checkpoint ``ck``."""
-    return {r["source"]: [r["bits_per_byte"], r["ci_low"], r["ci_high"]]
-            for r in rows if r["checkpoint"] == ck}  # fmt: skip
+    return score_references(config.reference_models, _texts(cfg, config), config.seed, names[0])
 
 
 def _summary(
@@ -383,7 +361,7 @@ def _summary(
             float(ratio["ci_high"]),
         ],  # fmt: skip
         "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
-        "bits_per_byte": _bpb(t["bits_per_byte"], "final"),
+        "bits_per_byte": bpb_by_source(t["bits_per_byte"], "final"),
         "build_seconds": t["build"][0]["build_seconds"],
         "cpu_seconds": t["build"][0]["cpu_seconds"],
     }
