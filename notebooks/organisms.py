@@ -36,6 +36,10 @@ n_samples = 4  # prompts generated from (greedy and sampled), and held-out quest
 seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
 results_root = None  # where results are written; None: lamina.io.results_dir()
+reference_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # pretrained, in bits per byte; [] skips
+ref_docs = 64  # validation curriculum documents scored in bits per byte
+ref_passages = 4  # passages per validation play scored in bits per byte
+ref_passage_chars = 800  # characters per play passage
 
 # %% tags=["hide-input"]
 import altair as alt
@@ -49,7 +53,9 @@ from lamina.book.charts import facet, grid, model_color, show_figure
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
 from lamina.chapters.organisms import TARGETS, OrganismsConfig, run_organisms  # noqa: E402
 
-config = OrganismsConfig(model=model, n_eval=n_eval, n_samples=n_samples, seed=seed, quick=quick)
+config = OrganismsConfig(model=model, n_eval=n_eval, n_samples=n_samples, seed=seed, quick=quick,
+                         reference_models=reference_models, ref_docs=ref_docs,
+                         ref_passages=ref_passages, ref_passage_chars=ref_passage_chars)  # fmt: skip
 result = run_organisms(config)
 result.write(results_root)
 T, S = result.tables, result.summaries
@@ -275,6 +281,132 @@ show_figure(
 
 # %% tags=["hide-input"]
 quality.round(3)
+
+# %% [markdown]
+# ## Bits per byte, beside pretrained models
+# Perplexity per token depends on the tokenizer, so it cannot compare the organisms with a
+# real model. Bits per byte can (`lamina.chapters.organisms.reference.bits_per_byte`): the
+# total next-token negative log-likelihood in bits over the UTF-8 bytes of the scored text,
+# bpb = Σ −log₂ p(xₜ | x₍<ₜ₎) / bytes. Each text's first word is context only, so every model
+# is charged for exactly the same bytes. The text is the organisms' validation split, which no
+# organism stage trains on: {glue:text}`org_bpb_text`. Each model reads as much of a passage
+# as its context allows (the organisms: {glue:text}`org_context` tokens, in half-overlapping
+# windows). CIs resample documents (a play with all its passages, or one curriculum
+# document) within each source.
+#
+# {glue:text}`org_bpb_detail`.
+#
+# {glue:text}`org_bpb_compare`
+
+# %% tags=["hide-input"]
+from lamina.organisms.configs import organism_config  # noqa: E402
+
+bpb = T["bits_per_byte"]
+bdocs = T["bpb_documents"]
+refs = list(result.references)
+shown = bpb[(bpb["checkpoint"] == "final") | bpb["model"].isin(refs)].copy()
+one_model = bdocs[bdocs["model"] == bdocs["model"].iloc[0]]
+one_model = one_model[one_model["checkpoint"] == one_model["checkpoint"].iloc[0]]
+n_by = one_model.groupby("source")["document"].nunique().to_dict()
+glue(
+    "org_bpb_text",
+    f"{(one_model['source'] == 'plays').sum()} passages of about {config.ref_passage_chars} "
+    f"characters from {n_by.get('plays', 0)} validation plays and "
+    f"{n_by.get('curriculum', 0)} validation curriculum documents, "
+    f"{int(one_model['bytes'].sum()):,} scored bytes in all",
+)
+glue("org_bpb_plays_n", str(n_by.get("plays", 0)))
+glue("org_context", span([float(organism_config(m).context) for m in S], "{:.0f}"))
+
+
+def bpb_clause(r: pd.Series) -> str:
+    ci = "" if np.isnan(r["ci_low"]) else f" (95% CI {r['ci_low']:.2f}–{r['ci_high']:.2f})"
+    return f"{r['bits_per_byte']:.2f}{ci} on the {r['source']}"
+
+
+glue(
+    "org_bpb_detail",
+    "; ".join(
+        f"`{m}`" + ("" if m in refs else " (end of pretraining)") + ": "
+        + ", ".join(bpb_clause(r) for _, r in g[g["source"] != "all"].iterrows())
+        for m, g in shown.groupby("model", sort=False)
+    ),
+)
+
+
+def compare(source: str) -> str:
+    """Each organism's bits per byte against the lowest reference model's, on one source."""
+    t = shown[shown["source"] == source].set_index("model")
+    best = t.loc[refs, "bits_per_byte"].idxmin()
+    r = t.loc[best]
+
+    def ci(m: str) -> str:
+        apart = t.loc[m, "ci_low"] > r["ci_high"] or t.loc[m, "ci_high"] < r["ci_low"]
+        return "CIs apart" if apart else "CIs overlap"
+
+    bits = t["bits_per_byte"]
+    ratios = ", ".join(
+        f"`{m}` {bits[m]:.2f}, {bits[m] / bits[best]:.2f}× as many ({ci(m)})" for m in S
+    )
+    return (
+        f"on the {source}, the lowest reference model is `{best}` at {bits[best]:.2f} bits per "
+        f"byte; {ratios}"
+    )
+
+
+sources = [x for x in ("plays", "curriculum") if x in set(shown["source"])]
+said = "; ".join(compare(x) for x in sources) if refs else ""
+glue(
+    "org_bpb_compare",
+    said[:1].upper() + said[1:] + "." if said else "No reference model was scored.",
+)
+bpb_points = (
+    alt.Chart()
+    .mark_point(filled=True, size=70)
+    .encode(
+        x=alt.X("bits_per_byte:Q", title="bits per byte (95% CI)", scale=alt.Scale(zero=False)),
+        y=alt.Y("model:N", title=None, sort=list(dict.fromkeys(shown["model"]))),
+        color=model_color(shown, title=None, legend=False),
+        tooltip=["model", "checkpoint", "source", alt.Tooltip("bits_per_byte:Q", format=".3f"),
+                 "documents", "bytes", "tokens"],
+    )
+)  # fmt: skip
+bpb_errs = (
+    alt.Chart()
+    .mark_errorbar()
+    .encode(
+        x=alt.X("ci_low:Q", title=""),
+        x2="ci_high:Q",
+        y=alt.Y("model:N", sort=list(dict.fromkeys(shown["model"]))),
+    )
+)
+show_figure(
+    facet(
+        alt.layer(bpb_errs, bpb_points),
+        "source",
+        sources,
+        data=shown[shown["source"].isin(sources)],
+        legend=False,
+        height=30 + 22 * shown["model"].nunique(),
+        title="Bits per byte on the organisms' validation text",
+    ),
+    what="Bits per byte (lower is better) of each organism at the end of pretraining and of "
+    "each pretrained reference model, on the same validation passages, per source; bars are "
+    "95% CIs over documents. The table below also pools both sources (\"all\"), a number "
+    "that depends on this sample's mix of plays and curriculum.",
+    look_at="the gap between the organisms and the pretrained models in each panel",
+)
+
+# %% tags=["hide-input"]
+bpb.drop(columns=["passages"]).round(3)
+
+# %% [markdown]
+# The plays are public-domain Shakespeare, so a pretrained model may have read these very
+# plays during pretraining; the organisms have not (they read the other plays). The plays'
+# CIs resample only {glue:text}`org_bpb_plays_n` plays, so they are rough. The
+# curriculum is lamina's own generated text: the organisms trained on other documents from
+# the same templates, while to a pretrained model it is new, if plain, modern English. The reference models run on the weights they are loaded with (the
+# default ones are dequantised from 4-bit GGUF files).
 
 # %% [markdown]
 # ## Generated samples
@@ -619,6 +751,7 @@ glue(
 # After SFT: {glue:text}`org_sft_ratio_detail`; held-out accuracy {glue:text}`org_sft_acc`
 # against {glue:text}`org_sft_majority` for the majority answer. After DPO, held-out preference
 # accuracy {glue:text}`org_dpo_acc`. Training seeds: {glue:text}`org_seed_detail`.
+# Bits per byte on the validation text: {glue:text}`org_bpb_compare`
 # :::
 #
 # ## Caveats

@@ -36,8 +36,10 @@ def data_root(micro_organisms, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def result(data_root):
-    return run_organisms(OrganismsConfig(model=MICRO, quick=True))
+def result(data_root, tiny_model_dirs):
+    """Quick report on both micro organisms, with a tiny random GPT-2 as reference model."""
+    ref = [str(tiny_model_dirs["gpt2"])]
+    return run_organisms(OrganismsConfig(model=MICRO, quick=True, reference_models=ref))
 
 
 def _evaluation(name: str) -> dict:
@@ -48,10 +50,11 @@ def _evaluation(name: str) -> dict:
 def test_report_has_every_table_for_each_organism(result):
     expected = {"build", "corpus", "overlap", "curves", "margin_curve", "quality",
                 "sft_accuracy", "dpo_accuracy", "dpo_margins", "seeds", "samples", "homographs",
-                "homograph_layers"}  # fmt: skip
+                "homograph_layers", "bpb_documents", "bits_per_byte"}  # fmt: skip
     assert set(result.tables) == expected
     for name, table in result.tables.items():
-        assert set(table["model"]) == set(MICRO), name
+        refs = set(result.references) if name in ("bpb_documents", "bits_per_byte") else set()
+        assert set(table["model"]) == set(MICRO) | refs, name
     assert result.models == MICRO
     assert set(result.tables["curves"]["phase"]) == {"pretrain", "lm", "sft", "dpo"}
 
@@ -180,7 +183,7 @@ def test_unknown_or_unbuilt_organism_is_a_clear_error(data_root, tmp_path, monke
 
 @pytest.mark.slow
 def test_write_saves_one_results_file_per_organism(result, tmp_path):
-    paths = result.write(tmp_path)
+    paths = result.write(tmp_path)[: len(MICRO)]
     assert [p.parent.name for p in paths] == MICRO
     record = json.loads(paths[0].read_text())
     assert record["chapter"] == "organisms"
@@ -189,10 +192,11 @@ def test_write_saves_one_results_file_per_organism(result, tmp_path):
 
 
 @pytest.mark.slow
-def test_chapter_executes_in_quick_mode(data_root, tmp_path):
+def test_chapter_executes_in_quick_mode(data_root, tiny_model_dirs, tmp_path):
     from lamina.book import execute_chapter
 
-    params = {"quick": True, "model": "organism-gpt2-micro", "results_root": str(tmp_path / "r")}
+    params = {"quick": True, "model": "organism-gpt2-micro", "results_root": str(tmp_path / "r"),
+              "reference_models": [str(tiny_model_dirs["llama"])]}  # fmt: skip
     out = execute_chapter("organisms", tmp_path / "nb", params, progress=False)
     nb = json.loads(Path(out).read_text())
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
@@ -200,3 +204,49 @@ def test_chapter_executes_in_quick_mode(data_root, tmp_path):
     assert not [o for o in outputs if o.get("name") == "stderr"], "the page shows warnings"
     assert sum("image/svg+xml" in o.get("data", {}) for o in outputs) >= 6
     assert (tmp_path / "r" / "organism-gpt2-micro" / "organisms.json").is_file()
+    text = json.dumps(nb)
+    assert "Bits per byte on the organisms" in text and "the lowest reference model is" in text
+
+
+@pytest.mark.slow
+def test_bits_per_byte_score_every_model_on_the_same_bytes(result):
+    """Every model (each organism checkpoint, the reference) is scored on the same passages
+    and the same bytes, whatever its tokenizer; the summary's estimate is bits / bytes."""
+    docs = result.tables["bpb_documents"]
+    (ref,) = result.references
+    per_text = docs.pivot_table(index="passage", columns=["model", "checkpoint"], values="bytes")
+    assert per_text.shape[1] == 2 * len(CHECKPOINTS) + 1
+    assert (per_text.nunique(axis=1) == 1).all()
+    assert set(docs["source"]) == {"plays", "curriculum"}
+    bpb = result.tables["bits_per_byte"].set_index(["model", "checkpoint", "source"])
+    for (m, ck), g in docs.groupby(["model", "checkpoint"]):
+        assert bpb.loc[(m, ck, "all"), "bits_per_byte"] == pytest.approx(
+            g["bits"].sum() / g["bytes"].sum()
+        )
+    for name in MICRO:
+        s = result.summaries[name]["bits_per_byte"]
+        assert s["all"][0] == bpb.loc[(name, "final", "all"), "bits_per_byte"]
+    assert result.references[ref]["bits_per_byte"]["all"][0] == pytest.approx(
+        bpb.loc[(ref, "pretrained", "all"), "bits_per_byte"]
+    )
+
+
+@pytest.mark.slow
+def test_trained_organisms_beat_a_random_reference_model(result):
+    """The micro organisms were trained on this corpus (not on these texts); a random model
+    was not trained at all: the organisms' bits per byte must be lower, CIs apart."""
+    bpb = result.tables["bits_per_byte"]
+    bpb = bpb[bpb["source"] == "all"].set_index(["model", "checkpoint"])
+    (ref,) = result.references
+    for name in MICRO:
+        assert bpb.loc[(name, "final"), "ci_high"] < bpb.loc[(ref, "pretrained"), "ci_low"]
+
+
+@pytest.mark.slow
+def test_reference_models_get_their_own_results_file(result, tmp_path):
+    paths = result.write(tmp_path)
+    (ref,) = result.references
+    assert len(paths) == len(MICRO) + 1
+    record = json.loads(paths[-1].read_text())
+    assert record["model"] == ref and "bits_per_byte" in record["summary"]
+    assert sorted(record["tables"]) == ["bits_per_byte", "bpb_documents"]

@@ -1,7 +1,15 @@
 """The organisms appendix chapter (``notebooks/organisms.py``): the run (:mod:`~.run`) and
-the generation and homograph probes (:mod:`~.probes`)."""
+the generation and homograph probes (:mod:`~.probes`), and bits per byte beside pretrained
+reference models (:mod:`~.reference`)."""
 
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
+from lamina.chapters.organisms.reference import (
+    DEFAULT_REFERENCE_MODELS,
+    bits_per_byte,
+    bpb_summary,
+    document_bits,
+    reference_texts,
+)
 from lamina.chapters.organisms.run import (
     CHECKPOINTS,
     DEFAULT_ORGANISMS,
@@ -14,13 +22,18 @@ from lamina.chapters.organisms.run import (
 
 __all__ = [
     "CHECKPOINTS",
+    "DEFAULT_REFERENCE_MODELS",
     "DEFAULT_ORGANISMS",
     "SAMPLE_PROMPTS",
     "TARGETS",
     "OrganismsConfig",
     "OrganismsResult",
+    "bits_per_byte",
+    "bpb_summary",
+    "document_bits",
     "homograph_separation",
     "organism_names",
+    "reference_texts",
     "run_organisms",
     "samples",
 ]

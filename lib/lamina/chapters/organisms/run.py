@@ -31,6 +31,14 @@ from scipy import stats as sps
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
+from lamina.chapters.organisms.reference import (
+    DEFAULT_REFERENCE_MODELS,
+    bpb_by_source,
+    bpb_rows,
+    bpb_summary,
+    reference_texts,
+    score_references,
+)
 from lamina.chapters.organisms.tables import (
     accuracy_rows,
     build_row,
@@ -85,6 +93,11 @@ class OrganismsConfig(ChapterConfig):
     seed: seeds the sampled generations and the bootstrap.
     quick: fewer questions (32), samples (2) and tokens (12), for tests (caps in ``QUICK``).
     max_new_tokens: generated tokens per sample; temperature: of the sampled generations.
+    reference_models: pretrained models scored, like the organisms, in bits per byte on the
+        organisms' validation text (default: smollm2-135m-instruct and gemma-3-270m; [] skips;
+        in quick mode the default is [] and only models named explicitly are scored).
+    ref_docs: validation curriculum documents scored in bits per byte (evenly spaced);
+    ref_passages: passages per validation play; ref_passage_chars: characters per passage.
     """
 
     model: str | list[str] = "default"
@@ -94,28 +107,42 @@ class OrganismsConfig(ChapterConfig):
     quick: bool = False
     max_new_tokens: int = 40
     temperature: float = 0.8
+    reference_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
+    ref_docs: int = 64
+    ref_passages: int = 4
+    ref_passage_chars: int = 800
 
-    QUICK: ClassVar[Mapping[str, Any]] = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12}
+    QUICK: ClassVar[Mapping[str, Any]] = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12,
+                                          "ref_docs": 8, "ref_passages": 2,
+                                          "ref_passage_chars": 200}  # fmt: skip
 
     def __post_init__(self) -> None:
+        if isinstance(self.reference_models, str):
+            self.reference_models = [m.strip() for m in self.reference_models.split(",") if m.strip()]
+        if self.quick and list(self.reference_models) == list(DEFAULT_REFERENCE_MODELS):
+            self.reference_models = []
         self.apply_quick()
 
 
 @dataclass
 class OrganismsResult:
-    """Tidy tables (each with a ``model`` column: the organism), a summary per organism, notes."""
+    """Tidy tables (each with a ``model`` column), a summary per organism, notes, and a
+    summary per reference model (``references``: its bits per byte; its rows are in the
+    ``bits_per_byte`` and ``bpb_documents`` tables)."""
 
     config: OrganismsConfig
     tables: dict[str, pd.DataFrame]
     summaries: dict[str, dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
         return list(self.summaries)
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
-        """``lamina.io.write_results("organisms", organism, ...)`` once per organism."""
+        """``lamina.io.write_results("organisms", model, ...)`` once per organism, then once per
+        reference model (its bits-per-byte tables only)."""
 
         return [
             write_results(
@@ -124,11 +151,13 @@ class OrganismsResult:
                 summary={**summary, "notes": self.notes},
                 config=self.config.to_dict(),
                 tables={
-                    k: v[v["model"] == name].reset_index(drop=True) for k, v in self.tables.items()
+                    k: v[v["model"] == name].reset_index(drop=True)
+                    for k, v in self.tables.items()
+                    if name in self.summaries or k in ("bits_per_byte", "bpb_documents")
                 },
                 root=root,
             )
-            for name, summary in self.summaries.items()
+            for name, summary in {**self.summaries, **self.references}.items()
         ]
 
 
@@ -240,6 +269,8 @@ def _one(
                for split, items in (("training", corpus.dpo[:n_pairs]),
                                     ("held-out", corpus.dpo_eval[:n_eval]))}  # fmt: skip
     words, profile = homograph_separation(models["final"], tok)
+    texts = _texts(cfg, config)
+    bpb_docs = [row for ck, m in models.items() for row in bpb_rows(name, ck, m, tok, texts)]
     tables = {
         "build": [build_row(name, cfg, build, models["final"])],
         "corpus": corpus_rows(name, build["corpus"]),
@@ -256,9 +287,38 @@ def _one(
         "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
         "homographs": words.assign(model=name).to_dict("records"),
         "homograph_layers": profile.assign(model=name).to_dict("records"),
+        "bpb_documents": bpb_docs,
+        "bits_per_byte": bpb_summary(pd.DataFrame(bpb_docs), config.seed),
     }  # fmt: skip
     gain = paired_gain(sft_items["sft"], sft_items["majority answer"], config.seed)
     return tables, _summary(tables, words, config.seed, gain, build)
+
+
+def _texts(cfg: OrganismConfig, config: OrganismsConfig) -> pd.DataFrame:
+    """The bits-per-byte texts (:func:`reference_texts`) of the organism config's corpus."""
+    corpus = _corpus(cfg)
+    n_plays = len(corpus.card["natural_text"]["plays_val"])
+    return reference_texts(corpus, n_plays, config.ref_docs, config.ref_passages,
+                           config.ref_passage_chars)  # fmt: skip
+
+
+def _corpus_key(cfg: OrganismConfig) -> tuple:
+    return (cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play)
+
+
+def _references(
+    names: list[str], config: OrganismsConfig, notes: list[str]
+) -> tuple[list[dict], dict[str, dict[str, Any]]]:
+    """Bits per byte of each reference model on the first organism's texts: (rows of the
+    ``bpb_documents`` table, {model: summary})."""
+    if not config.reference_models:
+        return [], {}
+    cfg = organism_config(names[0])
+    others = [n for n in names[1:] if _corpus_key(organism_config(n)) != _corpus_key(cfg)]
+    if others:
+        notes.append(f"{', '.join(others)} read a different corpus from {names[0]}; the "
+                     f"reference models are scored on {names[0]}'s validation text.")  # fmt: skip
+    return score_references(config.reference_models, _texts(cfg, config), config.seed, names[0])
 
 
 def _summary(
@@ -301,6 +361,7 @@ def _summary(
             float(ratio["ci_high"]),
         ],  # fmt: skip
         "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
+        "bits_per_byte": bpb_by_source(t["bits_per_byte"], "final"),
         "build_seconds": t["build"][0]["build_seconds"],
         "cpu_seconds": t["build"][0]["cpu_seconds"],
     }
@@ -356,6 +417,10 @@ def run_organisms(config: OrganismsConfig) -> OrganismsResult:
             tables, summaries[name] = _one(name, config, n_eval, n_samples, n_new)
             for k, v in tables.items():
                 rows.setdefault(k, []).extend(v)
+        ref_rows, references = _references(names, config, notes)
     finally:
         torch.set_num_threads(old_threads)
-    return OrganismsResult(config, {k: pd.DataFrame(v) for k, v in rows.items()}, summaries, notes)
+    rows["bpb_documents"] += ref_rows
+    rows["bits_per_byte"] += bpb_summary(pd.DataFrame(ref_rows), config.seed) if ref_rows else []
+    return OrganismsResult(config, {k: pd.DataFrame(v) for k, v in rows.items()}, summaries,
+                           notes, references)  # fmt: skip
