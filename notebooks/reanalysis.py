@@ -42,7 +42,7 @@ from lamina.book import glue, setup_altair
 from lamina.book.chapter import finding_title
 from lamina.book.charts import caption_html, show_figure
 from lamina.chapters.reanalysis import peer_available, run_reanalysis
-from lamina.chapters.reanalysis_models import ROLE_REAL, curvature_range_summary
+from lamina.chapters.reanalysis_models import curvature_range_summary, headline_table
 from lamina.chapters.trajectory import TrajectoryConfig
 
 setup_altair()
@@ -235,12 +235,18 @@ else:
         "convention, and against 0.27-0.83 rad (paper text) and 0.94-1.27 rad (released)",
     )
     display(Markdown("\n".join(f"- {line}" for line in curvature_range_summary(real))))
+    if not ran:
+        display(Markdown("*No other model was run (`real_models` is empty).*"))
+    display(Markdown("All prompts, estimate [95% CI], per convention (peer-gpt2 first):"))
+    display(headline_table(real))
+    display(Markdown("Curvature (rad) per released category, estimate [95% CI]:"))
+    per_cat = real[(real["metric"] == "curvature (rad)") & (real["category"] != "all")]
     display(
-        real[real["role"] == ROLE_REAL].drop(columns=["role"]).round(3)
-        if ran else Markdown("*No other model was run (`real_models` is empty).*")
+        per_cat.assign(value=[f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in zip(
+            per_cat["estimate"], per_cat["ci_low"], per_cat["ci_high"], strict=True)])
+        .pivot_table(index=["convention", "model"], columns="category", values="value",
+                     aggfunc="first", sort=False)
     )
-    display(Markdown("The same metrics on the released GPT-2 states (peer-gpt2):"))
-    display(real[real["model"] == "peer-gpt2"].drop(columns=["role"]).round(3))
 
 # %% [markdown]
 # :::{admonition} Self-checks (lamina against the released numbers)

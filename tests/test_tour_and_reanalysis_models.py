@@ -15,6 +15,7 @@ from lamina.chapters.reanalysis_models import (
     convergence_profile,
     curvature_range_summary,
     extract_released_prompts,
+    headline_table,
     real_model_table,
     real_models,
 )
@@ -81,14 +82,34 @@ def test_real_models_parameter():
         real_models(["peer-gpt2"])
 
 
-def test_convergence_profile_equals_the_metric_on_resampled_rows():
+def _distinct_pairs_profile(x: np.ndarray, cats: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Brute force: CI_i over resampled rows, pairs of distinct prompts only, row-averaged."""
+    xn = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    out = []
+    for a in idx:
+        other = [b for b in idx if b != a]
+        d = {b: np.linalg.norm(xn[a] - xn[b], axis=-1) for b in set(other)}
+        within = [d[b] for b in other if cats[b] == cats[a]]
+        between = [d[b] for b in other if cats[b] != cats[a]]
+        if within and between:
+            out.append(np.mean(between, 0) - np.mean(within, 0))
+    return np.mean(out, 0)
+
+
+def test_convergence_profile_equals_the_metric_and_ignores_repeats_within_a_resample():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(24, 5, 7))
     cats = np.repeat(np.array(["a", "b", "c"]), 8)
     profile = convergence_profile(x, cats)
-    for idx in (np.arange(24), rng.integers(0, 24, 24), rng.integers(0, 24, 24)):
-        want = np.nanmean(convergence_index_per_prompt(x[idx], cats[idx]), axis=0)
-        np.testing.assert_allclose(profile(idx), want, atol=1e-6)
+    full = np.nanmean(convergence_index_per_prompt(x, cats), axis=0)
+    np.testing.assert_allclose(profile(np.arange(24)), full, atol=1e-9)
+    for _ in range(3):
+        idx = rng.integers(0, 24, 24)
+        np.testing.assert_allclose(profile(idx), _distinct_pairs_profile(x, cats, idx), atol=1e-7)
+    # repeats inflate the library metric on x[idx]; the profile does not count them
+    idx = np.repeat(np.arange(0, 24, 2), 2)
+    naive = np.nanmean(convergence_index_per_prompt(x[idx], cats[idx]), axis=0)
+    assert (naive > profile(idx) + 1e-3).all()
 
 
 def _fake_peer() -> ModelStates:
@@ -131,6 +152,9 @@ def test_real_model_values_sit_beside_the_released_states(tiny_model_dirs, data_
     peer_row = table[(table["model"] == "peer-gpt2") & (table["convention"] == "released code")
                      & (table["metric"] == "curvature (rad)") & (table["category"] == "all")]
     assert peer_row["estimate"].iloc[0] != pytest.approx(row["estimate"].iloc[0])
+    wide = headline_table(table)
+    assert len(wide) == 2 * len(CONVENTIONS)
+    assert wide.loc[0, "model"] == "peer-gpt2" and wide.loc[1, "model"] == tiny.name
     lines = curvature_range_summary(table)
     assert len(lines) == 2 and lines[1].startswith(tiny.name)
     assert f"{PAPER_TEXT_RANGE[0]}–{PAPER_TEXT_RANGE[1]}" in lines[0]

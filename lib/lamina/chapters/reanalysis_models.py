@@ -40,6 +40,7 @@ __all__ = [
     "convergence_profile",
     "curvature_range_summary",
     "extract_released_prompts",
+    "headline_table",
     "real_models",
     "real_model_table",
 ]
@@ -164,10 +165,14 @@ def convention_values(
 
 def convergence_profile(x: np.ndarray, cats: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``profile(idx)`` -> (layers,) the prompt-mean of
-    :func:`~lamina.geometry.convergence_index_per_prompt` over the rows ``idx`` (with
-    repeats), equal to ``np.nanmean(convergence_index_per_prompt(x[idx], cats[idx]), 0)``
-    but computed from the distances of x (n, layers, d) once, with a resample as row
-    multiplicities (a repeat of prompt i is another prompt at distance 0 from it)."""
+    :func:`~lamina.geometry.convergence_index_per_prompt` over the rows ``idx`` (a bootstrap
+    resample, with repeats), from the distances of x (n, layers, d) computed once.
+
+    A resample is taken as row multiplicities w, and CI_i averages only over pairs of
+    *distinct* prompts: a repeat of prompt i is not another member of i's category at
+    distance 0 (counting it would shrink the within-category distance and bias every
+    resample's index upwards). On all rows (no repeats) it equals
+    ``np.nanmean(convergence_index_per_prompt(x, cats), 0)``."""
     x64 = np.asarray(x, dtype=np.float64)
     xn = x64 / np.linalg.norm(x64, axis=-1, keepdims=True).clip(1e-30)
     gram = np.einsum("ild,jld->lij", xn, xn, optimize=True)  # (layers, n, n)
@@ -182,13 +187,27 @@ def convergence_profile(x: np.ndarray, cats: np.ndarray) -> Callable[[np.ndarray
         count = w @ onehot  # (K,) resampled prompts per category
         own = per_cat[:, np.arange(n), y]  # (layers, n) sums over i's own category
         with np.errstate(invalid="ignore", divide="ignore"):
-            within = own / (count[y] - 1.0)  # i itself once excluded (distance 0)
+            within = own / (count[y] - w)  # i's copies excluded (d_ii = 0 adds nothing)
             between = (per_cat.sum(-1) - own) / (w.sum() - count[y])
             ci = between - within  # (layers, n)
             keep = (w > 0) & np.isfinite(ci).all(0)
             return (ci[:, keep] * w[keep]).sum(1) / w[keep].sum()
 
     return profile
+
+
+def headline_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The all-prompt rows of :func:`real_model_table` as one row per (convention, model), a
+    column per metric holding "estimate [ci_low, ci_high]" (3 significant decimals)."""
+    rows = table[table["category"] == "all"].copy()
+    rows["value"] = [f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in
+                     zip(rows["estimate"], rows["ci_low"], rows["ci_high"], strict=True)]
+    order = list(dict.fromkeys(rows["model"]))
+    wide = rows.pivot_table(index=["convention", "model", "n_prompts"], columns="metric",
+                            values="value", aggfunc="first").reset_index()
+    wide["_c"] = wide["convention"].map(list(CONVENTIONS).index)
+    wide["_m"] = wide["model"].map(order.index)
+    return wide.sort_values(["_c", "_m"]).drop(columns=["_c", "_m"]).reset_index(drop=True)
 
 
 def _aligned(ms: ModelStates, ref: PooledStates, conv: Convention) -> tuple[np.ndarray, list[int]]:
