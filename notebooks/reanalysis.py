@@ -199,7 +199,8 @@ else:
             f"**{m}**: {r}" for m, r in real.groupby("model", sort=False)["role"].first().items())
         + "."
     ))
-    headline = real[real["category"] == "all"].copy()
+    # length is in each model's own state units: in the tables below, not on a shared axis
+    headline = real[(real["category"] == "all") & (real["metric"] != "length")].copy()
     headline["what"] = headline["metric"]
     chart = (
         (
@@ -221,16 +222,15 @@ else:
                 yOffset=alt.YOffset("model:N", sort=list(real["model"].unique())),
             )
         )
-        .properties(width=300, height=220)
+        .properties(width=320, height=220)
         .facet(column=alt.Column("what:N", title=None), data=headline)
         .resolve_scale(x="independent")
-        .properties(title="Curvature, length and peak convergence index per convention and model")
+        .properties(title="Curvature and peak convergence index per convention and model")
     )
     show_figure(
         chart,
-        what="Over all released prompts of each convention's pooling: mean curvature (rad), mean "
-        "trajectory length (each model's own state units) and the peak of the prompt-mean "
-        "convergence index, per model (" + ", ".join(real["model"].unique()) + ").",
+        what="Over all released prompts of each convention's pooling: mean curvature (rad) and "
+        "the peak of the prompt-mean convergence index (chord units), per model (" + ", ".join(real["model"].unique()) + ").",
         look_at="where the other models' curvature falls against peer-gpt2's under the same "
         "convention, and against 0.27-0.83 rad (paper text) and 0.94-1.27 rad (released)",
     )
@@ -279,3 +279,9 @@ else:
 # - Mean pooling is available only for the 50 prompts whose every token was released.
 # - The peak claim takes the best of several conventions; its p is Bonferroni-corrected for that
 #   search.
+# - The other models' rows come from lamina's extraction of the released prompt texts: their
+#   mean pooling covers every token the tokenizer adds (a BOS token where the model has one), and
+#   `smollm2-135m-instruct` and `gemma-3-270m` carry 4-bit GGUF weights dequantised to fp32.
+#   Trajectory length is in each model's own state units and is not comparable across models.
+# - The peak convergence index's interval resamples prompts and re-selects the peak layer; a
+#   repeated prompt in a resample is not counted as a second member of its own category.

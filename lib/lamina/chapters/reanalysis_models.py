@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lamina import extract, load_model
 from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention
+from lamina.extract import pool_token_states
 from lamina.geometry import mean_curvature, trajectory_length
 from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
 from lamina.resampling import index_bootstrap, peak_bootstrap
@@ -99,9 +101,6 @@ def extract_released_prompts(name: str, prompts: pd.DataFrame) -> ModelStates:
     last content token, with the final state after the model's final norm kept beside the raw
     one (:func:`lamina.extract.pool_token_states`). No controls are run."""
     import torch
-
-    from lamina import extract, load_model
-    from lamina.extract import pool_token_states
 
     model, tokenizer = load_model(name, dtype=torch.float32)
     cfg = model.config

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lamina import extract, load_model
+from lamina.geometry import layerwise_cosine
 from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
 
 __all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_models", "tour_similarity", "tour_summary"]
@@ -74,9 +76,6 @@ def tour_similarity(
     loaded in fp32 with :func:`lamina.load_model`, and its states cached by
     :func:`lamina.extract` (``cache=True``)."""
     import torch
-
-    from lamina import extract, load_model
-    from lamina.geometry import layerwise_cosine
 
     if pooling not in ("mean", "last"):
         raise ValueError(f"pooling must be 'mean' or 'last'; got {pooling!r}")
