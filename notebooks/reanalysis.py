@@ -21,6 +21,8 @@
 #
 # Here lamina's own metrics run on the states that paper 1 released (170 prompts, last token;
 # 50 prompts with every token), under each representation convention, beside the released tables.
+# The same released prompts then run through other models (by default the real pretrained causal
+# LMs SmolLM2-135M-Instruct and Gemma-3-270m), whose values sit beside the released GPT-2 states'.
 
 # %% tags=["parameters", "hide-input"]
 model = "peer-gpt2"  # fixed: this chapter reads paper 1's released GPT-2 states only
@@ -29,6 +31,7 @@ seed = 0  # seeds the bootstraps and permutations
 quick = False  # unused: the released data are small
 n_bootstrap = 1000  # bootstrap resamples for 95% CIs (at most 1000)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
+real_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # also run the released prompts through these; [] skips
 results_root = None  # where results are written; None: lamina.io.results_dir()
 
 # %% tags=["hide-input"]
@@ -37,8 +40,9 @@ from IPython.display import HTML, Markdown, display
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import finding_title
-from lamina.book.charts import caption_html
+from lamina.book.charts import caption_html, show_figure
 from lamina.chapters.reanalysis import peer_available, run_reanalysis
+from lamina.chapters.reanalysis_models import curvature_range_summary, headline_table
 from lamina.chapters.trajectory import TrajectoryConfig
 
 setup_altair()
@@ -46,7 +50,7 @@ config = TrajectoryConfig(
     model=model, pooling=pooling, seed=seed, quick=quick, peer_root=peer_root, n_bootstrap=n_bootstrap
 )
 available = peer_available(config)
-result = run_reanalysis(config) if available else None
+result = run_reanalysis(config, real_models) if available else None
 if result is not None:
     result.write(results_root)
 glue("re_available", "present" if available else "absent")
@@ -172,6 +176,79 @@ else:
     glue("re_other_min_diff", float("nan"))
 
 # %% [markdown]
+# ## The released prompts on other models
+# Each model of `real_models` reads the released prompts (the 170 last-token prompts; the 50
+# released with every token for the mean-pooled conventions) through lamina's extraction. Rows
+# of peer-gpt2 are the released GPT-2 states: the self-checks above (matching released values)
+# apply to them only. Rows of any other model are that model's own values; there is no released
+# value to match them to. Each value has a 95% CI resampling prompts (stratified by category);
+# the peak convergence index re-selects its peak layer in every resample.
+
+# %% tags=["hide-input"]
+if result is None:
+    display(Markdown("*Not testable: released prompts absent.*"))
+else:
+    real = result.tables["real_models"]
+    ran = [m for m in real["model"].unique() if m != "peer-gpt2"]
+    for note in result.notes:
+        if any(note.startswith(m) for m in real_models):
+            display(Markdown(f"*{note}*"))
+    display(Markdown(
+        "Models run on the released prompts: " + (", ".join(f"`{m}`" for m in ran) or "none")
+        + ". Row kinds: " + "; ".join(
+            f"**{m}**: {r}" for m, r in real.groupby("model", sort=False)["role"].first().items())
+        + "."
+    ))
+    # length is in each model's own state units: in the tables below, not on a shared axis
+    headline = real[(real["category"] == "all") & (real["metric"] != "length")].copy()
+    headline["what"] = headline["metric"]
+    chart = (
+        (
+            alt.Chart()
+            .mark_point(filled=True)
+            .encode(
+                x=alt.X("estimate:Q", title="value (95% CI)", scale=alt.Scale(zero=False)),
+                y=alt.Y("convention:N", title=None),
+                color=alt.Color("model:N", title="model", sort=list(real["model"].unique())),
+                yOffset=alt.YOffset("model:N", sort=list(real["model"].unique())),
+                tooltip=["model", "convention", "metric", "n_prompts",
+                         alt.Tooltip("estimate:Q", format=".3f"),
+                         alt.Tooltip("ci_low:Q", format=".3f"),
+                         alt.Tooltip("ci_high:Q", format=".3f")],
+            )
+            + alt.Chart().mark_rule().encode(
+                x="ci_low:Q", x2="ci_high:Q", y="convention:N",
+                color=alt.Color("model:N", sort=list(real["model"].unique())),
+                yOffset=alt.YOffset("model:N", sort=list(real["model"].unique())),
+            )
+        )
+        .properties(width=320, height=220)
+        .facet(column=alt.Column("what:N", title=None), data=headline)
+        .resolve_scale(x="independent")
+        .properties(title="Curvature and peak convergence index per convention and model")
+    )
+    show_figure(
+        chart,
+        what="Over all released prompts of each convention's pooling: mean curvature (rad) and "
+        "the peak of the prompt-mean convergence index (chord units), per model (" + ", ".join(real["model"].unique()) + ").",
+        look_at="where the other models' curvature falls against peer-gpt2's under the same "
+        "convention, and against 0.27-0.83 rad (paper text) and 0.94-1.27 rad (released)",
+    )
+    display(Markdown("\n".join(f"- {line}" for line in curvature_range_summary(real))))
+    if not ran:
+        display(Markdown("*No other model was run (`real_models` is empty).*"))
+    display(Markdown("All prompts, estimate [95% CI], per convention (peer-gpt2 first):"))
+    display(headline_table(real))
+    display(Markdown("Curvature (rad) per released category, estimate [95% CI]:"))
+    per_cat = real[(real["metric"] == "curvature (rad)") & (real["category"] != "all")]
+    display(
+        per_cat.assign(value=[f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in zip(
+            per_cat["estimate"], per_cat["ci_low"], per_cat["ci_high"], strict=True)])
+        .pivot_table(index=["convention", "model"], columns="category", values="value",
+                     aggfunc="first", sort=False)
+    )
+
+# %% [markdown]
 # :::{admonition} Self-checks (lamina against the released numbers)
 # :class: note
 # - With the released code's convention (last token, no layer 0, post-norm final state),
@@ -202,3 +279,9 @@ else:
 # - Mean pooling is available only for the 50 prompts whose every token was released.
 # - The peak claim takes the best of several conventions; its p is Bonferroni-corrected for that
 #   search.
+# - The other models' rows come from lamina's extraction of the released prompt texts: their
+#   mean pooling covers every token the tokenizer adds (a BOS token where the model has one), and
+#   `smollm2-135m-instruct` and `gemma-3-270m` carry 4-bit GGUF weights dequantised to fp32.
+#   Trajectory length is in each model's own state units and is not comparable across models.
+# - The peak convergence index's interval resamples prompts and re-selects the peak layer; a
+#   repeated prompt in a resample is not counted as a second member of its own category.

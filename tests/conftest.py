@@ -278,6 +278,8 @@ def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
         "layer_anatomy": {"model": str(tiny["llama"]), "corpus": "organism-llama-micro"},
         "growth_training": {"model": "organism-llama-micro"},
         "organisms": {"model": "organism-gpt2-micro"},
+        "trajectory_tour": {"model": [str(tiny["gpt2"]), str(tiny["llama"])]},
+        "reanalysis": {"real_models": [str(tiny["llama"])]},
     }
 
 

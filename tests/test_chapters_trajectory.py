@@ -234,6 +234,7 @@ def test_reanalysis_chapter_says_so_when_the_released_data_are_absent(tmp_path):
     _, outputs = _executed(tmp_path, "reanalysis", {"peer_root": str(tmp_path / "absent")})
     text = json.dumps(outputs)
     assert "released states are absent" in text
+    assert "Not testable: released prompts absent" in text
 
 
 @pytest.mark.slow

@@ -56,13 +56,17 @@ def test_every_chapter_has_a_parameters_cell_with_model_seed_and_quick():
 
 
 @pytest.mark.slow
-def test_tour_chapter_executes_through_papermill_without_touching_its_source(tmp_path):
+def test_tour_chapter_executes_through_papermill_without_touching_its_source(
+    tmp_path, tiny_model_dirs
+):
     from lamina.book import execute_chapter
 
     source = ROOT / "notebooks" / "trajectory_tour.py"
     before = source.read_bytes()
+    models = [str(tiny_model_dirs["gpt2"]), str(tiny_model_dirs["llama"])]
     out = execute_chapter(
-        "trajectory_tour", tmp_path, {"quick": True, "pooling": "last"}, progress=False
+        "trajectory_tour", tmp_path, {"quick": True, "pooling": "last", "model": models},
+        progress=False,
     )
     assert source.read_bytes() == before
     nb = json.loads(out.read_text())
@@ -79,6 +83,9 @@ def test_tour_chapter_executes_through_papermill_without_touching_its_source(tmp
     assert glued, "no glued value"
     report = json.loads((tmp_path / "trajectory_tour.report.json").read_text())
     assert report["status"] == "ok"
+    text = json.dumps(outputs)
+    for m in models:  # each model is named in the per-model sentences and the chart
+        assert text.count(m) >= 2, m
 
 
 def test_unknown_chapter_is_a_clear_error(tmp_path):

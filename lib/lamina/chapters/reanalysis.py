@@ -4,15 +4,24 @@
 Rows of two kinds: self-checks of lamina (its metrics reproduce the released per-prompt
 values; the released bootstrap table's source), which never count as reproductions, and
 paper 1's claims tested on the released states (curvature's three parts, the peak CI).
+Optionally the released prompts also run through other models (by default the offline real
+pretrained causal LMs), whose values per convention sit beside peer-gpt2's
+(:mod:`lamina.chapters.reanalysis_models`); released-value matching applies to peer-gpt2 only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lamina.chapters.reanalysis_models import (
+    extract_released_prompts,
+    real_model_table,
+    real_models,
+)
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.states import ModelStates, peer_states
 from lamina.chapters.trajectory import CONVENTIONS, TrajectoryConfig, peer_root
@@ -88,16 +97,29 @@ def bootstrap_source(
     return pd.DataFrame(rows)
 
 
-def run_reanalysis(config: TrajectoryConfig) -> ExperimentResult:
+def run_reanalysis(
+    config: TrajectoryConfig, models: str | Sequence[str] | None = None
+) -> ExperimentResult:
     """lamina's metrics on the released last-token (170 prompts) and mean-pooled (50 prompts)
-    GPT-2 states under every convention, beside the released tables. Raises
-    FileNotFoundError when the released data are absent."""
+    GPT-2 states under every convention, beside the released tables; with ``models``
+    (``"default"``: the offline pretrained causal LMs; a list of names; None or [] for none,
+    see :func:`~lamina.chapters.reanalysis_models.real_models`) the released prompts are also
+    run through those models and the table "real_models" gives, per convention, their
+    curvature, length and peak convergence index beside peer-gpt2's, with 95% CIs resampling
+    prompts. Raises FileNotFoundError when the released data are absent."""
     if not peer_available(config):
         raise FileNotFoundError(f"paper 1's released states are not under {peer_root(config)}")
     root = peer_root(config)
     ms = peer_states(config)
     rel_ci = _released(root, "convergence_metrics.csv")
     per_prompt = _released(root, PER_PROMPT)
+    names, notes = real_models(models)
+    others = [extract_released_prompts(n, ms.pools["last"].prompts) for n in names]
+    real = real_model_table(ms, others, min(config.n_bootstrap, 1000), config.seed)
+    notes += [n for o in others for n in o.notes]
+    if names:
+        notes.append(f"The released prompts were also run through {', '.join(names)} "
+                     "(lamina's extraction, fp32).")
     curv_rows, ci_rows, sens, parts = [], [], [], []
     nb, nperm = min(config.n_bootstrap, 1000), max(config.n_permutations, 1000)
     for name, conv in CONVENTIONS.items():
@@ -187,6 +209,7 @@ def run_reanalysis(config: TrajectoryConfig) -> ExperimentResult:
         "reanalysis", config, claims_frame(claims),
         {"curvature": pd.DataFrame(curv_rows), "curvature_parts": parts_t.drop(columns="_rows"),
          "bootstrap_source": source, "per_prompt_match": match,
-         "convergence": pd.DataFrame(ci_rows), "sensitivity": sens_t.drop(columns="_s")},
-        ms.notes, ["peer-gpt2"],
+         "convergence": pd.DataFrame(ci_rows), "sensitivity": sens_t.drop(columns="_s"),
+         "real_models": real},
+        ms.notes + notes, ["peer-gpt2", *names],
     )
