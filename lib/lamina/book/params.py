@@ -31,7 +31,7 @@ __all__ = [
 PATH_PARAMETERS = ("results_root", "peer_root")
 # parameters naming a model: a local folder when one exists (relative to the caller's cwd),
 # else a hub name, an alias or an organism spec
-MODEL_PARAMETERS = ("model", "target", "base", "corpus", "real_models")
+MODEL_PARAMETERS = ("model", "target", "base", "corpus", "real_models", "reference_models")
 # names lamina resolves itself, never folders
 _RESERVED = ("default", "minilm", "micro", "peer-gpt2")
 
