@@ -38,15 +38,19 @@ carry_optimizer = True  # one AdamW across phases (False: a fresh AdamW per phas
 n_layers = 12  # the trained model's depth (paper: 12)
 d_model = 64  # its width (paper: ~9.6M parameters in all; raise it where the budget allows)
 seeds = [0, 1, 2]  # one paired run per schedule and seed (paper: 3)
+real_models = None  # importance orders from real models; None: both offline ones, []: none
+real_tokens = 256  # held-out tokens of each real model's skip sweep
 quick = False  # a 4-layer toy model and a dozen steps, for CI
 
 # %% tags=["hide-input"]
 import altair as alt
+from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
 from lamina.book.chapter import fmt_value, glue_claim_strings
 from lamina.book.charts import facet, show_figure
 from lamina.chapters.growth_training import GrowthConfig, run_growth
+from lamina.chapters.growth_training.figures import importance_profiles_figure, source_verdicts
 
 setup_altair()
 config = GrowthConfig(
@@ -60,12 +64,15 @@ config = GrowthConfig(
     n_layers=n_layers,
     d_model=d_model,
     seeds=seeds,
+    real_models=real_models,
+    real_tokens=real_tokens,
     quick=quick,
 )
 result = run_growth(config)
 paths = result.write()
 T = result.tables
 claims = result.claims.set_index("claim_id")
+reference = T["importance"].query("not mapped")["source"].iloc[0]
 
 glue_claim_strings("grow", claims)
 cmp = T["comparison"]
@@ -190,6 +197,31 @@ T["budgets"].pivot_table(index=["run", "seed"], columns="budget", values="loss_r
 # enough for two shared CPU cores, and every size is a parameter above.
 
 # %% [markdown]
+# ## Importance from real pretrained models
+# Paper 3 measured layer importance on a real pretrained model (SmolLM2-135M), not on the
+# model it then trained. Here each real model's skip-ablation importance (perplexity change
+# per skipped layer, on held-out text of the organism corpus) is mapped onto the trained
+# model's layers by relative depth: trained layer l covers the depth span [l/L, (l+1)/L), and
+# its importance is the overlap-weighted mean over the real layers whose spans overlap it
+# (`lamina.chapters.growth_training.importance.depth_map`). Each mapped order then drives one
+# more growth run with the same phases, budget and seeds, compared with uniform training
+# exactly as growth is.
+
+# %% tags=["hide-input"]
+if T["profiles"]["source"].nunique() > 1:
+    show_figure(
+        importance_profiles_figure(T["profiles"], T["correlations"], reference),
+        what="Skip-ablation importance of each layer against its relative depth, for the "
+        "model whose order growth uses and for each real pretrained model (each at its own "
+        "depth); the title gives the rank correlations of the mapped orders.",
+        look_at="whether the real models rank the depths as the reference does",
+    )
+    display(Markdown(source_verdicts(result.claims, T["correlations"], reference)))
+    display(T["correlations"].round(3))
+else:
+    display(Markdown("No real-model importance orders ran (`real_models`); see the notes."))
+
+# %% [markdown]
 # ## Scorecard
 
 # %% tags=["hide-input"]
@@ -205,3 +237,6 @@ result.claims[["claim_id", "claim", "paper_value", "measured", "ci_low", "ci_hig
 # - Wall time on a shared CPU is noisy; the FLOP comparison is the reproducible one.
 # - Importance measured on another model (the organism) and transferred by layer index is a
 #   reimplementation choice; `importance="pretrain"` measures it on this architecture.
+# - Real models' importance is transferred by relative depth to a much smaller model trained
+#   on other text; their skip sweeps use few held-out tokens (`real_tokens`), so the order of
+#   layers with similar importance is uncertain.

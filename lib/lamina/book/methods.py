@@ -65,6 +65,7 @@ METHODS: dict[str, list[str]] = {
         "lamina.anatomy.predictability.delta_correlation",
         "lamina.anatomy.predictability.layer_structure",
         "lamina.anatomy.growth.train_with_schedule",
+        "lamina.chapters.growth_training.importance.depth_map",
         "lamina.chapters.layer_anatomy.nulls.partial_spearman",
         "lamina.chapters.layer_anatomy.nulls.core_share_p",
         "lamina.chapters.layer_anatomy.documents.document_ppl_ci",

@@ -1,0 +1,150 @@
+"""The Growth Training experiment's one config object and the schedule names it accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lamina.chapters.config import ChapterConfig
+
+__all__ = [
+    "CHAPTER",
+    "CONTROLS",
+    "PAPER_SCALE",
+    "REAL_MODELS",
+    "SCHEDULES",
+    "GrowthConfig",
+]
+
+CHAPTER = "growth_training"
+SCHEDULES = ("uniform", "growth", "reverse", "random")
+CONTROLS = ("reverse", "random")
+"""Ordering controls: the growth phases and budget with the layer groups in reverse or in a
+seeded random order, separating "budget by importance" from "training in phases"."""
+PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
+REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+"""The offline real pretrained models whose skip-ablation importance orders extra growth runs
+by default (paper 3 measured importance on SmolLM2-135M)."""
+
+
+@dataclass
+class GrowthConfig(ChapterConfig):
+    """Parameters of the Growth Training experiment (serialised next to its results).
+
+    organism: registered organism whose tokenizer and corpus (train / val splits) are used;
+        it must be built (its tokenizer is read from it).
+    arch, n_layers, d_model, n_heads, n_kv_heads, d_ff, context: the trained model (built from
+        the organism's config with these fields replaced; weights start random).
+    total_steps: optimiser steps of every schedule (equal steps); growth spends
+        ``final_fraction`` of them in the final full fine-tune and splits the rest equally over
+        ``n_groups`` importance-ordered groups (``train_embeddings``, ``cumulative``: see
+        ``lamina.anatomy.growth.growth_schedule``; reimplementation choices).
+    importance: "organism" = skip-ablation importance of the organism's layers (needs the same
+        number of layers), "pretrain" = of this architecture after ``importance_steps`` uniform
+        steps (seed 10_000). importance_tokens: validation tokens of that ablation.
+    schedules: which of uniform, growth, reverse (least important group first) and random (a
+        seeded random layer order) run; the last two are ordering controls (same phases, same
+        budget).
+    real_models: pretrained models (offline names, hub names or folders) whose skip-ablation
+        importance, mapped onto the trained model's layers by relative depth
+        (:func:`lamina.chapters.growth_training.importance.depth_map`), orders one extra
+        growth run each ("growth (<model> order)", same phases, budget and seeds). None: the
+        installed :data:`REAL_MODELS` (none in quick mode); []: none.
+    real_tokens: held-out tokens of each real model's skip sweep (windows of
+        ``real_seq_len`` tokens from the organism corpus's held-out split, mixed sources).
+    carry_optimizer: one AdamW whose moments carry across the phases (True, default), or a
+        fresh AdamW per phase without warmup (False, as before issue 12).
+    lr, batch_size (windows), eval_every, val_tokens: training and validation.
+    seeds: one paired (same init, same batches) run per schedule and seed.
+    threads: torch threads (wall-clock times depend on it).
+    """
+
+    organism: str = "organism-llama"
+    arch: str = "llama"
+    n_layers: int = 12
+    d_model: int = 64
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    d_ff: int = 176
+    context: int = 64
+    total_steps: int = 120
+    n_groups: int = 3
+    final_fraction: float = 0.4
+    train_embeddings: bool = True
+    cumulative: bool = False
+    importance: str = "organism"
+    importance_steps: int = 60
+    importance_tokens: int = 4_096
+    schedules: list[str] = field(default_factory=lambda: ["uniform", "growth", "reverse", "random"])
+    real_models: list[str] | None = None
+    real_tokens: int = 256
+    real_seq_len: int = 128
+    carry_optimizer: bool = True
+    lr: float = 3e-3
+    batch_size: int = 8
+    eval_every: int = 10
+    val_tokens: int = 4_096
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    threads: int | None = 1
+    quick: bool = False
+
+    # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
+    QUICK: ClassVar[Mapping[str, Any]] = {
+        "n_layers": 4,
+        "d_model": 16,
+        "n_heads": 2,
+        "n_kv_heads": 1,
+        "d_ff": 32,
+        "context": 32,
+        "n_groups": 2,
+        "total_steps": 12,
+        "eval_every": 2,
+        "importance": "pretrain",
+        "importance_steps": 4,
+        "importance_tokens": 256,
+        "val_tokens": 256,
+        "real_tokens": 64,
+        "real_seq_len": 32,
+    }
+
+    def __post_init__(self) -> None:
+        given: int | list[int] = self.seeds  # a single seed is accepted too
+        self.seeds = [int(s) for s in ([given] if isinstance(given, int) else given)]
+        self.schedules = list(self.schedules)
+        bad = [s for s in self.schedules if s not in SCHEDULES]
+        if bad or "uniform" not in self.schedules or "growth" not in self.schedules:
+            raise ValueError(
+                f"schedules must include uniform and growth, from {SCHEDULES}; got {self.schedules}"
+            )
+        if self.importance not in ("organism", "pretrain"):
+            raise ValueError(
+                f"importance must be 'organism' or 'pretrain', got {self.importance!r}"
+            )
+        if not 0 <= self.final_fraction < 1:
+            raise ValueError(f"final_fraction must be in [0, 1), got {self.final_fraction}")
+        if not self.seeds:
+            raise ValueError("seeds is empty")
+        if self.real_models is not None:
+            if isinstance(self.real_models, str) or not all(
+                isinstance(m, str) and m.strip() for m in self.real_models
+            ):
+                raise TypeError(
+                    "real_models must be None or a list of model names / folders, got "
+                    f"{self.real_models!r}"
+                )
+            self.real_models = list(dict.fromkeys(self.real_models))
+        for name in ("real_tokens", "real_seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"{name} must be an integer >= 2, got {value!r}")
+        if self.real_tokens < self.real_seq_len:
+            raise ValueError(
+                f"real_tokens ({self.real_tokens}) must be at least real_seq_len "
+                f"({self.real_seq_len})"
+            )
+        self.apply_quick()
+        if not 1 <= self.n_groups <= self.n_layers:
+            raise ValueError(f"n_groups must be in 1..{self.n_layers}, got {self.n_groups}")
+        if round(self.total_steps * (1 - self.final_fraction)) < self.n_groups:
+            raise ValueError("total_steps is too small for one step per growth phase")

@@ -1,0 +1,289 @@
+"""Paper 3's Growth Training proof of concept: phased, importance-ordered training against
+uniform training of the same architecture, at equal steps, equal FLOPs and equal wall time.
+
+:func:`run_growth` takes one :class:`GrowthConfig` and returns an ``ExperimentResult``.
+Schedules come from :mod:`lamina.anatomy.growth` (``growth_schedule``, ``uniform_schedule``); the
+training loop, FLOP count and per-seed comparison too. Runs of one seed start from the same
+initial weights and see the same batches, so schedules are compared paired, per seed. Extra
+growth runs take their layer order from real pretrained models
+(:mod:`lamina.chapters.growth_training.importance`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from lamina import organisms
+from lamina.anatomy.growth import (
+    Phase,
+    compare_runs,
+    growth_schedule,
+    train_with_schedule,
+    uniform_schedule,
+)
+from lamina.chapters.growth_training.claims import (
+    budget_comparison,
+    growth_claims,
+    source_claims,
+)
+from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, PAPER_SCALE, GrowthConfig
+from lamina.chapters.growth_training.importance import (
+    build_model,
+    depth_map,
+    layer_importance,
+    rank_correlations,
+    real_importance,
+    real_label,
+    resolve_real_models,
+)
+from lamina.chapters.results import ExperimentResult
+from lamina.chapters.runtime import corpus_windows, threads
+
+__all__ = ["run_growth", "schedules_for", "source_run"]
+
+
+def source_run(label: str) -> str:
+    """The schedule name of the growth run ordered by ``label``'s importance."""
+    return f"growth ({label} order)"
+
+
+def schedules_for(
+    config: GrowthConfig,
+    importance: np.ndarray,
+    extra_orders: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, list[Phase]]:
+    """The schedules named in ``config.schedules``, all of ``config.total_steps`` steps, then
+    one growth schedule per ``extra_orders`` entry (name -> (L,) importance), same phases."""
+    growth_steps = round(config.total_steps * (1 - config.final_fraction))
+    per_phase = growth_steps // config.n_groups
+    final = config.total_steps - per_phase * config.n_groups
+    orders: dict[str, np.ndarray] = {}
+    out: dict[str, list[Phase]] = {}
+    for name in config.schedules:
+        if name == "uniform":
+            out[name] = uniform_schedule(config.total_steps)
+        else:
+            orders[name] = {
+                "growth": importance,
+                "reverse": -importance,
+                "random": np.random.default_rng(config.seeds[0] + 4242)
+                .permutation(len(importance))
+                .astype(float),
+            }[name]
+    for name, order in (extra_orders or {}).items():
+        if len(order) != config.n_layers:
+            raise ValueError(f"order {name!r} has {len(order)} layers, not {config.n_layers}")
+        orders[name] = np.asarray(order, float)
+    for name, order in orders.items():
+        out[name] = growth_schedule(
+            order,
+            config.n_groups,
+            per_phase,
+            final,
+            train_embeddings=config.train_embeddings,
+            cumulative=config.cumulative,
+        )
+    return out
+
+
+def _real_orders(
+    config: GrowthConfig, reference: np.ndarray, reference_name: str
+) -> tuple[dict[str, np.ndarray], pd.DataFrame, pd.DataFrame, list[str]]:
+    """({label: (L,) mapped importance}, native profiles table, rank correlations, notes)."""
+    models, notes = resolve_real_models(config)
+    mapped: dict[str, np.ndarray] = {}
+    native = [
+        pd.DataFrame(
+            {
+                "source": reference_name,
+                "layer": np.arange(config.n_layers),
+                "n_layers": config.n_layers,
+                "delta_pct": reference,
+            }
+        )
+    ]
+    for name in models:
+        label = real_label(name)
+        delta, info = real_importance(
+            name, config.organism, config.real_tokens, config.real_seq_len
+        )
+        mapped[label] = depth_map(delta, config.n_layers)
+        native.append(
+            pd.DataFrame(
+                {
+                    "source": label,
+                    "layer": np.arange(len(delta)),
+                    "n_layers": len(delta),
+                    "delta_pct": delta,
+                }
+            )
+        )
+        notes.append(
+            f"Importance of {label}: skip ablation of its {info['n_layers']} layers on "
+            f"{info['n_tokens']:,} held-out tokens of the {config.organism} corpus "
+            f"({info['n_windows']} windows from {info['n_documents']} documents; clean "
+            f"perplexity {info['baseline_ppl']:.1f}), mapped onto {config.n_layers} layers by "
+            f"relative depth (each trained layer: the overlap-weighted mean delta_pct of the "
+            f"{info['n_layers'] / config.n_layers:.2f} real layers in its depth span); load "
+            f"{info['load_s']:.0f} s, sweep {info['sweep_s']:.0f} s."
+        )
+    profiles = pd.concat(native, ignore_index=True)
+    profiles["depth"] = (profiles["layer"] + 0.5) / profiles["n_layers"]
+    corr = rank_correlations({reference_name: reference, **mapped})
+    return mapped, profiles, corr, notes
+
+
+def run_growth(config: GrowthConfig) -> ExperimentResult:
+    """Train every schedule for every seed, compare, and score paper 3's growth claims.
+
+    Tables (each with a ``model`` column): curves (train_with_schedule rows, run, seed),
+    comparison (``lamina.anatomy.growth.compare_runs``), budgets (:func:`budget_comparison` at
+    equal steps, FLOPs and wall time), orders (against the ordering controls), schedule
+    (phases), importance (per trained layer and order source: delta_pct, mapped for real
+    models), profiles (each source's own layers, ``depth`` = (layer + 0.5) / n_layers),
+    correlations (Spearman between the sources' mapped orders). A real-model order whose
+    phases equal an already trained schedule's reuses that schedule's runs (noted).
+    """
+    from transformers import AutoTokenizer
+
+    t0 = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
+    label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
+    ref_name = (
+        config.organism
+        if config.importance == "organism"
+        else f"{label} after {config.importance_steps} steps"
+    )
+    with threads(config.threads):
+        train = corpus_windows(config.organism, tok, "train", None, config.context)
+        val = corpus_windows(config.organism, tok, "val", config.val_tokens, config.context)
+        importance, where = layer_importance(config, tok, train, val)
+        t_real = time.perf_counter()
+        mapped, profiles, corr, real_notes = _real_orders(config, importance, ref_name)
+        t_real = time.perf_counter() - t_real
+        sources = {lab: source_run(lab) for lab in mapped}
+        plans = schedules_for(config, importance, {sources[k]: v for k, v in mapped.items()})
+        frames: list[pd.DataFrame] = []
+        n_params = 0
+        reused: dict[str, str] = {}
+        t_train: dict[str, float] = {}
+        for seed in config.seeds:
+            done: dict[tuple, str] = {}
+            for name, phases in plans.items():
+                key = tuple((p.steps, tuple(p.layers or ()), p.train_embeddings) for p in phases)
+                if key in done:  # same phases, same seed: the same run
+                    reused[name] = done[key]
+                    twin = next(f for f in frames if f["run"].iat[0] == done[key]
+                                and f["seed"].iat[0] == seed)  # fmt: skip
+                    frames.append(twin.assign(run=name))
+                    continue
+                done[key] = name
+                t1 = time.perf_counter()
+                model = build_model(config, tok, seed)
+                n_params = sum(p.numel() for p in model.parameters())
+                df = train_with_schedule(
+                    model,
+                    phases,
+                    train,
+                    val,
+                    lr=config.lr,
+                    batch_size=config.batch_size,
+                    seed=seed,
+                    eval_every=config.eval_every,
+                    carry_optimizer=config.carry_optimizer,
+                )
+                t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
+                # arms run one after another in this process; the load average says what
+                # else shared the CPUs while each was timed
+                frames.append(df.assign(run=name, seed=seed, load_avg=os.getloadavg()[0]))
+    curves = pd.concat(frames, ignore_index=True)
+    cmp = compare_runs(curves)
+    budgets = pd.concat(
+        [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
+    )
+    controls = [c for c in CONTROLS if c in plans]
+    orders = pd.concat(
+        [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
+        or [pd.DataFrame(columns=["run", "control", "loss_ratio"])],
+        ignore_index=True,
+    )
+    claims = pd.concat(
+        [
+            growth_claims(config, cmp, budgets, n_params, orders),
+            source_claims(budgets, sources, n_params),
+        ],
+        ignore_index=True,
+    )
+    claims["stage"] = claims["stage"].fillna("") if "stage" in claims else ""
+    schedule = pd.DataFrame(
+        [
+            {
+                "schedule": n,
+                "phase": i,
+                "name": p.name,
+                "steps": p.steps,
+                "layers": list(range(config.n_layers)) if p.layers is None else p.layers,
+                "train_embeddings": p.train_embeddings,
+            }
+            for n, ps in plans.items()
+            for i, p in enumerate(ps)
+        ]
+    )
+    imp = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "source": s,
+                    "layer": range(config.n_layers),
+                    "delta_pct": v,
+                    "mapped": s != ref_name,
+                }
+            )
+            for s, v in {ref_name: importance, **mapped}.items()
+        ],
+        ignore_index=True,
+    )
+    tables = {
+        "curves": curves,
+        "comparison": cmp,
+        "budgets": budgets,
+        "orders": orders,
+        "schedule": schedule,
+        "importance": imp,
+        "profiles": profiles,
+        "correlations": corr,
+    }
+    for t in tables.values():
+        t.insert(0, "model", label)
+    claims["model"] = label
+    per_run = {k: v / len(config.seeds) for k, v in t_train.items()}
+    notes = [
+        f"Importance: {where}.",
+        *real_notes,
+        *(
+            f"{n}: the same phases as {twin} (the layer groups coincide), so its runs are {twin}'s."
+            for n, twin in reused.items()
+        ),
+        f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
+        f"{n_params:,} parameters, {config.total_steps} steps, {len(config.seeds)} paired "
+        f"seed(s) (paper: {PAPER_SCALE}); corpus and tokenizer of "
+        f"{config.organism}; {train.numel():,} training tokens.",
+        "Optimiser: "
+        + (
+            "one AdamW whose state carries across phases."
+            if config.carry_optimizer
+            else "a fresh AdamW per phase, no warmup."
+        ),
+        "Timing: every arm trains alone in this process, one after another; the curves' "
+        "load_avg column is the 1-minute load average when each arm started.",
+        f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
+        "training per run and seed: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in per_run.items())
+        + ").",
+    ]
+    return ExperimentResult(CHAPTER, config, claims, tables, notes, [label])
