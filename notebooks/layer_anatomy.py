@@ -25,26 +25,31 @@
 #
 # Paper 3 studied SmolLM2-135M (30 layers); no code is public. By default we run its five
 # diagnostics on `smollm2-135m-instruct`, the paper's own 30-layer architecture (the
-# instruction-tuned release, 4-bit GGUF weights dequantised to fp32), then on the 12-layer
-# `organism-llama`, a model with a full training history; any causal LM by name where a hub is
-# reachable. On 30 layers the paper's layer numbers are tested as stated; on another depth they
-# map to the layers whose depth span [l/L, (l+1)/L) overlaps theirs (`depth_mapping="span"`),
-# or are not testable (`depth_mapping="none"`).
+# instruction-tuned release, 4-bit GGUF weights dequantised to fp32), then on the 18-layer
+# base `gemma-3-270m` (4-bit GGUF as well), then on the 12-layer `organism-llama`, a model
+# with a full training history; any causal LM by name where a hub is reachable. On 30 layers
+# the paper's layer numbers are tested as stated; on another depth they map to the layers
+# whose depth span [l/L, (l+1)/L) overlaps theirs (`depth_mapping="span"`; the notes above
+# the figures give each model's mapped layers), or are not testable (`depth_mapping="none"`).
+# Each model has its own budget (the notes say which): Gemma's 262,144-token unembedding makes
+# each token about five times as costly as on SmolLM2, so its budget is smaller.
 
 # %% tags=["parameters", "hide-input"]
-model = "default"  # "default": smollm2-135m-instruct, then organism-llama; or one model spec
+model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, organism-llama; or one spec
 corpus = None  # organism whose held-out text is used; None: the model's own (or organism-llama)
 surgeries = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]  # to sweep
 noise_scale = 0.5  # relative Gaussian noise (sd / weight RMS) of the "noise" surgery
 recovery_noise = 2.0  # relative noise of the recovery perturbation (paper: 0.5, see below)
 alpha = 0.9  # scaling factor of the "scale" surgery
-# budgets; None: per model kind (lamina.chapters.layer_anatomy.config.BUDGETS)
-n_tokens = None  # held-out tokens: perplexity, skip, interpolate (pretrained 2,048; organism 20,480)
-robustness_tokens = None  # tokens for scale/noise/reinit/predicted (256; 4,096)
-recovery_budget = None  # fine-tuning steps allowed for recovery after noise (6; 24)
-recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced (6), or all (organism)
-robustness_layers = None  # layers that scale/noise/reinit/predicted edit: as above (10; all)
-k_max = None  # predicted weights replace layers 0..k-1, k up to k_max (4; all)
+# budgets; None: per model (lamina.chapters.layer_anatomy.config.BUDGETS); values given as
+# (pretrained e.g. SmolLM2; gemma-3-270m; organism)
+n_tokens = None  # held-out tokens: perplexity and the full sweep (2,048; 1,024; 20,480)
+importance_surgeries = None  # swept on all layers and n_tokens (skip+interpolate; skip; both)
+robustness_tokens = None  # tokens for the other surgeries (256; 256; 4,096)
+recovery_budget = None  # fine-tuning steps allowed for recovery after noise (6; 6; 24)
+recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced, or all (6; []; all)
+robustness_layers = None  # layers the other surgeries edit: as above (10; 4; all)
+k_max = None  # predicted weights replace layers 0..k-1, k up to k_max (4; 2; all)
 depth_mapping = "span"  # paper layer numbers on another depth: "span" or "none" (not testable)
 seed = 0  # seeds the text shuffle, noise, re-initialisation, bootstraps and recovery batches
 quick = False  # tiny budgets, for CI
@@ -82,8 +87,9 @@ def show(fig: F.Figure, claims) -> None:
 #
 # Each surgery (`lamina.anatomy`) edits one block inside a context manager that restores it
 # bit-exactly; the sweep caches the residual stream entering each block, so ablating layer l
-# reruns only the blocks after it. The skip and interpolate sweeps use all held-out tokens;
-# the other strategies use the first `robustness_tokens`. An ablation's effect is
+# reruns only the blocks after it. The `importance_surgeries` (skip, and where the budget
+# allows interpolate) sweep every layer on all held-out tokens; the other strategies edit
+# `robustness_layers` on the first `robustness_tokens`. An ablation's effect is
 # Δ% = 100 (ppl_ablated / ppl_clean − 1) with a paired bootstrap CI over documents. The
 # verdicts below are about {glue:text}`anat_model`; the verdict table at the end has every
 # model.
@@ -186,6 +192,8 @@ for m in result.models:
 # %% tags=["hide-input"]
 for m in result.models:
     T, C = F.model_slice(result, m)
+    if T["recovery"].empty:  # this model's budget ran no recovery fine-tune (see the notes)
+        continue
     show(F.recovery_figure(T["recovery"], T["sweep"], m), C)
 
 # %% [markdown]
@@ -195,7 +203,7 @@ for m in result.models:
 # p = {glue:text}`anat_P3_recovery_p`: **{glue:text}`anat_P3_recovery_verdict`** (a negative ρ
 # is never a partial reproduction). Layers that do not recover within the budget are ranked
 # after all that do. On a pretrained model only `recovery_layers` layers are fine-tuned, to
-# fit the time budget.
+# fit the time budget, and a budget may run none (then the claim is not testable there).
 # :::
 #
 # Why partial: importance also predicts how much the same noise hurts before any fine-tuning,
@@ -229,6 +237,9 @@ claims_view(result.claims)
 # - `smollm2-135m-instruct` is the instruction-tuned release, quantised to 4 bits (Q4_1) and
 #   dequantised; the paper's model is SmolLM2-135M at full precision, evaluated on text it does
 #   not name. Our held-out text (plays and generated curriculum documents) differs from it.
+# - `gemma-3-270m` (base, Q4_K_M) has 18 layers: the paper's layer numbers are read there by
+#   relative depth only, on a smaller budget (fewer tokens and documents, interpolate on a
+#   subset of layers, no recovery fine-tune), so its CIs are wider.
 # - The organisms are 12-layer, d = 128 models trained briefly on a small corpus; the paper's
 #   layer numbers are compared there by relative depth only.
 # - Thresholds ("catastrophic" = PPL +100%, "preserves" = below +5% at every layer, R² within

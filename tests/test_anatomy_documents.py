@@ -231,3 +231,106 @@ def test_delta_figure_title_follows_the_gap_ci_not_a_fixed_threshold():
     assert "depart from" in title((-0.02, -0.01))
     assert "sit on" in title((-0.2, 0.3))
     assert "sit on" in title((float("nan"), float("nan")))
+
+
+# ----------------------------------------------------------------------------- gemma-3-270m
+def test_a_small_budget_spans_many_documents_when_plays_are_long():
+    """Three long plays and many short curriculum documents: 8 windows take half their
+    tokens from each source and span at least 5 documents (a uniform shuffle of passages
+    draws almost only play passages, and so only the 3 plays)."""
+    from lamina.chapters.layer_anatomy.documents import round_robin
+    from lamina.chapters.runtime import tagged_passages
+
+    plays = ["".join(f"ACT {p}. line {i} of play {p}, spoken aloud.\n" for i in range(2000))
+             for p in range(3)]  # fmt: skip
+    short = [f"Doc {i}: the river {i} flows.\n" for i in range(300)]
+    docs, sources = [*plays, *short], ["play"] * 3 + ["curriculum"] * 300
+    held = mixed_heldout(docs, sources, CharTokenizer(), 8 * 64, 64, seed=0)
+    info = held.summary()
+    assert info["n_documents"] >= 5 and set(info["documents_by_source"]) == {"play", "curriculum"}
+    assert min(info["windows_by_source"].values()) >= 2  # neither source is a token
+    queues = round_robin(tagged_passages(docs, 0, 256), sources)
+    assert [d for d, _ in queues["play"][:3]] != [] and len({d for d, _ in queues["play"][:3]}) == 3
+    assert len({d for d, _ in queues["curriculum"][:50]}) == 50  # documents in turn
+
+
+def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
+    gemma = AnatomyConfig().for_model("gemma-3-270m")
+    row = BUDGETS["gemma-3-270m"]
+    assert gemma.n_tokens == row["n_tokens"] < BUDGETS["pretrained"]["n_tokens"]
+    assert gemma.importance_surgeries == ["skip"] and gemma.recovery_layers == []
+    assert recovery_layer_list(gemma, 18, "robustness_layers") == [0, 6, 11, 17]
+    smol = AnatomyConfig().for_model("smollm2-135m-instruct")
+    assert smol.importance_surgeries == ["skip", "interpolate"] and smol.recovery_layers == 6
+    hub = AnatomyConfig().for_model("google/gemma-3-270m")  # not the offline alias
+    assert hub.n_tokens == BUDGETS["pretrained"]["n_tokens"]
+    assert AnatomyConfig(n_tokens=4096).for_model("gemma-3-270m").n_tokens == 4096
+    quick = AnatomyConfig(quick=True)
+    assert quick.n_tokens is None  # filled per model, then capped
+    assert quick.for_model("gemma-3-270m").n_tokens == row["n_tokens"]
+    assert quick.for_model("smollm2-135m-instruct").robustness_tokens == 256
+    assert quick.for_model("organism-llama").n_tokens == AnatomyConfig.QUICK["n_tokens"]
+    with pytest.raises(ValueError, match="importance_surgeries must include 'skip'"):
+        AnatomyConfig(importance_surgeries=["interpolate"])
+    with pytest.raises(ValueError, match="robustness_layers must not be empty"):
+        AnatomyConfig(robustness_layers=[])
+
+
+def test_default_models_are_smollm2_gemma_then_the_organism(monkeypatch):
+    import lamina.chapters.layer_anatomy.run as run_mod
+
+    monkeypatch.setattr(run_mod, "locate_offline", lambda name: name)
+    monkeypatch.setattr(run_mod.organisms, "resolve", lambda name: name)
+    models, notes = expand_anatomy_models("default")
+    assert models == ["smollm2-135m-instruct", "gemma-3-270m", "organism-llama"] and not notes
+
+
+def test_make_chapter_model_parameter_reaches_one_model_with_its_budget():
+    """``make chapter CH=layer_anatomy MODEL=smollm2-135m-instruct`` runs
+    ``python -m lamina.book execute layer_anatomy -p model smollm2-135m-instruct``: the
+    parameter parses against the notebook's cell and selects that model alone."""
+    from pathlib import Path
+
+    from lamina.book.params import cli_parameters
+
+    nb = Path(__file__).resolve().parents[1] / "notebooks"
+    params = cli_parameters(["layer_anatomy"], [["model", "smollm2-135m-instruct"]], nb)
+    assert params == {"layer_anatomy": {"model": "smollm2-135m-instruct"}}
+    cfg = AnatomyConfig.from_params(params["layer_anatomy"])
+    assert expand_anatomy_models(cfg.model) == (["smollm2-135m-instruct"], [])
+    assert cfg.for_model(cfg.model).n_tokens == BUDGETS["pretrained"]["n_tokens"]
+    quick = cli_parameters(["layer_anatomy"], [["model", "gemma-3-270m"], ["quick", "true"]], nb)
+    assert AnatomyConfig.from_params(quick["layer_anatomy"]).quick is True
+
+
+def test_run_on_a_tiny_gemma3_maps_paper_layers_by_depth_and_skips_recovery(tmp_path):
+    """A 6-layer Gemma 3 with Gemma's budget shape: skip on all layers, interpolate on the
+    robustness layers, no recovery (P3-recovery not testable), the paper's core L8-11 read
+    as layers 1, 2 by depth span, and every claim row naming the model."""
+    from tests.conftest import _byte_tokenizer, tiny_model
+
+    folder = tmp_path / "gemma3"
+    tiny_model("gemma3", n_layers=6).save_pretrained(folder)
+    _byte_tokenizer().save_pretrained(folder)
+    cfg = AnatomyConfig(
+        model=str(folder),
+        corpus=MICRO,
+        quick=True,
+        surgeries=["skip", "interpolate", "scale"],
+        importance_surgeries=["skip"],
+        robustness_layers=[0, 3],
+        recovery_layers=[],
+        n_bootstrap=50,
+    )
+    result = run_anatomy(cfg)
+    sweep = result.tables["sweep"]
+    assert sorted(sweep.query("surgery == 'skip'")["layer"]) == list(range(6))
+    assert sorted(sweep.query("surgery == 'interpolate'")["layer"]) == [0, 3]
+    assert result.tables["recovery"].empty
+    claims = result.claims.set_index("claim_id")
+    assert claims.loc["P3-recovery", "verdict"] == "not testable"
+    assert claims.loc["P3-core", "verdict"] != "not testable"
+    assert "1, 2" in claims.loc["P3-core", "convention"]
+    assert (result.claims["model"] == str(folder)).all()
+    assert any("core L8-11 -> layers 1, 2" in n and "L14 -> 2; L17 -> 3" in n
+               for n in result.notes)  # fmt: skip

@@ -234,7 +234,12 @@ def _recovery_claim(config: AnatomyConfig, sweep: pd.DataFrame, rec: pd.DataFram
     """P3-recovery: Spearman partial correlation of skip importance with steps to recover,
     controlling for the initial damage (the perturbed / baseline PPL ratio: importance might
     only predict how much the noise hurts in the first place). A negative rho is never a
-    partial reproduction. The plain rho is the effect size."""
+    partial reproduction. The plain rho is the effect size. No recovery rows (the budget
+    ran no fine-tune): not testable."""
+    if rec.empty:
+        return _untestable("P3-recovery", "positive correlation",
+                           "no recovery fine-tune in this model's budget (recovery_layers "
+                           "empty)")  # fmt: skip
     imp = skip_rows(sweep).set_index("layer")["delta_pct"]
     r = rec.set_index("layer")
     common = imp.index.intersection(r.index)

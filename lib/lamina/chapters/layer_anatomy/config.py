@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,11 +14,13 @@ from lamina.chapters.config import ChapterConfig
 __all__ = [
     "ALL_SURGERIES",
     "BUDGETS",
+    "BUDGET_FIELDS",
     "CHAPTER",
     "DEFAULT_ORGANISMS",
     "DEPTH_MAPPINGS",
     "IMPORTANCE_SURGERIES",
     "AnatomyConfig",
+    "budget_row",
 ]
 
 CHAPTER = "layer_anatomy"
@@ -25,24 +28,43 @@ ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
 DEFAULT_ORGANISMS = ("organism-llama",)  # "default": after the offline pretrained LM(s)
 DEPTH_MAPPINGS = ("span", "none")
-# Budgets filled in for the fields left None, by kind of model. "pretrained" (e.g. SmolLM2,
-# 30 layers, d = 576) is sized so that its part of the chapter takes about 6 minutes on one
-# core; "organism" (12 layers, d = 128) costs far less per token.
+# Budgets filled in for the fields left None: the row of the model's alias (the part before
+# "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
+# "pretrained" for anything else). "pretrained" (e.g. SmolLM2, 30 layers, d = 576) is sized
+# so that its part of the chapter takes about 12 minutes on one core (measured 714 s);
+# "organism" (12 layers, d = 128) costs far less per token. "gemma-3-270m" (18 layers,
+# d = 640) has its own row: its 262,144-token unembedding (168M of its 268M parameters)
+# makes a token about 5 times as costly as on SmolLM2, and a fine-tuning step (all
+# parameters, AdamW) about 4 times, so its part is sized to about 6 minutes: the skip sweep
+# on all 18 layers over 8 windows (6 documents of organism-llama's held-out text);
+# interpolate joins the other edits on 4 layers and 2 windows; no recovery fine-tune
+# (P3-recovery: not testable within this budget).
+_PRETRAINED: dict[str, Any] = {
+    "n_tokens": 2_048,
+    "robustness_tokens": 256,
+    "robustness_layers": 10,
+    "importance_surgeries": ["skip", "interpolate"],
+    "recovery_budget": 6,
+    "recovery_batch": 1,
+    "recovery_eval_every": 3,
+    "recovery_tokens": 128,
+    "recovery_layers": 6,
+    "k_max": 4,
+}
 BUDGETS: dict[str, dict[str, Any]] = {
-    "pretrained": {
-        "n_tokens": 2_048,
-        "robustness_tokens": 256,
-        "robustness_layers": 10,
-        "recovery_budget": 6,
-        "recovery_batch": 1,
-        "recovery_eval_every": 3,
-        "recovery_tokens": 128,
-        "recovery_layers": 6,
-        "k_max": 4,
+    "pretrained": _PRETRAINED,
+    "gemma-3-270m": {
+        **_PRETRAINED,
+        "n_tokens": 1_024,
+        "robustness_layers": 4,
+        "importance_surgeries": ["skip"],
+        "recovery_layers": [],
+        "k_max": 2,
     },
     "organism": {
         "n_tokens": 20_480,
         "robustness_tokens": 4_096,
+        "importance_surgeries": ["skip", "interpolate"],
         "recovery_budget": 24,
         "recovery_batch": 4,
         "recovery_eval_every": 4,
@@ -52,6 +74,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "k_max": None,
     },
 }
+BUDGET_FIELDS = tuple(BUDGETS["organism"])
 
 
 @dataclass
@@ -75,11 +98,13 @@ class AnatomyConfig(ChapterConfig):
     recovery_*: the recovery-speed fine-tune (AdamW steps, lr, batch in windows, evaluation
         period, evaluation tokens); tolerance_pct: "back at baseline" means within this %.
         recovery_layers: the layers fine-tuned (a list), n evenly spaced layers (an int), or
-        None: all (or ``layers``); robustness_layers: likewise, the layers that scale, noise,
-        reinit and predicted edit (skip and interpolate always sweep ``layers``).
-    The budget fields (n_tokens, robustness_tokens, recovery_budget, recovery_batch,
-        recovery_eval_every, recovery_tokens, recovery_layers, robustness_layers, k_max) left None take the
-        :data:`BUDGETS` row of the model's kind (organism or pretrained), per model.
+        None: all (or ``layers``); an empty list: no recovery fine-tune (P3-recovery not
+        testable); robustness_layers: likewise, the layers that the other surgeries edit.
+    importance_surgeries: the surgeries swept over ``layers`` on all n_tokens (skip always;
+        interpolate too by default); the others run on robustness_layers x robustness_tokens.
+    The budget fields (:data:`BUDGET_FIELDS`) left None take the :data:`BUDGETS` row of the
+        model's alias if it has one (gemma-3-270m), else of its kind (organism or
+        pretrained), per model.
     depth_mapping: how the paper's 30-layer positions (core L8-11, anti-layers L14, L17) are
         read on a model of another depth: "span" maps them to the layers whose depth span
         [l/L, (l+1)/L) overlaps theirs (identity at L = 30); "none" tests them only at L = 30
@@ -108,6 +133,7 @@ class AnatomyConfig(ChapterConfig):
     recovery_tokens: int | None = None
     recovery_layers: list[int] | int | None = None
     robustness_layers: list[int] | int | None = None
+    importance_surgeries: list[str] | None = None
     depth_mapping: str = "span"
     tolerance_pct: float = 5.0
     ridge_alpha: float = 1.0
@@ -150,11 +176,37 @@ class AnatomyConfig(ChapterConfig):
             rl = getattr(self, name)
             if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
                 raise ValueError(f"{name} as a count must be an int >= 2, got {rl!r}")
+        if self.robustness_layers == []:
+            raise ValueError("robustness_layers must not be empty (None: all layers)")
+        if self.importance_surgeries is not None:
+            given_imp: str | list[str] = self.importance_surgeries
+            imp = [given_imp] if isinstance(given_imp, str) else list(given_imp)
+            if "skip" not in imp or not set(imp) <= set(IMPORTANCE_SURGERIES):
+                raise ValueError(f"importance_surgeries must include 'skip' and be among "
+                                 f"{IMPORTANCE_SURGERIES}, got {imp!r}")  # fmt: skip
+            self.importance_surgeries = imp
         self.apply_quick()
+
+    def apply_quick(self) -> None:
+        """:meth:`ChapterConfig.apply_quick`, except that a budget field still None stays
+        None: :meth:`for_model` fills it from the model's row, and the caps apply then."""
+        unset = [k for k in BUDGET_FIELDS if getattr(self, k) is None]
+        super().apply_quick()
+        for k in unset:
+            setattr(self, k, None)
 
     def for_model(self, model: str) -> AnatomyConfig:
         """This config for one model: ``model`` set and every budget field left None filled
-        from :data:`BUDGETS` (``organism-*`` specs: "organism", anything else: "pretrained")."""
-        kind = "organism" if model.partition("@")[0].startswith("organism-") else "pretrained"
-        fill = {k: v for k, v in BUDGETS[kind].items() if getattr(self, k) is None}
+        from :data:`BUDGETS` (:func:`budget_row`)."""
+        row = BUDGETS[budget_row(model)]
+        fill = {k: copy.deepcopy(v) for k, v in row.items() if getattr(self, k) is None}
         return dataclasses.replace(self, model=model, **fill)
+
+
+def budget_row(model: str) -> str:
+    """The :data:`BUDGETS` row of a model spec: its alias (before "@") where BUDGETS has a
+    row of that name, else "organism" for ``organism-*`` specs and "pretrained" otherwise."""
+    name = model.partition("@")[0]
+    if name in BUDGETS:
+        return name
+    return "organism" if name.startswith("organism-") else "pretrained"

@@ -1,9 +1,11 @@
 """Held-out text that mixes sources, and bootstraps whose unit is the source document.
 
-Issue 12 item 4: the held-out text of the anatomy chapter is a seeded shuffle of passages cut
-from the held-out plays and curriculum documents of an organism corpus, so that the first
-n tokens mix both sources, and every CI resamples *documents* (a play or a curriculum
-document), not token windows: windows cut from one play are not independent.
+Issue 12 item 4: the held-out text of the anatomy chapter is made of passages cut from the
+held-out plays and curriculum documents of an organism corpus, in a seeded order that takes
+the sources in turn and, within a source, the documents in turn (:func:`round_robin`), so
+that the first n tokens mix both sources and span as many documents as a small budget
+allows; every CI resamples *documents* (a play or a curriculum document), not token
+windows: windows cut from one play are not independent.
 
 With windows of equal length, perplexity is a ratio estimator. For document g let
 S_g = sum of the NLL (nats) of its windows' predicted tokens and C_g their number; then
@@ -35,6 +37,7 @@ __all__ = [
     "mixed_heldout",
     "organism_heldout",
     "regroup_sweep",
+    "round_robin",
 ]
 
 
@@ -64,6 +67,26 @@ class HeldoutText:
         }
 
 
+def round_robin(
+    passages: list[tuple[int, str]], sources: list[str]
+) -> dict[str, list[tuple[int, str]]]:
+    """{source: [(document index, passage)]}: per source, its documents in turn, each
+    document giving its passages in the order of ``passages`` (a seeded shuffle); documents
+    and sources in order of first appearance there. So the k-th passage of a document comes
+    after the (k-1)-th of every document of its source, and n passages of a source span
+    about n of its documents, whatever their lengths."""
+    by_doc: dict[int, list[str]] = {}
+    for doc, text in passages:
+        by_doc.setdefault(doc, []).append(text)
+    queues: dict[str, list[tuple[int, str]]] = {}
+    depth = max((len(v) for v in by_doc.values()), default=0)
+    for k in range(depth):  # every document's k-th passage, then the (k+1)-th
+        for doc, texts in by_doc.items():
+            if k < len(texts):
+                queues.setdefault(sources[doc], []).append((doc, texts[k]))
+    return queues
+
+
 def mixed_heldout(
     docs: list[str],
     sources: list[str],
@@ -72,12 +95,14 @@ def mixed_heldout(
     seq_len: int,
     seed: int,
 ) -> HeldoutText:
-    """The first ceil(n_tokens / seq_len) windows of the shuffled passages of ``docs``
+    """The first ceil(n_tokens / seq_len) windows of the passages of ``docs``
     (:func:`lamina.chapters.runtime.tagged_passages`, at most about one window of characters
-    (4 x seq_len) per passage, so that a small budget still draws windows from many documents
-    rather than a few long play passages), tokenised with EOS
-    after each passage, with each window's majority source document. Raises ValueError if
-    the text is too short."""
+    (4 x seq_len) per passage), tokenised with EOS after each passage, with each window's
+    majority source document. The next passage always comes from the source that has given
+    the fewest tokens so far (equal shares of tokens by source), and within a source in
+    :func:`round_robin` order (documents in turn), so that a small budget still draws its
+    windows from many documents rather than a few long plays. Raises ValueError if the
+    text is too short."""
     if len(docs) != len(sources):
         raise ValueError(f"{len(docs)} documents but {len(sources)} source labels")
     if seq_len < 2 or n_tokens < seq_len:
@@ -86,13 +111,21 @@ def mixed_heldout(
     eos = tokenizer.eos_token_id
     ids: list[int] = []
     owner: list[int] = []
-    for doc, text in tagged_passages(docs, seed, 4 * seq_len):
+    queues = round_robin(tagged_passages(docs, seed, 4 * seq_len), list(sources))
+    given = dict.fromkeys(queues, 0)  # tokens so far, by source
+    nxt = dict.fromkeys(queues, 0)  # next passage, by source
+    while len(ids) < need * seq_len:
+        left = [k for k in queues if nxt[k] < len(queues[k])]
+        if not left:
+            break
+        src = min(left, key=lambda k: given[k])  # ties: first source first
+        doc, text = queues[src][nxt[src]]
+        nxt[src] += 1
         toks = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         toks += [int(eos)] if eos is not None else []
         ids += toks
         owner += [doc] * len(toks)
-        if len(ids) >= need * seq_len:
-            break
+        given[src] += len(toks)
     if len(ids) < need * seq_len:
         raise ValueError(f"held-out text gives {len(ids)} tokens; {n_tokens} were asked for")
     n = need * seq_len

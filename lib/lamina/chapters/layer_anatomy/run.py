@@ -27,19 +27,27 @@ from lamina.anatomy.predictability import (
     summary_predictability,
     summary_stacks,
 )
-from lamina.chapters.layer_anatomy.claims import anatomy_claims
+from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
     DEFAULT_ORGANISMS,
     IMPORTANCE_SURGERIES,
     AnatomyConfig,
+    budget_row,
 )
 from lamina.chapters.layer_anatomy.documents import (
     document_ppl_ci,
     organism_heldout,
     regroup_sweep,
 )
-from lamina.chapters.layer_anatomy.nulls import delta_null, loo_hat_matrix, permuted_r2
+from lamina.chapters.layer_anatomy.nulls import (
+    PAPER_ANTI,
+    PAPER_CORE,
+    PAPER_L,
+    delta_null,
+    loo_hat_matrix,
+    permuted_r2,
+)
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
 from lamina.gguf_models import GGUFMissingError, locate_offline
@@ -58,7 +66,9 @@ __all__ = [
     "threads",
 ]
 
-PRETRAINED = ("smollm2-135m-instruct",)  # paper 3's own 30-layer architecture
+# offline pretrained LMs, in the book's order: paper 3's own 30-layer architecture first, then
+# an 18-layer model on which the paper's layer numbers map by depth (depth_mapping)
+PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")
 
 
 def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
@@ -117,7 +127,8 @@ def _permuted_r2(
 
 
 def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig) -> pd.DataFrame:
-    """Skip/interpolate on all windows, the other surgeries on the robustness subset."""
+    """The importance surgeries (skip, by default interpolate) on all windows and ``layers``,
+    the other surgeries on the robustness subset (robustness_tokens x robustness_layers)."""
     opts: dict[str, Any] = {
         "scale": {"alpha": config.alpha},
         "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
@@ -125,8 +136,9 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
         "predicted": {"alpha": config.ridge_alpha, "degree": config.ridge_degree},
     }
     frames = []
-    main = [s for s in config.surgeries if s in IMPORTANCE_SURGERIES]
-    rest = [s for s in config.surgeries if s not in IMPORTANCE_SURGERIES]
+    full = config.importance_surgeries or list(IMPORTANCE_SURGERIES)
+    main = [s for s in config.surgeries if s in full]
+    rest = [s for s in config.surgeries if s not in full]
     if config.robustness_tokens is None:  # filled per model kind before the sweep runs
         raise ValueError("robustness_tokens is unset: fill the budget (config.BUDGETS) first")
     n_rob = min(windows.shape[0], -(-config.robustness_tokens // windows.shape[1]))
@@ -155,7 +167,7 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
 def _recovery(
     model: torch.nn.Module, train: torch.Tensor, evals: torch.Tensor, config: AnatomyConfig
 ) -> pd.DataFrame:
-    rows = []
+    rows: list[dict[str, Any]] = []
     budget, every = int(config.recovery_budget or 1), int(config.recovery_eval_every or 1)
     for l in recovery_layer_list(config, get_adapter(model).n_layers(model)):
         r = anatomy.recovery_steps(
@@ -186,7 +198,43 @@ def _recovery(
                 "curve_ppl": [float(p) for _, p in r["curve"]],
             }
         )
-    return pd.DataFrame(rows)
+    columns = ["layer", "baseline_ppl", "perturbed_ppl", "steps_to_recover", "recovered"]
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+
+
+def _plan_notes(config: AnatomyConfig, n_layers: int) -> list[str]:
+    """Notes that say which budget row applies, how paper 3's 30-layer positions are read
+    on this depth, and which parts the budget leaves out."""
+    m = config.model
+    full = config.importance_surgeries or list(IMPORTANCE_SURGERIES)
+    rob = recovery_layer_list(config, n_layers, "robustness_layers")
+    notes = [
+        f"{m}: budget row {budget_row(m)!r} (config.BUDGETS): {', '.join(full)} on "
+        f"{'all' if config.layers is None else len(config.layers)} layers and "
+        f"{config.n_tokens:,} tokens; the other surgeries on layers "
+        f"{', '.join(map(str, rob))} and {config.robustness_tokens:,} tokens."
+    ]
+    core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
+    anti = [mapped_layers([p], n_layers, config.depth_mapping) for p in PAPER_ANTI]
+    if n_layers == PAPER_L:
+        notes.append(f"{m}: {n_layers} layers, as in paper 3: its layer numbers are tested as "
+                     "stated.")  # fmt: skip
+    elif core is None:
+        notes.append(f"{m}: {n_layers} layers, not paper 3's {PAPER_L}, and "
+                     "depth_mapping='none': the core and anti-layer positions are not "
+                     "testable.")  # fmt: skip
+    else:
+        at = "; ".join(f"L{p} -> {', '.join(map(str, a or []))}"
+                       for p, a in zip(PAPER_ANTI, anti, strict=True))  # fmt: skip
+        notes.append(
+            f"{m}: {n_layers} layers, not paper 3's {PAPER_L}: its layer numbers map by "
+            f"depth span (depth_mapping={config.depth_mapping!r}): core L8-11 -> layers "
+            f"{', '.join(map(str, core))}; anti-layers {at}."
+        )
+    if not recovery_layer_list(config, n_layers):
+        notes.append(f"{m}: no recovery fine-tune in this budget (recovery_layers empty): "
+                     "P3-recovery is not testable here.")  # fmt: skip
+    return notes
 
 
 def _corpus_name(config: AnatomyConfig) -> str:
@@ -246,10 +294,11 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         by_source = ", ".join(f"{v} {k}" for k, v in info["documents_by_source"].items())
         notes.append(
             f"{config.model}: held-out text {info['n_tokens']:,} tokens of the {corpus} "
-            f"corpus's held-out split (passages of its plays and curriculum documents in a "
-            f"seeded shuffle, seed {config.seed}), {info['n_windows']} windows of {seq_len} "
+            f"corpus's held-out split (passages of its plays and curriculum documents, sources "
+            f"and documents in turn, seed {config.seed}), {info['n_windows']} windows of {seq_len} "
             f"from {info['n_documents']} documents ({by_source}); every CI resamples documents."
         )
+        notes += _plan_notes(config, n_layers)
         few = n_layers < config.ridge_degree + 2
         if few and "predicted" in config.surgeries:
             config = dataclasses.replace(
@@ -310,7 +359,11 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
             lap["predictability"] = time.perf_counter() - t0 - sum(lap.values())
         budget, batch = int(config.recovery_budget or 1), int(config.recovery_batch or 1)
         n_train = max(4 * budget * batch, 1) * seq_len
-        train = corpus_windows(corpus, tok, "train", n_train, seq_len)
+        train = (
+            corpus_windows(corpus, tok, "train", n_train, seq_len)
+            if recovery_layer_list(config, n_layers)
+            else torch.zeros(0, seq_len, dtype=torch.long)
+        )
         evals = windows[: max(1, -(-int(config.recovery_tokens or 0) // seq_len))]
         tables["recovery"] = _recovery(model, train, evals, config)
         lap["recovery"] = time.perf_counter() - t0 - sum(lap.values())
