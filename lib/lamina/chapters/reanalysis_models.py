@@ -30,7 +30,7 @@ from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention
 from lamina.extract import pool_token_states
 from lamina.geometry import mean_curvature, trajectory_length
-from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
+from lamina.gguf_models import installed_offline
 from lamina.resampling import index_bootstrap, peak_bootstrap
 
 __all__ = [
@@ -69,30 +69,13 @@ def real_models(models: str | Sequence[str] | None) -> tuple[list[str], list[str
         if models != "default":
             models = [models]
         else:
-            keep, notes = [], []
-            for name in OFFLINE_GGUF:
-                try:
-                    locate_offline(name)
-                except GGUFMissingError as exc:
-                    notes.append(f"{name} skipped: {exc}")
-                    continue
-                keep.append(name)
-            return keep, notes
+            return installed_offline()
     if not isinstance(models, (list, tuple)) or not all(isinstance(m, str) and m for m in models):
         raise TypeError(f"models must be 'default', a model name or a list of names; got {models!r}")
     bad = [m for m in models if m.startswith("peer-")]
     if bad:
         raise ValueError(f"{bad}: released states are the reference here; pass models to run")
-    keep, notes = [], []
-    for name in dict.fromkeys(models):
-        if name in OFFLINE_GGUF:
-            try:
-                locate_offline(name)
-            except GGUFMissingError as exc:  # wheel absent: skip with a visible note
-                notes.append(f"{name} skipped: {exc}")
-                continue
-        keep.append(name)
-    return keep, notes
+    return installed_offline(models)
 
 
 def extract_released_prompts(name: str, prompts: pd.DataFrame) -> ModelStates:

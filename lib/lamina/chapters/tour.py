@@ -16,7 +16,7 @@ import pandas as pd
 
 from lamina import extract, load_model
 from lamina.geometry import layerwise_cosine
-from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
+from lamina.gguf_models import OFFLINE_GGUF, installed_offline
 
 __all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_models", "tour_similarity", "tour_summary"]
 
@@ -43,16 +43,7 @@ def tour_models(model: str | Sequence[str]) -> tuple[list[str], list[str]]:
             raise ValueError("model is an empty string; give a model name or 'default'")
         if model != "default":
             return [model], []
-        models, notes = [], []
-        for name in TOUR_DEFAULT:
-            if name in OFFLINE_GGUF:
-                try:
-                    locate_offline(name)
-                except GGUFMissingError as exc:  # wheel absent: skip with a visible note
-                    notes.append(f"{name} skipped: {exc}")
-                    continue
-            models.append(name)
-        return models, notes
+        return installed_offline(TOUR_DEFAULT)
     if not isinstance(model, (list, tuple)) or not all(isinstance(m, str) and m for m in model):
         raise TypeError(
             f"model must be 'default', a model name or a list of names; got {model!r}"

@@ -28,7 +28,7 @@ import pandas as pd
 
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
-from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
+from lamina.gguf_models import OFFLINE_GGUF, installed_offline
 from lamina.peer import is_peer, peer_models
 from lamina.prompts import load_prompts
 
@@ -157,14 +157,7 @@ def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
     """
     if config.model != "default":
         return [config.model], []
-    models, notes = [], []
-    for name in OFFLINE_GGUF:
-        try:
-            locate_offline(name)
-        except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
-            notes.append(f"{name} skipped: {exc}")
-            continue
-        models.append(name)
+    models, notes = installed_offline()
     peer = peer_root(config)
     released = peer_models(peer)  # peer-<folder> for every released model folder
     models.extend(released)

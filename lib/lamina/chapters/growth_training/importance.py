@@ -29,7 +29,7 @@ from lamina.anatomy.growth import train_with_schedule, uniform_schedule
 from lamina.chapters.growth_training.config import REAL_MODELS, GrowthConfig
 from lamina.chapters.layer_anatomy.documents import organism_heldout
 from lamina.chapters.runtime import corpus_windows
-from lamina.gguf_models import GGUFMissingError, locate_offline
+from lamina.gguf_models import installed_offline
 from lamina.models import get_adapter
 from lamina.organisms import ORGANISMS
 from lamina.organisms.configs import hf_config
@@ -138,14 +138,7 @@ def resolve_real_models(config: GrowthConfig) -> tuple[list[str], list[str]]:
         return list(config.real_models), []
     if config.quick:
         return [], ["Real-model importance orders: none in quick mode (set real_models)."]
-    models, notes = [], []
-    for name in REAL_MODELS:
-        try:
-            locate_offline(name)
-            models.append(name)
-        except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
-            notes.append(f"{name} skipped: {exc}")
-    return models, notes
+    return installed_offline(REAL_MODELS)
 
 
 def real_importance(

@@ -50,7 +50,7 @@ from lamina.chapters.layer_anatomy.nulls import (
 )
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
-from lamina.gguf_models import GGUFMissingError, locate_offline
+from lamina.gguf_models import installed_offline
 from lamina.models import get_adapter
 from lamina.organisms import ORGANISMS
 
@@ -76,13 +76,7 @@ def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
     :data:`DEFAULT_ORGANISMS` (a missing one is skipped with a note); else [model]."""
     if model != "default":
         return [model], []
-    models, notes = [], []
-    for name in PRETRAINED:
-        try:
-            locate_offline(name)
-            models.append(name)
-        except GGUFMissingError as exc:  # wheel not installed: skip with a visible note
-            notes.append(f"{name} skipped: {exc}")
+    models, notes = installed_offline(PRETRAINED)
     for name in DEFAULT_ORGANISMS:
         try:
             organisms.resolve(name)
