@@ -20,6 +20,7 @@ convention (prompts = those released for peer-gpt2 under that convention's pooli
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,11 @@ def _relation(lo: float, hi: float, rng: tuple[float, float]) -> str:
     return "overlaps"
 
 
+
+def _mean_at(values: np.ndarray, idx: np.ndarray) -> float:
+    """Mean of ``values`` (n,) at the resampled indices ``idx`` (m,) ints."""
+    return float(np.mean(values[idx]))
+
 def convention_values(
     x: np.ndarray, cats: np.ndarray, n_bootstrap: int, seed: int
 ) -> list[dict[str, Any]]:
@@ -129,11 +135,10 @@ def convention_values(
         if vals.size < 2:
             continue
         strata = None if cat != "all" else cats
-        b = index_bootstrap(lambda i, v=vals: float(np.mean(v[i])), vals.size, n_bootstrap, seed,
-                            strata=strata)
+        b = index_bootstrap(partial(_mean_at, vals), vals.size, n_bootstrap, seed, strata=strata)
         rows.append({"metric": "curvature (rad)", "category": cat, "n_prompts": int(vals.size),
                      "estimate": b["estimate"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
-    b = index_bootstrap(lambda i: float(np.mean(ln[i])), len(x), n_bootstrap, seed, strata=cats)
+    b = index_bootstrap(partial(_mean_at, ln), len(x), n_bootstrap, seed, strata=cats)
     rows.append({"metric": "length", "category": "all", "n_prompts": len(x),
                  "estimate": b["estimate"], "ci_low": b["ci_low"], "ci_high": b["ci_high"]})
 
