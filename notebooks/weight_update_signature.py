@@ -584,10 +584,11 @@ claims[
 #   probed. Their weights are 4-bit (Q4_1, Q4_K_M) dequantised to fp32; the paper's models
 #   were not quantised.
 # - Gemma 3 normalises each sublayer's output (RMSNorm with gain 1 + γ) before adding it to
-#   the stream: its write matrices write into the space before that norm. The rank-1 write
-#   edit divides its direction by that gain, so the stream receives the unembedding direction
-#   (random directions likewise); the prediction subspace with the final norm folded in uses
-#   1 + γ. Its embedding is scaled by √d inside the embedding module, which every hook sees.
+#   the stream: its write matrices write into the space before that norm, and both the
+#   probes and the rank-1 write edit work in that space (the stream receives the edit's
+#   direction times the gain, up to the per-token rms; the gain is 0 in some dimensions of the
+#   real model, so no edit of W can undo it); the prediction subspace with the final norm
+#   folded in uses 1 + γ. Its embedding is scaled by √d inside the embedding module, which every hook sees.
 # - The organisms are small (12 layers, d = 128) and their alignment stages short (100
 #   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
 #   (`base_model`, `aligned_model` and their revisions; see the top of the chapter) when their

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from lamina.models import get_adapter, hf_config, weight_of
-from lamina.weights.maps import LinearMap, linear_maps, norm_gain, post_norm_gain
+from lamina.weights.maps import LinearMap, linear_maps, norm_gain
 
 __all__ = [
     "GROUPS",
@@ -75,10 +75,11 @@ def rank1_write_edit(
     W amplifies most), or ``input_direction[key]``. ``scale`` is relative to ‖W‖_F, so
     random directions of any norm give edits of matched norm.
     maps: default every block write map (attn_out, mlp_out).
-    Where a write map writes before a post-sublayer norm (Gemma 3, :func:`lamina.weights.post_norm_gain`:
-    the stream receives diag(g) (W x) / rms(W x)), its û is that of direction / g, so that the
-    stream receives the requested direction (up to the per-token rms); random directions get
-    the same treatment, so the control stays matched.
+    Where a write map writes before a post-sublayer norm (Gemma 3: the stream receives
+    diag(g) (W x) / rms(W x), :func:`lamina.weights.post_norm_gain`), the edit is made, as
+    the adapter defines write matrices, in the map's own output space: the stream receives
+    diag(g) û up to the per-token rms. It is not divided by g: the real Gemma-3-270m has
+    post-norm gains 1 + γ equal to 0 in some dimensions, which no edit of W can reach.
     Yields {key: ΔW (d_out, d_in) fp32}. On exit every edited parameter is restored bit-exactly.
     """
     maps = (
@@ -101,12 +102,7 @@ def rank1_write_edit(
                     raise ValueError(
                         f"{m.key} writes {w.shape[0]} dims but direction has {u.shape[0]}"
                     )
-                u_m, gain = u, post_norm_gain(model, m)
-                if gain is not None:  # undo the post-norm's diagonal gain
-                    if bool((gain == 0).any()):
-                        raise ValueError(f"{m.key}: its post-norm has a zero gain")
-                    u_m = u / gain.to(u.device)
-                    u_m = u_m / u_m.norm()
+                u_m = u
                 if isinstance(input_direction, dict):
                     v = input_direction[m.key].detach().float().to(w.device)
                 else:
