@@ -586,8 +586,8 @@ claims[
 # - Gemma 3 normalises each sublayer's output (RMSNorm with gain 1 + γ) before adding it to
 #   the stream: its write matrices write into the space before that norm, and both the
 #   probes and the rank-1 write edit work in that space (the stream receives the edit's
-#   direction times the gain, up to the per-token rms; the gain is 0 in some dimensions of the
-#   real model, so no edit of W can undo it); the prediction subspace with the final norm
+#   direction times the gain, up to the per-token rms; the gain 1 + γ can be 0 in some
+#   dimensions, so the edit is not divided by it); the prediction subspace with the final norm
 #   folded in uses 1 + γ. Its embedding is scaled by √d inside the embedding module, which every hook sees.
 # - The organisms are small (12 layers, d = 128) and their alignment stages short (100
 #   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
