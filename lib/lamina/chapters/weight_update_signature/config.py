@@ -311,7 +311,7 @@ def real_budget(
         raise ValueError(f"model_budgets[{name!r}] caps unknown real_* fields: {bad}")
     if caps:
         lowered = {f: min(getattr(config, f), type(getattr(config, f))(v)) for f, v in caps.items()}
-        config = dataclasses.replace(config, **lowered)  # type: ignore[arg-type]
+        config = dataclasses.replace(config, **lowered)
     layers = config.layers
     if layers is None and 0 < config.real_layers < n_layers:
         step = (n_layers - 1) / (config.real_layers - 1) if config.real_layers > 1 else 0
