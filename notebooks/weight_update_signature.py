@@ -34,22 +34,29 @@
 # the adaptation budget) is a named parameter below; the sensitivity section shows how the
 # verdicts move with k and the moment.
 #
-# **The models.** The default set leads with a real pretrained checkpoint,
-# SmolLM2-135M-Instruct (30 layers, d = 576; offline as a 4-bit GGUF, dequantised to fp32).
-# It is already aligned, and no base/instruct pair is available offline, so the claims about
-# the base → aligned ΔW and about pretraining cannot be tested on it. What one checkpoint
-# supports is the paper's third design, "every objective we apply to one checkpoint": we
-# apply a short continued-LM run, an SFT run and a DPO run to it, with equal step and example
-# budgets, and compare the signatures of the three deltas; the mechanism (read gradients,
-# Adam's update in those runs, cancellation) and the causal tests (the unembedding write on
-# the aligned checkpoint, single-group adaptation) run on it too. Claims that need a
-# pretraining history are "not testable" there, with the reason. Then come lamina's two model
-# organisms, the models with a full training history: pretraining checkpoints with their
-# AdamW state, and the same three objectives applied to the final checkpoint.
+# **The models.** The default set leads with two real pretrained checkpoints, offline as
+# 4-bit GGUF files dequantised to fp32: SmolLM2-135M-Instruct (30 layers, d = 576), which is
+# already instruction-tuned, and Gemma-3-270m (18 layers, d = 640, tied 262k-token
+# embeddings), a **base** model. No base/instruct pair is available offline, so the claims
+# about the base → aligned ΔW and about pretraining cannot be tested on either. What one
+# checkpoint supports is the paper's third design, "every objective we apply to one
+# checkpoint": we apply a short continued-LM run, an SFT run and a DPO run to it, with equal
+# step and example budgets, and compare the signatures of the three deltas; the mechanism
+# (read gradients, Adam's update in those runs, cancellation) and the causal tests run on it
+# too. The write-direction claim is about predictions "after alignment": on the instruction-
+# tuned checkpoint it is tested on the released model and after our SFT and DPO runs; on a
+# base checkpoint only after our SFT and DPO runs, its only alignment (the notes below say
+# which, per model). Claims that need a pretraining history are "not testable" there, with
+# the reason. Then come lamina's two model organisms, the models with a full training
+# history: pretraining checkpoints with their AdamW state, and the same three objectives
+# applied to the final checkpoint.
 #
 # A real checkpoint runs under a budget (`real_*` parameters): the short runs train every
 # parameter for `real_steps` AdamW steps of `real_batch` examples at sequences of at most
-# `real_max_length` tokens, and only `real_layers` evenly spaced blocks are probed. The text is
+# `real_max_length` tokens, and only `real_layers` evenly spaced blocks are probed;
+# `model_budgets` caps these per model (by default Gemma-3-270m, whose full-parameter AdamW
+# step and 262k-way logits cost several times SmolLM2's, gets a smaller budget; the notes of
+# the Method section give the budget each model ran with). The text is
 # never downloaded and never the evaluation prompts: the organisms' held-out split (or
 # lamina's generated curriculum), with the curriculum's SFT and DPO items.
 #
@@ -70,7 +77,7 @@
 # "not testable" there, each with its reason.
 
 # %% tags=["parameters", "hide-input"]
-model = "default"  # "default": SmolLM2-135M-Instruct, then both organisms; or model names
+model = "default"  # "default": SmolLM2-135M-Instruct, Gemma-3-270m, both organisms; or names
 base = "final"  # checkpoint the alignment stages start from; for a real pair, the base model
 targets = ["lm", "sft", "dpo"]  # stages compared with base (continued LM, SFT, DPO)
 target = None  # a real pair's target (hub name or folder); runs the pair instead of organisms
@@ -89,6 +96,7 @@ real_lr = 1e-4  # peak learning rate of those runs
 real_tokens = 2048  # tokens for the second moments (the LM gradient gets half)
 real_max_length = 128  # tokens per sequence
 real_layers = 8  # evenly spaced blocks probed (0 means all)
+model_budgets = None  # {model: {real_* field: cap}}; None: lamina's defaults (Gemma smaller)
 seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
@@ -134,6 +142,7 @@ config = SignatureConfig(
     real_tokens=real_tokens,
     real_max_length=real_max_length,
     real_layers=real_layers,
+    **({} if model_budgets is None else {"model_budgets": model_budgets}),
     seed=seed,
     quick=quick,
 )
@@ -568,11 +577,18 @@ claims[
 # %% [markdown]
 # ## Caveats
 #
-# - SmolLM2-135M-Instruct is already aligned and offline it has no base partner; its
-#   objective runs are short (a few AdamW steps at short sequences, on CPU), so their deltas
-#   are the first steps of each objective, not a full alignment recipe, and only a subset of
-#   blocks is probed. Its weights are 4-bit (Q4_1) dequantised to fp32; the paper's models
+# - SmolLM2-135M-Instruct is already aligned and Gemma-3-270m is a base model; offline
+#   neither has a partner. Their objective runs are short (a few AdamW steps at short
+#   sequences, on CPU; each model's budget is in the notes), so their deltas are the first
+#   steps of each objective, not a full alignment recipe, and only a subset of blocks is
+#   probed. Their weights are 4-bit (Q4_1, Q4_K_M) dequantised to fp32; the paper's models
 #   were not quantised.
+# - Gemma 3 normalises each sublayer's output (RMSNorm with gain 1 + γ) before adding it to
+#   the stream: its write matrices write into the space before that norm, and both the
+#   probes and the rank-1 write edit work in that space (the stream receives the edit's
+#   direction times the gain, up to the per-token rms; the gain 1 + γ can be 0 in some
+#   dimensions, so the edit is not divided by it); the prediction subspace with the final norm
+#   folded in uses 1 + γ. Its embedding is scaled by √d inside the embedding module, which every hook sees.
 # - The organisms are small (12 layers, d = 128) and their alignment stages short (100
 #   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
 #   (`base_model`, `aligned_model` and their revisions; see the top of the chapter) when their

@@ -52,10 +52,11 @@ def test_real_budget_probes_evenly_spaced_blocks_and_caps_the_samples():
 
 
 def test_default_set_leads_with_the_real_model_and_names_route_by_kind(monkeypatch):
+    import lamina.gguf_models as gguf_models
     from lamina.chapters.weight_update_signature import config as cfg_module
     from lamina.gguf_models import GGUFMissingError
 
-    monkeypatch.setattr(cfg_module, "locate_offline", lambda name: [Path("/x.gguf")])
+    monkeypatch.setattr(gguf_models, "locate_offline", lambda name: [Path("/x.gguf")])
     monkeypatch.setattr(cfg_module, "expand_organisms", lambda c, names: (list(names), []))
     real, orgs, notes = expand_models(SignatureConfig())
     assert real == list(REAL_MODELS) and orgs == ["organism-gpt2", "organism-llama"]
@@ -63,7 +64,7 @@ def test_default_set_leads_with_the_real_model_and_names_route_by_kind(monkeypat
     def missing(name):
         raise GGUFMissingError(f"{name}: wheel not installed")
 
-    monkeypatch.setattr(cfg_module, "locate_offline", missing)
+    monkeypatch.setattr(gguf_models, "locate_offline", missing)
     real, orgs, notes = expand_models(SignatureConfig())
     assert real == [] and "not installed" in notes[0]
     # a named real model is never skipped; "organism-*" names go to the organisms' check
@@ -156,7 +157,9 @@ def test_instruct_checkpoint_is_also_tested_itself_and_pair_params_run(tiny_mode
     shutil.copytree(tiny_model_dirs["llama"], inst)
     result = run_weight_signature(_config(str(inst), targets=("sft",), real_layers=2))
     edit = result.claims[result.claims["claim_id"] == "P2.write_edit_after_alignment"]
-    assert list(edit["stage"]) == ["@tiny-instruct (released, aligned)", "@sft"]
+    assert list(edit["stage"]) == ["@tiny-instruct (released, aligned)", "@sft (our 2-step run)"]
+    assert any("tested on the released (instruction-tuned) checkpoint and after our SFT runs"
+               in n for n in result.notes)  # fmt: skip
     other = tmp_path / "tiny-other"
     shutil.copytree(tiny_model_dirs["llama"], other)
     from transformers import AutoModelForCausalLM
@@ -209,3 +212,110 @@ def test_chapter_executes_on_one_real_checkpoint(tiny_model_dirs, tmp_path, monk
     text = notebook.read_text()
     assert '"ename"' not in text and "image/svg+xml" in text
     assert "llama→sft" in text and "first loss" in text
+
+
+# -- Gemma-3-270m in the default set, per-model budgets, Gemma conventions, caches -----------
+
+
+def test_default_set_runs_gemma_after_smollm2_with_its_own_smaller_budget():
+    from lamina.chapters.weight_update_signature.config import MODEL_BUDGETS
+
+    assert REAL_MODELS == ("smollm2-135m-instruct", "gemma-3-270m")
+    config = SignatureConfig()
+    gemma = real_budget(config, 18, "gemma-3-270m")
+    for field_name, cap in MODEL_BUDGETS["gemma-3-270m"].items():
+        assert getattr(gemma, field_name) == min(getattr(config, field_name), cap), field_name
+    assert gemma.real_steps < config.real_steps and gemma.adapt_steps == gemma.real_steps
+    assert gemma.max_length == gemma.real_max_length < config.real_max_length
+    smol = real_budget(config, 30, "smollm2-135m-instruct")  # no entry: the real_* values
+    assert (smol.real_steps, smol.max_length) == (config.real_steps, config.real_max_length)
+    # a user's smaller value wins over the cap; an empty table runs Gemma at the full budget
+    assert real_budget(SignatureConfig(real_steps=1), 18, "gemma-3-270m").real_steps == 1
+    assert real_budget(SignatureConfig(model_budgets={}), 18, "gemma-3-270m").real_steps == 8
+    with pytest.raises(ValueError, match="unknown real_"):
+        real_budget(SignatureConfig(model_budgets={"m": {"k": 2}}), 18, "m")
+
+
+@pytest.fixture(scope="module")
+def gemma_dir(tmp_path_factory) -> Path:
+    """A tiny random Gemma 3 (both attention types, perturbed norm gains) saved as a folder
+    with a tokenizer: a *base* checkpoint (its name says nothing of instruct)."""
+    from .conftest import _byte_tokenizer, tiny_model
+
+    folder = tmp_path_factory.mktemp("gemma") / "tiny-gemma3"
+    tiny_model("gemma3", n_layers=4).save_pretrained(folder)
+    _byte_tokenizer().save_pretrained(folder)
+    return folder
+
+
+def test_cached_bases_equal_uncached_ones():
+    from lamina.chapters.weight_update_signature.deltas import prediction_subspace, read_basis
+    from lamina.weights import principal_basis
+
+    from .conftest import tiny_model
+
+    model = tiny_model("gemma3")
+    cache: dict = {}
+    for centred in (False, True):
+        for fold in (False, True):
+            plain = prediction_subspace(model, 5, centred, fold)
+            cached = prediction_subspace(model, 5, centred, fold, cache, "s")
+            if not centred and not fold:
+                assert torch.equal(cached, plain)
+            # the derived Grams agree up to float64 rounding (projectors: eigenvector signs)
+            torch.testing.assert_close(cached @ cached.T, plain @ plain.T, rtol=0, atol=1e-9)
+            assert torch.equal(prediction_subspace(model, 3, centred, fold, cache, "s"), cached[:, :3])
+    assert len(cache) == 5  # one W_Uᵀ W_U, four bases
+    # the gain folded into W_U is Gemma's 1 + γ, not γ
+    w = model.lm_head.weight.detach().double() * (1 + model.model.norm.weight.detach().double())
+    torch.testing.assert_close(prediction_subspace(model, 5, False, True).abs(),
+                               principal_basis(w.T @ w, 5).abs(), atol=1e-5, rtol=0)  # fmt: skip
+    a = torch.randn(50, 6, dtype=torch.float64)
+    moment = a.T @ a
+    for k in (1, 4, 6):
+        assert torch.equal(read_basis(moment, k, cache), principal_basis(moment, k))
+    with pytest.raises(ValueError, match="k must be"):
+        read_basis(moment, 7, cache)
+
+
+def test_sft_eval_matches_the_loss_and_the_accuracy_it_replaces():
+    from lamina.chapters.weight_update_signature.causal import sft_eval
+    from lamina.organisms.evaluate import sft_accuracy
+    from lamina.organisms.objectives import token_logprobs
+    from lamina.organisms.qa import format_answer, format_prompt
+    from lamina.organisms.stages import qa_batch
+
+    from .conftest import _byte_tokenizer, tiny_model
+
+    model, tok = tiny_model("llama"), _byte_tokenizer()
+    tok.eos_token = tok.eos_token or tok.pad_token
+    pairs = [("what is two and two", "four"), ("name a colour", "red"), ("say yes", "yes")]
+    losses, acc = sft_eval(model, tok, pairs, 48)
+    b = qa_batch(tok, [format_prompt(q) for q, _ in pairs], [format_answer(a) for _, a in pairs], 48)
+    with torch.no_grad():
+        lp = token_logprobs(model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits,
+                            b["input_ids"])  # fmt: skip
+    m = b["target_mask"][:, 1:].float()
+    expected = (-(lp * m).sum(-1) / m.sum(-1)).double().numpy()
+    assert losses == pytest.approx(expected, rel=1e-6) and losses.min() > 0
+    assert acc == sft_accuracy(model, tok, pairs, 48)
+
+
+@pytest.mark.slow
+def test_base_gemma_checkpoint_tests_the_write_edit_after_our_runs_only(gemma_dir):
+    """A base checkpoint (Gemma 3 conventions: post-norms, √d embedding) runs every
+    single-model claim; the write edit is tested after our SFT and DPO runs, never on the
+    unaligned checkpoint itself, and the notes say so; verdicts name the model."""
+    from lamina.chapters.weight_update_signature.run import run_weight_signature
+
+    result = run_weight_signature(_config(str(gemma_dir), real_layers=2, real_steps=2))
+    claims = result.claims
+    assert claims["model"].eq("tiny-gemma3").all()
+    for cid in SINGLE_MODEL_CLAIMS:
+        rows = claims[claims["claim_id"] == cid]
+        assert len(rows) and (rows["verdict"] != "not testable").all(), cid
+    edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
+    assert list(edit["stage"]) == ["@sft (our 2-step run)", "@dpo (our 2-step run)"]
+    assert any("tiny-gemma3: the unembedding write edit is tested after our SFT and DPO runs only"
+               in n for n in result.notes)  # fmt: skip
+    assert set(result.tables["deltas"]["layer"]) == {0, 3}

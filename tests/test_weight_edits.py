@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lamina.weights import linear_maps
+from lamina.weights import linear_maps, norm_gain, post_norm_gain
 from lamina.weights.edits import rank1_write_edit, single_group_parameters, unembedding_direction
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
@@ -34,6 +34,8 @@ def test_rank1_write_edit_changes_predictions_and_restores_bit_exactly(tok, arch
             torch.testing.assert_close(delta, edits[m.key], rtol=1e-4, atol=1e-5)
             assert torch.linalg.matrix_rank(edits[m.key]) == 1
             u = direction / direction.norm()
+            gain = post_norm_gain(model, m)  # Gemma writes before a post-norm of gain 1 + γ
+            assert (gain is not None) == (arch == "gemma3")
             assert float((edits[m.key] - torch.outer(u, u @ edits[m.key])).abs().max()) < 1e-5
     assert not torch.allclose(logits0, logits1)
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
@@ -90,3 +92,21 @@ def test_single_group_parameters_train_only_that_group(tok, arch, group):
         grad = model.get_submodule(m.module).weight.grad
         if grad is not None:
             assert (float(m.as_matrix(grad).abs().max()) > 0) == (m.role in roles), m.key
+
+
+def test_norm_gain_is_one_plus_weight_for_gemma_and_the_weight_elsewhere():
+    gemma, llama = tiny_model("gemma3"), tiny_model("llama")
+    g_norm, l_norm = gemma.model.norm, llama.model.norm
+    torch.testing.assert_close(norm_gain(g_norm), 1 + g_norm.weight.detach())
+    torch.testing.assert_close(norm_gain(l_norm), l_norm.weight.detach())
+    x = torch.randn(3, g_norm.weight.shape[0])
+    # the gain is what the module multiplies by: x / rms(x) * gain
+    rms = x.pow(2).mean(-1, keepdim=True).add(g_norm.eps).sqrt()
+    torch.testing.assert_close(g_norm(x), x / rms * norm_gain(g_norm), rtol=1e-4, atol=1e-5)
+
+
+def test_unembedding_direction_through_final_norm_uses_gemmas_gain():
+    model = tiny_model("gemma3")
+    row = unembedding_direction(model, 7)
+    folded = unembedding_direction(model, 7, through_final_norm=True)
+    torch.testing.assert_close(folded, row * (1 + model.model.norm.weight.detach()))

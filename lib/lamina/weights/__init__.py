@@ -6,7 +6,15 @@ nulls (:mod:`~lamina.weights.subspace_fraction`), gradient factors
 The maps, subspaces and probe are re-exported here as ``lamina.weights.X``.
 """
 
-from lamina.weights.maps import READ_ROLES, WRITE_ROLES, LinearMap, linear_maps, weight_deltas
+from lamina.weights.maps import (
+    READ_ROLES,
+    WRITE_ROLES,
+    LinearMap,
+    linear_maps,
+    norm_gain,
+    post_norm_gain,
+    weight_deltas,
+)
 from lamina.weights.subspace_fraction import (
     Baseline,
     Side,
@@ -35,6 +43,8 @@ __all__ = [
     "input_second_moments",
     "k_sweep",
     "linear_maps",
+    "norm_gain",
+    "post_norm_gain",
     "prediction_basis",
     "principal_basis",
     "probe_bases",

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from lamina.models import get_adapter, hf_config, weight_of
-from lamina.weights.maps import LinearMap, linear_maps
+from lamina.weights.maps import LinearMap, linear_maps, norm_gain
 
 __all__ = [
     "GROUPS",
@@ -37,7 +37,8 @@ def unembedding_direction(
     """A write direction in the residual stream from the unembedding: row ``token_id`` of W_U.
 
     -> (d_model,) float32. With ``through_final_norm=True`` (reimplementation choice) the row is
-    multiplied elementwise by the final norm's gain γ, so that it is the direction whose
+    multiplied elementwise by the final norm's gain (γ; 1 + γ for Gemma's RMSNorm,
+    :func:`lamina.weights.norm_gain`), so that it is the direction whose
     addition to the pre-norm residual stream most raises that token's logit (to first order,
     ignoring the norm's rescaling and, for LayerNorm, its mean removal).
     """
@@ -51,8 +52,9 @@ def unembedding_direction(
     row = weight_of(unembed).detach()[token_id].float().clone()
     if through_final_norm:
         norm = adapter.final_norm_module(model)
-        if norm is not None and getattr(norm, "weight", None) is not None:
-            row = row * weight_of(norm).detach().float()
+        gain = norm_gain(norm) if norm is not None else None
+        if gain is not None:
+            row = row * gain
     return row
 
 
@@ -73,6 +75,11 @@ def rank1_write_edit(
     W amplifies most), or ``input_direction[key]``. ``scale`` is relative to ‖W‖_F, so
     random directions of any norm give edits of matched norm.
     maps: default every block write map (attn_out, mlp_out).
+    Where a write map writes before a post-sublayer norm (Gemma 3: the stream receives
+    diag(g) (W x) / rms(W x), :func:`lamina.weights.post_norm_gain`), the edit is made, as
+    the adapter defines write matrices, in the map's own output space: the stream receives
+    diag(g) û up to the per-token rms. It is not divided by g: the real Gemma-3-270m has
+    post-norm gains 1 + γ equal to 0 in some dimensions, which no edit of W can reach.
     Yields {key: ΔW (d_out, d_in) fp32}. On exit every edited parameter is restored bit-exactly.
     """
     maps = (
@@ -95,12 +102,13 @@ def rank1_write_edit(
                     raise ValueError(
                         f"{m.key} writes {w.shape[0]} dims but direction has {u.shape[0]}"
                     )
+                u_m = u
                 if isinstance(input_direction, dict):
                     v = input_direction[m.key].detach().float().to(w.device)
                 else:
                     v = torch.linalg.svd(w, full_matrices=False).Vh[0]
                 v = v / v.norm()
-                delta = scale * torch.linalg.matrix_norm(w) * torch.outer(u.to(w.device), v)
+                delta = scale * torch.linalg.matrix_norm(w) * torch.outer(u_m.to(w.device), v)
                 if m.parameter not in saved:
                     saved[m.parameter] = param.detach().clone()
                 m.as_matrix(param).add_(delta.to(param.dtype))

@@ -28,7 +28,17 @@ from torch import nn
 
 from lamina.models import get_adapter, hf_config, weight_of
 
-__all__ = ["READ_ROLES", "SHARED_INPUT", "WRITE_ROLES", "LinearMap", "linear_maps", "weight_deltas"]
+__all__ = [
+    "POST_NORMS",
+    "READ_ROLES",
+    "SHARED_INPUT",
+    "WRITE_ROLES",
+    "LinearMap",
+    "linear_maps",
+    "norm_gain",
+    "post_norm_gain",
+    "weight_deltas",
+]
 
 READ_ROLES = ("q", "k", "v", "mlp_gate", "mlp_up")
 WRITE_ROLES = ("attn_out", "mlp_out")
@@ -40,6 +50,36 @@ SHARED_INPUT = {
     "mlp_gate": "mlp_in",
     "mlp_up": "mlp_in",
 }
+# Architectures whose write maps write *before* a per-sublayer RMSNorm (model type -> write
+# role -> that norm's path inside the block): Gemma 3 (see :func:`linear_maps`).
+POST_NORMS: dict[str, dict[str, str]] = {
+    "gemma3_text": {
+        "attn_out": "post_attention_layernorm",
+        "mlp_out": "post_feedforward_layernorm",
+    },
+}
+
+
+def norm_gain(norm: nn.Module) -> torch.Tensor | None:
+    """The elementwise gain (d,) fp32 that a norm module multiplies by: its weight γ, or
+    1 + γ for Gemma's RMSNorm (``Gemma*RMSNorm`` computes ``x / rms(x) * (1 + γ)``, γ = 0 at
+    initialisation); None for a norm without a weight."""
+    w = getattr(norm, "weight", None)
+    if not isinstance(w, torch.Tensor):
+        return None
+    w = w.detach().float()
+    return 1.0 + w if type(norm).__name__.startswith("Gemma") else w
+
+
+def post_norm_gain(model: nn.Module, m: LinearMap) -> torch.Tensor | None:
+    """The gain (d_model,) of the norm between write map ``m`` and the residual stream
+    (:data:`POST_NORMS`; Gemma 3's post-attention / post-feedforward RMSNorm, 1 + γ), or None
+    where the map writes straight into the stream (every other architecture)."""
+    path = POST_NORMS.get(hf_config(model).model_type, {}).get(m.role)
+    if path is None or m.layer is None:
+        return None
+    block = m.module[: -len(get_adapter(model).write[m.role])]
+    return norm_gain(model.get_submodule(block + path))
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def input_second_moments(
 
     M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
     Accumulated in float64 with forward pre-hooks, batch by batch; activations are never kept.
-    Maps that read one tensor (Q/K/V; gate/up) share one accumulator.
+    Maps that read one tensor (Q/K/V; gate/up) share one accumulator and one (read-only)
+    result tensor.
     maps: default every read map of the blocks. -> {map key: (d_in, d_in) float64, on the CPU}.
     """
     maps = (
@@ -97,15 +98,14 @@ def input_second_moments(
     finally:
         for h in handles:
             h.remove()
-    out = {}
-    for m in maps:
-        src = source[m.key]
+    by_source: dict[tuple, torch.Tensor] = {}
+    for src in sums:  # one tensor per source: maps that read it share it
         moment = sums[src] / count
         if centred:
             mu = firsts[src] / count
             moment = moment - torch.outer(mu, mu)
-        out[m.key] = moment.cpu()
-    return out
+        by_source[src] = moment.cpu()
+    return {m.key: by_source[source[m.key]] for m in maps}
 
 
 def principal_basis(moment: torch.Tensor, k: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_up
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,6 @@ from lamina.chapters.weight_update_signature.config import SignatureConfig, cont
 from lamina.chapters.weight_update_signature.units import Units
 from lamina.models import input_embeddings, weight_of
 from lamina.organisms.corpus import format_answer, format_prompt
-from lamina.organisms.evaluate import sft_accuracy
 from lamina.organisms.objectives import sft_loss, token_logprobs
 from lamina.organisms.stages import qa_batch
 from lamina.weights import linear_maps
@@ -26,12 +25,10 @@ from lamina.weights.edits import (
     unembedding_direction,
 )
 
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel
-
 __all__ = [
     "mean_write_inputs",
     "per_item_sft_loss",
+    "sft_eval",
     "single_group_adaptation",
     "write_edit_effects",
 ]
@@ -42,10 +39,14 @@ def _log_probs(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return F.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
 
 
-def mean_write_inputs(model, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+def mean_write_inputs(
+    model, ids: torch.Tensor, mask: torch.Tensor, log_probs: bool = False
+) -> Any:
     """Mean input of every block write map over the non-padding tokens: {key: (d_in,)} fp32.
     Used as the edit's input direction v̂, so that v̂ᵀa_t > 0 on typical tokens and the rank-1
-    edit writes +û rather than a sign that depends on the token (reimplementation choice)."""
+    edit writes +û rather than a sign that depends on the token (reimplementation choice).
+    ``log_probs=True`` -> (that dict, the same forward pass's log-softmax (B, T, vocab) fp32),
+    so the unedited predictions cost no second pass."""
     maps = [m for m in linear_maps(model, embeddings=False) if m.kind == "write"]
     sums: dict[str, torch.Tensor] = {}
     keep = mask.bool()
@@ -61,10 +62,12 @@ def mean_write_inputs(model, ids: torch.Tensor, mask: torch.Tensor) -> dict[str,
     ]
     try:
         with torch.no_grad():
-            model(input_ids=ids, attention_mask=mask)
+            logits = model(input_ids=ids, attention_mask=mask).logits
     finally:
         for h in handles:
             h.remove()
+    if log_probs:
+        return sums, F.log_softmax(logits.float(), dim=-1)
     return sums
 
 
@@ -114,14 +117,12 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
     rows: list[dict[str, Any]] = []
     for label in (config.base, *config.targets):
         model, _ = ck.load(ck.spec(label))
-        lp0 = _log_probs(model, ids, mask)
+        inputs: Any = "top_singular"
+        if config.edit_input == "mean_input":  # one pass: the inputs and the predictions
+            inputs, lp0 = mean_write_inputs(model, ids, mask, log_probs=True)
+        else:
+            lp0 = _log_probs(model, ids, mask)
         p0 = lp0.exp()
-
-        inputs = (
-            mean_write_inputs(model, ids, mask)
-            if config.edit_input == "mean_input"
-            else "top_singular"
-        )
 
         def score(
             direction: torch.Tensor, state: tuple[Any, Any, Any, Any] = (model, inputs, lp0, p0)
@@ -161,8 +162,15 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
 def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) -> np.ndarray:
     """Masked SFT loss of each (question, answer) pair: mean over its answer tokens (and EOS)
     of -log p, nats. -> (n,) float64."""
+    return sft_eval(model, tok, pairs, max_len)[0]
 
-    out = []
+
+def sft_eval(
+    model, tok, pairs: list[tuple[str, str]], max_len: int
+) -> tuple[np.ndarray, float]:
+    """(:func:`per_item_sft_loss` (n,) nats, :func:`lamina.organisms.evaluate.sft_accuracy`)
+    of the pairs from one forward pass per chunk of 64 (the two read the same logits)."""
+    out, hits = [], []
     model.eval()
     with torch.no_grad():
         for i in range(0, len(pairs), 64):
@@ -173,13 +181,24 @@ def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) ->
                 [format_answer(a) for _, a in chunk],
                 max_len,
             )
-            lp = token_logprobs(
-                model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits,
-                b["input_ids"],
-            )
+            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            lp = token_logprobs(logits, b["input_ids"])
             m = b["target_mask"][:, 1:].float()
             out.append((-(lp * m).sum(-1) / m.sum(-1).clamp_min(1)).double().numpy())
-    return np.concatenate(out)
+            hits.append(_answer_hits(logits, b, len(chunk)))
+    hit = torch.cat(hits) if hits else torch.zeros(0, dtype=torch.bool)
+    return np.concatenate(out), float(hit.float().mean()) if len(hit) else 0.0
+
+
+def _answer_hits(logits: torch.Tensor, b: dict, n: int) -> torch.Tensor:
+    """:func:`lamina.organisms.evaluate.sft_hits` of one batch from its logits (B, T, V):
+    does the argmax reproduce every answer token (EOS excluded)? -> (B,) bool."""
+    pred = logits[:, :-1].argmax(-1)
+    tgt = b["target_mask"].clone()
+    lengths = b["attention_mask"].sum(-1)
+    tgt[torch.arange(n), lengths - 1] = 0  # the EOS is not part of the answer
+    m = tgt[:, 1:].bool()
+    return ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
 
 
 def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
@@ -201,8 +220,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     order = torch.randperm(len(corpus.sft), generator=gen).tolist()
     need = config.adapt_steps * config.adapt_batch
     order = (order * (need // len(order) + 1))[:need]
-    before = per_item_sft_loss(model0, tok, evals, max_len)
-    acc_before = sft_accuracy(cast("PreTrainedModel", model0), tok, evals, max_len)
+    before, acc_before = sft_eval(model0, tok, evals, max_len)
     betas = ck.betas
     rows = []
     for group in (*GROUPS, "all"):
@@ -230,8 +248,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        after = per_item_sft_loss(model, tok, evals, max_len)
-        acc_after = sft_accuracy(cast("PreTrainedModel", model), tok, evals, max_len)
+        after, acc_after = sft_eval(model, tok, evals, max_len)
         n_params = int(sum(p.numel() for p in params))
         for i, (lb, la) in enumerate(zip(before, after, strict=True)):
             rows.append(

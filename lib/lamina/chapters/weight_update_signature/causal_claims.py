@@ -17,13 +17,21 @@ __all__ = ["causal_claims"]
 
 
 def causal_claims(
-    model: str, parts: dict, config: SignatureConfig, aligned_base: bool = False
+    model: str,
+    parts: dict,
+    config: SignatureConfig,
+    aligned_base: bool = False,
+    *,
+    applied: bool = False,
 ) -> list[dict[str, Any]]:
     """Verdict rows of the causal claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`).
 
     The write edit is tested after each alignment target (effect_size: its mean effect over
     the base's) and, when ``aligned_base`` (a released instruction-tuned checkpoint), on the
-    base itself (no ratio: its own pre-alignment model is not available)."""
+    base itself (no ratio: its own pre-alignment model is not available). ``applied``: the
+    targets are our short runs on one real checkpoint (:class:`~.single.SingleCheckpoint`),
+    which the stage label says ("@sft (our 4-step run)"): for a base checkpoint, "after
+    alignment" can only mean after them."""
 
     rows = []
     e = parts["edits"]
@@ -47,7 +55,9 @@ def causal_claims(
             claim_row(
                 "write_edit_after_alignment",
                 model,
-                f"@{t}" + (" (released, aligned)" if t == config.base else ""),
+                f"@{t}"
+                + (" (released, aligned)" if t == config.base else "")
+                + (f" (our {config.real_steps}-step run)" if applied and t != config.base else ""),
                 "changes predictions",
                 float(u.mean()),
                 {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},

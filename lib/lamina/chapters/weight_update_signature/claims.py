@@ -214,7 +214,10 @@ def all_claims(
     )
     rows += mechanism_claims(model, parts, config, ck)
     # a released instruction-tuned checkpoint (single.SingleCheckpoint) is itself aligned
-    rows += causal_claims(model, parts, config, bool(getattr(ck, "aligned_base", False)))
+    rows += causal_claims(
+        model, parts, config, bool(getattr(ck, "aligned_base", False)),
+        applied=hasattr(ck, "aligned_base"),
+    )  # fmt: skip
     causal = [
         r["verdict"]
         for r in rows

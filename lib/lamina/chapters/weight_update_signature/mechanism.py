@@ -17,13 +17,14 @@ from lamina.chapters.weight_update_signature.deltas import (
     cached_moments,
     prediction_subspace,
     probed_maps,
+    read_basis,
 )
 from lamina.chapters.weight_update_signature.units import Units
 from lamina.organisms.objectives import lm_loss
 from lamina.organisms.stages import stage_loss
 from lamina.organisms.tokenizer import encode_stream
 from lamina.organisms.train import random_windows
-from lamina.weights import LinearMap, linear_maps, principal_basis, relative_subspace_fraction
+from lamina.weights import LinearMap, linear_maps, relative_subspace_fraction
 from lamina.weights.gradients import (
     adam_update_direction,
     gradient_factors,
@@ -105,12 +106,19 @@ def stage_factors(
 
 
 def _bases(
-    model, maps: Sequence[LinearMap], moments: dict, k: int, centred: bool
+    model,
+    maps: Sequence[LinearMap],
+    moments: dict,
+    k: int,
+    centred: bool,
+    cache: dict | None = None,
+    spec: str | None = None,
 ) -> dict[str, tuple]:
-
-    pred = prediction_subspace(model, k, centred)
+    """{key: (basis (d, k), side)}: read maps in their input principal subspace, write maps in
+    the prediction subspace (both reused from ``cache`` under ``spec``)."""
+    pred = prediction_subspace(model, k, centred, cache=cache, spec=spec)
     return {
-        m.key: (principal_basis(moments[m.key], k), "input")
+        m.key: (read_basis(moments[m.key], k, cache), "input")
         if m.kind == "read"
         else (pred, "output")
         for m in maps
@@ -166,7 +174,7 @@ def objective_gradients(
     model, tok = ck.load(spec)
     maps = probed_maps(model, config)
     moments = cached_moments(model, tok, texts, config.centred, cache, spec, config)
-    bases = _bases(model, maps, moments, config.k, config.centred)
+    bases = _bases(model, maps, moments, config.k, config.centred, cache, spec)
     corpus = ck.corpus()
     rng = np.random.default_rng(config.seed)
     length = context_length(model, config.max_length)
@@ -256,7 +264,7 @@ def adam_signature(
         model, tok = ck.load(spec)
         maps = probed_maps(model, config)
         moments = cached_moments(model, tok, texts, config.centred, cache, spec, config)
-        bases = _bases(model, maps, moments, config.k, config.centred)
+        bases = _bases(model, maps, moments, config.k, config.centred, cache, spec)
         for m in maps:
             st = state.get(m.parameter)
             if st is None or int(st["step"]) < 1:

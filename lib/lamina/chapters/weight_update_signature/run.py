@@ -128,6 +128,7 @@ def _run(
             notes.append(f"{name}: text from {ck.text_description}; {_budget_note(config)}")
         if isinstance(ck, SingleCheckpoint):
             tables.setdefault("finetune", []).append(ck.curves())
+            notes.append(f"{name}: the unembedding write edit is tested {ck.edit_scope}")
         cache: dict = {}
         parts: dict[str, pd.DataFrame] = {}
         steps: dict[str, tuple[Callable[..., pd.DataFrame], tuple]] = {

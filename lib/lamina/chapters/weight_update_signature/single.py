@@ -163,8 +163,21 @@ class SingleCheckpoint(BorrowedText):
         if self._config is None:
             model, _ = self.load(self.label)
             cfg = dataclasses.replace(self.user_config, base=self.label)
-            self._config = real_budget(cfg, get_adapter(model).n_layers(model))
+            self._config = real_budget(cfg, get_adapter(model).n_layers(model), self.source[0])
         return self._config
+
+    @property
+    def edit_scope(self) -> str:
+        """What the write-edit claim ("still changes predictions after alignment") is tested
+        on for this checkpoint, in words."""
+        runs = " and ".join(t.upper() for t in self.user_config.targets if t != "lm")
+        runs = runs or " and ".join(t.upper() for t in self.user_config.targets)
+        if self.aligned_base:
+            return f"on the released (instruction-tuned) checkpoint and after our {runs} runs"
+        return (
+            f"after our {runs} runs only: a base checkpoint is not aligned, so those short "
+            "runs are its only alignment"
+        )
 
     def _batches(self, objective: str, tok: Any, cfg: Any, config: SignatureConfig) -> list:
         corpus, gen = self.corpus(), torch.Generator().manual_seed(config.seed + 11)
