@@ -127,6 +127,7 @@ def __getattr__(name):
     ("script", "heavy"),
     [
         ("from lamina.book import glue\n", False),
+        ("from lamina.book import glue\nimport glob\nglob.glob('*')\n", False),  # a glob, not import *
         ("from lamina.book import CHAPTERS\n", True),
         ("import lamina.book\nprint(lamina.book.CHAPTERS)\n", True),
         ("from lamina.book import *\n", True),

@@ -151,8 +151,8 @@ def _mentioned(tree: ast.AST) -> set[str]:
             out.add(node.attr)
         elif isinstance(node, ast.alias):
             out.add(node.name)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            out.add(node.value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value != "*":
+            out.add(node.value)  # a "*" string (a glob) is not a star import
     return out
 
 
