@@ -66,3 +66,15 @@ def test_an_explicit_cpu_or_the_override_keeps_the_model_on_cpu(tiny_model_dirs,
     monkeypatch.setenv("LAMINA_DEVICE", "cpu")
     lamina.load_model(str(tiny_model_dirs["gpt2"]))
     assert fake_cuda == []
+
+
+def test_growth_models_train_on_cuda_without_a_flag(fake_cuda):
+    """Growth Training's freshly initialised models go to the GPU when one is present."""
+    from lamina.chapters.growth_training import GrowthConfig
+    from lamina.chapters.growth_training.importance import build_model
+
+    from .conftest import _byte_tokenizer
+
+    model = build_model(GrowthConfig(quick=True), _byte_tokenizer(), seed=0)
+    assert fake_cuda == [torch.device("cuda")]
+    assert model.training

@@ -29,7 +29,7 @@ from lamina.anatomy.growth import train_with_schedule, uniform_schedule
 from lamina.chapters.growth_training.config import REAL_MODELS, GrowthConfig
 from lamina.chapters.layer_anatomy.documents import organism_heldout
 from lamina.chapters.runtime import corpus_windows
-from lamina.gguf_models import installed_offline
+from lamina.gguf_models import installed_offline, resolve_device
 from lamina.models import get_adapter
 from lamina.organisms import ORGANISMS
 from lamina.organisms.configs import hf_config
@@ -64,7 +64,8 @@ def build_model(config: GrowthConfig, tokenizer: Any, seed: int) -> torch.nn.Mod
         model = AutoModelForCausalLM.from_config(
             hf_config(cfg, len(tokenizer), tokenizer.eos_token_id)
         )
-    return model.train()
+    # initialised on the CPU (the same weights on every device), trained on the GPU when present
+    return model.to(resolve_device("auto")).train()
 
 
 def layer_importance(
