@@ -11,7 +11,7 @@ from lamina.anatomy.growth import Phase, train_with_schedule
 from lamina.chapters.growth_training import (
     CONTROLS,
     GrowthConfig,
-    _order_claims,
+    order_claims,
     schedules_for,
 )
 
@@ -60,11 +60,11 @@ def _orders(ratio: float, n: int = 3) -> pd.DataFrame:
 
 @pytest.mark.parametrize(("ratio", "word"), [(2.0, "reproduced"), (0.6, "not reproduced")])
 def test_order_verdict_follows_growth_against_its_controls(ratio, word):
-    rows = _order_claims(_orders(ratio))
+    rows = order_claims(_orders(ratio))
     assert {r["claim_id"] for r in rows} == {f"G-order-{c}" for c in CONTROLS}
     assert all(r["verdict"] == word for r in rows)
 
 
 def test_order_verdict_is_not_testable_without_controls():
-    rows = _order_claims(pd.DataFrame(columns=["run", "control", "seed", "loss_ratio"]))
+    rows = order_claims(pd.DataFrame(columns=["run", "control", "seed", "loss_ratio"]))
     assert all(r["verdict"] == "not testable" for r in rows)

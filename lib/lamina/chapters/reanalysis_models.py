@@ -33,6 +33,7 @@ from lamina.extract import pool_token_states
 from lamina.geometry import mean_curvature, trajectory_length
 from lamina.gguf_models import installed_offline
 from lamina.resampling import index_bootstrap, peak_bootstrap
+from lamina.trajectory_tests import ci_profile, distance_stack
 
 __all__ = [
     "PAPER_TEXT_RANGE",
@@ -153,34 +154,10 @@ def convention_values(
 def convergence_profile(x: np.ndarray, cats: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``profile(idx)`` -> (layers,) the prompt-mean of
     :func:`~lamina.geometry.convergence_index_per_prompt` over the rows ``idx`` (a bootstrap
-    resample, with repeats), from the distances of x (n, layers, d) computed once.
-
-    A resample is taken as row multiplicities w, and CI_i averages only over pairs of
-    *distinct* prompts: a repeat of prompt i is not another member of i's category at
-    distance 0 (counting it would shrink the within-category distance and bias every
-    resample's index upwards). On all rows (no repeats) it equals
-    ``np.nanmean(convergence_index_per_prompt(x, cats), 0)``."""
-    x64 = np.asarray(x, dtype=np.float64)
-    xn = x64 / np.linalg.norm(x64, axis=-1, keepdims=True).clip(1e-30)
-    gram = np.einsum("ild,jld->lij", xn, xn, optimize=True)  # (layers, n, n)
-    dist = np.sqrt(np.clip(2.0 - 2.0 * gram, 0.0, None))
-    _, y = np.unique(cats, return_inverse=True)
-    onehot = np.eye(int(y.max()) + 1)[y]  # (n, K)
-    n = len(x)
-
-    def profile(idx: np.ndarray) -> np.ndarray:
-        w = np.bincount(idx, minlength=n).astype(np.float64)  # (n,) multiplicities
-        per_cat = dist @ (w[:, None] * onehot)  # (layers, n, K) weighted distance sums
-        count = w @ onehot  # (K,) resampled prompts per category
-        own = per_cat[:, np.arange(n), y]  # (layers, n) sums over i's own category
-        with np.errstate(invalid="ignore", divide="ignore"):
-            within = own / (count[y] - w)  # i's copies excluded (d_ii = 0 adds nothing)
-            between = (per_cat.sum(-1) - own) / (w.sum() - count[y])
-            ci = between - within  # (layers, n)
-            keep = (w > 0) & np.isfinite(ci).all(0)
-            return (ci[:, keep] * w[keep]).sum(1) / w[keep].sum()
-
-    return profile
+    resample, with repeats; a copy of a prompt is not its neighbour), from the distances of
+    x (n, layers, d) computed once: :func:`lamina.trajectory_tests.ci_profile`, the estimator
+    of the convergence chapter's own bootstrap."""
+    return partial(ci_profile, distance_stack(np.asarray(x, dtype=np.float64)), np.asarray(cats))
 
 
 def headline_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -32,8 +32,6 @@ from lamina.chapters.growth_training.importance import (
 )
 from lamina.chapters.growth_training.run import run_growth, schedules_for, source_run
 
-_order_claims = order_claims  # the name the tests of issue 12 import
-
 __all__ = [
     "CHAPTER",
     "CONTROLS",

@@ -74,6 +74,13 @@ def order_claims(orders: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def _saving(cmp: pd.DataFrame, runs: pd.DataFrame, column: str) -> np.ndarray:
+    """(n,) 1 - run / uniform of ``column`` for each row of ``runs``, against the uniform run
+    of the same seed in ``cmp`` (a fraction; > 0: the run used less)."""
+    base = cmp[cmp["run"] == "uniform"].set_index("seed")[column].reindex(runs["seed"])
+    return 1 - runs[column].to_numpy() / base.to_numpy()
+
+
 def growth_claims(
     config: GrowthConfig,
     cmp: pd.DataFrame,
@@ -110,22 +117,7 @@ def growth_claims(
             )
         )
     c = cmp[cmp["run"] == "growth"]
-    wall = (
-        1
-        - c["total_wall_s"].to_numpy()
-        / cmp[cmp["run"] == "uniform"]
-        .set_index("seed")["total_wall_s"]
-        .reindex(c["seed"])
-        .to_numpy()
-    )
-    flops = (
-        1
-        - c["total_flops"].to_numpy()
-        / cmp[cmp["run"] == "uniform"]
-        .set_index("seed")["total_flops"]
-        .reindex(c["seed"])
-        .to_numpy()
-    )
+    wall, flops = _saving(cmp, c, "total_wall_s"), _saving(cmp, c, "total_flops")
     m, lo, hi, p = t_summary(wall)
     rows.append(
         claim_record(
