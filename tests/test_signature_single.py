@@ -250,16 +250,25 @@ def gemma_dir(tmp_path_factory) -> Path:
 
 def test_cached_bases_equal_uncached_ones():
     from lamina.chapters.weight_update_signature.deltas import prediction_subspace, read_basis
-    from lamina.weights import principal_basis
+    from lamina.weights import norm_gain, principal_basis
 
     from .conftest import tiny_model
 
     model = tiny_model("gemma3")
+
+    def direct(k: int, centred: bool, fold: bool) -> torch.Tensor:
+        """The basis straight from W_U (mean row removed, then Gemma's 1 + γ folded in)."""
+        w = model.lm_head.weight.detach().double()
+        w = w - w.mean(0, keepdim=True) if centred else w
+        w = w * norm_gain(model.model.norm).double() if fold else w  # 1 + γ, tested below
+        return principal_basis(w.T @ w, k)
+
     cache: dict = {}
     for centred in (False, True):
         for fold in (False, True):
-            plain = prediction_subspace(model, 5, centred, fold)
+            plain = direct(5, centred, fold)
             cached = prediction_subspace(model, 5, centred, fold, cache, "s")
+            assert torch.equal(prediction_subspace(model, 5, centred, fold), cached)
             if not centred and not fold:
                 assert torch.equal(cached, plain)
             # the derived Grams agree up to float64 rounding (projectors: eigenvector signs)

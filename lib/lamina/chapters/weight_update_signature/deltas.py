@@ -26,7 +26,6 @@ from lamina.weights import (
     k_sweep,
     linear_maps,
     norm_gain,
-    prediction_basis,
     principal_basis,
     random_orthonormal,
     weight_deltas,
@@ -211,27 +210,16 @@ def prediction_subspace(
     stream to the logits (a model without a final-norm gain gives W_U; Gemma's RMSNorm
     multiplies by 1 + γ, :func:`lamina.weights.norm_gain`). With ``cache`` and the checkpoint's
     ``spec``, W_Uᵀ W_U is formed once per checkpoint (for a 262k vocabulary it costs about a
-    minute of one core in float64) and the centred and gain-folded Grams are derived from it,
-    equal up to float64 rounding (:func:`_unembedding_gram`)."""
-    if cache is not None and spec is not None:
-        key = ("prediction", spec, centred, fold_gain)
-        if key not in cache:
-            cache[key] = principal_basis(_unembedding_gram(model, centred, fold_gain, cache, spec), _d(model))
-        if not 1 <= k <= cache[key].shape[1]:
-            raise ValueError(f"k must be in [1, {cache[key].shape[1]}], got {k}")
-        return cache[key][:, :k].contiguous()
-    if not centred and not fold_gain:
-        return prediction_basis(model, k)
-    adapter = get_adapter(model)
-    # a model without an unembedding raises AttributeError here, as before
-    w = weight_of(cast(nn.Module, adapter.unembedding_module(model))).detach().to(torch.float64).cpu()
-    if centred:
-        w = w - w.mean(0, keepdim=True)
-    norm = adapter.final_norm_module(model)
-    gain = norm_gain(norm) if fold_gain and norm is not None else None
-    if gain is not None:
-        w = w * gain.to(torch.float64).cpu()[None, :]
-    return principal_basis(w.T @ w, k)
+    minute of one core in float64); the centred and gain-folded Grams are always derived from
+    it (:func:`_unembedding_gram`), so a cached and an uncached call agree exactly."""
+    if cache is None or spec is None:  # one call: nothing to share
+        cache, spec = {}, ""
+    key = ("prediction", spec, centred, fold_gain)
+    if key not in cache:
+        cache[key] = principal_basis(_unembedding_gram(model, centred, fold_gain, cache, spec), _d(model))
+    if not 1 <= k <= cache[key].shape[1]:
+        raise ValueError(f"k must be in [1, {cache[key].shape[1]}], got {k}")
+    return cache[key][:, :k].contiguous()
 
 
 def _d(model: nn.Module) -> int:
@@ -247,8 +235,11 @@ def _unembedding_gram(
     (= (W_U diag(g))ᵀ (W_U diag(g))), g the final norm's gain."""
     key = ("gram", spec)
     if key not in cache:
-        # a model without an unembedding raises AttributeError here, as before
-        unembed = cast(nn.Module, get_adapter(model).unembedding_module(model))
+        unembed = get_adapter(model).unembedding_module(model)
+        if unembed is None:
+            raise ValueError(
+                f"{hf_config(model).model_type} model has no unembedding (load it as a causal LM)"
+            )
         w = weight_of(unembed).detach().to(torch.float64).cpu()
         cache[key] = (w.T @ w, w.sum(0), w.shape[0])
     gram, colsum, n = cache[key]
