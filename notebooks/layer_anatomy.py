@@ -44,7 +44,7 @@ alpha = 0.9  # scaling factor of the "scale" surgery
 # budgets; None: per model (lamina.chapters.layer_anatomy.config.BUDGETS); values given as
 # (pretrained e.g. SmolLM2; gemma-3-270m; organism)
 n_tokens = None  # held-out tokens: perplexity and the full sweep (2,048; 1,024; 20,480)
-importance_surgeries = None  # swept on all layers and n_tokens (skip+interpolate; skip; both)
+importance_surgeries = None  # swept on all layers and n_tokens (skip; skip; skip and interpolate)
 robustness_tokens = None  # tokens for the other surgeries (256; 256; 4,096)
 recovery_budget = None  # fine-tuning steps allowed for recovery after noise (6; 6; 24)
 recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced, or all (6; []; all)
@@ -88,7 +88,7 @@ def show(fig: F.Figure, claims) -> None:
 # Each surgery (`lamina.anatomy`) edits one block inside a context manager that restores it
 # bit-exactly; the sweep caches the residual stream entering each block, so ablating layer l
 # reruns only the blocks after it. The `importance_surgeries` (skip, and where the budget
-# allows interpolate) sweep every layer on all held-out tokens; the other strategies edit
+# allows interpolate: on the organism) sweep every layer on all held-out tokens; the other strategies edit
 # `robustness_layers` on the first `robustness_tokens`. An ablation's effect is
 # Δ% = 100 (ppl_ablated / ppl_clean − 1) with a paired bootstrap CI over documents. The
 # verdicts below are about {glue:text}`anat_model`; the verdict table at the end has every
@@ -238,8 +238,10 @@ claims_view(result.claims)
 #   dequantised; the paper's model is SmolLM2-135M at full precision, evaluated on text it does
 #   not name. Our held-out text (plays and generated curriculum documents) differs from it.
 # - `gemma-3-270m` (base, Q4_K_M) has 18 layers: the paper's layer numbers are read there by
-#   relative depth only, on a smaller budget (fewer tokens and documents, interpolate on a
-#   subset of layers, no recovery fine-tune), so its CIs are wider.
+#   relative depth only, on a smaller budget (fewer tokens and documents, no recovery
+#   fine-tune), so its CIs are wider.
+# - On both pretrained models, interpolate (the neighbour mean) runs on the robustness subset
+#   of layers and tokens, not on every layer: within the book's budget only skip sweeps all.
 # - The organisms are 12-layer, d = 128 models trained briefly on a small corpus; the paper's
 #   layer numbers are compared there by relative depth only.
 # - Thresholds ("catastrophic" = PPL +100%, "preserves" = below +5% at every layer, R² within

@@ -261,7 +261,9 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
     assert gemma.importance_surgeries == ["skip"] and gemma.recovery_layers == []
     assert recovery_layer_list(gemma, 18, "robustness_layers") == [0, 6, 11, 17]
     smol = AnatomyConfig().for_model("smollm2-135m-instruct")
-    assert smol.importance_surgeries == ["skip", "interpolate"] and smol.recovery_layers == 6
+    assert smol.importance_surgeries == ["skip"] and smol.recovery_layers == 6
+    organism = AnatomyConfig().for_model("organism-llama")
+    assert organism.importance_surgeries == ["skip", "interpolate"]
     hub = AnatomyConfig().for_model("google/gemma-3-270m")  # not the offline alias
     assert hub.n_tokens == BUDGETS["pretrained"]["n_tokens"]
     assert AnatomyConfig(n_tokens=4096).for_model("gemma-3-270m").n_tokens == 4096

@@ -8,7 +8,7 @@ Re-exported by :mod:`lamina.stats`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats as sps
@@ -21,6 +21,11 @@ __all__ = [
     "resample_indices",
     "top_share_permutation",
 ]
+
+
+BATCH = 64
+"""Resamples or permutations evaluated at once by the batched statistics (``many``,
+``profiles``): bounds their memory, never their result."""
 
 
 # ----------------------------------------------------------------------------- resampling units
@@ -77,6 +82,7 @@ def index_bootstrap(
     strata: Any | None = None,
     clusters: Any | None = None,
     confidence: float = 0.95,
+    many: Callable[[list[np.ndarray]], np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Percentile bootstrap of any statistic of a resample of rows.
 
@@ -84,14 +90,24 @@ def index_bootstrap(
     whole pipeline is rerun on every resample, so selection steps inside it are resampled too.
     Rows are drawn by :func:`resample_indices` (``strata`` / ``clusters`` name the
     independent unit). Returns estimate (on all rows), ci_low, ci_high (percentiles), the
-    bootstrap standard error and the draws (B,).
+    bootstrap standard error and the draws (B,). ``many(list of idx)`` -> (len,), when given,
+    computes the statistic of a batch of resamples at once (the same draws, in the same order).
     """
     if n < 2:
         raise ValueError(f"index_bootstrap needs at least 2 rows; got {n}")
     rng = np.random.default_rng(seed)
     plan = _plan(n, strata, clusters)
     est = float(statistic(np.arange(n)))
-    draws = np.array([statistic(_draw(plan, rng)) for _ in range(n_resamples)], dtype=np.float64)
+    if many is None:
+        draws = np.array(
+            [statistic(_draw(plan, rng)) for _ in range(n_resamples)], dtype=np.float64
+        )
+    else:
+        idx = [_draw(plan, rng) for _ in range(n_resamples)]
+        draws = np.concatenate(
+            [np.asarray(many(idx[i : i + BATCH]), dtype=np.float64) for i in range(0, len(idx), BATCH)]
+            or [np.empty(0)]
+        )
     ok = draws[np.isfinite(draws)]
     tail = 100 * (1 - confidence) / 2
     lo, hi = (np.percentile(ok, [tail, 100 - tail]) if ok.size else (np.nan, np.nan))
@@ -113,6 +129,7 @@ def peak_bootstrap(
     strata: Any | None = None,
     clusters: Any | None = None,
     confidence: float = 0.95,
+    profiles: Callable[[list[np.ndarray]], np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Bootstrap of a profile's peak with the peak re-selected in every resample.
 
@@ -120,12 +137,18 @@ def peak_bootstrap(
     layer) from the rows ``idx``; the statistic is max_l profile(l), so the choice of the
     peak layer is part of what is resampled (a CI at a fixed, data-chosen layer is too
     narrow). Returns :func:`index_bootstrap`'s fields plus ``peak_index`` (on all rows) and
-    ``peak_share`` (m,): how often each layer was the peak.
+    ``peak_share`` (m,): how often each layer was the peak. ``profiles(list of idx)`` -> (B, m),
+    when given, computes the profiles of a batch of resamples at once (same draws).
     """
     picks: list[int] = []
 
     def stat(idx: np.ndarray) -> float:
-        prof = np.asarray(profile(idx), dtype=np.float64)
+        return stat_of(np.asarray(profile(idx), dtype=np.float64))
+
+    def stats(idx: list[np.ndarray]) -> np.ndarray:
+        return np.array([stat_of(prof) for prof in np.asarray(cast(Any, profiles)(idx), float)])
+
+    def stat_of(prof: np.ndarray) -> float:
         if not np.isfinite(prof).any():
             return np.nan
         picks.append(int(np.nanargmax(prof)))
@@ -133,8 +156,9 @@ def peak_bootstrap(
 
     full = np.asarray(profile(np.arange(n)), dtype=np.float64)
     out = index_bootstrap(
-        stat, n, n_resamples, seed, strata=strata, clusters=clusters, confidence=confidence
-    )
+        stat, n, n_resamples, seed, strata=strata, clusters=clusters, confidence=confidence,
+        many=None if profiles is None else stats,
+    )  # fmt: skip
     share = np.bincount(picks[1:], minlength=full.size)[: full.size] / max(len(picks) - 1, 1)
     out.update(peak_index=int(np.nanargmax(full)), peak_share=share)
     return out
@@ -145,6 +169,8 @@ def max_permutation_test(
     labels: Any,
     n_permutations: int = 2_000,
     seed: int | None = 0,
+    *,
+    profiles: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Label-permutation test of a profile's maximum, corrected for choosing the peak.
 
@@ -154,14 +180,27 @@ def max_permutation_test(
     B must exceed 1/alpha - 1 for a claim at level alpha.
 
     profile(labels) -> (m,); labels: (n,)  ->  dict with statistic, p_value, null (B,),
-    n_permutations.
+    n_permutations. ``profiles(labels (B, n))`` -> (B, m), when given, computes the profiles of
+    a batch of permutations at once (the same permutations, in the same order).
     """
     lab = np.asarray(labels)
     if lab.ndim != 1:
         raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
     rng = np.random.default_rng(seed)
     obs = float(np.nanmax(profile(lab)))
-    null = np.array([np.nanmax(profile(lab[rng.permutation(lab.size)])) for _ in range(n_permutations)])
+    if profiles is None:
+        null = np.array(
+            [np.nanmax(profile(lab[rng.permutation(lab.size)])) for _ in range(n_permutations)]
+        )
+    else:
+        perms = [lab[rng.permutation(lab.size)] for _ in range(n_permutations)]
+        null = np.concatenate(
+            [
+                np.nanmax(profiles(np.stack(perms[i : i + BATCH])), axis=1)
+                for i in range(0, len(perms), BATCH)
+            ]
+            or [np.empty(0)]
+        )
     p = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_permutations)
     return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations}
 

@@ -29,6 +29,7 @@ __all__ = [
     "bifurcation_rows",
     "bifurcation_test",
     "ci_profile",
+    "ci_profiles",
     "convergence_test",
     "curvature_test",
     "distance_stack",
@@ -62,19 +63,41 @@ def ci_profile(D: np.ndarray, labels: np.ndarray, idx: np.ndarray | None = None)
     """
     n = D.shape[1]
     c = np.ones(n) if idx is None else np.bincount(np.asarray(idx), minlength=n).astype(float)
+    return ci_profiles(D, np.asarray(labels)[None], c[None])[0]
+
+
+def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """:func:`ci_profile` of B label vectors and row multiplicities at once (permutations or
+    resamples): labels (B, n) and counts (B, n) float, D (m, n, n)  ->  (B, m).
+
+    With w_bjk = c_bj [y_bj = k], S_libk = sum_j D[l, i, j] w_bjk is one matrix product for the
+    whole batch; CI_bi(l) = (sum_k S_libk - S_lib,y_bi) / n_between - S_lib,y_bi / n_within,
+    n_within = size_b,y_bi - c_bi, n_between = sum_j c_bj - size_b,y_bi, averaged over i with
+    weights c_bi (rows with no neighbour on either side are left out).
+    """
+    m, n = D.shape[0], D.shape[1]
     _, inv = np.unique(np.asarray(labels), return_inverse=True)
-    onehot = np.zeros((n, inv.max() + 1))
-    onehot[np.arange(n), inv] = 1.0
-    wcat = onehot * c[:, None]  # (n, K) weight of row j in category k
-    sums = D @ wcat  # (m, n, K): sum_j c_j D_ij over category k
-    size = wcat.sum(0)  # (K,) resampled category sizes
-    own = sums[:, np.arange(n), inv]  # (m, n)
-    n_within = size[inv] - c  # copies of i are not its neighbours
-    n_between = c.sum() - size[inv]
+    inv = inv.reshape(labels.shape)  # (B, n) category codes
+    B, K = inv.shape[0], int(inv.max()) + 1
+    c = np.asarray(counts, dtype=np.float64)
+    w = np.zeros((n, B, K))
+    w[np.arange(n)[:, None], np.arange(B)[None, :], inv.T] = c.T  # (n, B, K)
+    sums = (D.reshape(m * n, n) @ w.reshape(n, B * K)).reshape(m, n, B, K)
+    size = w.sum(0)  # (B, K) resampled category sizes
+    rows = np.arange(n)[:, None]
+    own = sums[:, rows, np.arange(B)[None, :], inv.T]  # (m, n, B)
+    size_own = size[np.arange(B)[None, :], inv.T]  # (n, B)
+    n_within = size_own - c.T
+    n_between = c.sum(1)[None, :] - size_own
     with np.errstate(invalid="ignore", divide="ignore"):
-        ci = (sums.sum(2) - own) / n_between - own / n_within  # (m, n)
-    ok = (c > 0) & (n_within > 0) & (n_between > 0)
-    return (ci[:, ok] * c[ok]).sum(1) / c[ok].sum() if ok.any() else np.full(D.shape[0], np.nan)
+        ci = (sums.sum(3) - own) / n_between - own / n_within  # (m, n, B)
+    ok = (c.T > 0) & (n_within > 0) & (n_between > 0)  # (n, B)
+    weight = np.where(ok, c.T, 0.0)
+    total = weight.sum(0)  # (B,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.einsum("lib,ib->bl", np.where(ok[None], ci, 0.0), weight) / total[:, None]
+    out[total == 0] = np.nan
+    return out
 
 
 def convergence_test(
@@ -107,8 +130,19 @@ def convergence_test(
     if len(np.unique(lab)) < 2:
         raise ValueError("convergence_test needs at least 2 categories")
     D = distance_stack(x)
-    perm = max_permutation_test(lambda y: ci_profile(D, y), lab, n_permutations, seed)
-    boot = peak_bootstrap(lambda i: ci_profile(D, lab, i), len(lab), n_bootstrap, seed, strata=lab)
+    n = len(lab)
+
+    def resampled(idx: list[np.ndarray]) -> np.ndarray:  # B resamples -> (B, m)
+        counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
+        return ci_profiles(D, np.broadcast_to(lab, counts.shape), counts)
+
+    perm = max_permutation_test(
+        lambda y: ci_profile(D, y), lab, n_permutations, seed,
+        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)),
+    )  # fmt: skip
+    boot = peak_bootstrap(
+        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, profiles=resampled
+    )
     profile = ci_profile(D, lab)
     k = int(np.nanargmax(profile))
     depth = np.asarray(layers, dtype=float) / layers[-1]

@@ -287,12 +287,23 @@ def main(argv: list[str] | None = None) -> int:
     return _execute_many(chapters, out, params, jobs=args.jobs, force=args.force)
 
 
+TYPICAL_SECONDS: dict[str, float] = {
+    "weight_update_signature": 1731, "layer_anatomy": 1519, "growth_training": 676,
+    "convergence": 502, "organisms": 257, "three_phase": 222, "bifurcation": 185,
+    "curvature": 138, "reanalysis": 53, "trajectory_tour": 22,
+}  # fmt: skip
+"""Seconds each chapter took in one ``make book`` on 2 cores (its ``report.json``): only the
+order of a first run, before any report exists (longest first, so that the slow chapters
+do not start last)."""
+
+
 def _last_seconds(out: Path, chapter: str) -> float:
-    """How long ``chapter`` took last time in ``out`` (0 when unknown)."""
+    """How long ``chapter`` took last time in ``out``; else :data:`TYPICAL_SECONDS` (0 for a
+    chapter not listed there)."""
     try:
         return float(json.loads((out / f"{chapter}.report.json").read_text())["seconds"])
     except (OSError, ValueError, KeyError):
-        return 0.0
+        return float(TYPICAL_SECONDS.get(chapter, 0.0))
 
 
 def _run_chapter(

@@ -30,8 +30,10 @@ DEFAULT_ORGANISMS = ("organism-llama",)  # "default": after the offline pretrain
 DEPTH_MAPPINGS = ("span", "none")
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
-# "pretrained" for anything else). "pretrained" (e.g. SmolLM2, 30 layers, d = 576) is sized
-# so that its part of the chapter takes about 12 minutes on one core (measured 714 s);
+# "pretrained" for anything else). "pretrained" (e.g. SmolLM2, 30 layers, d = 576) sweeps
+# skip over every layer and all 2,048 tokens (the importance claims rest on it); interpolate
+# joins the other edits on 10 layers and 256 tokens, which halves the part's cost (the cold
+# book's 45-minute budget: 566 s on one core with interpolate on every layer);
 # "organism" (12 layers, d = 128) costs far less per token. "gemma-3-270m" (18 layers,
 # d = 640) has its own row: its 262,144-token unembedding (168M of its 268M parameters)
 # makes a token about 5 times as costly as on SmolLM2, and a fine-tuning step (all
@@ -43,7 +45,7 @@ _PRETRAINED: dict[str, Any] = {
     "n_tokens": 2_048,
     "robustness_tokens": 256,
     "robustness_layers": 10,
-    "importance_surgeries": ["skip", "interpolate"],
+    "importance_surgeries": ["skip"],
     "recovery_budget": 6,
     "recovery_batch": 1,
     "recovery_eval_every": 3,
