@@ -118,3 +118,17 @@ def test_random_input_states_run_random_embeddings_through_the_model(arch_name) 
     assert not np.allclose(out[0][0], out[0][-1])
     with pytest.raises(ValueError, match="positive"):
         controls.random_input_states(model, [0], seed=0)
+
+
+@pytest.mark.parametrize("arch_name", ["gpt2", "llama", "qwen2", "gemma3", "bert"])
+def test_random_input_states_do_not_depend_on_the_batch(arch_name) -> None:
+    """Prompts of different lengths run together, right-padded and masked, give the states
+    that each prompt gives alone (the same draws, the same forward up to float rounding)."""
+    from tests.conftest import tiny_model
+
+    model = tiny_model(arch_name)
+    alone = controls.random_input_states(model, [3, 1, 6, 2], seed=2, batch_size=1)
+    together = controls.random_input_states(model, [3, 1, 6, 2], seed=2, batch_size=4)
+    for a, b in zip(alone, together, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -145,7 +145,9 @@ def test_a_build_interrupted_midway_leaves_no_cache_behind(tiny_ggufs, cache, mo
         m.setattr(gguf_cache, "_save_plain", half_then_stop)
         with pytest.raises(KeyboardInterrupt):
             lamina.load_model(str(path), device="cpu")
-    assert [p.name for p in cache.iterdir()] == []
+    # nothing but the (empty) lock file of the build
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []
+    assert all(p.stat().st_size == 0 for p in cache.iterdir())
     assert lamina.load_model(str(path), device="cpu")[0].lamina_source["cold"] is True
 
 
@@ -285,3 +287,33 @@ def test_installed_offline_skips_a_missing_wheel_with_a_note(monkeypatch):
     assert kept == ["smollm2-135m-instruct", "minilm"]
     assert len(notes) == 1 and notes[0].startswith("gemma-3-270m skipped: ") and "install" in notes[0]
     assert gm.installed_offline()[0] == ["smollm2-135m-instruct"]
+
+
+def test_two_loads_of_one_cold_model_build_its_cache_once(tiny_ggufs, cache, monkeypatch):
+    """Chapters run side by side: the second load waits for the first one's cache and loads it
+    (one dequantisation, one cold load, identical weights)."""
+    import threading
+    import time
+
+    source, path = tiny_ggufs["llama"]
+    builds = []
+    real_build = gguf_models.build_cache
+
+    def slow_build(*args, **kwargs):
+        builds.append(1)
+        time.sleep(0.5)  # long enough for the other load to arrive while this one builds
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(gguf_models, "build_cache", slow_build)
+    loaded: list = []
+    threads = [
+        threading.Thread(target=lambda: loaded.append(lamina.load_model(str(path), device="cpu")))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+    assert sorted(m.lamina_source["cold"] for m, _ in loaded) == [False, True]
+    torch.testing.assert_close(_logits(loaded[0][0]), _logits(loaded[1][0]), rtol=0, atol=0)

@@ -87,3 +87,39 @@ def test_top_share_permutation_is_not_fooled_by_chance():
     ps = [top_share_permutation(rng.normal(size=12), layers, core, n_resamples=500,
                                 seed=i)["p"] for i in range(40)]
     assert np.mean(np.array(ps) < 0.05) <= 0.1
+
+
+def test_batched_convergence_statistics_match_the_one_draw_path():
+    """ci_profiles over a batch equals ci_profile draw by draw (labels permuted, rows resampled
+    within categories), and the batched permutation test and peak bootstrap draw the same
+    permutations and resamples as the one-at-a-time path: same p, CI and peak shares."""
+    from lamina.trajectory_tests import ci_profile, ci_profiles, distance_stack
+
+    rng = np.random.default_rng(3)
+    lab = np.repeat(np.arange(4), 6)
+    x = rng.normal(size=(24, 5, 8))
+    x[:, 3:] += lab[:, None, None] * 0.4
+    D = distance_stack(x)
+    perms = np.stack([lab[rng.permutation(24)] for _ in range(7)])
+    idx = [np.concatenate([rng.choice(np.flatnonzero(lab == k), 6) for k in range(4)]) for _ in range(5)]
+    counts = np.stack([np.bincount(i, minlength=24) for i in idx]).astype(float)
+    np.testing.assert_allclose(ci_profiles(D, perms, np.ones(perms.shape)),
+                               np.stack([ci_profile(D, p) for p in perms]), rtol=1e-12)
+    np.testing.assert_allclose(ci_profiles(D, np.broadcast_to(lab, counts.shape), counts),
+                               np.stack([ci_profile(D, lab, i) for i in idx]), rtol=1e-12)
+    one = max_permutation_test(lambda y: ci_profile(D, y), lab, 150, seed=1)
+    many = max_permutation_test(lambda y: ci_profile(D, y), lab, 150, seed=1,
+                                profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)))
+    np.testing.assert_allclose(many["null"], one["null"], rtol=1e-12)
+    assert many["p_value"] == one["p_value"]
+
+    def resampled(ii):
+        c = np.stack([np.bincount(i, minlength=24) for i in ii]).astype(float)
+        return ci_profiles(D, np.broadcast_to(lab, c.shape), c)
+
+    b1 = peak_bootstrap(lambda i: ci_profile(D, lab, i), 24, 150, 2, strata=lab)
+    b2 = peak_bootstrap(lambda i: ci_profile(D, lab, i), 24, 150, 2, strata=lab,
+                        profiles=resampled)
+    np.testing.assert_allclose(b2["draws"], b1["draws"], rtol=1e-12)
+    np.testing.assert_allclose(b2["peak_share"], b1["peak_share"])
+    assert (b2["ci_low"], b2["ci_high"]) == pytest.approx((b1["ci_low"], b1["ci_high"]))

@@ -126,16 +126,18 @@ def permute_labels(labels: Labels, seed: Seed = None) -> np.ndarray:
 
 
 def random_input_states(
-    model: torch.nn.Module, n_tokens: Any, seed: int = 0
+    model: torch.nn.Module, n_tokens: Any, seed: int = 0, batch_size: int = 16
 ) -> list[np.ndarray]:
     """Random-embedding control (paper 1): random input embeddings fed through the model.
 
     For prompt i with T_i = n_tokens[i] tokens, inputs e_t ~ N(mu, diag(sigma^2)) i.i.d. over
     positions, with mu and sigma the per-dimension mean and standard deviation of the model's
     token-embedding matrix (moment matching); they replace the token embeddings (the model
-    still adds its position embeddings), one prompt at a time, in the model's dtype. Layer 0
-    is the first block's input, layer l the residual stream after block l before any final
-    norm (the convention of ``lamina.extract``).
+    still adds its position embeddings), in the model's dtype. Layer 0 is the first block's
+    input, layer l the residual stream after block l before any final norm (the convention of
+    ``lamina.extract``). The draws are made prompt by prompt, in order (so they do not depend
+    on ``batch_size``); prompts of similar length then run ``batch_size`` at a time, padded on
+    the right and masked (a padded position is never attended to by a real one).
 
     model: a Hugging Face model; n_tokens: (n,) ints >= 1  ->  list of n float32 arrays
     (L+1, T_i, d_model). Deterministic in ``seed``.
@@ -145,36 +147,47 @@ def random_input_states(
     sizes = [int(t) for t in np.asarray(n_tokens).ravel()]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"n_tokens must be positive integers; got {sizes[:5]}...")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1; got {batch_size}")
     adapter = get_adapter(model)
     blocks = adapter.block_list(model)
     weight = weight_of(input_embeddings(model)).detach().float().cpu()  # (vocab, d)
     mu, sd = weight.mean(0), weight.std(0)
     param = next(model.parameters())
     gen = torch.Generator().manual_seed(int(seed))
+    draws = [mu + sd * torch.randn((t, weight.shape[1]), generator=gen) for t in sizes]
     grabbed: list[torch.Tensor] = []
 
     def pre(module: Any, args: tuple, kwargs: dict) -> None:
-        grabbed.append((args[0] if args else kwargs["hidden_states"])[0])
+        grabbed.append(args[0] if args else kwargs["hidden_states"])
 
     def post(module: Any, args: tuple, output: Any) -> None:
-        grabbed.append((output[0] if isinstance(output, tuple) else output)[0])
+        grabbed.append(output[0] if isinstance(output, tuple) else output)
 
     handles = [blocks[0].register_forward_pre_hook(pre, with_kwargs=True)]
     handles += [b.register_forward_hook(post) for b in blocks]
-    out = []
+    out: list[np.ndarray] = [np.empty(0)] * len(sizes)
+    order = np.argsort(sizes, kind="stable")
     try:
         with torch.inference_mode():
-            for t in sizes:
-                e = mu + sd * torch.randn((1, t, weight.shape[1]), generator=gen)
+            for start in range(0, len(order), int(batch_size)):
+                rows = order[start : start + int(batch_size)]
+                T = max(sizes[i] for i in rows)
+                e = torch.zeros((len(rows), T, weight.shape[1]))  # (batch, T, d_model)
+                mask = torch.zeros((len(rows), T), dtype=torch.long)
+                for r, i in enumerate(rows):
+                    e[r, : sizes[i]], mask[r, : sizes[i]] = draws[i], 1
                 kw: dict[str, Any] = {"inputs_embeds": e.to(param.device, param.dtype)}
-                kw["attention_mask"] = torch.ones((1, t), dtype=torch.long, device=param.device)
-                kw["use_cache"] = False if adapter.causal else None
-                if not adapter.causal:
-                    kw.pop("use_cache")
-                    kw["token_type_ids"] = torch.zeros((1, t), dtype=torch.long, device=param.device)
+                kw["attention_mask"] = mask.to(param.device)
+                if adapter.causal:
+                    kw["use_cache"] = False
+                else:
+                    kw["token_type_ids"] = torch.zeros_like(mask, device=param.device)
                 grabbed.clear()
                 adapter.base(model)(**kw)
-                out.append(torch.stack(grabbed[: len(blocks) + 1]).float().cpu().numpy())
+                states = torch.stack(grabbed[: len(blocks) + 1]).float().cpu()  # (L+1, b, T, d)
+                for r, i in enumerate(rows):
+                    out[i] = states[:, r, : sizes[i]].numpy().copy()
     finally:
         for h in handles:
             h.remove()

@@ -24,7 +24,8 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -304,6 +305,24 @@ def _check_architecture(path: Path, info: GGUFInfo, lamina_types: Collection[str
     return model_type
 
 
+@contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``.<target>.lock`` (POSIX ``flock``; no lock where there is
+    none), so that processes loading the same cold model (chapters run side by side) build its
+    cache once: the others wait, then load it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with open(target.parent / f".{target.name}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def load_gguf_model(
     name_or_path: str | os.PathLike,
     *,
@@ -339,24 +358,32 @@ def load_gguf_model(
     cold = manifest is None
     if cold:
         gguf_cache_dir().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".assemble-", dir=gguf_cache_dir()) as scratch:
-            gguf_path = assemble(paths, Path(scratch))
-            info = inspect_gguf(gguf_path)
-            model_type = _check_architecture(gguf_path, info, supported)
-            record = {
-                "file": spec.file_name if spec else paths[0].name,
-                "sha256": sha,
-                "architecture": info.architecture,
-                "model_type": model_type,
-                "quantization": info.quantization,
-                "tensor_types": info.tensor_types,
-                "package": package,
-                "dequantized_to": "float32",
-            }
-            if progress:
-                print(f"lamina: dequantising {record['file']} to fp32 (first load only) ...")
-            build_cache(target, gguf_path, record)
-        manifest = complete(target)
+        with build_lock(target):  # a process that waited here finds the cache complete
+            manifest = complete(target)
+            cold = manifest is None
+            if cold:
+                with tempfile.TemporaryDirectory(
+                    prefix=".assemble-", dir=gguf_cache_dir()
+                ) as scratch:
+                    gguf_path = assemble(paths, Path(scratch))
+                    info = inspect_gguf(gguf_path)
+                    model_type = _check_architecture(gguf_path, info, supported)
+                    record = {
+                        "file": spec.file_name if spec else paths[0].name,
+                        "sha256": sha,
+                        "architecture": info.architecture,
+                        "model_type": model_type,
+                        "quantization": info.quantization,
+                        "tensor_types": info.tensor_types,
+                        "package": package,
+                        "dequantized_to": "float32",
+                    }
+                    if progress:
+                        print(
+                            f"lamina: dequantising {record['file']} to fp32 (first load only) ..."
+                        )
+                    build_cache(target, gguf_path, record)
+                manifest = complete(target)
         if manifest is None:
             raise GGUFError(f"the cache {target} was not completed; remove it and retry")
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, local_files_only=True)

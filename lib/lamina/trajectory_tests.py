@@ -76,9 +76,10 @@ def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.nda
     weights c_bi (rows with no neighbour on either side are left out).
     """
     m, n = D.shape[0], D.shape[1]
-    _, inv = np.unique(np.asarray(labels), return_inverse=True)
-    inv = inv.reshape(labels.shape)  # (B, n) category codes
-    B, K = inv.shape[0], int(inv.max()) + 1
+    lab = np.asarray(labels)
+    _, flat = np.unique(lab, return_inverse=True)
+    inv: np.ndarray = flat.reshape(lab.shape)  # (B, n) category codes
+    B, K = lab.shape[0], int(inv.max()) + 1
     c = np.asarray(counts, dtype=np.float64)
     w = np.zeros((n, B, K))
     w[np.arange(n)[:, None], np.arange(B)[None, :], inv.T] = c.T  # (n, B, K)

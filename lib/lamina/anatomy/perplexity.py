@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lamina.models import get_adapter
@@ -84,14 +83,14 @@ def sequence_batches(
 
 
 def sequence_nll(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
-    """(B, T, V) logits, (B, T) ids -> (B,) summed NLL (nats) of the T-1 next-token predictions."""
-    b, t, v = logits.shape
-    nll = F.cross_entropy(
-        logits[:, :-1].float().reshape(-1, v),
-        ids[:, 1:].reshape(-1).to(logits.device),
-        reduction="none",
-    )
-    return nll.view(b, t - 1).double().sum(1).cpu().numpy()
+    """(B, T, V) logits, (B, T) ids -> (B,) summed NLL (nats) of the T-1 next-token predictions.
+
+    NLL_t = logsumexp_v z_t,v - z_t,y_{t+1}, on a view of the logits (no copy of the (B, T, V)
+    tensor, which for a 262k-token vocabulary is the costly part)."""
+    lp = logits[:, :-1] if logits.dtype == torch.float32 else logits[:, :-1].float()
+    target = ids[:, 1:].to(logits.device).long()
+    nll = torch.logsumexp(lp, -1) - lp.gather(-1, target[..., None]).squeeze(-1)  # (B, T-1)
+    return nll.double().sum(1).cpu().numpy()
 
 
 @contextmanager

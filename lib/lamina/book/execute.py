@@ -288,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 TYPICAL_SECONDS: dict[str, float] = {
-    "weight_update_signature": 1731, "layer_anatomy": 1519, "growth_training": 676,
-    "convergence": 502, "organisms": 257, "three_phase": 222, "bifurcation": 185,
-    "curvature": 138, "reanalysis": 53, "trajectory_tour": 22,
+    "weight_update_signature": 913, "layer_anatomy": 813, "growth_training": 375,
+    "organisms": 159, "convergence": 136, "three_phase": 116, "bifurcation": 95,
+    "curvature": 75, "reanalysis": 53, "trajectory_tour": 17,
 }  # fmt: skip
 """Seconds each chapter took in one ``make book`` on 2 cores (its ``report.json``): only the
 order of a first run, before any report exists (longest first, so that the slow chapters

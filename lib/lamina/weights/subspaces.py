@@ -55,7 +55,9 @@ def input_second_moments(
     """Second moment of each map's actual input over the non-padding tokens of ``texts``.
 
     M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
-    Accumulated in float64 with forward pre-hooks, batch by batch; activations are never kept.
+    Each batch's sum is a float32 product (as fast as the forward, where a float64 one costs
+    as much again), accumulated over batches in float64 with forward pre-hooks; activations
+    are never kept.
     Maps that read one tensor (Q/K/V; gate/up) share one accumulator and one (read-only)
     result tensor.
     maps: default every read map of the blocks. -> {map key: (d_in, d_in) float64, on the CPU}.
@@ -78,9 +80,9 @@ def input_second_moments(
 
     def make_hook(src: tuple) -> Callable:
         def hook(module: nn.Module, args: tuple) -> None:
-            a = args[0][mask_now[0]].detach().to(torch.float64)  # (N, d_in)
-            sums[src] = sums.get(src, 0) + a.T @ a
-            firsts[src] = firsts.get(src, 0) + a.sum(0)
+            a = args[0][mask_now[0]].detach().float()  # (N, d_in)
+            sums[src] = sums.get(src, 0) + (a.T @ a).double()
+            firsts[src] = firsts.get(src, 0) + a.sum(0, dtype=torch.float64)
 
         return hook
 
