@@ -290,30 +290,30 @@ def test_installed_offline_skips_a_missing_wheel_with_a_note(monkeypatch):
 
 
 def test_two_loads_of_one_cold_model_build_its_cache_once(tiny_ggufs, cache, monkeypatch):
-    """Chapters run side by side: the second load waits for the first one's cache and loads it
-    (one dequantisation, one cold load, identical weights)."""
+    """Chapters run side by side: a load that finds another process building the cache waits
+    for it, then loads it (one dequantisation; its load is warm). The other builder is this
+    test, holding the lock and building by hand, so that no two threads run
+    ``from_pretrained`` at once (transformers' loading is not thread-safe)."""
     import threading
     import time
 
     source, path = tiny_ggufs["llama"]
+    sha = gguf_models.sha256_files([path])
+    target = gguf_cache.gguf_cache_dir() / f"{path.stem}-{gguf_cache.cache_key(sha)}"
     builds = []
     real_build = gguf_models.build_cache
-
-    def slow_build(*args, **kwargs):
-        builds.append(1)
-        time.sleep(0.5)  # long enough for the other load to arrive while this one builds
-        return real_build(*args, **kwargs)
-
-    monkeypatch.setattr(gguf_models, "build_cache", slow_build)
+    monkeypatch.setattr(
+        gguf_models, "build_cache", lambda *a, **k: (builds.append(1), real_build(*a, **k))
+    )
     loaded: list = []
-    threads = [
-        threading.Thread(target=lambda: loaded.append(lamina.load_model(str(path), device="cpu")))
-        for _ in range(2)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(builds) == 1
-    assert sorted(m.lamina_source["cold"] for m, _ in loaded) == [False, True]
-    torch.testing.assert_close(_logits(loaded[0][0]), _logits(loaded[1][0]), rtol=0, atol=0)
+    waiter = threading.Thread(target=lambda: loaded.append(lamina.load_model(str(path))))
+    target.parent.mkdir(parents=True)
+    with gguf_models.build_lock(target):
+        waiter.start()
+        time.sleep(0.5)  # the waiter finds no cache and blocks on the lock
+        assert not loaded
+        gguf_cache.build_cache(target, path, {"sha256": sha, "quantization": "ALL_F32"})
+    waiter.join()
+    (model, _), = loaded
+    assert builds == [] and model.lamina_source["cold"] is False
+    torch.testing.assert_close(_logits(model), _logits(source), rtol=0, atol=1e-5)
