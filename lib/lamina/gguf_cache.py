@@ -15,6 +15,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,15 @@ from torch import nn
 
 from lamina.provenance import data_dir
 
-__all__ = ["MANIFEST", "assemble", "build_cache", "cache_key", "complete", "gguf_cache_dir"]
+__all__ = [
+    "MANIFEST",
+    "assemble",
+    "build_cache",
+    "build_lock",
+    "cache_key",
+    "complete",
+    "gguf_cache_dir",
+]
 
 CACHE_FORMAT = 1
 MANIFEST = "lamina-manifest.json"
@@ -70,6 +80,24 @@ def _save_plain(model: nn.Module, folder: Path) -> None:
     if getattr(model, "generation_config", None) is not None:
         getattr(model, "generation_config").save_pretrained(folder)  # noqa: B009
     save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+@contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``.<target>.lock`` (POSIX ``flock``; no lock where there is
+    none), so that processes loading the same cold model (chapters run side by side) build its
+    cache once: the others wait, then load it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with open(target.parent / f".{target.name}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def build_cache(target: Path, gguf_path: Path, record: dict[str, Any]) -> None:

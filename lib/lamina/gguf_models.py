@@ -24,8 +24,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,7 +32,14 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from lamina.gguf_cache import assemble, build_cache, cache_key, complete, gguf_cache_dir
+from lamina.gguf_cache import (
+    assemble,
+    build_cache,
+    build_lock,
+    cache_key,
+    complete,
+    gguf_cache_dir,
+)
 
 __all__ = [
     "OFFLINE_GGUF",
@@ -305,22 +311,30 @@ def _check_architecture(path: Path, info: GGUFInfo, lamina_types: Collection[str
     return model_type
 
 
-@contextmanager
-def build_lock(target: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``.<target>.lock`` (POSIX ``flock``; no lock where there is
-    none), so that processes loading the same cold model (chapters run side by side) build its
-    cache once: the others wait, then load it."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        yield
-        return
-    with open(target.parent / f".{target.name}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _dequantise(
+    target: Path,
+    paths: list[Path],
+    record: dict[str, Any],
+    supported: Collection[str],
+    progress: bool,
+) -> None:
+    """Assemble the GGUF ``paths`` in a scratch folder, check its architecture, and build the
+    fp32 cache ``target`` (:func:`lamina.gguf_cache.build_cache`), its manifest holding
+    ``record`` plus the file's architecture and quantisation."""
+    with tempfile.TemporaryDirectory(prefix=".assemble-", dir=gguf_cache_dir()) as scratch:
+        gguf_path = assemble(paths, Path(scratch))
+        info = inspect_gguf(gguf_path)
+        record = {
+            **record,
+            "architecture": info.architecture,
+            "model_type": _check_architecture(gguf_path, info, supported),
+            "quantization": info.quantization,
+            "tensor_types": info.tensor_types,
+            "dequantized_to": "float32",
+        }
+        if progress:
+            print(f"lamina: dequantising {record['file']} to fp32 (first load only) ...")
+        build_cache(target, gguf_path, record)
 
 
 def load_gguf_model(
@@ -362,27 +376,9 @@ def load_gguf_model(
             manifest = complete(target)
             cold = manifest is None
             if cold:
-                with tempfile.TemporaryDirectory(
-                    prefix=".assemble-", dir=gguf_cache_dir()
-                ) as scratch:
-                    gguf_path = assemble(paths, Path(scratch))
-                    info = inspect_gguf(gguf_path)
-                    model_type = _check_architecture(gguf_path, info, supported)
-                    record = {
-                        "file": spec.file_name if spec else paths[0].name,
-                        "sha256": sha,
-                        "architecture": info.architecture,
-                        "model_type": model_type,
-                        "quantization": info.quantization,
-                        "tensor_types": info.tensor_types,
-                        "package": package,
-                        "dequantized_to": "float32",
-                    }
-                    if progress:
-                        print(
-                            f"lamina: dequantising {record['file']} to fp32 (first load only) ..."
-                        )
-                    build_cache(target, gguf_path, record)
+                record = {"file": spec.file_name if spec else paths[0].name, "sha256": sha,
+                          "package": package}  # fmt: skip
+                _dequantise(target, paths, record, supported, progress)
                 manifest = complete(target)
         if manifest is None:
             raise GGUFError(f"the cache {target} was not completed; remove it and retry")

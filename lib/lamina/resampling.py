@@ -28,6 +28,12 @@ BATCH = 64
 ``profiles``): bounds their memory, never their result."""
 
 
+def _in_batches(fn: Callable[[Any], np.ndarray], items: list) -> np.ndarray:
+    """fn over ``items`` in chunks of :data:`BATCH`, concatenated: (len(items), ...)."""
+    parts = [np.asarray(fn(items[i : i + BATCH]), dtype=np.float64) for i in range(0, len(items), BATCH)]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
 # ----------------------------------------------------------------------------- resampling units
 def _plan(n: int, strata: Any | None, clusters: Any | None) -> list[list[np.ndarray]]:
     """Per stratum, the row indices of each resampling unit (a cluster, or a single row)."""
@@ -103,11 +109,7 @@ def index_bootstrap(
             [statistic(_draw(plan, rng)) for _ in range(n_resamples)], dtype=np.float64
         )
     else:
-        idx = [_draw(plan, rng) for _ in range(n_resamples)]
-        draws = np.concatenate(
-            [np.asarray(many(idx[i : i + BATCH]), dtype=np.float64) for i in range(0, len(idx), BATCH)]
-            or [np.empty(0)]
-        )
+        draws = _in_batches(many, [_draw(plan, rng) for _ in range(n_resamples)])
     ok = draws[np.isfinite(draws)]
     tail = 100 * (1 - confidence) / 2
     lo, hi = (np.percentile(ok, [tail, 100 - tail]) if ok.size else (np.nan, np.nan))
@@ -194,13 +196,7 @@ def max_permutation_test(
         )
     else:
         perms = [lab[rng.permutation(lab.size)] for _ in range(n_permutations)]
-        null = np.concatenate(
-            [
-                np.nanmax(profiles(np.stack(perms[i : i + BATCH])), axis=1)
-                for i in range(0, len(perms), BATCH)
-            ]
-            or [np.empty(0)]
-        )
+        null = _in_batches(lambda p: np.nanmax(profiles(np.stack(p)), axis=1), perms)
     p = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_permutations)
     return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations}
 

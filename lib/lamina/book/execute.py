@@ -288,13 +288,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 TYPICAL_SECONDS: dict[str, float] = {
-    "weight_update_signature": 913, "layer_anatomy": 813, "growth_training": 375,
-    "organisms": 159, "convergence": 136, "three_phase": 116, "bifurcation": 95,
-    "curvature": 75, "reanalysis": 53, "trajectory_tour": 17,
+    "weight_update_signature": 927, "layer_anatomy": 779, "growth_training": 369,
+    "organisms": 162, "convergence": 110, "three_phase": 82, "bifurcation": 72,
+    "curvature": 64, "reanalysis": 57, "trajectory_tour": 18,
 }  # fmt: skip
-"""Seconds each chapter took in one ``make book`` on 2 cores (its ``report.json``): only the
-order of a first run, before any report exists (longest first, so that the slow chapters
-do not start last)."""
+"""Seconds each chapter took in the cold ``make book`` of 2026-12-01 on 2 cores (its
+``report.json``): only the order of a first run, before any report exists (longest first, so
+that the slow chapters do not start last)."""
 
 
 def _last_seconds(out: Path, chapter: str) -> float:

@@ -55,8 +55,8 @@ def input_second_moments(
     """Second moment of each map's actual input over the non-padding tokens of ``texts``.
 
     M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
-    Each batch's sum is a float32 product (as fast as the forward, where a float64 one costs
-    as much again), accumulated over batches in float64 with forward pre-hooks; activations
+    Each batch's sum is a product in float32 (float64 for a float64 model; a float64 product
+    costs as much again as the forward), accumulated over batches in float64 with forward pre-hooks; activations
     are never kept.
     Maps that read one tensor (Q/K/V; gate/up) share one accumulator and one (read-only)
     result tensor.
@@ -80,7 +80,8 @@ def input_second_moments(
 
     def make_hook(src: tuple) -> Callable:
         def hook(module: nn.Module, args: tuple) -> None:
-            a = args[0][mask_now[0]].detach().float()  # (N, d_in)
+            a = args[0][mask_now[0]].detach()  # (N, d_in)
+            a = a if a.dtype == torch.float64 else a.float()
             sums[src] = sums.get(src, 0) + (a.T @ a).double()
             firsts[src] = firsts.get(src, 0) + a.sum(0, dtype=torch.float64)
 
