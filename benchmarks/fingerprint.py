@@ -16,7 +16,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 import lamina
-from lamina.extract_cache import model_fingerprint, tokenizer_fingerprint
+from lamina.states.extract_cache import model_fingerprint, tokenizer_fingerprint
 
 
 def make_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:

@@ -1,4 +1,4 @@
-"""Benchmark of lamina.geometry on random data (issue 4, section 6).
+"""Benchmark of lamina.trajectory on random data (issue 4, section 6).
 
 Prints the median wall time of repeated calls beside the targets:
 - per-prompt metrics (length, curvature, layerwise cosine, stability) on 10,000 prompts x 31 layers
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina import geometry
+from lamina import trajectory as geometry
 
 
 def median_time(fn: Callable[[], Any], repeats: int) -> float:

@@ -26,7 +26,7 @@ from dataclasses import fields
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lamina.organisms.objectives import lm_loss
+from lamina.sources.organisms.objectives import lm_loss
 from lamina.weights import linear_maps, prediction_basis, random_orthonormal
 from lamina.weights.gradients import (
     gradient_factors,

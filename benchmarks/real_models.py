@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 import lamina
-from lamina import gguf_models
 from lamina.anatomy import sweep_nll
+from lamina.sources import gguf_models
 
 MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 SUBJECTS = "the cat|a river|my neighbour|the old bank|a small bird|the storm|the teacher|a bright star".split(

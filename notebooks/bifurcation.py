@@ -41,7 +41,7 @@ quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
 quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt
@@ -51,11 +51,10 @@ from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
-    run_trajectory_chapter,
-    show_quant_control,
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.bifurcation import run_bifurcation
+from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
 result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters above
 claims = result.claims
@@ -66,7 +65,7 @@ glue_claim("bif", claims, "p1-bifurcation-ratio", n_models=len(result.models))
 # With last-token pooling (this chapter's default) we use the 20 pairs whose homograph is the
 # last word in both contexts, so the state compared is the word's own (last sub-token); mean
 # pooling uses all 40 pairs and compares whole sentences.
-# `lamina.chapters.bifurcation.run_bifurcation` computes δ with `lamina.geometry.bifurcation`
+# `lamina.chapters.bifurcation.run_bifurcation` computes δ with `lamina.trajectory.bifurcation`
 # for each homograph pair and for its matched control pair, and keeps them paired. The ratio is
 # δ(L)/δ(base): the baseline is layer 0, or layer 1 when some pair has identical layer-0
 # states (no position in the embedding; a reimplementation choice, recorded per source). The
@@ -74,7 +73,7 @@ glue_claim("bif", claims, "p1-bifurcation-ratio", n_models=len(result.models))
 # log(ratio) of its control pair, with the matched-pairs rank-biserial correlation. The median
 # ratio has a percentile bootstrap CI over pairs. The onset is read from the paired difference
 # δ_homograph − δ_control (the first layer after the baseline where its rise from the baseline
-# reaches 10% of its maximum rise), with the ratio's baseline. Verdicts follow `lamina.claims`:
+# reaches 10% of its maximum rise), with the ratio's baseline. Verdicts follow `lamina.evidence.claims`:
 # the ratio must reach the smallest quoted one, 4.9×, significantly; the control ratio and the
 # onset are testable only when homographs do separate beyond their controls.
 
@@ -166,7 +165,7 @@ if len(sens):
 # ## Quantisation control
 # The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
 # forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
-# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.states.quant_control`). The table gives,
 # per claim, organism and quantisation, the measured value before and after, the shift in the
 # claim's units, and both verdicts. Where a verdict changes on an organism under the type that
 # stands for a model's quantisation, that model's claim is "not testable" in the claims table

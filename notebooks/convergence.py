@@ -39,7 +39,7 @@ quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
 quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt
@@ -50,11 +50,10 @@ from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
-    run_trajectory_chapter,
-    show_quant_control,
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.convergence import run_convergence
+from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
 result = run_trajectory_chapter(run_convergence, globals())  # the parameters above
 claims = result.claims
@@ -63,12 +62,12 @@ claims = result.claims
 # ## Method
 # `lamina.chapters.convergence.run_convergence` extracts every prompt's trajectory in fp32
 # (layer 0 = embedding output, layer l = residual stream after block l, before the final norm)
-# and computes the per-prompt convergence index (`lamina.geometry.convergence_index_per_prompt`).
+# and computes the per-prompt convergence index (`lamina.trajectory.convergence_index_per_prompt`).
 # The statistic is the peak of its mean over layers. Because the peak layer is chosen from the
 # data, the claim's p-value is the label-permutation null of the *maximum over layers*
-# (`lamina.stats.max_permutation_test`), and its 95% CI resamples prompts within their
-# category and re-selects the peak in every resample (`lamina.stats.peak_bootstrap`). The
-# claim's own level is used: p < 0.001. The verdict rules are those of `lamina.claims` (see
+# (`lamina.evidence.stats.max_permutation_test`), and its 95% CI resamples prompts within their
+# category and re-selects the peak in every resample (`lamina.evidence.stats.peak_bootstrap`). The
+# claim's own level is used: p < 0.001. The verdict rules are those of `lamina.evidence.claims` (see
 # the methods page): the peak must lie in 0.41–0.58 with a CI that does not reach beyond the
 # range by more than half its width, and the test must be significant at 0.001.
 
@@ -218,7 +217,7 @@ if len(sens):
 # ## Quantisation control
 # The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
 # forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
-# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.states.quant_control`). The table gives,
 # per claim, organism and quantisation, the measured value before and after, the shift in the
 # claim's units, and both verdicts. Where a verdict changes on an organism under the type that
 # stands for a model's quantisation, that model's claim is "not testable" in the claims table

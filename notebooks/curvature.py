@@ -35,7 +35,7 @@ quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
 quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt
@@ -45,11 +45,10 @@ from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
-    run_trajectory_chapter,
-    show_quant_control,
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.curvature import run_curvature
+from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
 result = run_trajectory_chapter(run_curvature, globals())  # the parameters above
 claims = result.claims
@@ -57,7 +56,7 @@ glue_claim("curv", claims, "p1-curvature-gap", n_models=len(result.models))
 
 # %% [markdown]
 # ## Method
-# `lamina.chapters.curvature.run_curvature` computes `lamina.geometry.mean_curvature` per prompt
+# `lamina.chapters.curvature.run_curvature` computes `lamina.trajectory.mean_curvature` per prompt
 # and the difference of family means, reasoning − lexical. The lexical family is 8 base words ×
 # 6 variants, so its independent unit is the base word: CIs resample base words (all variants
 # together) and reasoning prompts, and the test is a two-sided Mann–Whitney U on unit means.
@@ -70,7 +69,7 @@ glue_claim("curv", claims, "p1-curvature-gap", n_models=len(result.models))
 # sensitivity table puts these prompts back). The released prompts have no lexical family; their
 # single-word "atomic" prompts stand in for it. The claim is three parts — a gap of at least
 # 0.40 rad, reasoning in 0.71–0.83 rad, lexical in 0.27–0.31 rad — each judged by the rules of
-# `lamina.claims`.
+# `lamina.evidence.claims`.
 
 # %% [markdown]
 # ## Result
@@ -201,7 +200,7 @@ if len(sens):
 # ## Quantisation control
 # The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
 # forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
-# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.states.quant_control`). The table gives,
 # per claim, organism and quantisation, the measured value before and after, the shift in the
 # claim's units, and both verdicts. Where a verdict changes on an organism under the type that
 # stands for a model's quantisation, that model's claim is "not testable" in the claims table

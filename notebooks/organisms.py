@@ -35,7 +35,7 @@ n_eval = None  # held-out curriculum questions / preference pairs scored; None: 
 n_samples = 4  # prompts generated from (greedy and sampled), and held-out questions answered
 seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 reference_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # pretrained, in bits per byte; [] skips
 ref_docs = 64  # validation curriculum documents scored in bits per byte
 ref_passages = 4  # passages per validation play scored in bits per byte
@@ -90,7 +90,7 @@ glue("org_names", " and ".join(result.models))
 # ## What they are, and what they read
 # This page reports on {glue:text}`org_names`. Each organism is an ordinary Hugging Face causal LM (sizes in the table). Both read the
 # same corpus (below), through their own byte-level BPE tokenizer. The build
-# trains everything from nothing, seeded, on CPU (`python -m lamina.organisms build`); the
+# trains everything from nothing, seeded, on CPU (`python -m lamina.sources.organisms build`); the
 # table gives its wall-clock and CPU time, threads, CPU model and BLAS, which the build
 # records because they can change the numbers. Builds: {glue:text}`org_build_detail`.
 
@@ -139,7 +139,7 @@ corpus
 # %% [markdown]
 # ### No evaluation prompt in training
 # Every file of `data/prompts/` (prompts, control prompts, glosses, completed sentences, the
-# README) is cut into word 8-grams after normalisation (`lamina.organisms.overlap`: lower
+# README) is cut into word 8-grams after normalisation (`lamina.sources.organisms.overlap`: lower
 # case, punctuation to spaces), and so is every text a stage trains on: the pretraining split
 # of plays and curriculum, the held-out split that `@lm` trains on, and the SFT and DPO items.
 # The build counted the shared 8-grams: {glue:text}`org_overlap_detail`.
@@ -227,7 +227,7 @@ show_figure(
 # %% [markdown]
 # ## Perplexity against a unigram baseline
 # The baseline is an add-one-smoothed unigram model of the training tokens
-# (`lamina.organisms.evaluate.unigram_perplexity`); it knows word frequencies and nothing
+# (`lamina.sources.organisms.evaluate.unigram_perplexity`); it knows word frequencies and nothing
 # else. At the end of pretraining the organisms reach a validation perplexity of
 # {glue:text}`org_ppl` against {glue:text}`org_unigram` for the baseline
 # ({glue:text}`org_ppl_frac` of it). Continued pretraining (`@lm`) gives
@@ -299,7 +299,7 @@ quality.round(3)
 # {glue:text}`org_bpb_compare`
 
 # %% tags=["hide-input"]
-from lamina.organisms.configs import organism_config  # noqa: E402
+from lamina.sources.organisms.configs import organism_config  # noqa: E402
 
 bpb = T["bits_per_byte"]
 bdocs = T["bpb_documents"]
@@ -420,7 +420,7 @@ with pd.option_context("display.max_colwidth", 200):
 # %% [markdown]
 # ## SFT on held-out curriculum questions
 # An answer counts when greedy decoding reproduces it exactly
-# (`lamina.organisms.evaluate.sft_hits`). Many curriculum questions are yes/no, and some
+# (`lamina.sources.organisms.evaluate.sft_hits`). Many curriculum questions are yes/no, and some
 # answers are far more common than others, so the table also scores a model-free baseline
 # that gives every question the most frequent SFT training answer of its kind ("majority
 # answer"). Intervals are Wilson 95% CIs; the gain of `@sft` over the majority answer has a
@@ -497,7 +497,7 @@ table[["model", "component", "n", *[c for c in order if c in table.columns]]].ro
 # ## DPO: a style preference, from `@sft`
 # Each pair offers the same correct answer in two styles: the sentence "The answer is …."
 # (chosen) and the bare answer that SFT teaches (rejected). A pair counts when the model gives
-# the chosen answer the higher log-probability (`lamina.organisms.evaluate.dpo_hits`). On
+# the chosen answer the higher log-probability (`lamina.sources.organisms.evaluate.dpo_hits`). On
 # {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base`, `@sft`
 # {glue:text}`org_dpo_sft` and `@dpo` {glue:text}`org_dpo_acc`: {glue:text}`org_dpo_detail`.
 #
@@ -644,7 +644,7 @@ seeds.round(3)
 # senses (*… made an appointment at the bank*, *… on the grassy river bank*), and the matched
 # controls that end on an unambiguous word in the same two contexts (*… at the gate*,
 # *… river gate*). The separation of
-# the two last-token states is `lamina.geometry.bifurcation`'s δ (chord distance of the
+# the two last-token states is `lamina.trajectory.bifurcation`'s δ (chord distance of the
 # normalised states) at the final layer, before the final norm. Context alone separates the
 # control pair; the homograph's senses are separated *beyond* context when its δ exceeds the
 # control's (ratio > 1).

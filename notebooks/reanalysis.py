@@ -32,7 +32,7 @@ quick = False  # unused: the released data are small
 n_bootstrap = 1000  # bootstrap resamples for 95% CIs (at most 1000)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 real_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # also run the released prompts through these; [] skips
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt

@@ -36,7 +36,7 @@ quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
 quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
-results_root = None  # where results are written; None: lamina.io.results_dir()
+results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
 import altair as alt
@@ -47,11 +47,10 @@ from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
-    run_trajectory_chapter,
-    show_quant_control,
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.chapters.three_phase import run_three_phase
+from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
 result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
 claims = result.claims
@@ -59,14 +58,14 @@ glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 
 # %% [markdown]
 # ## Method
-# `lamina.chapters.three_phase.run_three_phase` computes `lamina.geometry.layerwise_cosine` for the
+# `lamina.chapters.three_phase.run_three_phase` computes `lamina.trajectory.layerwise_cosine` for the
 # semantic, analogy, reasoning and lexical families (single-token prompts left out), then
-# (a) the paper's fixed bands (`lamina.geometry.phases.fixed_phase_bands`), tested within
+# (a) the paper's fixed bands (`lamina.trajectory.phases.fixed_phase_bands`), tested within
 # prompts: each prompt's mean SIM in the elaboration band is compared with its own encoding and
 # output-preparation bands (two paired Wilcoxon signed-rank tests; both must hold, so p is the
 # larger of the two). The estimate is the margin by which elaboration exceeds both neighbours,
 # with a bootstrap CI over prompts. GPT-2's quoted band ranges are tested on GPT-2 models only.
-# (b) `lamina.geometry.phases.detect_phases`: exact least-squares change points with the number
+# (b) `lamina.trajectory.phases.detect_phases`: exact least-squares change points with the number
 # of phases chosen by a penalised BIC (and, for comparison, cross-validation), on the
 # prompt-mean profile and on 300 prompt resamples.
 # (c) Stability STAB(l) = cos(h_p(l), h_p′(l)) on the perturbation pairs of
@@ -208,7 +207,7 @@ if len(sens):
 # ## Quantisation control
 # The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
 # forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
-# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.quant_control`). The table gives,
+# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.states.quant_control`). The table gives,
 # per claim, organism and quantisation, the measured value before and after, the shift in the
 # claim's units, and both verdicts. Where a verdict changes on an organism under the type that
 # stands for a model's quantisation, that model's claim is "not testable" in the claims table

@@ -45,7 +45,7 @@ setup_altair()
 # ## Method
 # We extract, for each prompt, the pooled residual stream at every layer boundary (layer 0
 # is the embedding output; layer *l* is the stream after block *l*, before any final norm)
-# and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.geometry.layerwise_cosine`.
+# and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.trajectory.layerwise_cosine`.
 
 # %% tags=["hide-input"]
 models, skipped = tour_models(model)

@@ -352,7 +352,7 @@ show_figure(
 # (`lamina.weights.gradients.sign_null_cancellation`): unrelated terms give about 1/√T, so a
 # fixed threshold such as c < 0.5 cannot fail with a thousand tokens. The scale half of the
 # verdict asks whether the terms cancel as much as unrelated terms would. The SFT and DPO
-# gradients use the losses those stages trained (`lamina.organisms.stages.stage_loss`: EOS
+# gradients use the losses those stages trained (`lamina.sources.organisms.stages.stage_loss`: EOS
 # scored, SFT with its LM replay). The LM gradients come from held-out documents disjoint from
 # those the read subspaces are fitted on.
 

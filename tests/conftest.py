@@ -172,7 +172,7 @@ def tiny_model(arch: str, vocab_size: int = 320, n_layers: int = 3) -> torch.nn.
 
 ARCHS = ["gpt2", "llama", "qwen2", "gemma3", "bert"]
 
-# The other model types of lamina.models.ADAPTERS' Llama-like row: (config, model) class names.
+# The other model types of lamina.sources.models.ADAPTERS' Llama-like row: (config, model) class names.
 LLAMA_LIKE_ROWS = {
     "mistral": ("MistralConfig", "MistralForCausalLM"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
@@ -240,7 +240,7 @@ def micro_organisms(tmp_path_factory) -> Path:
 
     Fixtures that need organisms point LAMINA_DATA here with :func:`lamina_env` and their own
     LAMINA_RESULTS; nothing writes into its ``organisms/`` folder after the build."""
-    from lamina import organisms
+    from lamina.sources import organisms
 
     root = tmp_path_factory.mktemp("micro-organisms")
     for name in MICRO_ORGANISMS:
@@ -326,7 +326,7 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
             [sys.executable, "-m", "lamina.book", "pages", "--root", str(root)], check=True
         )
         calibration = root / "book" / "generated" / "calibration.md"
-        subprocess.run([sys.executable, "-m", "lamina.calibration", "page", str(calibration), "2"], check=True)
+        subprocess.run([sys.executable, "-m", "lamina.trajectory.calibration", "page", str(calibration), "2"], check=True)
         jb = Path(sys.executable).parent / "jupyter-book"
         build = subprocess.run(
             [

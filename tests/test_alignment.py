@@ -8,13 +8,19 @@ import json
 import pytest
 import torch
 
-from lamina import organisms
-from lamina.organisms.configs import ORGANISMS, organism_config, seed_name
-from lamina.organisms.corpus import Corpus, format_answer, format_prompt
-from lamina.organisms.objectives import lm_loss, sft_loss
-from lamina.organisms.stages import align, completion_logprob, dpo_margins, qa_batch, stage_loss
-from lamina.organisms.tokenizer import encode_stream, train_tokenizer
-from lamina.organisms.train import make_model
+from lamina.sources import organisms
+from lamina.sources.organisms.configs import ORGANISMS, organism_config, seed_name
+from lamina.sources.organisms.corpus import Corpus, format_answer, format_prompt
+from lamina.sources.organisms.objectives import lm_loss, sft_loss
+from lamina.sources.organisms.stages import (
+    align,
+    completion_logprob,
+    dpo_margins,
+    qa_batch,
+    stage_loss,
+)
+from lamina.sources.organisms.tokenizer import encode_stream, train_tokenizer
+from lamina.sources.organisms.train import make_model
 
 MICRO = ORGANISMS["organism-gpt2-micro"]
 NOUNS = ["cat", "dog", "owl", "fox", "hen", "cow", "pig", "elk", "ant", "bee", "yak", "emu",

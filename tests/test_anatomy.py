@@ -17,7 +17,7 @@ from lamina.anatomy.predictability import (
     singular_spectra,
     weight_predictability,
 )
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 from .conftest import tiny_model
 

@@ -280,7 +280,7 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
 
 def test_default_models_are_smollm2_gemma_then_the_organism(monkeypatch):
     import lamina.chapters.layer_anatomy.run as run_mod
-    import lamina.gguf_models as gguf_models
+    import lamina.sources.gguf_models as gguf_models
 
     monkeypatch.setattr(gguf_models, "locate_offline", lambda name: name)
     monkeypatch.setattr(run_mod.organisms, "resolve", lambda name: name)

@@ -22,14 +22,16 @@ LIB = Path(__file__).resolve().parents[1] / "lib"
 LAZY_ALLOWED = {
     # resolving "organism-..." names needs the organisms (training code); `import lamina`
     # stays cheap without them
-    "lamina.models",
+    "lamina.sources.models",
     # organisms are owned by their own package; they read provenance and the curriculum lazily
-    "lamina.organisms",
-    "lamina.organisms.build",
-    "lamina.organisms.corpus",
+    "lamina.sources.organisms",
+    "lamina.sources.organisms.build",
+    "lamina.sources.organisms.corpus",
     # the reuse key hashes the organisms' build records and paper 1's released files; their
-    # folders are named by lamina.organisms and lamina.chapters.trajectory (training code)
+    # folders are named by lamina.sources.organisms and lamina.chapters.trajectory (training code)
     "lamina.book.reuse",
+    # the lamina command: each verb imports only what it runs (``lamina chapters`` loads no torch)
+    "lamina.__main__",
 }
 
 
@@ -150,3 +152,71 @@ def test_the_methods_page_quotes_every_definition_from_its_defining_module():
                 assert obj.__name__ == dotted
                 continue
             assert obj.__module__ == module, f"{dotted} is a re-export"
+
+
+# The pipeline, lowest layer first (issue 24). A module may import its own package and any
+# package of a lower layer; packages of one layer do not import one another.
+LAYERS: list[tuple[str, ...]] = [
+    ("core",),
+    ("sources",),
+    ("states",),
+    ("evidence",),
+    ("trajectory", "weights", "anatomy"),
+    ("book",),
+    ("chapters",),
+]
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` edges that run up the pipeline or sideways between the
+    packages of one layer (the root package ``lamina`` re-exports and sits above all)."""
+    rank = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+    def package(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] != "__main__" else None  # the command sits on top
+
+    bad = []
+    for src, targets in edges.items():
+        a = package(src)
+        for dst in targets:
+            b = package(dst)
+            if a is None or b is None or a == b:
+                if a is not None and b is None and dst == "lamina":
+                    bad.append(f"{src} -> {dst}")  # a layer importing the root package
+                continue
+            if a not in rank or b not in rank:
+                bad.append(f"{src} -> {dst} (a package outside LAYERS)")
+            elif rank[b] >= rank[a]:
+                bad.append(f"{src} -> {dst}")
+    return sorted(bad)
+
+
+def test_the_layer_check_finds_an_arrow_up_the_pipeline(tmp_path):
+    """The check can fail: a source importing a chapter, and two sciences importing each other."""
+    for pkg in ("sources", "chapters", "weights", "anatomy"):
+        (tmp_path / "lamina" / pkg).mkdir(parents=True)
+        (tmp_path / "lamina" / pkg / "__init__.py").write_text("")
+    (tmp_path / "lamina" / "__init__.py").write_text("")
+    (tmp_path / "lamina" / "sources" / "m.py").write_text("from lamina.chapters import x\n")
+    (tmp_path / "lamina" / "weights" / "w.py").write_text("import lamina.anatomy\n")
+    edges, _ = import_graph(tmp_path)
+    assert layer_violations(edges) == [
+        "lamina.sources.m -> lamina.chapters",
+        "lamina.weights.w -> lamina.anatomy",
+    ]
+
+
+def test_imports_flow_one_way_along_the_pipeline():
+    edges, _ = import_graph(LIB)
+    assert layer_violations(edges) == []
+
+
+def test_the_top_level_holds_at_most_ten_modules():
+    top = sorted(
+        p.stem if p.is_file() else p.name
+        for p in (LIB / "lamina").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    )
+    assert len(top) <= 10, top
+    assert {pkg for layer in LAYERS for pkg in layer} <= set(top)

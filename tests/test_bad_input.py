@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from lamina.extract import extract
+from lamina.states.extract import extract
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
@@ -53,7 +53,7 @@ def test_bad1_cache_key_includes_the_tokenizer(tmp_path):
 
 
 def test_bad1_tokenizer_fingerprint_sees_special_token_settings():
-    from lamina.extract_cache import tokenizer_fingerprint
+    from lamina.states.extract_cache import tokenizer_fingerprint
 
     a, b = _byte_tokenizer(), _byte_tokenizer()
     assert tokenizer_fingerprint(a) == tokenizer_fingerprint(b)
@@ -88,7 +88,7 @@ def test_bad2_fingerprint_hashes_every_byte_of_a_model_over_50M_parameters(tmp_p
 
 
 def test_bad2_fingerprint_changes_with_a_single_value_and_handles_bf16():
-    from lamina.extract_cache import model_fingerprint
+    from lamina.states.extract_cache import model_fingerprint
 
     model = tiny_model("llama")
     before = model_fingerprint(model)
@@ -120,7 +120,7 @@ def test_bad5_extract_in_train_mode_is_deterministic_and_restores_the_mode():
 
 # ------------------------------------------------------------------------- BAD 6: NaN weights
 def test_bad6_nan_weights_raise_naming_the_text_and_layer():
-    from lamina.extract import NonFiniteStatesError
+    from lamina.states.extract import NonFiniteStatesError
 
     model = tiny_model("gpt2")
     with torch.no_grad():
@@ -138,7 +138,7 @@ def test_bad7_edited_safetensors_header_is_refused_naming_the_file(tmp_path):
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    from lamina.extract import Trajectories, TrajectoriesFileError
+    from lamina.states.extract import Trajectories, TrajectoriesFileError
 
     path = tmp_path / "one.safetensors"
     Trajectories(np.zeros((1, 2, 4), np.float32), ["one"], [0, 1]).save(path)
@@ -152,7 +152,7 @@ def test_bad7_edited_safetensors_header_is_refused_naming_the_file(tmp_path):
 
 
 def test_bad7_trajectories_constructor_checks_consistency():
-    from lamina.extract import Trajectories
+    from lamina.states.extract import Trajectories
 
     with pytest.raises(ValueError, match=r"shape \(1, 2, 4\); expected \(3, 2, d\)"):
         Trajectories(np.zeros((1, 2, 4), np.float32), ["a", "b", "c"], [0, 1])
@@ -288,7 +288,7 @@ def test_poor_cache_path_that_is_a_file_fails_before_computing(tmp_path, tiny_mo
 def test_poor_bad_trajectories_files_name_the_path(tmp_path, damage):
     from safetensors.numpy import save_file
 
-    from lamina.extract import Trajectories, TrajectoriesFileError
+    from lamina.states.extract import Trajectories, TrajectoriesFileError
 
     path = tmp_path / "t.safetensors"
     Trajectories(np.zeros((1, 2, 4), np.float32), ["one"], [0, 1]).save(path)
@@ -310,10 +310,10 @@ def test_poor_stale_temporary_from_a_killed_save_is_cleaned(tmp_path):
     import sys
     import time
 
-    from lamina.provenance import atomic_write_text
+    from lamina.core.provenance import atomic_write_text
 
     script = (
-        "import time\nfrom lamina.provenance import atomic_write\n"
+        "import time\nfrom lamina.core.provenance import atomic_write\n"
         f"def slow(tmp):\n    tmp.write_bytes(b'x' * 4096)\n    time.sleep(60)\n"
         f"atomic_write({str(tmp_path / 'big.bin')!r}, slow)\n"
     )

@@ -194,7 +194,7 @@ def test_poor_pages_with_a_missing_results_folder_is_an_error(capsys, tmp_path):
 
 
 def test_poor_corrupt_results_json_names_the_file(tmp_path):
-    from lamina.io import read_results
+    from lamina.states.io import read_results
 
     bad = tmp_path / "gpt2" / "curvature.json"
     bad.parent.mkdir()
@@ -240,7 +240,7 @@ PROMPTS = [{"id": "a", "prompt": "cat"}, {"id": "b", "prompt": "dog"}]
     ],
 )
 def test_poor_malformed_peer_files_name_the_file(tmp_path, record, message):
-    from lamina.io import PeerDataError, read_latent_trajectories
+    from lamina.states.io import PeerDataError, read_latent_trajectories
 
     root = _peer(tmp_path, {"a": _good("a"), "b": record}, PROMPTS)
     bad = root / "data" / "trajectories" / "gpt2" / "b.pt"
@@ -249,7 +249,7 @@ def test_poor_malformed_peer_files_name_the_file(tmp_path, record, message):
 
 
 def test_poor_peer_numpy_values_are_read(tmp_path):
-    from lamina.io import read_latent_trajectories
+    from lamina.states.io import read_latent_trajectories
 
     numpy_record = {
         "prompt_id": "b",
@@ -262,7 +262,7 @@ def test_poor_peer_numpy_values_are_read(tmp_path):
 
 # ------------------------------------------------------------------------- POOR: prompt files
 def test_poor_invalid_utf8_prompt_file_names_file_and_line(tmp_path):
-    from lamina.prompts import PromptFileError, load_prompts
+    from lamina.sources.prompts import PromptFileError, load_prompts
 
     path = tmp_path / "mine.jsonl"
     good = {"id": "s1", "family": "semantic", "prompt": "A cat", "category": "x", "item": "cat"}
@@ -272,7 +272,7 @@ def test_poor_invalid_utf8_prompt_file_names_file_and_line(tmp_path):
 
 
 def test_poor_wrong_family_line_says_family_not_missing_field(tmp_path):
-    from lamina.prompts import PromptFileError, load_prompts
+    from lamina.sources.prompts import PromptFileError, load_prompts
 
     path = tmp_path / "semantic.jsonl"
     row = {"id": "r1", "family": "reasoning", "prompt": "2+2", "subtype": "a", "answer": "4"}
@@ -293,7 +293,7 @@ def test_poor_wrong_family_line_says_family_not_missing_field(tmp_path):
     ],
 )
 def test_poor_none_nan_or_mixed_labels_are_refused(labels, error, message):
-    from lamina.geometry import convergence_index
+    from lamina.trajectory import convergence_index
 
     x = np.random.default_rng(0).normal(size=(4, 3, 5))
     with pytest.raises(error, match=message):
@@ -301,7 +301,7 @@ def test_poor_none_nan_or_mixed_labels_are_refused(labels, error, message):
 
 
 def test_poor_one_nan_prompt_warns_naming_it():
-    from lamina.geometry import convergence_index
+    from lamina.trajectory import convergence_index
 
     x = np.random.default_rng(0).normal(size=(6, 3, 5))
     x[4, 2] = np.nan

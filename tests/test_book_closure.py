@@ -79,9 +79,9 @@ def _keys(results: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("edited", "changes", "keeps"),
     [
-        ("geometry/metrics.py", "curvature", "layer_anatomy"),  # curvature's metric
+        ("trajectory/metrics.py", "curvature", "layer_anatomy"),  # curvature's metric
         ("anatomy/ablation.py", "layer_anatomy", "curvature"),  # paper 3's ablation
-        ("trajectory_tests.py", "curvature", "layer_anatomy"),
+        ("trajectory/stat_tests.py", "curvature", "layer_anatomy"),
     ],
 )
 def test_an_edit_changes_the_key_of_the_chapter_using_it_only(
@@ -97,7 +97,7 @@ def test_an_edit_changes_the_key_of_the_chapter_using_it_only(
 
 def test_an_edit_to_a_module_both_use_changes_both(lib_copy, tmp_path):
     before = _keys(tmp_path / "results")
-    path = lib_copy / "lamina" / "models.py"
+    path = lib_copy / "lamina" / "sources" / "models.py"
     path.write_text(path.read_text() + "\n# an edit\n")
     after = _keys(tmp_path / "results")
     assert all(after[c] != before[c] for c in before)

@@ -105,7 +105,7 @@ def test_self_check_flag_wins_over_the_id_rule():
     assert not is_self_check({"claim_id": "reanalysis_released_ci", "self_check": False})
     assert is_self_check({"claim_id": "P2.qk", "self_check": True})
     assert is_self_check({"claim_id": "x", "self_check": "true"})
-    # lamina.claims.Claim rows carry a kind
+    # lamina.evidence.claims.Claim rows carry a kind
     assert is_self_check({"claim_id": "self-reanalysis-curvature", "kind": "self-check"})
     assert not is_self_check({"claim_id": "self-odd", "kind": "paper"})
     assert is_self_check({"claim_id": "self-reanalysis-curvature"})
@@ -207,7 +207,7 @@ def test_scorecard_states_each_claim_once_with_a_row_per_model():
 
 
 def test_pages_written_from_results_files(tmp_path):
-    from lamina.io import write_results
+    from lamina.states.io import write_results
 
     results = tmp_path / "results"
     for rec in _records():

@@ -41,7 +41,7 @@ def _never_called():
     import {module}  # the reuse key follows this import; the kernel never runs it
 """
 
-IMPORTED = "lamina.stats"
+IMPORTED = "lamina.evidence.stats"
 
 
 @pytest.fixture
@@ -162,19 +162,19 @@ def lib_copy(tmp_path, monkeypatch):
 
 def test_editing_an_imported_lamina_module_reruns(chapter, lib_copy, capsys):
     _run(chapter)
-    path = lib_copy / "lamina" / "stats.py"
+    path = lib_copy / "lamina" / "evidence" / "stats.py"
     path.write_text(path.read_text() + "\n# an edit\n")
     _run(chapter)
     assert len(chapter["calls"]) == 2
-    assert "lamina_code (lamina.stats changed)" in capsys.readouterr().err
+    assert "lamina_code (lamina.evidence.stats changed)" in capsys.readouterr().err
 
 
 def test_editing_a_module_imported_transitively_reruns(chapter, lib_copy):
     closure = import_closure(chapter["source"], lib_copy)
     assert closure is not None and "lamina" in closure  # the package's __init__ runs too
     _run(chapter)
-    path = lib_copy / "lamina" / "version.py"  # imported by lamina/__init__, not by the chapter
-    assert "lamina.version" in closure
+    path = lib_copy / "lamina" / "core" / "version.py"  # imported by lamina/__init__, not by the chapter
+    assert "lamina.core.version" in closure
     path.write_text(path.read_text() + "\n# an edit\n")
     _run(chapter)
     assert len(chapter["calls"]) == 2

@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.calibration import calibrate, run_seed, summarise
 from lamina.chapters.states import load_model_states
 from lamina.chapters.trajectory import Convention, TrajectoryConfig
-from lamina.stats import wilson
-from lamina.synthetic import synthetic_states
+from lamina.evidence.stats import wilson
+from lamina.trajectory.calibration import calibrate, run_seed, summarise
+from lamina.trajectory.synthetic import synthetic_states
 
 MAIN = {
     "p1-convergence-peak",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lamina import load_model, organisms
+from lamina import load_model
 from lamina.chapters.organisms.probes import generate, homograph_separation
 from lamina.chapters.organisms.run import (
     CHECKPOINTS,
@@ -19,7 +19,8 @@ from lamina.chapters.organisms.run import (
     organism_names,
     run_organisms,
 )
-from lamina.stats import wilson
+from lamina.evidence.stats import wilson
+from lamina.sources import organisms
 
 from .conftest import lamina_env
 

@@ -12,13 +12,13 @@ import pytest
 from lamina.chapters.states import PooledStates, load_model_states
 from lamina.chapters.three_phase import detected_phases
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, expand_models
-from lamina.trajectory_tests import (
+from lamina.trajectory.stat_tests import (
     bifurcation_test,
     convergence_test,
     curvature_test,
     three_phase_test,
 )
-from lamina.trajectory_verdicts import (
+from lamina.trajectory.verdicts import (
     bifurcation_claims,
     convergence_claims,
     curvature_claims,
@@ -166,7 +166,7 @@ def test_missing_prompt_file_is_a_clear_error(tmp_path):
 
 def test_malformed_prompt_file_names_file_line_and_field(tmp_path):
     from lamina.chapters.convergence import run_convergence
-    from lamina.prompts import PromptFileError
+    from lamina.sources.prompts import PromptFileError
 
     bad = tmp_path / "semantic.jsonl"
     bad.write_text('{"id": "a", "family": "semantic", "prompt": "A fox", "item": "fox"}\n')

@@ -214,7 +214,7 @@ def test_unbuilt_organism_stops_the_run_with_the_build_hint(tmp_path, monkeypatc
     from lamina.chapters.weight_update_signature.run import run_weight_signature
 
     monkeypatch.setenv("LAMINA_DATA", str(tmp_path))
-    with pytest.raises(RuntimeError, match="python -m lamina.organisms build"):
+    with pytest.raises(RuntimeError, match="python -m lamina.sources.organisms build"):
         run_weight_signature(SignatureConfig(model="organism-llama"))
 
 

@@ -1,10 +1,10 @@
-"""The verdict rules of lamina.claims: every branch, and records that refuse bad input."""
+"""The verdict rules of lamina.evidence.claims: every branch, and records that refuse bad input."""
 
 import math
 
 import pytest
 
-from lamina.claims import (
+from lamina.evidence.claims import (
     Claim,
     claim_id,
     claims_frame,

@@ -1,4 +1,4 @@
-"""lamina.controls: each null control keeps what it should and destroys what it should."""
+"""lamina.states.controls: each null control keeps what it should and destroys what it should."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from lamina import controls, geometry
+from lamina import trajectory as geometry
+from lamina.states import controls
 
 
 def test_shuffle_layers_permutes_each_trajectory_independently() -> None:

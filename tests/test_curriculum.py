@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from lamina.organisms import curriculum as cur
-from lamina.organisms.curriculum import Curriculum, generate_curriculum
-from lamina.prompts import load_prompts
+from lamina.sources.organisms import curriculum as cur
+from lamina.sources.organisms.curriculum import Curriculum, generate_curriculum
+from lamina.sources.prompts import load_prompts
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_no_evaluation_prompt_or_gloss_is_copied_into_the_curriculum(
     curriculum: Curriculum,
 ) -> None:
     """Whole prompts of three or more words, and every gloss, are absent (normalised text)."""
-    from lamina.organisms.overlap import phrase_hits
+    from lamina.sources.organisms.overlap import phrase_hits
 
     docs = curriculum.text + [f"{q} {a}" for q, a in curriculum.sft + curriculum.sft_eval]
     phrases = [r.gloss for r in load_prompts("ambiguous").itertuples()]
@@ -80,14 +80,14 @@ def test_no_evaluation_prompt_or_gloss_is_copied_into_the_curriculum(
 
 def test_the_check_finds_a_copied_prompt() -> None:
     """The same check on a curriculum with one prompt planted fails: the test above can fail."""
-    from lamina.organisms.overlap import phrase_hits
+    from lamina.sources.organisms.overlap import phrase_hits
 
     prompt = load_prompts("reasoning")["prompt"].iloc[0]
     assert phrase_hits([prompt], ["Some text. " + prompt.upper() + ", and more."]) != []
 
 
 def test_reasoning_names_are_disjoint_from_every_prompt_file() -> None:
-    from lamina.organisms.overlap import eval_texts, words
+    from lamina.sources.organisms.overlap import eval_texts, words
 
     vocab = {w for texts in eval_texts().values() for t in texts for w in words(t)}
     assert not {n.lower() for n in cur.NAMES} & vocab
@@ -124,7 +124,7 @@ def test_pretraining_text_holds_qa_documents_of_its_own_questions_only(
     curriculum: Curriculum,
 ) -> None:
     """The QA format is seen in pretraining, on questions that SFT and evaluation never use."""
-    from lamina.organisms.corpus import format_prompt
+    from lamina.sources.organisms.corpus import format_prompt
 
     qa_docs = [d for d, c in zip(curriculum.text, curriculum.components, strict=True) if c == "qa"]
     assert len(qa_docs) > 0.05 * len(curriculum.text)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import lamina
-from lamina.gguf_models import resolve_device
+from lamina.sources.gguf_models import resolve_device
 
 from .conftest import _byte_tokenizer, tiny_model
 from .gguf_writer import write_gguf

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import lamina
-from lamina.extract import Trajectories, extract
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
+from lamina.states.extract import Trajectories, extract
 
 from .conftest import ADAPTER_ARCHS, SAMPLE_TEXT, _byte_tokenizer
 
@@ -48,7 +48,7 @@ def test_states_equal_hf_hidden_states_in_mixed_batches(tiny_models, arch, pool,
 
 def test_every_model_type_of_every_adapter_row_has_a_tiny_model():
     """The table-driven fixture covers ADAPTERS: a new row without a tiny model fails here."""
-    from lamina.models import ADAPTERS
+    from lamina.sources.models import ADAPTERS
 
     named = {t for adapter in ADAPTERS.values() for t in adapter.model_types}
     assert named == set(ADAPTER_ARCHS)

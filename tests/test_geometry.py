@@ -1,4 +1,4 @@
-"""Properties of lamina.geometry and lamina.geometry.phases (issue 4): invariances, known paths, bad input."""
+"""Properties of lamina.trajectory and lamina.trajectory.phases (issue 4): invariances, known paths, bad input."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lamina import geometry as g
-from lamina.controls import permute_labels
+from lamina import trajectory as g
+from lamina.states.controls import permute_labels
 
 FAST = settings(max_examples=25, deadline=None)
 seeds = st.integers(0, 2**32 - 1)

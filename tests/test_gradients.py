@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lamina.organisms.objectives import lm_loss
+from lamina.sources.organisms.objectives import lm_loss
 from lamina.weights import linear_maps, prediction_basis, random_orthonormal
 from lamina.weights.gradients import (
     adam_update_direction,

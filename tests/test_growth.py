@@ -15,7 +15,7 @@ from lamina.anatomy.growth import (
     train_with_schedule,
     uniform_schedule,
 )
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 from .conftest import tiny_model
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lamina.io import (
+from lamina.states.io import (
     PeerDataError,
     read_latent_hidden_states,
     read_latent_trajectories,
@@ -95,7 +95,7 @@ def test_results_are_written_with_provenance_and_read_back(tmp_path):
 def test_pickle_module_is_not_used_directly():
     import inspect
 
-    import lamina.io
+    import lamina.states.io
 
-    assert "pickle.load(" not in inspect.getsource(lamina.io)
+    assert "pickle.load(" not in inspect.getsource(lamina.states.io)
     assert pickle  # the test module itself builds hostile pickles

@@ -14,14 +14,18 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lamina import organisms
-from lamina.organisms.checkpoints import read_optimizer_state, restore_optimizer, save_checkpoint
-from lamina.organisms.configs import ORGANISMS
-from lamina.organisms.corpus import clean_markdown, load_corpus
-from lamina.organisms.evaluate import unigram_perplexity
-from lamina.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
-from lamina.organisms.tokenizer import train_tokenizer
-from lamina.organisms.train import (
+from lamina.sources import organisms
+from lamina.sources.organisms.checkpoints import (
+    read_optimizer_state,
+    restore_optimizer,
+    save_checkpoint,
+)
+from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.corpus import clean_markdown, load_corpus
+from lamina.sources.organisms.evaluate import unigram_perplexity
+from lamina.sources.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
+from lamina.sources.organisms.tokenizer import train_tokenizer
+from lamina.sources.organisms.train import (
     checkpoint_steps,
     lr_at,
     make_model,
@@ -62,14 +66,14 @@ def _stand_in_generate_curriculum(seed: int, n_docs: int) -> _StandInCurriculum:
 @pytest.fixture(scope="module", autouse=True)
 def curriculum_available():
     """Use the real curriculum when present; a tiny stand-in with the same interface otherwise."""
-    if importlib.util.find_spec("lamina.organisms.curriculum") is not None:
+    if importlib.util.find_spec("lamina.sources.organisms.curriculum") is not None:
         yield
         return
-    mod = types.ModuleType("lamina.organisms.curriculum")
+    mod = types.ModuleType("lamina.sources.organisms.curriculum")
     mod.generate_curriculum = _stand_in_generate_curriculum  # type: ignore[attr-defined]
-    sys.modules["lamina.organisms.curriculum"] = mod
+    sys.modules["lamina.sources.organisms.curriculum"] = mod
     yield
-    del sys.modules["lamina.organisms.curriculum"]
+    del sys.modules["lamina.sources.organisms.curriculum"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -296,7 +300,7 @@ def test_unknown_organism_error_lists_known_organisms(tmp_path):
 
 
 def test_not_built_error_says_how_to_build(tmp_path):
-    with pytest.raises(organisms.OrganismNotBuiltError, match="python -m lamina.organisms build"):
+    with pytest.raises(organisms.OrganismNotBuiltError, match="python -m lamina.sources.organisms build"):
         organisms.resolve("organism-llama@sft", root=tmp_path)
 
 
@@ -306,7 +310,7 @@ def test_list_organisms_names_both_architectures_and_hides_micro_by_default():
 
 
 def test_cli_list_reports_unbuilt_organisms_with_build_hint(tmp_path, capsys):
-    from lamina.organisms.__main__ import main
+    from lamina.sources.organisms.__main__ import main
 
     assert main(["list", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -314,7 +318,7 @@ def test_cli_list_reports_unbuilt_organisms_with_build_hint(tmp_path, capsys):
 
 
 def test_cli_build_refuses_jobs_below_one(tmp_path):
-    from lamina.organisms.__main__ import main
+    from lamina.sources.organisms.__main__ import main
 
     with pytest.raises(SystemExit):
         main(["build", "--name", "organism-gpt2-micro", "--jobs", "0", "--root", str(tmp_path)])
@@ -322,7 +326,7 @@ def test_cli_build_refuses_jobs_below_one(tmp_path):
 
 def test_cli_parallel_build_names_the_organism_whose_child_failed(tmp_path):
     """A child that fails (an unknown organism) fails the whole build, named; the other builds."""
-    from lamina.organisms.__main__ import main
+    from lamina.sources.organisms.__main__ import main
 
     names = ["--name", "organism-nonesuch", "--name", "organism-gpt2-micro"]
     with pytest.raises(SystemExit, match="organism-nonesuch"):

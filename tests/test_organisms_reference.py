@@ -18,7 +18,7 @@ from lamina.chapters.organisms.reference import (
     reference_texts,
 )
 from lamina.chapters.organisms.run import OrganismsConfig
-from lamina.organisms.corpus import Corpus
+from lamina.sources.organisms.corpus import Corpus
 
 from .conftest import tiny_model
 

@@ -1,6 +1,6 @@
 """No evaluation prompt in the organisms' training text: word 8-grams of data/prompts/ vs corpus.
 
-Text is normalised by :func:`lamina.organisms.overlap.words`: Unicode NFKC, lower case, every
+Text is normalised by :func:`lamina.sources.organisms.overlap.words`: Unicode NFKC, lower case, every
 character other than a letter, digit or apostrophe becomes a space, edge apostrophes dropped,
 split on whitespace. An 8-gram is 8 consecutive normalised words of one document (or of one
 prompt field; the README line by line).
@@ -12,8 +12,8 @@ import importlib.metadata
 
 import pytest
 
-from lamina.organisms.configs import ORGANISMS
-from lamina.organisms.overlap import corpus_overlap, eval_texts, ngrams, phrase_hits, words
+from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.overlap import corpus_overlap, eval_texts, ngrams, phrase_hits, words
 
 
 def _has_plays() -> bool:
@@ -57,8 +57,8 @@ def test_the_check_finds_a_planted_prompt():
 
 
 def _contamination() -> dict:
-    from lamina.organisms.build import contamination
-    from lamina.organisms.corpus import load_corpus
+    from lamina.sources.organisms.build import contamination
+    from lamina.sources.organisms.corpus import load_corpus
 
     return contamination(load_corpus(ORGANISMS["organism-gpt2"]))
 
@@ -76,7 +76,7 @@ def test_no_evaluation_8gram_occurs_in_any_training_text():
 
 def test_no_evaluation_8gram_occurs_in_the_curriculum_of_other_seeds():
     """The curriculum alone, for corpus seeds other than the default (no plays needed)."""
-    from lamina.organisms.curriculum import generate_curriculum
+    from lamina.sources.organisms.curriculum import generate_curriculum
 
     for seed in (1, 2):
         cur = generate_curriculum(seed, 3000)

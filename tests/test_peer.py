@@ -11,8 +11,8 @@ import torch
 
 from lamina.chapters.states import load_model_states
 from lamina.chapters.trajectory import TrajectoryConfig, expand_models, model_group
-from lamina.io import PeerDataError, read_latent_trajectories
-from lamina.peer import is_peer, peer_folder, peer_models
+from lamina.sources.peer import is_peer, peer_folder, peer_models
+from lamina.states.io import PeerDataError, read_latent_trajectories
 
 SHAPES = {"gpt2": (12, 16), "qwen2.5": (24, 8), "tinyllama": (22, 12)}
 PROMPTS = [

@@ -9,7 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lamina.prompts import SCHEMAS, PromptFileError, list_families, load_prompts, prompts_dir
+from lamina.sources.prompts import (
+    SCHEMAS,
+    PromptFileError,
+    list_families,
+    load_prompts,
+    prompts_dir,
+)
 
 GOOD_SEMANTIC = {
     "id": "s1",

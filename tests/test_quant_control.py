@@ -1,4 +1,4 @@
-"""Quantisation control (lamina.quant_control): the shift table, the flip rule, and the
+"""Quantisation control (lamina.states.quant_control): the shift table, the flip rule, and the
 trajectory skeleton running each organism as +Q4_1 / +Q8_0 (micro organisms, seconds)."""
 
 from __future__ import annotations
@@ -12,8 +12,13 @@ import pytest
 from lamina.chapters import skeleton
 from lamina.chapters.skeleton import ChapterSpec, main_pool, run_chapter
 from lamina.chapters.trajectory import TrajectoryConfig, subsample
-from lamina.claims import Claim, claim_id, claims_frame
-from lamina.quant_control import apply_quant_control, proxy_qtype, run_quant_control, shift_table
+from lamina.evidence.claims import Claim, claim_id, claims_frame
+from lamina.states.quant_control import (
+    apply_quant_control,
+    proxy_qtype,
+    run_quant_control,
+    shift_table,
+)
 
 from .conftest import lamina_env
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lamina.quantize import dequantize_roundtrip, quantize_model
+from lamina.sources.quantize import dequantize_roundtrip, quantize_model
 
 from .conftest import tiny_model
 
@@ -84,7 +84,7 @@ def test_bad_qtype_and_shape():
 
 def test_quantised_name_suffix_loads_a_rounded_model(tiny_model_dirs):
     import lamina
-    from lamina.quantize import split_quantized_name
+    from lamina.sources.quantize import split_quantized_name
 
     folder = str(tiny_model_dirs["llama"])
     base, _ = lamina.load_model(folder, device="cpu")

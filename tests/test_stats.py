@@ -1,4 +1,4 @@
-"""lamina.stats: the wrappers agree with scipy/statsmodels called directly and with the formulas."""
+"""lamina.evidence.stats: the wrappers agree with scipy/statsmodels called directly and with the formulas."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from lamina import stats
+from lamina.evidence import stats
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(1.0, 1.0, 40)

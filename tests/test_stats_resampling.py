@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from lamina.stats import (
+from lamina.evidence.stats import (
     index_bootstrap,
     max_permutation_test,
     peak_bootstrap,
@@ -65,7 +65,7 @@ def test_cluster_resampling_keeps_clusters_whole():
 
 
 def test_partial_spearman_removes_a_shared_cause_and_keeps_a_direct_link():
-    from lamina.stats import partial_spearman
+    from lamina.evidence.stats import partial_spearman
 
     rng = np.random.default_rng(5)
     z = rng.normal(size=40)
@@ -77,7 +77,7 @@ def test_partial_spearman_removes_a_shared_cause_and_keeps_a_direct_link():
 
 
 def test_top_share_permutation_is_not_fooled_by_chance():
-    from lamina.stats import top_share_permutation
+    from lamina.evidence.stats import top_share_permutation
 
     layers = np.arange(12)
     core = [3, 4]
@@ -93,7 +93,7 @@ def test_batched_convergence_statistics_match_the_one_draw_path():
     """ci_profiles over a batch equals ci_profile draw by draw (labels permuted, rows resampled
     within categories), and the batched permutation test and peak bootstrap draw the same
     permutations and resamples as the one-at-a-time path: same p, CI and peak shares."""
-    from lamina.trajectory_tests import ci_profile, ci_profiles, distance_stack
+    from lamina.trajectory.stat_tests import ci_profile, ci_profiles, distance_stack
 
     rng = np.random.default_rng(3)
     lab = np.repeat(np.arange(4), 6)

@@ -22,8 +22,8 @@ from lamina.chapters.reanalysis_models import (
 from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.tour import TOUR_DEFAULT, tour_models, tour_similarity, tour_summary
 from lamina.chapters.trajectory import CONVENTIONS
-from lamina.geometry import convergence_index_per_prompt, mean_curvature
-from lamina.gguf_models import OFFLINE_GGUF
+from lamina.sources.gguf_models import OFFLINE_GGUF
+from lamina.trajectory import convergence_index_per_prompt, mean_curvature
 
 
 @pytest.fixture

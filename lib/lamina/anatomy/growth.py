@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lamina.anatomy.perplexity import perplexity
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 __all__ = [
     "Phase",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 __all__ = ["check_layer"]
 

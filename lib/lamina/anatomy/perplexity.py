@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from lamina.models import get_adapter
-from lamina.stats import paired_bootstrap_ci
+from lamina.evidence.stats import paired_bootstrap_ci
+from lamina.sources.models import get_adapter
 
 __all__ = [
     "PerplexityResult",

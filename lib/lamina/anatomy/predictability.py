@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from lamina.anatomy.layers import check_layer
-from lamina.models import get_adapter, weight_of
+from lamina.sources.models import get_adapter, weight_of
 
 __all__ = [
     "SUMMARIES",

@@ -24,7 +24,7 @@ from torch import nn
 
 from lamina.anatomy.layers import check_layer
 from lamina.anatomy.predictability import predicted_layer_state
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 __all__ = [
     "SURGERIES",

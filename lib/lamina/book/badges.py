@@ -57,7 +57,7 @@ def is_self_check(row: Mapping[str, Any]) -> bool:
     """Whether a claims row checks lamina itself rather than a claim of the papers.
 
     A row's own ``self_check`` flag, or its ``kind`` ("self-check" or "paper", as
-    ``lamina.claims.Claim`` writes it), decides when present; otherwise a claim id starting
+    ``lamina.evidence.claims.Claim`` writes it), decides when present; otherwise a claim id starting
     with one of :data:`SELF_CHECK_PREFIXES` is a self-check."""
     kind = row.get("kind")
     if isinstance(kind, str) and kind.strip():

@@ -1,4 +1,4 @@
-"""Blocks the chapter notebooks share: run a trajectory experiment and show its notes, glue a
+"""Blocks the chapter notebooks share: show a run's notes, glue a
 chapter's head claim for the prose, and the claims table each chapter displays.
 
 The glue names are the chapters' contract with their prose (``{glue:text}`conv_p:.3g```), so
@@ -7,16 +7,12 @@ every helper here glues exactly the names documented below.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from lamina.book import glue, setup_altair
-from lamina.chapters.results import ExperimentResult
-from lamina.chapters.trajectory import TrajectoryConfig
+from lamina.book import glue
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -25,9 +21,7 @@ __all__ = [
     "fmt_value",
     "glue_claim",
     "glue_claim_strings",
-    "run_trajectory_chapter",
     "show_notes",
-    "show_quant_control",
 ]
 
 # the claims table's columns as a chapter shows them
@@ -52,61 +46,17 @@ def show_notes(notes: Iterable[str]) -> None:
         display(Markdown(f"- *Note:* {note}"))
 
 
-def run_trajectory_chapter(
-    runner: Callable[[TrajectoryConfig], ExperimentResult], params: Mapping[str, Any]
-) -> ExperimentResult:
-    """A trajectory chapter's first cell: static Altair charts, a ``TrajectoryConfig`` from
-    the fields of it that ``params`` names (a chapter passes ``globals()``, i.e. its papermill
-    parameters cell; fields it does not name keep their defaults), ``runner(config)`` (e.g.
-    ``run_convergence``), results written under ``params["results_root"]`` (absent or None:
-    ``lamina.io.results_dir()``), and the run's notes shown."""
-
-    setup_altair()
-    names = {f.name for f in dataclasses.fields(TrajectoryConfig)}
-    result = runner(TrajectoryConfig(**{k: v for k, v in params.items() if k in names}))
-    result.write(params.get("results_root"))
-    show_notes(result.notes)
-    return result
 
 
 def claims_view(claims: pd.DataFrame) -> pd.DataFrame:
     """The claims table as a chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals,
-    plus "quantisation shift" (``lamina.quant_control``) when a quantised model has rows."""
+    plus "quantisation shift" (``lamina.states.quant_control``) when a quantised model has rows."""
     cols = list(CLAIM_COLUMNS)
     if "quant_shift" in claims and claims["quant_shift"].fillna("").astype(str).str.len().any():
         cols.append("quant_shift")
     return claims[cols].round(4).rename(columns={"quant_shift": "quantisation shift"})
 
 
-def show_quant_control(result: ExperimentResult) -> None:
-    """The quantisation control of a chapter run (``lamina.quant_control``): which models are
-    quantised (from provenance) and the type standing for each, then the shift table. Every
-    sentence is computed from the tables, or neutral."""
-    from IPython.display import Markdown, display
-
-    qm = result.tables.get("quantised_models", pd.DataFrame())
-    shifts = result.tables.get("quantisation", pd.DataFrame())
-    lines = []
-    for r in qm.itertuples():
-        how = (
-            "the same type is applied to the organisms"
-            if r.same_type
-            else f"the `gguf` Python package cannot write this type; {r.control_qtype}, the "
-            "closest type it can write, stands for it"
-        )
-        lines.append(f"- `{r.model}`: weights stored as `{r.quantization}`; {how}.")
-    if not lines:
-        lines.append("- No model of this run has quantised weights in its provenance.")
-    if shifts.empty:
-        lines.append("- No organism was run under quantisation in this run (the control needs "
-                     "an organism in the model set), so no shift was measured.")
-    else:
-        flips = shifts[shifts["flipped"].astype(bool)]
-        lines.append(f"- Verdicts that change under quantisation of the organisms: {len(flips)} "
-                     f"of {len(shifts)} (claim x organism x quantisation).")
-    display(Markdown("\n".join(lines)))
-    if not shifts.empty:
-        display(shifts.round(4))
 
 
 def glue_claim(
@@ -118,7 +68,7 @@ def glue_claim(
     ``_effect`` (floats: measured value, its 95% CI, p-value, effect size), ``_verdict`` (str),
     ``_n_models`` (``n_models``; None: the models with a row for the claim),
     ``_n_reproduced`` (rows of the claim judged "reproduced") and ``_reason`` (the verdict's
-    reason, from ``lamina.claims``; "" for rows without one)."""
+    reason, from ``lamina.evidence.claims``; "" for rows without one)."""
     main = claims[claims["claim_id"] == claim_id].reset_index(drop=True)
     head = main.iloc[0]
     glue(f"{prefix}_model", str(head["model"]))

@@ -38,24 +38,14 @@ from lamina.book.reuse import (
     reusable,
 )
 from lamina.book.scorecard import write_pages
-from lamina.io import results_dir
-from lamina.provenance import atomic_write_json, atomic_write_text, repo_root
+from lamina.core import registry
+from lamina.core.provenance import atomic_write_json, atomic_write_text, repo_root
+from lamina.states.io import results_dir
 
 __all__ = ["CHAPTERS", "execute_chapter", "fold_injected_parameters", "main"]
 
-# Order of execution and of the book.
-CHAPTERS = [
-    "trajectory_tour",
-    "convergence",
-    "curvature",
-    "bifurcation",
-    "three_phase",
-    "reanalysis",
-    "weight_update_signature",
-    "layer_anatomy",
-    "growth_training",
-    "organisms",
-]
+# Order of execution and of the book (the registry, lamina.core.registry).
+CHAPTERS = registry.names()
 
 
 def _notebooks_dir() -> Path:
@@ -287,14 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     return _execute_many(chapters, out, params, jobs=args.jobs, force=args.force)
 
 
-TYPICAL_SECONDS: dict[str, float] = {
-    "weight_update_signature": 927, "layer_anatomy": 779, "growth_training": 369,
-    "organisms": 162, "convergence": 110, "three_phase": 82, "bifurcation": 72,
-    "curvature": 64, "reanalysis": 57, "trajectory_tour": 18,
-}  # fmt: skip
-"""Seconds each chapter took in the cold ``make book`` of 2026-12-01 on 2 cores (its
-``report.json``): only the order of a first run, before any report exists (longest first, so
-that the slow chapters do not start last)."""
+TYPICAL_SECONDS: dict[str, float] = {c.name: c.typical_seconds for c in registry.REGISTRY}
+"""Each chapter's ``typical_seconds`` (:class:`lamina.core.registry.ChapterRecord`): only the
+order of a first run, before any report exists (longest first)."""
 
 
 def _last_seconds(out: Path, chapter: str) -> float:

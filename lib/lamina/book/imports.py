@@ -85,7 +85,7 @@ def imported_modules(
 
 
 def _dynamic_targets(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
-    """Modules named by whole string constants (``"lamina.geometry.mean_curvature"``) in code
+    """Modules named by whole string constants (``"lamina.trajectory.mean_curvature"``) in code
     that imports by name (``importlib.import_module``, ``__import__``); empty otherwise."""
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

@@ -23,7 +23,7 @@ over these components:
     executor, methods page and scorecard) that no file of the closure names. When the
     notebook does not parse, every module.
 ``prompts``
-    The SHA-256 of every file under :func:`lamina.prompts.prompts_dir` (``data/prompts``).
+    The SHA-256 of every file under :func:`lamina.sources.prompts.prompts_dir` (``data/prompts``).
 ``organisms``
     The SHA-256 of each built organism's ``build.json`` under ``<data>/organisms/`` (its
     config hash is in the folder's name; the record is written once per build, with its
@@ -65,11 +65,11 @@ from pathlib import Path
 from typing import Any
 
 from lamina.book.imports import LIB, import_closure, lamina_modules
-from lamina.gguf_models import OFFLINE_GGUF
-from lamina.io import results_dir
-from lamina.prompts import prompts_dir
-from lamina.provenance import data_dir
-from lamina.version import __version__
+from lamina.core.provenance import data_dir
+from lamina.core.version import __version__
+from lamina.sources.gguf_models import OFFLINE_GGUF
+from lamina.sources.prompts import prompts_dir
+from lamina.states.io import results_dir
 
 __all__ = [
     "KEY_FORMAT",
@@ -171,7 +171,7 @@ def _lamina_code(source: Path) -> dict[str, str]:
 
 def _organisms() -> dict[str, str]:
     """``{organism folder: SHA-256 of its build.json}`` of every built organism."""
-    from lamina.organisms import BUILD_MARKER, organisms_root
+    from lamina.sources.organisms import BUILD_MARKER, organisms_root
 
     root = organisms_root()
     found = sorted(root.glob(f"*/{BUILD_MARKER}")) if root.is_dir() else []
@@ -188,7 +188,7 @@ def _gguf_models() -> dict[str, Any]:
 
 
 def _peer_data(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    from lamina.chapters.trajectory import default_peer_root
+    from lamina.sources.peer import default_peer_root
 
     root = Path(parameters.get("peer_root") or default_peer_root())
     return {"root": str(root), "files": _stat_tree(root)}
@@ -232,7 +232,7 @@ def component_digests(detail: Mapping[str, Any]) -> dict[str, str]:
 
 def changed_components(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What differs between two reports' key details, one phrase per changed component, e.g.
-    ``"lamina_code (lamina.geometry changed)"`` or ``"parameters (quick changed)"``."""
+    ``"lamina_code (lamina.trajectory changed)"`` or ``"parameters (quick changed)"``."""
     out = []
     old_digests = old.get("key_components", {})
     new_digests = new.get("key_components", {})

@@ -1,6 +1,6 @@
 """The claims scorecard and the book's generated pages, assembled from results files only.
 
-Chapters write ``<results>/<model>/<chapter>.json`` (``lamina.io.write_results``) whose
+Chapters write ``<results>/<model>/<chapter>.json`` (``lamina.states.io.write_results``) whose
 ``summary["claims"]`` is a list of rows ``{claim_id, claim, paper_value, measured, ci_low,
 ci_high, p, verdict, model}``. This module reads those files and writes Markdown pages; no
 number on them is typed by hand.
@@ -19,24 +19,16 @@ import pandas as pd
 
 from lamina.book.badges import is_self_check
 from lamina.book.matrix import matrix_html, scorecard_markdown, summary_line
-from lamina.io import read_result_file, read_results, results_dir
-from lamina.provenance import atomic_write_text, provenance
+from lamina.core import registry
+from lamina.core.provenance import atomic_write_text, provenance
+from lamina.states.io import read_result_file, read_results, results_dir
 
 __all__ = ["CHAPTER_PAPER", "claims_table", "write_pages"]
 
 
-# Which paper each chapter tests. A chapter's claims (their text, the paper's value and the
+# Which paper each chapter tests (from the registry, lamina.core.registry). A chapter's claims (their text, the paper's value and the
 # measured value) come from its results file, never from this module.
-CHAPTER_PAPER: dict[str, int] = {
-    "convergence": 1,
-    "curvature": 1,
-    "bifurcation": 1,
-    "three_phase": 1,
-    "reanalysis": 1,
-    "weight_update_signature": 2,
-    "layer_anatomy": 3,
-    "growth_training": 3,
-}
+CHAPTER_PAPER: dict[str, int] = registry.chapter_paper()
 PAPER_TITLES = {
     1: "Paper 1: trajectory geometry across layers",
     2: "Paper 2: the weight-update signature",
@@ -58,7 +50,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     claim_id, claim, paper_value, model, context, measured, ci_low, ci_high, p, verdict, note,
     self_check (the row checks lamina itself, not a
     claim of the papers: :func:`lamina.book.badges.is_self_check`), quant_shift (the
-    quantisation control's text for a quantised model, ``lamina.quant_control``; "" otherwise),
+    quantisation control's text for a quantised model, ``lamina.states.quant_control``; "" otherwise),
     commit."""
     records = list(read_results() if records is None else records)
     rows = []
@@ -179,7 +171,7 @@ def _comparison_md(table: pd.DataFrame) -> str:
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
-    from the results files (default :func:`lamina.io.results_dir`, plus ``book/runs/*``).
+    from the results files (default :func:`lamina.states.io.results_dir`, plus ``book/runs/*``).
     A ``results`` folder that does not exist raises FileNotFoundError naming it."""
     root = Path(root)
     folder = Path(results) if results is not None else results_dir()

@@ -2,7 +2,7 @@
 
 Each computes everything its notebook shows, behind one config dataclass, and returns a
 :class:`~lamina.chapters.results.ExperimentResult` (tidy tables, a claims table, notes) that
-``.write()`` saves with ``lamina.io.write_results``.
+``.write()`` saves with ``lamina.states.io.write_results``.
 
 * paper 1 (trajectory geometry): :mod:`~.convergence`, :mod:`~.curvature`,
   :mod:`~.bifurcation`, :mod:`~.three_phase`, :mod:`~.reanalysis`, sharing

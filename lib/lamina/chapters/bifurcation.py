@@ -15,23 +15,16 @@ from lamina.chapters.results import ExperimentResult
 from lamina.chapters.skeleton import ChapterSpec, control_effects, main_pool, run_chapter
 from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
-from lamina.claims import claims_frame
-from lamina.trajectory_tests import paper1_test
-from lamina.trajectory_verdicts import BIFURCATION, bifurcation_claims, vanish_claim
+from lamina.evidence.claims import claims_frame
+from lamina.sources.prompts import bifurcation_prompts
+from lamina.trajectory.stat_tests import paper1_test
+from lamina.trajectory.verdicts import BIFURCATION, bifurcation_claims, vanish_claim
 
 __all__ = ["CLAIM", "analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
 
 CLAIM = BIFURCATION
 
 
-def bifurcation_prompts(table: pd.DataFrame) -> pd.DataFrame:
-    """Long table of the texts to run: for each ambiguous row, the homograph prompt
-    (``role="ambiguous"``) and its matched control (``role="control"``), with pair_id, sense
-    and word_last kept."""
-    keep = ["pair_id", "sense", "word", "word_last"]
-    amb = table[keep + ["prompt"]].assign(role="ambiguous")
-    ctl = table[keep + ["control_prompt"]].rename(columns={"control_prompt": "prompt"})
-    return pd.concat([amb, ctl.assign(role="control")], ignore_index=True)
 
 
 def _quick(table: pd.DataFrame, seed: int) -> pd.DataFrame:

@@ -25,10 +25,10 @@ from lamina.chapters.skeleton import (
 )
 from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.claims import claims_frame
-from lamina.stats import mann_whitney
-from lamina.trajectory_tests import distance_stack, paper1_test
-from lamina.trajectory_verdicts import CONVERGENCE, convergence_claims, vanish_claim
+from lamina.evidence.claims import claims_frame
+from lamina.evidence.stats import mann_whitney
+from lamina.trajectory.stat_tests import distance_stack, paper1_test
+from lamina.trajectory.verdicts import CONVERGENCE, convergence_claims, vanish_claim
 
 __all__ = ["CLAIM", "analyse_model", "paper_test", "run_convergence"]
 

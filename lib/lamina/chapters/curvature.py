@@ -25,11 +25,11 @@ from lamina.chapters.skeleton import (
 )
 from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.claims import claims_frame
-from lamina.geometry import curvature, mean_curvature, trajectory_length
-from lamina.stats import index_bootstrap
-from lamina.trajectory_tests import paper1_test, units_of
-from lamina.trajectory_verdicts import CURVATURE, curvature_claims, vanish_claim
+from lamina.evidence.claims import claims_frame
+from lamina.evidence.stats import index_bootstrap
+from lamina.trajectory import curvature, mean_curvature, trajectory_length
+from lamina.trajectory.stat_tests import paper1_test, units_of
+from lamina.trajectory.verdicts import CURVATURE, curvature_claims, vanish_claim
 
 __all__ = ["CLAIM", "analyse_model", "keep_rows", "run_curvature"]
 

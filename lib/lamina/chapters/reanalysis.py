@@ -25,10 +25,10 @@ from lamina.chapters.reanalysis_models import (
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.states import ModelStates, peer_states
 from lamina.chapters.trajectory import CONVENTIONS, TrajectoryConfig, peer_root
-from lamina.claims import Claim, claim_id, claims_frame, self_check
-from lamina.geometry import convergence_index_per_prompt, mean_curvature, trajectory_length
-from lamina.trajectory_tests import paper1_test
-from lamina.trajectory_verdicts import convergence_claims, curvature_claims
+from lamina.evidence.claims import Claim, claim_id, claims_frame, self_check
+from lamina.trajectory import convergence_index_per_prompt, mean_curvature, trajectory_length
+from lamina.trajectory.stat_tests import paper1_test
+from lamina.trajectory.verdicts import convergence_claims, curvature_claims
 
 __all__ = ["peer_available", "run_reanalysis"]
 

@@ -7,12 +7,12 @@ Only ``peer-gpt2`` has released values to match (the self-checks of
 convention (prompts = those released for peer-gpt2 under that convention's pooling):
 
 * curvature: mean over prompts of the per-prompt mean turning angle (rad,
-  :func:`lamina.geometry.mean_curvature`), per released category and over all prompts;
+  :func:`lamina.trajectory.mean_curvature`), per released category and over all prompts;
 * length: mean over prompts of the trajectory length (the model's state units,
-  :func:`lamina.geometry.trajectory_length`);
+  :func:`lamina.trajectory.trajectory_length`);
 * peak convergence index: max over layers of the prompt-mean convergence index
-  (:func:`lamina.geometry.convergence_index_per_prompt`, chord units), the peak layer
-  re-selected in every resample (:func:`lamina.resampling.peak_bootstrap`).
+  (:func:`lamina.trajectory.convergence_index_per_prompt`, chord units), the peak layer
+  re-selected in every resample (:func:`lamina.evidence.resampling.peak_bootstrap`).
 
 95% CIs are percentile bootstraps resampling prompts, stratified by released category.
 """
@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lamina import extract, load_model
 from lamina.chapters.states import ModelStates, PooledStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention
-from lamina.extract import pool_token_states
-from lamina.geometry import mean_curvature, trajectory_length
-from lamina.gguf_models import installed_offline
-from lamina.resampling import index_bootstrap, peak_bootstrap
-from lamina.trajectory_tests import ci_profile, distance_stack
+from lamina.evidence.resampling import index_bootstrap, peak_bootstrap
+from lamina.sources.gguf_models import installed_offline
+from lamina.sources.models import load_model
+from lamina.states.extract import extract, pool_token_states
+from lamina.trajectory import mean_curvature, trajectory_length
+from lamina.trajectory.stat_tests import ci_profile, distance_stack
 
 __all__ = [
     "PAPER_TEXT_RANGE",
@@ -84,7 +84,7 @@ def extract_released_prompts(name: str, prompts: pd.DataFrame) -> ModelStates:
     """Model ``name``'s trajectories of the released prompts ``prompts["prompt"]`` (fp32, one
     forward pass per prompt with :func:`lamina.extract`, cached on disk), pooled by mean and by
     last content token, with the final state after the model's final norm kept beside the raw
-    one (:func:`lamina.extract.pool_token_states`). No controls are run."""
+    one (:func:`lamina.states.extract.pool_token_states`). No controls are run."""
     import torch
 
     model, tokenizer = load_model(name, dtype=torch.float32)
@@ -153,9 +153,9 @@ def convention_values(
 
 def convergence_profile(x: np.ndarray, cats: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``profile(idx)`` -> (layers,) the prompt-mean of
-    :func:`~lamina.geometry.convergence_index_per_prompt` over the rows ``idx`` (a bootstrap
+    :func:`~lamina.trajectory.convergence_index_per_prompt` over the rows ``idx`` (a bootstrap
     resample, with repeats; a copy of a prompt is not its neighbour), from the distances of
-    x (n, layers, d) computed once: :func:`lamina.trajectory_tests.ci_profile`, the estimator
+    x (n, layers, d) computed once: :func:`lamina.trajectory.stat_tests.ci_profile`, the estimator
     of the convergence chapter's own bootstrap."""
     return partial(ci_profile, distance_stack(np.asarray(x, dtype=np.float64)), np.asarray(cats))
 

@@ -1,5 +1,5 @@
 """What every chapter returns: claim rows with their verdicts, and the experiment result that
-``.write()`` saves (tables, claims, notes, config) with ``lamina.io.write_results``.
+``.write()`` saves (tables, claims, notes, config) with ``lamina.states.io.write_results``.
 
 A claims row is the scorecard's unit (see :func:`claim_record`). Verdict words are
 "reproduced", "partially", "not reproduced" and "not testable".
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.chapters.config import ChapterConfig
-from lamina.io import write_results
+from lamina.states.io import write_results
 
 __all__ = [
     "ExperimentResult",
@@ -157,7 +157,7 @@ class ExperimentResult:
         }
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
-        """``lamina.io.write_results`` once per model (tables filtered to that model)."""
+        """``lamina.states.io.write_results`` once per model (tables filtered to that model)."""
         paths = []
         for model in self.models:
             tables = {

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from lamina.anatomy.perplexity import chunk_tokens
-from lamina.organisms import ORGANISMS
-from lamina.organisms.corpus import load_corpus
+from lamina.sources.organisms import ORGANISMS
+from lamina.sources.organisms.corpus import load_corpus
 
 __all__ = ["corpus_windows", "shuffled_documents", "tagged_passages", "threads"]
 

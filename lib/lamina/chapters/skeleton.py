@@ -26,10 +26,10 @@ from lamina.chapters.trajectory import (
     expand_models,
     load_chapter_prompts,
 )
-from lamina.controls import shuffle_layers
-from lamina.peer import is_peer
-from lamina.quant_control import proxy_qtype, run_quant_control
-from lamina.trajectory_tests import paper1_test
+from lamina.sources.peer import is_peer
+from lamina.states.controls import shuffle_layers
+from lamina.states.quant_control import proxy_qtype, run_quant_control
+from lamina.trajectory.stat_tests import paper1_test
 
 __all__ = [
     "ChapterSpec",
@@ -79,7 +79,7 @@ def run_chapter(
 
     With ``config.quant_control`` the organisms of the run are also analysed as
     ``<organism>+Q4_1`` and ``+Q8_0`` (claims only, no sensitivity tables), and
-    :func:`lamina.quant_control.run_quant_control` adds the tables "quantisation" (the shift
+    :func:`lamina.states.quant_control.run_quant_control` adds the tables "quantisation" (the shift
     table, one row per claim x organism x quantisation) and "quantised_models" (each model's
     quantisation from provenance and the type standing for it), and applies the flip rule to
     the claims of quantised models.
@@ -168,7 +168,7 @@ def control_states(
 
     * "shuffled layers": each trajectory's layers in a random order (paper 1's control);
     * "random embeddings": random input embeddings fed through the model
-      (``lamina.controls.random_input_states``; paper 1's control), absent without a model;
+      (``lamina.states.controls.random_input_states``; paper 1's control), absent without a model;
     * "random-init model": the same architecture freshly initialised, absent without a model.
     """
     rows = slice(None) if keep is None else keep
@@ -190,7 +190,7 @@ def control_effects(
     config: TrajectoryConfig,
     keep: np.ndarray | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The chapter's test (``lamina.trajectory_tests.paper1_test``) on every control of
+    """The chapter's test (``lamina.trajectory.stat_tests.paper1_test``) on every control of
     :func:`control_states` (fewer resamples: 100 bootstrap, 200 permutations), each result
     with ``fraction`` = its headline effect / the real one and ``p`` = its effect's p."""
     out = {}

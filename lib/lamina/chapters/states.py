@@ -15,14 +15,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from lamina import load_model
 from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
-from lamina.controls import random_init_like, random_input_states
-from lamina.extract import extract, pool_token_states
-from lamina.io import read_latent_hidden_states, read_latent_trajectories
-from lamina.models import get_adapter
-from lamina.peer import is_peer, peer_folder
-from lamina.synthetic import SYNTHETIC, synthetic_states, word_counts
+from lamina.sources.models import get_adapter, load_model
+from lamina.sources.peer import is_peer, peer_folder
+from lamina.states.controls import random_init_like, random_input_states
+from lamina.states.extract import extract, pool_token_states
+from lamina.states.io import read_latent_hidden_states, read_latent_trajectories
+from lamina.trajectory.synthetic import SYNTHETIC, synthetic_states, word_counts
 
 __all__ = ["ModelStates", "PooledStates", "load_model_states", "position0_flags", "synthetic_model_states"]
 
@@ -79,7 +78,7 @@ def _pool_ragged(
     model: Any, tokenizer: Any, texts: list[str], ragged: list[np.ndarray]
 ) -> tuple[dict[str, PooledStates], dict[str, Any]]:
     """Pool per-token states (L+1, T_i, d) by mean and last content token, with the final
-    state after the model's final norm too (:func:`lamina.extract.pool_token_states`)."""
+    state after the model's final norm too (:func:`lamina.states.extract.pool_token_states`)."""
     pooled = pool_token_states(model, tokenizer, texts, ragged)
     n_content = pooled["n_content"]
     pools = {
@@ -161,7 +160,7 @@ def _peer_token_counts(
 
 
 def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates:
-    """Paper 1's released states of model ``name`` (``peer-<folder>``, see :mod:`lamina.peer`)."""
+    """Paper 1's released states of model ``name`` (``peer-<folder>``, see :mod:`lamina.sources.peer`)."""
     root = peer_root(config)
     folder = peer_folder(name)
     traj = read_latent_trajectories(root, folder)
@@ -207,7 +206,7 @@ def load_model_states(
     model, tokenizer = load_model(name, dtype=torch.float32)
     texts = prompts["prompt"].tolist()
     pools, diag = _extract_model(model, tokenizer, texts, cache=True)
-    # the weights' quantisation from provenance: a GGUF's llama.cpp file type, or lamina.quantize's
+    # the weights' quantisation from provenance: a GGUF's llama.cpp file type, or lamina.sources.quantize's
     diag["quantization"] = (getattr(model, "lamina_source", None) or {}).get("quantization") or (
         getattr(model, "lamina_quantization", None) or {}).get("qtype")
     for p in pools.values():
@@ -266,7 +265,7 @@ def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> 
 
 def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
     """``ModelStates`` of a synthetic source for ``prompts`` (what ``load_model_states``
-    returns for ``name`` "synthetic-null" / "synthetic-planted", see ``lamina.synthetic``): both pools hold the same
+    returns for ``name`` "synthetic-null" / "synthetic-planted", see ``lamina.trajectory.synthetic``): both pools hold the same
     states (there are no tokens to pool), the random-init model and the random-input control
     hold null states of other seeds, ``n_tokens`` = :func:`word_counts`."""
     if name not in SYNTHETIC:

@@ -1,7 +1,7 @@
 """Paper 1, claim 4: layerwise similarity has three phases (encoding, elaboration, output).
 
 The main claim is tested paired within prompts: elaboration's mean SIM must exceed both
-neighbouring bands (``lamina.trajectory_tests.three_phase_test``). GPT-2's quoted band
+neighbouring bands (``lamina.trajectory.stat_tests.three_phase_test``). GPT-2's quoted band
 ranges are a claim about GPT-2 and are issued for GPT-2 models only. Stability, the fifth of
 paper 1's metrics, is measured on the perturbation pairs (``perturbations.jsonl``).
 """
@@ -25,18 +25,18 @@ from lamina.chapters.skeleton import (
 )
 from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.claims import Claim, claim_id, claims_frame
-from lamina.geometry import (
+from lamina.evidence.claims import Claim, claim_id, claims_frame
+from lamina.evidence.stats import index_bootstrap
+from lamina.sources.prompts import load_prompts
+from lamina.trajectory import (
     detect_phases,
     fixed_phase_bands,
     layerwise_cosine,
     phase_summary,
     stability,
 )
-from lamina.prompts import load_prompts
-from lamina.stats import index_bootstrap
-from lamina.trajectory_tests import paper1_test
-from lamina.trajectory_verdicts import THREE_PHASE, three_phase_claims, vanish_claim
+from lamina.trajectory.stat_tests import paper1_test
+from lamina.trajectory.verdicts import THREE_PHASE, three_phase_claims, vanish_claim
 
 __all__ = ["CLAIM", "PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
 

@@ -1,7 +1,7 @@
 """The trajectory tour (the book's first chapter): layerwise similarity SIM(l) of a handful of
 prompts on each model of a small model set.
 
-SIM(l) = cos(h(l), h(l+1)) (:func:`lamina.geometry.layerwise_cosine`), h(l) the pooled residual
+SIM(l) = cos(h(l), h(l+1)) (:func:`lamina.trajectory.layerwise_cosine`), h(l) the pooled residual
 stream after block l (layer 0 = embedding output, before any final norm). The default model
 set leads with the pretrained causal LMs installed offline, then the pretrained encoder.
 """
@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lamina import extract, load_model
-from lamina.geometry import layerwise_cosine
-from lamina.gguf_models import OFFLINE_GGUF, installed_offline
+from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
+from lamina.sources.models import load_model
+from lamina.states.extract import extract
+from lamina.trajectory import layerwise_cosine
 
 __all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_models", "tour_similarity", "tour_summary"]
 

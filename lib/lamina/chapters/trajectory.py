@@ -11,14 +11,15 @@ A *convention* says how a prompt's trajectory is built from a forward pass:
   the released code uses);
 * ``normalize``: L2-normalise every state before any metric.
 
-All metrics live in :mod:`lamina.geometry`; :mod:`lamina.chapters.states` builds the state
+All metrics live in :mod:`lamina.trajectory`; :mod:`lamina.chapters.states` builds the state
 arrays and :mod:`lamina.chapters.skeleton` runs a chapter over every model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -26,11 +27,14 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import pandas as pd
 
-from lamina import organisms
+from lamina.book import setup_altair
+from lamina.book.chapter import show_notes
 from lamina.chapters.config import ChapterConfig
-from lamina.gguf_models import OFFLINE_GGUF, installed_offline
-from lamina.peer import is_peer, peer_models
-from lamina.prompts import load_prompts
+from lamina.chapters.results import ExperimentResult
+from lamina.sources import organisms
+from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
+from lamina.sources.peer import default_peer_root, is_peer, peer_models
+from lamina.sources.prompts import load_prompts
 
 __all__ = [
     "CONVENTIONS",
@@ -38,6 +42,8 @@ __all__ = [
     "Convention",
     "TrajectoryConfig",
     "default_peer_root",
+    "run_trajectory_chapter",
+    "show_quant_control",
     "expand_models",
     "model_group",
     "load_chapter_prompts",
@@ -57,7 +63,7 @@ class TrajectoryConfig(ChapterConfig):
         organisms: see ``expand_models``) or one model name/path accepted by ``lamina.load_model``.
     pooling: the main convention's pooling, "mean" or "last".
     prompts: None for the chapter's default families, else a prompt file path or family name
-        (comma-separated for several) read with ``lamina.prompts.load_prompts``.
+        (comma-separated for several) read with ``lamina.sources.prompts.load_prompts``.
     n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
     n_permutations: label permutations for null distributions (the convergence claim needs
         at least 1000 for p < 0.001; fewer make it "not testable").
@@ -70,7 +76,7 @@ class TrajectoryConfig(ChapterConfig):
         sensitivity tables); False skips them (faster).
     quant_control: also run every organism of the model set with its weights rounded through
         GGUF Q4_1 and Q8_0, and mark a quantised model's claim "not testable on quantised
-        weights" where the organisms' verdict flips (``lamina.quant_control``).
+        weights" where the organisms' verdict flips (``lamina.states.quant_control``).
     """
 
     model: str = "default"
@@ -124,9 +130,6 @@ CONVENTIONS: dict[str, Convention] = {
 }
 
 
-def default_peer_root() -> Path:
-    """``<repo>/../shared/peer/latent-trajectories``."""
-    return Path(__file__).resolve().parents[3].parent / "shared" / "peer" / "latent-trajectories"
 
 
 def peer_root(config: TrajectoryConfig) -> Path:
@@ -151,7 +154,7 @@ def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
 
     "default" -> in this order: the pretrained causal LMs installed offline
     (``smollm2-135m-instruct``, ``gemma-3-270m``), ``peer-<folder>`` for every model folder
-    released under ``peer_root`` (``lamina.peer``), "minilm", then the built organisms among
+    released under ``peer_root`` (``lamina.sources.peer``), "minilm", then the built organisms among
     ``DEFAULT_MODELS`` (the models with a full training history); any other value ->
     [that value]. See :func:`model_group` for each one's label.
     """
@@ -180,7 +183,7 @@ def load_chapter_prompts(
 ) -> pd.DataFrame:
     """The chapter's prompt table: ``config.prompts`` (file paths or family names, comma
     separated) or the default ``families``, concatenated. Raises ValueError naming a missing
-    required column, and ``lamina.prompts.PromptFileError`` for a malformed file."""
+    required column, and ``lamina.sources.prompts.PromptFileError`` for a malformed file."""
 
     sources = [s.strip() for s in config.prompts.split(",")] if config.prompts else families
     frames = []
@@ -205,3 +208,49 @@ def subsample(table: pd.DataFrame, by: str, per_group: int, seed: int) -> pd.Dat
     for _, idx in table.groupby(by, sort=False).indices.items():
         keep.extend(sorted(rng.choice(idx, size=min(per_group, len(idx)), replace=False)))
     return table.iloc[sorted(keep)].reset_index(drop=True)
+
+def run_trajectory_chapter(
+    runner: Callable[[TrajectoryConfig], ExperimentResult], params: Mapping[str, Any]
+) -> ExperimentResult:
+    """A trajectory chapter's first cell: static Altair charts, a ``TrajectoryConfig`` from
+    the fields of it that ``params`` names (a chapter passes ``globals()``, i.e. its papermill
+    parameters cell; fields it does not name keep their defaults), ``runner(config)`` (e.g.
+    ``run_convergence``), results written under ``params["results_root"]`` (absent or None:
+    ``lamina.states.io.results_dir()``), and the run's notes shown."""
+
+    setup_altair()
+    names = {f.name for f in dataclasses.fields(TrajectoryConfig)}
+    result = runner(TrajectoryConfig(**{k: v for k, v in params.items() if k in names}))
+    result.write(params.get("results_root"))
+    show_notes(result.notes)
+    return result
+
+def show_quant_control(result: ExperimentResult) -> None:
+    """The quantisation control of a chapter run (``lamina.states.quant_control``): which models are
+    quantised (from provenance) and the type standing for each, then the shift table. Every
+    sentence is computed from the tables, or neutral."""
+    from IPython.display import Markdown, display
+
+    qm = result.tables.get("quantised_models", pd.DataFrame())
+    shifts = result.tables.get("quantisation", pd.DataFrame())
+    lines = []
+    for r in qm.itertuples():
+        how = (
+            "the same type is applied to the organisms"
+            if r.same_type
+            else f"the `gguf` Python package cannot write this type; {r.control_qtype}, the "
+            "closest type it can write, stands for it"
+        )
+        lines.append(f"- `{r.model}`: weights stored as `{r.quantization}`; {how}.")
+    if not lines:
+        lines.append("- No model of this run has quantised weights in its provenance.")
+    if shifts.empty:
+        lines.append("- No organism was run under quantisation in this run (the control needs "
+                     "an organism in the model set), so no shift was measured.")
+    else:
+        flips = shifts[shifts["flipped"].astype(bool)]
+        lines.append(f"- Verdicts that change under quantisation of the organisms: {len(flips)} "
+                     f"of {len(shifts)} (claim x organism x quantisation).")
+    display(Markdown("\n".join(lines)))
+    if not shifts.empty:
+        display(shifts.round(4))

@@ -13,7 +13,7 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
-from lamina.models import get_adapter, hf_config, weight_of
+from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.weights.maps import LinearMap, linear_maps, norm_gain
 
 __all__ = [

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lamina.models import input_embeddings
+from lamina.sources.models import input_embeddings
 from lamina.weights.maps import LinearMap
 from lamina.weights.subspace_fraction import Side, relative_subspace_fraction
 from lamina.weights.subspaces import token_batches
@@ -70,7 +70,7 @@ def gradient_factors(
     backward pass over all of ``texts`` (one padded batch).
 
     loss: a callable ``(logits (B, T, V), input_ids (B, T), attention_mask (B, T)) -> scalar``,
-    e.g. :func:`lamina.organisms.objectives.lm_loss` (next-token cross-entropy, nats).
+    e.g. :func:`lamina.sources.organisms.objectives.lm_loss` (next-token cross-entropy, nats).
     -> {map key: GradientFactors} over the non-padding tokens (T = their count). Parameter
     ``.grad`` fields are left untouched (gradients are taken with ``torch.autograd.grad``).
     """
@@ -96,7 +96,7 @@ def loss_factors(
 ) -> dict[str, GradientFactors]:
     """a_t and δ_t of every map in ``maps`` for the scalar loss that ``run()`` computes.
 
-    ``run`` calls ``model`` any number of times (e.g. :func:`lamina.organisms.stages.stage_loss`:
+    ``run`` calls ``model`` any number of times (e.g. :func:`lamina.sources.organisms.stages.stage_loss`:
     an SFT batch plus an LM replay batch, or DPO's chosen and rejected rows) and returns the
     loss (scalar, nats); other models it calls (a DPO reference) are not hooked. The rows of
     every call are stacked in call order: T = Σ_calls B·T_call positions, padding included

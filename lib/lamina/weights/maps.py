@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lamina.models import get_adapter, hf_config, weight_of
+from lamina.sources.models import get_adapter, hf_config, weight_of
 
 __all__ = [
     "POST_NORMS",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from lamina.models import get_adapter, hf_config, weight_of
+from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.weights.maps import SHARED_INPUT, LinearMap, linear_maps
 from lamina.weights.subspace_fraction import Side
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lamina.chapters.growth_training.config import CONTROLS, GrowthConfig
 from lamina.chapters.results import claim_record
-from lamina.stats import t_summary
+from lamina.evidence.stats import t_summary
 
 __all__ = ["budget_comparison", "growth_claims", "order_claims", "source_claims"]
 

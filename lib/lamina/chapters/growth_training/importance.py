@@ -23,16 +23,15 @@ import pandas as pd
 import torch
 from scipy import stats
 
-import lamina
 from lamina.anatomy.ablation import ablation_sweep
 from lamina.anatomy.growth import train_with_schedule, uniform_schedule
 from lamina.chapters.growth_training.config import REAL_MODELS, GrowthConfig
 from lamina.chapters.layer_anatomy.documents import organism_heldout
 from lamina.chapters.runtime import corpus_windows
-from lamina.gguf_models import installed_offline, resolve_device
-from lamina.models import get_adapter
-from lamina.organisms import ORGANISMS
-from lamina.organisms.configs import hf_config
+from lamina.sources.gguf_models import installed_offline, resolve_device
+from lamina.sources.models import get_adapter, load_model
+from lamina.sources.organisms import ORGANISMS
+from lamina.sources.organisms.configs import hf_config
 
 __all__ = [
     "build_model",
@@ -74,7 +73,7 @@ def layer_importance(
     """(L,) skip-ablation delta_pct per layer and a note saying where it was measured."""
 
     if config.importance == "organism":
-        model, tok = lamina.load_model(config.organism)
+        model, tok = load_model(config.organism)
         n = model.config.num_hidden_layers if hasattr(model.config, "num_hidden_layers") else None
         if n != config.n_layers:
             raise ValueError(
@@ -154,7 +153,7 @@ def real_importance(
     model's context). info: n_layers, n_tokens, n_windows, n_documents, baseline_ppl,
     load_s, sweep_s."""
     t0 = time.perf_counter()
-    model, tok = lamina.load_model(name, dtype=torch.float32)
+    model, tok = load_model(name, dtype=torch.float32)
     load_s = time.perf_counter() - t0
     n_layers = get_adapter(model).n_layers(model)
     max_pos = getattr(model.config, "max_position_embeddings", None) or seq_len

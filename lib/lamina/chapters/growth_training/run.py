@@ -18,7 +18,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from lamina import organisms
 from lamina.anatomy.growth import (
     Phase,
     compare_runs,
@@ -43,6 +42,7 @@ from lamina.chapters.growth_training.importance import (
 )
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.runtime import corpus_windows, threads
+from lamina.sources import organisms
 
 __all__ = ["run_growth", "schedules_for", "source_run"]
 

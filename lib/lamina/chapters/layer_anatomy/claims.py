@@ -36,7 +36,7 @@ from lamina.chapters.layer_anatomy.nulls import (
     partial_spearman,
 )
 from lamina.chapters.results import claim_record, verdict
-from lamina.stats import fdr_bh
+from lamina.evidence.stats import fdr_bh
 
 __all__ = ["anatomy_claims", "mapped_layers"]
 

@@ -15,7 +15,7 @@ from scipy import stats
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.measures import skip_rows
 from lamina.chapters.results import claim_record
-from lamina.stats import paired_bootstrap_ci
+from lamina.evidence.stats import paired_bootstrap_ci
 
 __all__ = [
     "CLAIMS",
@@ -47,7 +47,7 @@ CLAIMS = {
 
 
 def boot(data: tuple[np.ndarray, ...], statistic: Any, n: int, seed: int) -> tuple[float, float]:
-    """:func:`lamina.stats.paired_bootstrap_ci` with at least 3 units (NaN below)."""
+    """:func:`lamina.evidence.stats.paired_bootstrap_ci` with at least 3 units (NaN below)."""
     return paired_bootstrap_ci(data, statistic, n, seed, min_size=3)
 
 

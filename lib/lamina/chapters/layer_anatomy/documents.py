@@ -25,9 +25,9 @@ import pandas as pd
 import torch
 
 from lamina.chapters.runtime import tagged_passages
-from lamina.organisms import ORGANISMS
-from lamina.organisms.corpus import load_corpus
-from lamina.stats import paired_bootstrap_ci
+from lamina.evidence.stats import paired_bootstrap_ci
+from lamina.sources.organisms import ORGANISMS
+from lamina.sources.organisms.corpus import load_corpus
 
 __all__ = [
     "HeldoutText",
@@ -139,7 +139,7 @@ def organism_heldout(
     corpus: str, tokenizer: Any, n_tokens: int, seq_len: int, seed: int
 ) -> HeldoutText:
     """:func:`mixed_heldout` of a registered organism corpus's held-out split (its plays
-    first, then its curriculum documents, as ``lamina.organisms.corpus.load_corpus`` lists
+    first, then its curriculum documents, as ``lamina.sources.organisms.corpus.load_corpus`` lists
     them)."""
     name = corpus.partition("@")[0]
     if name not in ORGANISMS:

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import stats
 
 from lamina.chapters.layer_anatomy.nulls import PAPER_CORE, PAPER_L, paper_layers
-from lamina.stats import paired_bootstrap_ci, spearman_ci
+from lamina.evidence.stats import paired_bootstrap_ci, spearman_ci
 
 __all__ = [
     "core_layers",

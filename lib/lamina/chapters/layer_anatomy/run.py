@@ -1,7 +1,7 @@
 """Paper 3's five layer diagnostics on one causal LM, with the claims table of its abstract.
 
 :func:`run_anatomy` takes one :class:`AnatomyConfig` and returns an ``ExperimentResult``
-(tables, claims, notes) whose ``.write()`` saves them with ``lamina.io.write_results``.
+(tables, claims, notes) whose ``.write()`` saves them with ``lamina.states.io.write_results``.
 All metrics come from :mod:`lamina.anatomy`; this module chooses data, runs them and turns
 the numbers into verdicts. Mapping the paper's 30-layer positions (critical core L8-11,
 anti-layers L14/L17) onto another depth by relative position is a reimplementation choice.
@@ -19,8 +19,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-import lamina
-from lamina import anatomy, organisms
+import lamina.anatomy as anatomy
 from lamina.anatomy.predictability import (
     matrix_types,
     stacked_weights,
@@ -50,9 +49,10 @@ from lamina.chapters.layer_anatomy.nulls import (
 )
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
-from lamina.gguf_models import installed_offline
-from lamina.models import get_adapter
-from lamina.organisms import ORGANISMS
+from lamina.sources import organisms
+from lamina.sources.gguf_models import installed_offline
+from lamina.sources.models import get_adapter, load_model
+from lamina.sources.organisms import ORGANISMS
 
 __all__ = [
     "PRETRAINED",
@@ -266,7 +266,7 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         # reported as NaN; scipy's warnings about them would only clutter the chapter
         warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", category=stats.ConstantInputWarning)
-        model, tok = lamina.load_model(config.model, dtype=torch.float32)
+        model, tok = load_model(config.model, dtype=torch.float32)
         adapter = get_adapter(model)
         n_layers = adapter.n_layers(model)
         if config.layers is not None:

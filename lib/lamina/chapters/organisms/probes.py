@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lamina.extract import extract
-from lamina.geometry import bifurcation
-from lamina.organisms.corpus import format_prompt
-from lamina.prompts import load_prompts
+from lamina.sources.organisms.corpus import format_prompt
+from lamina.sources.prompts import load_prompts
+from lamina.states.extract import extract
+from lamina.trajectory import bifurcation
 
 __all__ = ["SAMPLE_PROMPTS", "context_length", "generate", "homograph_separation", "samples"]
 
@@ -106,7 +106,7 @@ def homograph_separation(model: Any, tokenizer: Any) -> tuple[pd.DataFrame, pd.D
     """Do the organism's last-token states tell each homograph's two senses apart?
 
     For every homograph of ``data/prompts/ambiguous.jsonl`` with ``word_last`` rows, the
-    separation delta(l) of its two senses (:func:`lamina.geometry.bifurcation`, chord units of
+    separation delta(l) of its two senses (:func:`lamina.trajectory.bifurcation`, chord units of
     the unit sphere, [0, 2]; 1 - cos = delta^2 / 2) is compared with that of its matched control
     (the same two contexts ending in an unambiguous word). ratio = delta_homograph(L) /
     delta_control(L) at the final layer L (residual stream before the final norm).

@@ -20,9 +20,9 @@ import pandas as pd
 import torch
 
 from lamina.chapters.organisms.probes import context_length
-from lamina.models import load_model
-from lamina.organisms.corpus import Corpus
-from lamina.resampling import index_bootstrap
+from lamina.evidence.resampling import index_bootstrap
+from lamina.sources.models import load_model
+from lamina.sources.organisms.corpus import Corpus
 
 __all__ = [
     "DEFAULT_REFERENCE_MODELS",
@@ -148,7 +148,7 @@ def bpb_summary(docs: pd.DataFrame, seed: int = 0, n_resamples: int = 2000) -> l
     ``docs``: rows (model, document, source, bits, bytes, tokens), one per passage or document.
     The estimate is sum(bits) / sum(bytes); the CI is a percentile bootstrap that resamples
     documents (all passages of a play together) within each source, keeping each source's
-    number of documents (:func:`lamina.resampling.index_bootstrap`). With one document in a
+    number of documents (:func:`lamina.evidence.resampling.index_bootstrap`). With one document in a
     source, its CI is NaN (nothing to resample).
     """
     rows = []
@@ -199,7 +199,7 @@ def score_references(
     models: Sequence[str], texts: pd.DataFrame, seed: int, texts_from: str
 ) -> tuple[list[dict], dict[str, dict[str, Any]]]:
     """Bits per byte of each pretrained model (loaded one at a time with
-    :func:`lamina.models.load_model`; checkpoint "pretrained") on ``texts`` (those of the
+    :func:`lamina.sources.models.load_model`; checkpoint "pretrained") on ``texts`` (those of the
     organism ``texts_from``). -> (rows of :func:`bpb_rows`, {model: summary})."""
     rows: list[dict] = []
     summaries: dict[str, dict[str, Any]] = {}

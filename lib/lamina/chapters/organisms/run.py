@@ -7,7 +7,7 @@ base, generated samples, held-out SFT accuracy against the majority-answer basel
 CIs; paired bootstrap CI of the difference), DPO preference accuracy and reward margins on
 training and held-out pairs, the spread over training seeds where several are built, and
 whether each homograph's two senses are separated at the final layer beyond its control.
-Metrics come from :mod:`lamina.organisms.evaluate` and :func:`lamina.geometry.bifurcation`.
+Metrics come from :mod:`lamina.sources.organisms.evaluate` and :func:`lamina.trajectory.bifurcation`.
 :data:`TARGETS` are the alignment targets of the organisms (issue 12); ``targets`` in each
 summary says which were met.
 """
@@ -28,7 +28,6 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from lamina import organisms
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
@@ -50,16 +49,17 @@ from lamina.chapters.organisms.tables import (
     paired_gain,
     seed_rows,
 )  # fmt: skip
-from lamina.io import write_results
-from lamina.models import load_model
-from lamina.organisms.configs import OrganismConfig, organism_config
-from lamina.organisms.corpus import Corpus, load_corpus
-from lamina.organisms.curriculum import generate_curriculum
-from lamina.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
-from lamina.organisms.stages import dpo_margins
-from lamina.organisms.tokenizer import encode_stream
-from lamina.organisms.train import STAGES, eval_lm, fixed_windows
-from lamina.stats import bootstrap_ci
+from lamina.evidence.stats import bootstrap_ci
+from lamina.sources import organisms
+from lamina.sources.models import load_model
+from lamina.sources.organisms.configs import OrganismConfig, organism_config
+from lamina.sources.organisms.corpus import Corpus, load_corpus
+from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.sources.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
+from lamina.sources.organisms.stages import dpo_margins
+from lamina.sources.organisms.tokenizer import encode_stream
+from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows
+from lamina.states.io import write_results
 
 __all__ = [
     "CHECKPOINTS",
@@ -141,7 +141,7 @@ class OrganismsResult:
         return list(self.summaries)
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
-        """``lamina.io.write_results("organisms", model, ...)`` once per organism, then once per
+        """``lamina.states.io.write_results("organisms", model, ...)`` once per organism, then once per
         reference model (its bits-per-byte tables only)."""
 
         return [

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lamina import organisms
-from lamina.organisms.configs import OrganismConfig, organism_config
-from lamina.organisms.train import STAGES
-from lamina.stats import bootstrap_ci, wilson
+from lamina.evidence.stats import bootstrap_ci, wilson
+from lamina.sources import organisms
+from lamina.sources.organisms.configs import OrganismConfig, organism_config
+from lamina.sources.organisms.train import STAGES
 
 __all__ = ["accuracy_rows", "blas_name", "build_row", "corpus_rows", "group_by_component",
            "loss_curves", "margin_curve", "margin_rows", "paired_gain", "seed_rows"]  # fmt: skip

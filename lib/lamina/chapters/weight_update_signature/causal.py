@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
 from lamina.chapters.weight_update_signature.units import Units
-from lamina.models import input_embeddings, weight_of
-from lamina.organisms.corpus import format_answer, format_prompt
-from lamina.organisms.objectives import sft_loss, token_logprobs
-from lamina.organisms.stages import qa_batch
+from lamina.sources.models import input_embeddings, weight_of
+from lamina.sources.organisms.corpus import format_answer, format_prompt
+from lamina.sources.organisms.objectives import sft_loss, token_logprobs
+from lamina.sources.organisms.stages import qa_batch
 from lamina.weights import linear_maps
 from lamina.weights.edits import (
     GROUPS,
@@ -168,7 +168,7 @@ def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) ->
 def sft_eval(
     model, tok, pairs: list[tuple[str, str]], max_len: int
 ) -> tuple[np.ndarray, float]:
-    """(:func:`per_item_sft_loss` (n,) nats, :func:`lamina.organisms.evaluate.sft_accuracy`)
+    """(:func:`per_item_sft_loss` (n,) nats, :func:`lamina.sources.organisms.evaluate.sft_accuracy`)
     of the pairs from one forward pass per chunk of 64 (the two read the same logits)."""
     out, hits = [], []
     model.eval()
@@ -191,7 +191,7 @@ def sft_eval(
 
 
 def _answer_hits(logits: torch.Tensor, b: dict, n: int) -> torch.Tensor:
-    """:func:`lamina.organisms.evaluate.sft_hits` of one batch from its logits (B, T, V):
+    """:func:`lamina.sources.organisms.evaluate.sft_hits` of one batch from its logits (B, T, V):
     does the argmax reproduce every answer token (EOS excluded)? -> (B,) bool."""
     pred = logits[:, :-1].argmax(-1)
     tgt = b["target_mask"].clone()
@@ -208,7 +208,7 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     ``adapt_batch`` pairs, the same batches for every group.
 
     One row per group × eval pair: loss_before, loss_after (nats, :func:`per_item_sft_loss`),
-    and per group acc_before / acc_after (:func:`lamina.organisms.evaluate.sft_accuracy`)
+    and per group acc_before / acc_after (:func:`lamina.sources.organisms.evaluate.sft_accuracy`)
     and n_params (trainable parameters). Pairs and betas are ``ck``'s (for a real pair,
     lamina's curriculum and the organisms' AdamW betas)."""
 

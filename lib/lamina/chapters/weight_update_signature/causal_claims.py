@@ -11,7 +11,7 @@ from scipy import stats as sps
 from lamina.chapters.results import verdict
 from lamina.chapters.weight_update_signature.config import SignatureConfig
 from lamina.chapters.weight_update_signature.verdicts import claim_row
-from lamina.stats import bootstrap_ci
+from lamina.evidence.stats import bootstrap_ci
 
 __all__ = ["causal_claims"]
 

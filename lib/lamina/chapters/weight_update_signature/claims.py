@@ -3,7 +3,7 @@
 
 Conventions: an enrichment summary over matrices is the geometric mean with a percentile
 bootstrap 95% CI over matrices and a one-sample Wilcoxon signed-rank test of log enrichment
-(:func:`lamina.stats.geometric_summary`). "Enriched" needs p < 0.05
+(:func:`lamina.evidence.stats.geometric_summary`). "Enriched" needs p < 0.05
 (one-sided) and the whole CI above 1; "close to random" needs the CI inside
 [1/m, m], m = ``config.random_margin`` (reimplementation choice).
 """

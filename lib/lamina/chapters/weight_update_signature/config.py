@@ -10,11 +10,11 @@ from typing import Any, ClassVar, Literal
 
 from torch import nn
 
-from lamina import organisms
 from lamina.chapters.config import ChapterConfig
-from lamina.gguf_models import installed_offline
-from lamina.models import hf_config
-from lamina.organisms import SEED_MARK, parse_spec
+from lamina.sources import organisms
+from lamina.sources.gguf_models import installed_offline
+from lamina.sources.models import hf_config
+from lamina.sources.organisms import SEED_MARK, parse_spec
 
 __all__ = [
     "CHAPTER",

@@ -19,7 +19,7 @@ from lamina.chapters.weight_update_signature.units import (
     Units,
     checkpoint_pairs,
 )
-from lamina.models import get_adapter, hf_config, weight_of
+from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.weights import (
     LinearMap,
     input_second_moments,

@@ -20,10 +20,10 @@ from lamina.chapters.weight_update_signature.deltas import (
     read_basis,
 )
 from lamina.chapters.weight_update_signature.units import Units
-from lamina.organisms.objectives import lm_loss
-from lamina.organisms.stages import stage_loss
-from lamina.organisms.tokenizer import encode_stream
-from lamina.organisms.train import random_windows
+from lamina.sources.organisms.objectives import lm_loss
+from lamina.sources.organisms.stages import stage_loss
+from lamina.sources.organisms.tokenizer import encode_stream
+from lamina.sources.organisms.train import random_windows
 from lamina.weights import LinearMap, linear_maps, relative_subspace_fraction
 from lamina.weights.gradients import (
     adam_update_direction,
@@ -65,7 +65,7 @@ def activation_share(moment: torch.Tensor, k: int) -> float:
 
 def _replay(tok: Any, corpus: Any, n: int, length: int, seed: int) -> torch.Tensor | None:
     """``n`` random windows (n, length) of the corpus's training text, as SFT's LM replay
-    draws them (:func:`lamina.organisms.train.random_windows`); None when n = 0 or the text
+    draws them (:func:`lamina.sources.organisms.train.random_windows`); None when n = 0 or the text
     is shorter than one window."""
     if n <= 0:
         return None
@@ -89,11 +89,11 @@ def stage_factors(
     maps: Sequence[LinearMap] | None = None,
 ) -> dict:
     """Gradient factors (:func:`lamina.weights.gradients.loss_factors`) of the loss an
-    organism's alignment stage trains (:func:`lamina.organisms.stages.stage_loss`: answers end
+    organism's alignment stage trains (:func:`lamina.sources.organisms.stages.stage_loss`: answers end
     with a scored EOS; SFT adds ``stage_cfg.replay_weight`` × the LM loss of ``replay``; DPO's
     reference is a frozen copy of ``model``, so its value is log 2 and its gradient is the
     first DPO step from this checkpoint). items: sft (question, answer); dpo (question,
-    chosen, rejected). stage_cfg: an :class:`lamina.organisms.configs.OrganismConfig` whose
+    chosen, rejected). stage_cfg: an :class:`lamina.sources.organisms.configs.OrganismConfig` whose
     ``context`` is the model's. maps: the maps whose factors are kept (default every block
     map)."""
     if objective not in ("sft", "dpo"):

@@ -18,7 +18,7 @@ from lamina.chapters.weight_update_signature.verdicts import (
     keep_layers,
     summary,
 )
-from lamina.stats import paired_bootstrap_ci
+from lamina.evidence.stats import paired_bootstrap_ci
 
 __all__ = ["cancellation_summary", "mechanism_claims"]
 

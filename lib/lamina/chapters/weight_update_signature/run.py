@@ -39,7 +39,7 @@ from lamina.chapters.weight_update_signature.units import (
     split_sample,
     text_sample,
 )
-from lamina.models import get_adapter
+from lamina.sources.models import get_adapter
 
 __all__ = ["run_weight_signature"]
 

@@ -8,14 +8,14 @@ compare the signatures of the deltas. :class:`SingleCheckpoint` offers the
 checkpoint after a short continued-LM, SFT or DPO run (``lm``, ``sft``, ``dpo``), each trained
 in memory on first use:
 
-* the loss is the organisms' stage loss (:func:`lamina.organisms.stages.stage_loss`), on the
+* the loss is the organisms' stage loss (:func:`lamina.sources.organisms.stages.stage_loss`), on the
   organisms' text (:func:`~.units.pair_corpus`: the LM continuation on its training split, SFT
   on its (question, answer) pairs, DPO on its preference triples with the checkpoint itself,
   frozen, as reference), never on the evaluation prompts of ``data/prompts``;
 * every objective gets ``real_steps`` AdamW steps of ``real_batch`` examples (equal step and
   example budgets; the tokens they consume are recorded in :meth:`SingleCheckpoint.curves`),
   peak learning rate ``real_lr`` with one warmup step and cosine decay, the organisms' AdamW
-  settings (:func:`lamina.organisms.train.make_optimizer`), no LM replay in SFT; every
+  settings (:func:`lamina.sources.organisms.train.make_optimizer`), no LM replay in SFT; every
   parameter trains;
 * the AdamW state of each run is kept (for the probed maps), so the optimiser-attenuation
   claim is testable on the applied objectives.
@@ -34,7 +34,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-import lamina
 from lamina.chapters.weight_update_signature.config import (
     SignatureConfig,
     context_length,
@@ -42,12 +41,18 @@ from lamina.chapters.weight_update_signature.config import (
 )
 from lamina.chapters.weight_update_signature.deltas import probed_maps
 from lamina.chapters.weight_update_signature.units import TEXT_ORGANISM, BorrowedText
-from lamina.models import get_adapter
-from lamina.organisms.configs import ORGANISMS
-from lamina.organisms.qa import format_answer, format_prompt
-from lamina.organisms.stages import qa_batch, stage_loss
-from lamina.organisms.tokenizer import encode_stream
-from lamina.organisms.train import STAGES, lr_at, make_optimizer, optimizer_step, random_windows
+from lamina.sources.models import get_adapter, load_model
+from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.qa import format_answer, format_prompt
+from lamina.sources.organisms.stages import qa_batch, stage_loss
+from lamina.sources.organisms.tokenizer import encode_stream
+from lamina.sources.organisms.train import (
+    STAGES,
+    lr_at,
+    make_optimizer,
+    optimizer_step,
+    random_windows,
+)
 
 __all__ = ["CURVE_COLUMNS", "SINGLE_UNTESTABLE", "SingleCheckpoint"]
 
@@ -68,7 +73,7 @@ class SingleCheckpoint(BorrowedText):
 
     name: an offline alias (``smollm2-135m-instruct``), a hub name or a local folder;
     revision: its revision; config: the chapter's config (its ``targets`` must be objectives
-    of :data:`lamina.organisms.train.STAGES`). Specs: the label for the checkpoint,
+    of :data:`lamina.sources.organisms.train.STAGES`). Specs: the label for the checkpoint,
     ``<label>+<objective>`` for the targets. ``aligned_base``: the checkpoint is already
     instruction-tuned (its name says "instruct", "chat" or "-it"), so the write-edit claim is
     also tested on the checkpoint itself.
@@ -122,7 +127,7 @@ class SingleCheckpoint(BorrowedText):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
-                model, tok = lamina.load_model(self.source[0], revision=self.source[1])
+                model, tok = load_model(self.source[0], revision=self.source[1])
                 self._models[spec] = (model.eval(), tok)
             else:
                 self._models[spec] = self._train(spec.rsplit("+", 1)[1])

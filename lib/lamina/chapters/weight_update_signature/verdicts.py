@@ -2,7 +2,7 @@
 
 Conventions: an enrichment summary over matrices is the geometric mean with a percentile
 bootstrap 95% CI over matrices and a one-sample Wilcoxon signed-rank test of log enrichment
-(:func:`lamina.stats.geometric_summary`). "Enriched" needs p < 0.05 (one-sided) and the whole CI above 1;
+(:func:`lamina.evidence.stats.geometric_summary`). "Enriched" needs p < 0.05 (one-sided) and the whole CI above 1;
 "close to random" needs the CI inside [1/m, m], m = ``config.random_margin``
 (reimplementation choice).
 """
@@ -16,7 +16,7 @@ import pandas as pd
 
 from lamina.chapters.results import claim_record, verdict
 from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.stats import geometric_summary
+from lamina.evidence.stats import geometric_summary
 
 __all__ = [
     "CLAIMS",

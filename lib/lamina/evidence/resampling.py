@@ -1,0 +1,258 @@
+"""Resampling for claims: bootstraps that resample the independent unit (rows, rows within
+strata, whole clusters) and rerun the whole statistic, the permutation null of a maximum,
+a partial rank correlation and the permutation null of a top-k share.
+
+Re-exported by :mod:`lamina.evidence.stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+from scipy import stats as sps
+
+__all__ = [
+    "index_bootstrap",
+    "max_permutation_test",
+    "partial_spearman",
+    "peak_bootstrap",
+    "resample_indices",
+    "top_share_permutation",
+]
+
+
+BATCH = 64
+"""Resamples or permutations evaluated at once by the batched statistics (``many``,
+``profiles``): bounds their memory, never their result."""
+
+
+def _in_batches(fn: Callable[[Any], np.ndarray], items: list) -> np.ndarray:
+    """fn over ``items`` in chunks of :data:`BATCH`, concatenated: (len(items), ...)."""
+    parts = [np.asarray(fn(items[i : i + BATCH]), dtype=np.float64) for i in range(0, len(items), BATCH)]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+# ----------------------------------------------------------------------------- resampling units
+def _plan(n: int, strata: Any | None, clusters: Any | None) -> list[list[np.ndarray]]:
+    """Per stratum, the row indices of each resampling unit (a cluster, or a single row)."""
+    groups = [np.arange(n)] if strata is None else _groups(np.asarray(strata))
+    if clusters is None:
+        return [[g[:, None]] for g in groups]  # one (size, 1) block: draw rows
+    cl = np.asarray(clusters)
+    return [[g[cl[g] == c] for c in dict.fromkeys(cl[g].tolist())] for g in groups]
+
+
+def _draw(plan: list[list[np.ndarray]], rng: np.random.Generator) -> np.ndarray:
+    out = []
+    for units in plan:
+        if len(units) == 1 and units[0].ndim == 2:  # rows are the units
+            rows = units[0][:, 0]
+            out.append(rng.choice(rows, size=rows.size, replace=True))
+        else:
+            pick = rng.integers(0, len(units), len(units))
+            out += [units[k] for k in pick]
+    return np.concatenate(out)
+
+
+def resample_indices(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+) -> np.ndarray:
+    """One bootstrap resample of row indices 0..n-1.
+
+    Plain: n draws with replacement. ``strata`` (n,): draws within each stratum, keeping its
+    size (e.g. prompts within a category). ``clusters`` (n,): the independent unit is the
+    cluster (e.g. a lexical base word): as many clusters as there are are drawn with
+    replacement and all their rows kept (within strata when both are given).
+    Returns an int array of row indices (length n for plain/strata; variable with clusters).
+    """
+    return _draw(_plan(n, strata, clusters), rng)
+
+
+def _groups(labels: np.ndarray) -> list[np.ndarray]:
+    _, inv = np.unique(labels, return_inverse=True)
+    return [np.flatnonzero(inv == k) for k in range(inv.max() + 1)]
+
+
+def index_bootstrap(
+    statistic: Callable[[np.ndarray], float],
+    n: int,
+    n_resamples: int = 2_000,
+    seed: int | None = 0,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+    confidence: float = 0.95,
+    many: Callable[[list[np.ndarray]], np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Percentile bootstrap of any statistic of a resample of rows.
+
+    ``statistic(idx)`` recomputes the statistic from the rows ``idx`` (with repeats): the
+    whole pipeline is rerun on every resample, so selection steps inside it are resampled too.
+    Rows are drawn by :func:`resample_indices` (``strata`` / ``clusters`` name the
+    independent unit). Returns estimate (on all rows), ci_low, ci_high (percentiles), the
+    bootstrap standard error and the draws (B,). ``many(list of idx)`` -> (len,), when given,
+    computes the statistic of a batch of resamples at once (the same draws, in the same order).
+    """
+    if n < 2:
+        raise ValueError(f"index_bootstrap needs at least 2 rows; got {n}")
+    rng = np.random.default_rng(seed)
+    plan = _plan(n, strata, clusters)
+    est = float(statistic(np.arange(n)))
+    if many is None:
+        draws = np.array(
+            [statistic(_draw(plan, rng)) for _ in range(n_resamples)], dtype=np.float64
+        )
+    else:
+        draws = _in_batches(many, [_draw(plan, rng) for _ in range(n_resamples)])
+    ok = draws[np.isfinite(draws)]
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = (np.percentile(ok, [tail, 100 - tail]) if ok.size else (np.nan, np.nan))
+    return {
+        "estimate": est,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "standard_error": float(np.std(ok, ddof=1)) if ok.size > 1 else np.nan,
+        "draws": draws,
+    }
+
+
+def peak_bootstrap(
+    profile: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    n_resamples: int = 2_000,
+    seed: int | None = 0,
+    *,
+    strata: Any | None = None,
+    clusters: Any | None = None,
+    confidence: float = 0.95,
+    profiles: Callable[[list[np.ndarray]], np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Bootstrap of a profile's peak with the peak re-selected in every resample.
+
+    ``profile(idx)`` -> (m,) recomputes the whole profile (e.g. the convergence index per
+    layer) from the rows ``idx``; the statistic is max_l profile(l), so the choice of the
+    peak layer is part of what is resampled (a CI at a fixed, data-chosen layer is too
+    narrow). Returns :func:`index_bootstrap`'s fields plus ``peak_index`` (on all rows) and
+    ``peak_share`` (m,): how often each layer was the peak. ``profiles(list of idx)`` -> (B, m),
+    when given, computes the profiles of a batch of resamples at once (same draws).
+    """
+    picks: list[int] = []
+
+    def stat(idx: np.ndarray) -> float:
+        return stat_of(np.asarray(profile(idx), dtype=np.float64))
+
+    def stats(idx: list[np.ndarray]) -> np.ndarray:
+        return np.array([stat_of(prof) for prof in np.asarray(cast(Any, profiles)(idx), float)])
+
+    def stat_of(prof: np.ndarray) -> float:
+        if not np.isfinite(prof).any():
+            return np.nan
+        picks.append(int(np.nanargmax(prof)))
+        return float(np.nanmax(prof))
+
+    full = np.asarray(profile(np.arange(n)), dtype=np.float64)
+    out = index_bootstrap(
+        stat, n, n_resamples, seed, strata=strata, clusters=clusters, confidence=confidence,
+        many=None if profiles is None else stats,
+    )  # fmt: skip
+    share = np.bincount(picks[1:], minlength=full.size)[: full.size] / max(len(picks) - 1, 1)
+    out.update(peak_index=int(np.nanargmax(full)), peak_share=share)
+    return out
+
+
+def max_permutation_test(
+    profile: Callable[[np.ndarray], np.ndarray],
+    labels: Any,
+    n_permutations: int = 2_000,
+    seed: int | None = 0,
+    *,
+    profiles: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Label-permutation test of a profile's maximum, corrected for choosing the peak.
+
+    Statistic T = max_l profile(labels)(l). Null: labels exchangeable across rows, so T under
+    uniformly permuted labels (category sizes kept) is a draw of the null of the *maximum over
+    layers*; p = (1 + #{T_perm >= T}) / (1 + B). The smallest attainable p is 1 / (1 + B), so
+    B must exceed 1/alpha - 1 for a claim at level alpha.
+
+    profile(labels) -> (m,); labels: (n,)  ->  dict with statistic, p_value, null (B,),
+    n_permutations. ``profiles(labels (B, n))`` -> (B, m), when given, computes the profiles of
+    a batch of permutations at once (the same permutations, in the same order).
+    """
+    lab = np.asarray(labels)
+    if lab.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
+    rng = np.random.default_rng(seed)
+    obs = float(np.nanmax(profile(lab)))
+    if profiles is None:
+        null = np.array(
+            [np.nanmax(profile(lab[rng.permutation(lab.size)])) for _ in range(n_permutations)]
+        )
+    else:
+        perms = [lab[rng.permutation(lab.size)] for _ in range(n_permutations)]
+        null = _in_batches(lambda p: np.nanmax(profiles(np.stack(p)), axis=1), perms)
+    p = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_permutations)
+    return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations}
+
+
+def partial_spearman(
+    x: Any, y: Any, z: Any, *, n_resamples: int = 2_000, seed: int | None = 0
+) -> dict[str, float]:
+    """Spearman partial correlation of x and y given z, with a permutation p and a bootstrap CI.
+
+    rho_xy.z = (r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2)) on ranks (Spearman r's).
+    p: two-sided, from permuting y against (x, z) (Freedman-Lane would permute residuals;
+    with n ~ 12 layers the raw permutation is the simple, slightly conservative choice);
+    CI: percentile bootstrap over rows (resamples with a constant variable are skipped).
+    x, y, z: (n,), n >= 4  ->  dict rho, p, ci_low, ci_high, n.
+    """
+    a, b, c = (np.asarray(v, float) for v in (x, y, z))
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    a, b, c = a[ok], b[ok], c[ok]
+    n = a.size
+    nan = float("nan")
+    if n < 4:
+        return {"rho": nan, "p": nan, "ci_low": nan, "ci_high": nan, "n": n}
+
+    def rho(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
+        r = np.corrcoef(np.stack([sps.rankdata(u), sps.rankdata(v), sps.rankdata(w)]))
+        den = np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+        return float((r[0, 1] - r[0, 2] * r[1, 2]) / den) if den > 0 else nan
+
+    obs = rho(a, b, c)
+    rng = np.random.default_rng(seed)
+    null = np.array([rho(a, b[rng.permutation(n)], c) for _ in range(n_resamples)])
+    p = (1 + np.sum(np.abs(null) >= abs(obs) - 1e-12)) / (1 + n_resamples)
+    draws: list[float] = []
+    for _ in range(n_resamples):
+        i = rng.integers(0, n, n)
+        if min(np.ptp(a[i]), np.ptp(b[i]), np.ptp(c[i])) > 0:
+            draws.append(rho(a[i], b[i], c[i]))
+    boots = np.array([v for v in draws if np.isfinite(v)])
+    lo, hi = np.percentile(boots, [2.5, 97.5]) if boots.size else (nan, nan)
+    return {"rho": obs, "p": float(p), "ci_low": float(lo), "ci_high": float(hi), "n": n}
+
+
+def top_share_permutation(
+    importance: Any, layers: Any, core: list[int], *, n_resamples: int = 10_000, seed: int = 0
+) -> dict[str, float]:
+    """Share of the len(core) most important layers that lie in ``core``, and its permutation
+    p: the share's null under a uniformly random assignment of the importances to layers.
+    importance, layers: (L,)  ->  dict share, p, null_mean."""
+    imp, lay = np.asarray(importance, float), np.asarray(layers)
+    k = len(core)
+
+    def share(v: np.ndarray) -> float:
+        return float(np.isin(lay[np.argsort(-v)[:k]], core).mean())
+
+    obs = share(imp)
+    rng = np.random.default_rng(seed)
+    null = np.array([share(imp[rng.permutation(imp.size)]) for _ in range(n_resamples)])
+    return {"share": obs, "p": float((1 + np.sum(null >= obs - 1e-12)) / (1 + n_resamples)),
+            "null_mean": float(null.mean())}

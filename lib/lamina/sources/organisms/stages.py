@@ -1,0 +1,274 @@
+"""The three alignment stages of an organism, and their losses (public: chapters reuse them).
+
+Each stage trains a copy of its starting checkpoint (:data:`STAGE_BASE`) with a fresh AdamW
+(linear warmup, then cosine decay to ``min_lr_ratio`` of the peak), for ``align_steps`` steps of
+``align_batch_size`` examples:
+
+* ``lm`` (peak ``align_lr``, from ``@final``): continued LM on windows of the held-out text.
+* ``sft`` (peak ``sft_lr``, from ``@final``): masked SFT on (question, answer) pairs, the loss on
+  the answer tokens and the EOS that ends them, plus LM replay of the pretraining stream:
+  L = L_sft + replay_weight * L_lm(replay_batch_size random training windows).
+* ``dpo`` (peak ``dpo_lr``, from ``@sft``): DPO on (question, chosen, rejected) triples against
+  the frozen ``@sft`` as reference.
+
+Pairs are rendered by :func:`qa_batch` (prompt + " " + answer + EOS); the same function feeds
+:func:`stage_loss`, so gradients computed with it are those of training.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from lamina.sources.organisms.checkpoints import save_checkpoint, write_curve
+from lamina.sources.organisms.configs import OrganismConfig
+from lamina.sources.organisms.corpus import Corpus
+from lamina.sources.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
+from lamina.sources.organisms.qa import format_answer, format_prompt
+from lamina.sources.organisms.train import (
+    STAGES,
+    eval_lm,
+    fixed_windows,
+    lr_at,
+    make_optimizer,
+    optimizer_step,
+    pretrain,
+    random_windows,
+)  # fmt: skip
+
+__all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_margins", "qa_batch",
+           "run_all", "stage_loss"]  # fmt: skip
+
+STAGE_BASE = {"lm": "final", "sft": "final", "dpo": "sft"}
+"""The checkpoint each stage starts from (and, for dpo, its frozen reference)."""
+
+
+def qa_batch(
+    tokenizer: PreTrainedTokenizerBase, prompts: list[str], completions: list[str], max_len: int
+) -> dict[str, torch.Tensor]:
+    """Tokenise prompt + completion + EOS, right-padded; target mask on completion + EOS.
+
+    -> {"input_ids", "attention_mask", "target_mask"}: each (B, T) int64, T <= max_len.
+    Over-long rows lose prompt tokens from the left (the completion is kept).
+    """
+    eos = tokenizer.eos_token_id
+    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    c_ids = tokenizer(completions, add_special_tokens=False)["input_ids"]
+    rows, masks = [], []
+    for p, c in zip(p_ids, c_ids, strict=True):
+        c = (c + [eos])[: max_len - 1]
+        p = p[-(max_len - len(c)) :]
+        rows.append(p + c)
+        masks.append([0] * len(p) + [1] * len(c))
+    T = max(len(r) for r in rows)
+    ids = torch.full((len(rows), T), eos, dtype=torch.long)
+    att = torch.zeros((len(rows), T), dtype=torch.long)
+    tgt = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, (r, m) in enumerate(zip(rows, masks, strict=True)):
+        ids[i, : len(r)] = torch.tensor(r)
+        att[i, : len(r)] = 1
+        tgt[i, : len(r)] = torch.tensor(m)
+    return {"input_ids": ids, "attention_mask": att, "target_mask": tgt}
+
+
+def completion_logprob(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    completions: list[str],
+    max_len: int,
+) -> torch.Tensor:
+    """log pi(completion + EOS | prompt) per row: (B,), nats (with grad if enabled)."""
+    b = qa_batch(tokenizer, prompts, completions, max_len)
+    logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+    return sequence_logprob(logits, b["input_ids"], b["target_mask"])
+
+
+def _pair_logprobs(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, items: list[Any], max_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log pi(chosen | q), log pi(rejected | q)) for (question, chosen, rejected): two (B,)."""
+    prompts = [format_prompt(p) for p, _, _ in items] * 2
+    comps = [format_answer(c) for _, c, _ in items] + [format_answer(r) for _, _, r in items]
+    lp = completion_logprob(model, tokenizer, prompts, comps, max_len)
+    return lp[: len(items)], lp[len(items) :]
+
+
+@torch.no_grad()
+def dpo_margins(
+    model: PreTrainedModel,
+    ref: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, str, str]],
+    max_len: int,
+    batch: int = 64,
+) -> torch.Tensor:
+    """Implicit reward margins of (question, chosen, rejected) triples, before the beta factor.
+
+    m = (log pi(y_w|x) - log pi_ref(y_w|x)) - (log pi(y_l|x) - log pi_ref(y_l|x)): (B,), nats.
+    beta * m is the DPO reward margin; m > 0 means the policy moved towards the chosen answer.
+    """
+    model.eval()
+    out = []
+    for i in range(0, len(items), batch):
+        chunk = items[i : i + batch]
+        pc, pr = _pair_logprobs(model, tokenizer, chunk, max_len)
+        rc, rr = _pair_logprobs(ref, tokenizer, chunk, max_len)
+        out.append((pc - rc) - (pr - rr))
+    return torch.cat(out) if out else torch.zeros(0)
+
+
+def stage_loss(
+    stage: str,
+    model: PreTrainedModel,
+    ref: PreTrainedModel | None,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[Any],
+    cfg: OrganismConfig,
+    replay: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The objective an alignment stage trains on one batch; scalar, nats.
+
+    items: lm: (T,) token windows; sft: (question, answer); dpo: (question, chosen, rejected).
+    Answers are rendered by :func:`qa_batch` and end with EOS, which is scored.
+    ref: the frozen reference (dpo only; its log-probabilities carry no gradient).
+    replay: (B_r, T) pretraining windows (sft only): adds ``cfg.replay_weight`` times their LM
+    loss, as in training. Without it, the sft value is the answer loss alone.
+    """
+    if stage == "lm":
+        x = torch.stack(items)
+        return lm_loss(model(input_ids=x).logits, x)
+    if stage == "sft":
+        b = qa_batch(tokenizer, [format_prompt(q) for q, _ in items],
+                     [format_answer(a) for _, a in items], cfg.context)  # fmt: skip
+        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        loss = sft_loss(logits, b["input_ids"], b["target_mask"])
+        if replay is not None and len(replay):
+            loss = loss + cfg.replay_weight * lm_loss(model(input_ids=replay).logits, replay)
+        return loss
+    if stage == "dpo":
+        if ref is None:
+            raise ValueError("the dpo stage needs a reference model (ref)")
+        pc, pr = _pair_logprobs(model, tokenizer, items, cfg.context)
+        with torch.no_grad():
+            rc, rr = _pair_logprobs(ref, tokenizer, items, cfg.context)
+        return dpo_loss(pc, pr, rc, rr, cfg.dpo_beta)
+    raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
+
+
+def stage_lr(stage: str, cfg: OrganismConfig) -> float:
+    """Peak learning rate of a stage: lm ``align_lr``, sft ``sft_lr``, dpo ``dpo_lr``."""
+    return {"lm": cfg.align_lr, "sft": cfg.sft_lr, "dpo": cfg.dpo_lr}[stage]
+
+
+def align(
+    stage: str,
+    cfg: OrganismConfig,
+    base: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: Corpus,
+    streams: dict[str, torch.Tensor],
+    out: Path | None,
+    progress: bool = True,
+    ref: PreTrainedModel | None = None,
+    lr: float | None = None,
+) -> tuple[PreTrainedModel, list[dict[str, Any]]]:
+    """Run one stage from a copy of ``base`` (left unchanged); save ``out/stages/<stage>``.
+
+    streams: {"train", "val", "heldout"} token streams (1-D int64). ref: dpo's reference
+    (default: ``base``). lr: peak learning rate (default :func:`stage_lr`).
+    Returns (trained model, curve rows: step, lr, train_loss; every ``align_eval_every`` steps
+    eval_loss on up to 64 held-out items, val_lm_loss for sft/dpo, and for dpo the mean beta *
+    margin and the fraction of margins > 0 on 64 training and 64 held-out pairs).
+    """
+    model = copy.deepcopy(base).train()
+    if stage == "dpo":
+        ref = copy.deepcopy(ref if ref is not None else base).eval().requires_grad_(False)
+    gen = torch.Generator().manual_seed(cfg.seed * 1000 + 1 + STAGES.index(stage))
+    train_items: list[Any]
+    if stage == "lm":
+        held, T = streams["heldout"], cfg.context
+        n_win = max(1, (len(held) - 1) // T)
+        train_items = list(held[: n_win * T].view(n_win, T))
+        eval_items = train_items[-min(32, len(train_items)) :]
+        train_items = train_items[: len(train_items) - len(eval_items)] or eval_items
+    elif stage in ("sft", "dpo"):
+        train_items = corpus.sft if stage == "sft" else corpus.dpo
+        eval_items = (corpus.sft_eval if stage == "sft" else corpus.dpo_eval)[:64]
+    else:
+        raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
+    val = fixed_windows(streams["val"], min(cfg.n_val_windows, 32), cfg.context)
+    peak = stage_lr(stage, cfg) if lr is None else lr
+    opt = make_optimizer(model, cfg, peak)
+    order: list[int] = []
+    rows: list[dict[str, Any]] = []
+
+    def evaluate(row: dict[str, Any]) -> None:
+        model.eval()
+        with torch.no_grad():
+            row["eval_loss"] = float(stage_loss(stage, model, ref, tokenizer, eval_items, cfg))
+        if stage != "lm":
+            row["val_lm_loss"] = eval_lm(model, val)
+        if stage == "dpo":
+            assert ref is not None
+            for split, its in (("train", train_items[:64]), ("eval", eval_items)):
+                m = dpo_margins(model, ref, tokenizer, cast(list[tuple[str, str, str]], its), cfg.context)
+                row[f"{split}_reward_margin"] = cfg.dpo_beta * float(m.mean())
+                row[f"{split}_reward_accuracy"] = float((m > 0).float().mean())
+        model.train()
+
+    row0: dict[str, Any] = {"step": 0, "examples": 0}
+    evaluate(row0)
+    rows.append(row0)
+    bar = tqdm(
+        range(cfg.align_steps), desc=f"{cfg.name} {stage}", disable=not progress, leave=False
+    )
+    for i in bar:
+        while len(order) < cfg.align_batch_size:
+            order += torch.randperm(len(train_items), generator=gen).tolist()
+        idx, order = order[: cfg.align_batch_size], order[cfg.align_batch_size :]
+        step_lr = lr_at(i, cfg.align_steps, peak, cfg.align_warmup_steps, cfg.min_lr_ratio)
+        replay = None
+        if stage == "sft" and cfg.replay_batch_size > 0:
+            replay = random_windows(streams["train"], cfg.replay_batch_size, cfg.context, gen)
+        loss = stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay)
+        row: dict[str, Any] = {"step": i + 1, "examples": (i + 1) * len(idx), "lr": step_lr}
+        row["train_loss"] = optimizer_step(model, opt, loss, step_lr, cfg.grad_clip)
+        if (i + 1) % cfg.align_eval_every == 0 or i + 1 == cfg.align_steps:
+            evaluate(row)
+        rows.append(row)
+        bar.set_postfix(loss=f"{row['train_loss']:.3f}")
+    if out is not None:
+        info = {"organism": cfg.name, "stage": stage, "step": cfg.align_steps,
+                "starts_from": STAGE_BASE[stage], "peak_lr": peak, **rows[-1]}  # fmt: skip
+        save_checkpoint(out / "stages" / stage, model, tokenizer, opt, info)
+        write_curve(out / "curves", stage, rows)
+    return model, rows
+
+
+def run_all(
+    cfg: OrganismConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: Corpus,
+    streams: dict[str, torch.Tensor],
+    out: Path,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, PreTrainedModel]:
+    """Pretrain, then every stage; returns {"final": model, "lm": ..., "sft": ..., "dpo": ...}."""
+    val = fixed_windows(streams["val"], cfg.n_val_windows, cfg.context)
+    pretrain(cfg, model, tokenizer, streams["train"], val, out, progress)
+    models = {"final": model}
+    for stage in STAGES:
+        start = models[STAGE_BASE[stage]]
+        models[stage], rows = align(stage, cfg, start, tokenizer, corpus, streams, out, progress)
+        log(f"{cfg.name} {stage}: eval loss {rows[0]['eval_loss']:.3f} -> "
+            f"{rows[-1]['eval_loss']:.3f}")  # fmt: skip
+    return models

@@ -1,0 +1,42 @@
+"""The ``lamina`` console command (issue 24): each verb reaches its implementation, and bad
+input is refused with a message."""
+
+from __future__ import annotations
+
+import pytest
+
+import lamina.__main__ as cli
+from lamina.core.registry import names
+
+
+def test_chapters_lists_every_registry_record(capsys):
+    assert cli.main(["chapters"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()] == names()
+
+
+def test_run_passes_model_and_parameters_to_the_executor(monkeypatch):
+    seen = {}
+
+    def fake(argv):
+        seen["argv"] = argv
+        return 0
+
+    monkeypatch.setattr("lamina.book.execute.main", fake)
+    assert cli.main(["run", "curvature", "--model", "organism-gpt2", "-p", "quick", "true"]) == 0
+    assert seen["argv"] == ["execute", "curvature", "-p", "quick", "true", "-p", "model", "organism-gpt2"]
+
+
+def test_an_empty_model_is_refused():
+    with pytest.raises(SystemExit, match="--model is empty"):
+        cli.main(["run", "curvature", "--model", " "])
+
+
+def test_an_unknown_command_names_itself(capsys):
+    assert cli.main(["bake"]) == 2
+    assert "unknown command 'bake'" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_zero_seeds():
+    with pytest.raises(SystemExit):
+        cli.main(["calibrate", "0"])
