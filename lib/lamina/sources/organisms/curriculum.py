@@ -9,9 +9,11 @@ transitive chains, syllogisms, small arithmetic with correct answers) and every 
 members, lexical bases and plurals, homograph words, their sense labels and control words);
 every sentence comes from lamina's own templates and fact tables
 (:mod:`lamina.sources.organisms.curriculum_facts`). No prompt, control prompt or gloss of
-``data/prompts/`` is copied; analogy templates skip the word pairs the analogy prompts use,
-and the reasoning templates use names that no prompt file contains.
-:func:`lamina.sources.organisms.overlap.corpus_overlap` checks the result (no shared word 8-gram).
+``data/prompts/`` is copied; analogy templates skip the word pairs the analogy prompts use
+(no training analogy contains either half of an analogy prompt, "A is to B" or the completed
+"C is to D", or comes within one word of its 8-grams), and the reasoning templates use names
+that no prompt file contains. :func:`lamina.sources.organisms.overlap.corpus_overlap` checks the result
+(no exact or one-word-substituted 8-gram, whole 5-7-word prompt or analogy half).
 
 Question -> answer pairs are raw strings; :func:`lamina.sources.organisms.qa.format_prompt` renders
 them as ``"Question: {question}\\nAnswer:"`` and the answer follows after one space. The unique
@@ -241,15 +243,51 @@ def _analogy_pairs_of_prompts() -> frozenset[frozenset[str]]:
     return frozenset(pairs)
 
 
+@functools.lru_cache(maxsize=4)
+def _prompt_analogies(where: str) -> tuple[tuple[str, str, str, str], ...]:
+    """(A, B, C, D), lower case, of every ``"A is to B as C is to"`` prompt with answer D."""
+    out = []
+    for r in _family("analogies"):
+        m = re.fullmatch(r"(.+) is to (.+) as (.+) is to", r["prompt"].strip())
+        if m:
+            out.append((m[1].lower(), m[2].lower(), m[3].lower(), str(r["answer"]).lower()))
+    return tuple(out)
+
+
+def _analogy_allowed(w: str, x: str, y: str, z: str) -> bool:
+    """Whether the training analogy "W is to X as Y is to Z" leaks no analogy prompt.
+
+    It must not contain either half ("A is to B", "C is to D") of a prompt "A is to B as C is
+    to" with answer D, and neither of its 8-grams may be within one substituted word of the
+    prompt's 8-grams: (W, X, Y) must differ from (A, B, C), and (X, Y, Z) from (B, C, D), in at
+    least two places (:mod:`lamina.sources.organisms.overlap`, kinds near_8gram and analogy_half).
+    """
+    mine = (w.lower(), x.lower(), y.lower(), z.lower())
+    for a, b, c, d in _prompt_analogies(str(prompts_dir())):
+        halves = {(a, b), (c, d)}
+        if mine[:2] in halves or mine[2:] in halves:
+            return False
+        for got, want in ((mine[:3], (a, b, c)), (mine[1:], (b, c, d))):
+            if sum(g != t for g, t in zip(got, want, strict=True)) < 2:
+                return False
+    return True
+
+
 def _relation(rng: random.Random, text: list[str], qa: list[QA], table: dict[str, str],
               fact: Callable[[str, str], str], ask: Callable[[str], str],
               answer: Callable[[str], str], form: Callable[[str], str]) -> None:  # fmt: skip
+    """Facts and questions of one relation, and analogies "src is to table[src] as k is to
+    table[k]" whose words leak no analogy prompt (:func:`_analogy_allowed`); a key with no
+    allowed source (its pair is a prompt's half) gets no analogy sentence or question."""
     keys, banned = list(table), _analogy_pairs_of_prompts()
     for k in keys:
         other = rng.choice([x for x in keys if table[x] != table[k]])
         text.append(fact(k, table[k]))
         qa.append(("analogy", ask(k), answer(table[k]), answer(table[other])))
-        sources = [x for x in keys if x != k and frozenset((x.lower(), k.lower())) not in banned]
+        sources = [x for x in keys if x != k and frozenset((x.lower(), k.lower())) not in banned
+                   and _analogy_allowed(form(x), form(table[x]), form(k), form(table[k]))]  # fmt: skip
+        if not sources:
+            continue
         src = rng.choice(sources)
         text.append(
             f"{_cap(form(src))} is to {form(table[src])} as {form(k)} is to {form(table[k])}."
