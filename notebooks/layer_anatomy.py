@@ -120,8 +120,8 @@ for m in result.models:
 # - **Up to +63,419% in the core**: the largest Δ% among the core layers is
 #   {glue:text}`anat_P3_core_max_measured`% (layer {glue:text}`anat_P3_core_max_effect`), 95% CI
 #   {glue:text}`anat_P3_core_max_ci` from a bootstrap that picks the peak core layer anew in
-#   each resample: **{glue:text}`anat_P3_core_max_verdict`** (reproduced = within one decade).
-#   Outside the core, not deciding the verdict: {glue:text}`anat_P3_core_max_detail`.
+#   each resample: **{glue:text}`anat_P3_core_max_verdict`** (reproduced = within one decade;
+#   {glue:text}`anat_P3_core_max_detail`).
 # - **Anti-layers exist**: {glue:text}`anat_P3_anti_measured` layers whose removal lowers PPL
 #   significantly ({glue:text}`anat_P3_anti_detail`; smallest BH q {glue:text}`anat_P3_anti_p`):
 #   **{glue:text}`anat_P3_anti_verdict`**.

@@ -110,8 +110,8 @@ def _importance_claims(
     n_layers: int,
     doc_ids: np.ndarray | None = None,
 ) -> list:
-    """P3-range, P3-core, P3-core-max (:func:`_core_max_claim`), P3-anti and P3-anti-at from the skip sweep; CIs and
-    tests resample / pair documents (``doc_ids``; None: windows)."""
+    """P3-range, P3-core, P3-core-max (:func:`_core_max_claim`), P3-anti and P3-anti-at
+    from the skip sweep; CIs and tests resample / pair documents (``doc_ids``; None: windows)."""
     skip = skip_rows(sweep)
     core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
     no_map = f"{n_layers} layers, not the paper's {PAPER_L}, and depth_mapping='none'"
