@@ -21,6 +21,7 @@ from lamina.chapters.layer_anatomy.measures import importance_bootstrap
 from lamina.chapters.layer_anatomy.run import (
     expand_anatomy_models,
     recovery_layer_list,
+    robustness_layer_list,
     run_anatomy,
 )
 
@@ -184,7 +185,9 @@ def test_budgets_fill_only_unset_fields_by_model_kind():
     assert real.recovery_layers == BUDGETS["pretrained"]["recovery_layers"]
     assert real.model == "smollm2-135m-instruct"
     assert recovery_layer_list(real, 30) == [0, 6, 12, 17, 23, 29]
-    assert len(recovery_layer_list(real, 30, "robustness_layers")) == 10
+    assert recovery_layer_list(real, 30, "robustness_layers") == [0, 6, 12, 17, 23, 29]
+    # plus the mapped core L8-11, anti-layers L14/L17 and the joint replacement's 0..k_max-1
+    assert robustness_layer_list(real, 30) == [0, 1, 2, 3, 6, 8, 9, 10, 11, 12, 14, 17, 23, 29]
     assert recovery_layer_list(org, 12) == list(range(12))
     with pytest.raises(ValueError, match="recovery_layers"):
         AnatomyConfig(recovery_layers=1)
@@ -259,7 +262,8 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
     row = BUDGETS["gemma-3-270m"]
     assert gemma.n_tokens == row["n_tokens"] < BUDGETS["pretrained"]["n_tokens"]
     assert gemma.importance_surgeries == ["skip"] and gemma.recovery_layers == []
-    assert recovery_layer_list(gemma, 18, "robustness_layers") == [0, 6, 11, 17]
+    assert recovery_layer_list(gemma, 18, "robustness_layers") == [0, 17]
+    assert robustness_layer_list(gemma, 18) == [0, 1, 4, 5, 6, 7, 8, 10, 17]
     smol = AnatomyConfig().for_model("smollm2-135m-instruct")
     assert smol.importance_surgeries == ["skip"] and smol.recovery_layers == 6
     organism = AnatomyConfig().for_model("organism-llama")

@@ -25,6 +25,7 @@ from .conftest import lamina_env, tiny_model
 MICRO = "organism-llama-micro"
 CLAIM_IDS = {
     "P3-R2",
+    "P3-R2-gate",
     "P3-R2-summary",
     "P3-delta",
     "P3-delta-structure",

@@ -61,14 +61,57 @@ def _untestable(cid: str, paper_value: str, why: str) -> dict:
                         effect_name=why)  # fmt: skip
 
 
+def _pct(v: float) -> str:
+    return f"{v:+,.0f}%"
+
+
+def _core_max_claim(skip: pd.DataFrame, boot: dict, core: list[int] | None, no_map: str) -> dict:
+    """P3-core-max: the largest skip delta_pct among the mapped core layers (paper L8-11),
+    judged within one decade of +63,419% on its bootstrap CI (the peak re-chosen among the
+    core layers in each resample, ``boot["core_max"]``). Layer 0 and the overall largest
+    layer are named in the row's detail and do not decide it. Not testable without a depth
+    mapping or when a core layer was not swept (``layers`` left it out)."""
+    paper = "+63,419% (a core layer)"
+    if core is None:
+        return _untestable("P3-core-max", paper, no_map)
+    missing = sorted(set(core) - set(skip["layer"]))
+    if missing:
+        return _untestable("P3-core-max", paper, "core layers "
+                           f"{', '.join(map(str, missing))} were not swept")  # fmt: skip
+    by_layer = skip.set_index("layer")["delta_pct"]
+    peak_core = by_layer.loc[core].idxmax()
+    peak_all = by_layer.idxmax()
+    at0 = _pct(by_layer.loc[0]) if 0 in by_layer.index else "not swept"
+    lo, hi = boot["core_max"]
+    return claim_record(
+        "P3-core-max",
+        CLAIMS["P3-core-max"],
+        paper,
+        "",
+        by_layer.loc[peak_core],
+        lo,
+        hi,
+        verdict_word=_decade_verdict(
+            np.log10(max(lo, 1e-12)), np.log10(max(hi, 1e-12)), np.log10(63_419)
+        ),
+        effect_size=float(peak_core),
+        effect_name=f"core layer ({', '.join(map(str, core))}) with the largest skip "
+        f"delta_pct; outside the core, not deciding the verdict: layer 0 {at0}, largest "
+        f"overall layer {peak_all} ({_pct(by_layer.loc[peak_all])})",
+        convention="largest skip delta_pct over the core layers (paper L8-11 mapped by depth); "
+        "CI: bootstrap over documents with the peak re-chosen among the core layers in each "
+        "resample; reproduced = CI within one decade of +63,419%",
+    )
+
+
 def _importance_claims(
     config: AnatomyConfig,
     sweep: pd.DataFrame,
     n_layers: int,
     doc_ids: np.ndarray | None = None,
 ) -> list:
-    """P3-range, P3-core, P3-core-max, P3-anti and P3-anti-at from the skip sweep; CIs and
-    tests resample / pair documents (``doc_ids``; None: windows)."""
+    """P3-range, P3-core, P3-core-max (:func:`_core_max_claim`), P3-anti and P3-anti-at
+    from the skip sweep; CIs and tests resample / pair documents (``doc_ids``; None: windows)."""
     skip = skip_rows(sweep)
     core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
     no_map = f"{n_layers} layers, not the paper's {PAPER_L}, and depth_mapping='none'"
@@ -127,25 +170,7 @@ def _importance_claims(
                 "(hypergeometric)",
             )
         )
-    best = skip.loc[skip["delta_pct"].idxmax()]
-    lo, hi = boot["max_delta"]  # the peak re-selected in every resample
-    rows.append(
-        claim_record(
-            "P3-core-max",
-            CLAIMS["P3-core-max"],
-            "+63,419%",
-            "",
-            best["delta_pct"],
-            lo,
-            hi,
-            verdict_word=_decade_verdict(
-                np.log10(max(lo, 1e-12)), np.log10(max(hi, 1e-12)), np.log10(63_419)
-            ),
-            effect_size=float(best["layer"]),
-            effect_name="layer of the largest skip delta_pct; CI: bootstrap of the maximum "
-            "over layers (the peak chosen anew in each resample)",
-        )
-    )
+    rows.append(_core_max_claim(skip, boot, core, no_map))
     ps = [
         float(stats.wilcoxon(d, alternative="less").pvalue) if np.any(d != 0) else 1.0
         for d in (
@@ -230,12 +255,40 @@ def _scaling_claim(config: AnatomyConfig, sweep: pd.DataFrame) -> dict:
     )
 
 
+def _recovery_untestable(r: pd.DataFrame) -> str | None:
+    """Why P3-recovery cannot be tested on the recovery table ``r`` (indexed by layer, one
+    row per fine-tuned layer that the skip sweep also covers), or None: fewer than 5 layers;
+    every layer censored (not back within tolerance after the budget's N steps); every layer
+    at the same step count (e.g. all within tolerance before any fine-tuning). The reason
+    names the values: per layer, the perturbed / clean PPL ratio (and the final ratio)."""
+    n = len(r)
+    if n < 5:
+        return f"{n} fine-tuned layers, fewer than the 5 a partial correlation needs"
+    damage = r["perturbed_ppl"] / r["baseline_ppl"]
+    final = r["final_ppl"] / r["baseline_ppl"] if "final_ppl" in r else damage
+    values = "; ".join(f"layer {l}: {d:.3g}x -> {f:.3g}x"
+                       for l, d, f in zip(r.index, damage, final, strict=True))  # fmt: skip
+    recovered = r["recovered"] if "recovered" in r else pd.Series(True, index=r.index)
+    if not recovered.any():
+        budget = int(r["budget_steps"].iloc[0]) if "budget_steps" in r else "the budget's"
+        return (
+            f"every layer censored after {budget} steps (PPL / clean, perturbed -> final: {values})"
+        )
+    if r["steps_ranked"].nunique() == 1:
+        steps = int(r["steps_ranked"].iloc[0])
+        return (
+            f"every layer took the same {steps} steps (PPL / clean, perturbed -> final: {values})"
+        )
+    return None
+
+
 def _recovery_claim(config: AnatomyConfig, sweep: pd.DataFrame, rec: pd.DataFrame) -> dict:
     """P3-recovery: Spearman partial correlation of skip importance with steps to recover,
     controlling for the initial damage (the perturbed / baseline PPL ratio: importance might
     only predict how much the noise hurts in the first place). A negative rho is never a
     partial reproduction. The plain rho is the effect size. No recovery rows (the budget
-    ran no fine-tune): not testable."""
+    ran no fine-tune), too few layers, every layer censored or every layer at the same step
+    count: not testable, with the reason and the values (:func:`_recovery_untestable`)."""
     if rec.empty:
         return _untestable("P3-recovery", "positive correlation",
                            "no recovery fine-tune in this model's budget (recovery_layers "
@@ -243,6 +296,9 @@ def _recovery_claim(config: AnatomyConfig, sweep: pd.DataFrame, rec: pd.DataFram
     imp = skip_rows(sweep).set_index("layer")["delta_pct"]
     r = rec.set_index("layer")
     common = imp.index.intersection(r.index)
+    why = _recovery_untestable(r.loc[common])
+    if why:
+        return _untestable("P3-recovery", "positive correlation", why)
     x = imp.loc[common].to_numpy(float)
     y = r.loc[common, "steps_ranked"].to_numpy(float)
     z = (r.loc[common, "perturbed_ppl"] / r.loc[common, "baseline_ppl"]).to_numpy(float)

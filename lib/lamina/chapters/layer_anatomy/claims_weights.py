@@ -19,6 +19,7 @@ from lamina.evidence.stats import paired_bootstrap_ci
 
 __all__ = [
     "CLAIMS",
+    "GATE",
     "R2_TOLERANCE",
     "boot",
     "directional",
@@ -27,8 +28,11 @@ __all__ = [
 ]
 
 R2_TOLERANCE = 0.1
+GATE = "mlp_gate"  # the adapter's role name of gate_proj (lamina.anatomy.predictability)
 CLAIMS = {
     "P3-R2": "Layer weights follow strong mathematical regularity across depth (R2 = 0.91)",
+    "P3-R2-gate": "The MLP gate projection's weights follow depth with R2 = 0.91 (the paper's "
+    "figure is for gate_proj)",
     "P3-R2-summary": "Read as per-layer summaries (log norms and spectra) fitted across depth, "
     "layers follow strong regularity (R2 = 0.91; the paper's target is not public)",
     "P3-delta": "Consecutive weight deltas correlate at about -0.50",
@@ -63,9 +67,11 @@ def directional(right_way: bool, *args: Any, **kwargs: Any) -> dict[str, Any]:
 def predictability_claims(
     config: AnatomyConfig, tables: dict, r2_null: np.ndarray | dict[str, np.ndarray]
 ) -> list:
-    """P3-R2 (raw entries) and P3-R2-summary (per-layer summaries), each against its own
-    permutation null ``r2_null[target]`` (an array alone: the raw-entry null), then P3-delta
-    (conditional on P3-delta-structure) and P3-delta-structure."""
+    """P3-R2 (raw entries, mean over matrix types), P3-R2-gate (gate_proj's raw entries alone,
+    :func:`_gate_claim`) and P3-R2-summary (per-layer summaries), each against its own
+    permutation null ``r2_null[target]`` (keys "raw entries", :data:`GATE`, "layer
+    summaries"; an array alone: the raw-entry null), then P3-delta (conditional on
+    P3-delta-structure) and P3-delta-structure."""
     rows = []
     pred = tables.get("predictability")
     if pred is None:
@@ -73,6 +79,7 @@ def predictability_claims(
             claim_record(k, CLAIMS[k], v, "", np.nan, verdict_word="not testable")
             for k, v in (
                 ("P3-R2", "0.91"),
+                ("P3-R2-gate", "0.91 (gate_proj)"),
                 ("P3-R2-summary", "0.91"),
                 ("P3-delta", "-0.50"),
                 ("P3-delta-structure", "oscillation"),
@@ -109,6 +116,7 @@ def predictability_claims(
                 f"{config.ridge_degree}",
             )
         )
+    rows.insert(1, _gate_claim(config, pred[targets == "raw entries"], nulls))
     delta = tables["delta"]
     corr = delta["corr"].to_numpy()
     diff = corr - delta["corr_null"].to_numpy()
@@ -157,6 +165,40 @@ def predictability_claims(
     return rows
 
 
+def _gate_claim(config: AnatomyConfig, raw: pd.DataFrame, nulls: dict[str, np.ndarray]) -> dict:
+    """P3-R2-gate: the leave-one-layer-out R^2 of the :data:`GATE` matrix type alone (``raw``:
+    the raw-entry rows of the predictability table), the paper's 0.91 being gate_proj's;
+    p from the gate's own layer-order permutation null ``nulls[GATE]`` (none: p undefined,
+    so not testable). No CI: one matrix type, no unit to resample. Not testable on an
+    architecture without a gate projection (GPT-2)."""
+    paper = "0.91 (gate_proj)"
+    names = [str(m) for m in raw["matrix"]] if "matrix" in raw else []
+    gate = raw[[m == GATE for m in names]] if names else raw.iloc[:0]
+    if gate.empty:
+        types = ", ".join(names) or "none named"
+        return claim_record("P3-R2-gate", CLAIMS["P3-R2-gate"], paper, "", np.nan,
+                            verdict_word="not testable",
+                            effect_name=f"no gate projection among the matrix types "
+                            f"({types})")  # fmt: skip
+    r2 = float(gate["r2"].iloc[0])
+    null = np.asarray(nulls.get(GATE, []))
+    p = (1 + np.sum(null >= r2)) / (1 + null.size) if null.size else None
+    return directional(
+        r2 > 0,
+        "P3-R2-gate",
+        CLAIMS["P3-R2-gate"],
+        paper,
+        "",
+        r2,
+        p=p,
+        effect_ok=r2 >= 0.91 - R2_TOLERANCE,
+        effect_size=float(np.median(null)) if null.size else float("nan"),
+        effect_name="median gate R2 under the permutation null (layer order shuffled)",
+        convention=f"target: raw entries of {GATE} (gate_proj) alone; leave-one-layer-out "
+        f"ridge, degree {config.ridge_degree}; no CI (one matrix type)",
+    )
+
+
 def predicted_claims(config: AnatomyConfig, sweep: pd.DataFrame, tables: dict) -> list:
     pr = sweep[sweep["surgery"] == "predicted"].sort_values("layer")
     if pr.empty or "replacement" not in tables:
@@ -192,31 +234,58 @@ def predicted_claims(config: AnatomyConfig, sweep: pd.DataFrame, tables: dict) -
             "Wilcoxon over layers that the PPL increase exceeds it",
         )
     ]
-    rep = tables["replacement"]
-    last = rep.iloc[-1]
-    single = np.log1p(pr.set_index("layer")["delta_pct"].reindex(last["layers"]) / 100).sum()
-    joint = np.log1p(last["delta_pct"] / 100)
+    rows.append(_accumulation_claim(config, pr, tables["replacement"]))
+    return rows
+
+
+def _accumulation_claim(config: AnatomyConfig, pr: pd.DataFrame, rep: pd.DataFrame) -> dict:
+    """P3-accumulation: joint log-PPL increase with layers 0..k-1 replaced by predicted
+    weights (``rep``: rows k, layers, delta_pct) over the sum of the single-layer increases
+    (``pr``: the predicted rows of the sweep), on the largest k >= 2 whose layers the
+    single-layer sweep covers every one of (no layer silently dropped from the sum); not
+    testable, naming the uncovered layers, when no such k exists."""
+    covered = set(pr["layer"].astype(int))
+    ok = [k >= 2 and set(ls) <= covered for k, ls in zip(rep["k"], rep["layers"], strict=True)]
+    if not any(ok):
+        last = rep.iloc[-1]
+        missing = sorted(set(last["layers"]) - covered)
+        why = (
+            f"the single-layer predicted sweep does not cover layers "
+            f"{', '.join(map(str, missing))} of the replaced 0..{int(last['k']) - 1} (swept: "
+            f"{', '.join(map(str, sorted(covered)))})"
+            if missing
+            else "fewer than 2 layers replaced jointly"
+        )
+        return claim_record("P3-accumulation", CLAIMS["P3-accumulation"], "superadditive", "",
+                            np.nan, verdict_word="not testable", effect_name=why)  # fmt: skip
+    row = rep[ok].iloc[-1]
+    layers = [int(l) for l in row["layers"]]
+    single = np.log1p(pr.set_index("layer")["delta_pct"].loc[layers] / 100).sum()
+    joint = np.log1p(row["delta_pct"] / 100)
     ratio = float(joint / single) if single > 0 else float("nan")
+    superadditive = ratio > 1 and row["delta_pct"] > config.catastrophic_pct
     word = (
         "not testable"
         if not np.isfinite(ratio)
-        else (
-            "reproduced"
-            if ratio > 1 and last["delta_pct"] > config.catastrophic_pct
-            else "not reproduced"
-        )
+        else "reproduced"
+        if superadditive
+        else "not reproduced"
     )
-    rows.append(
-        claim_record(
-            "P3-accumulation",
-            CLAIMS["P3-accumulation"],
-            "superadditive",
-            "",
-            ratio,
-            verdict_word=word,
-            effect_size=float(last["delta_pct"]),
-            effect_name=f"delta_pct with layers 0..{int(last['k']) - 1} replaced",
-            convention="joint log-ppl increase / sum of single-layer increases",
-        )
+    left = sorted(set(rep["layers"].iloc[-1]) - set(layers))
+    return claim_record(
+        "P3-accumulation",
+        CLAIMS["P3-accumulation"],
+        "superadditive",
+        "",
+        ratio,
+        verdict_word=word,
+        effect_size=float(row["delta_pct"]),
+        effect_name=f"delta_pct with layers {', '.join(map(str, layers))} replaced jointly"
+        + (
+            f" (layers {', '.join(map(str, left))} left out: not in the single-layer sweep)"
+            if left
+            else ""
+        ),  # fmt: skip
+        convention="joint log-ppl increase / sum of single-layer increases over the same "
+        "layers, every one covered by both sweeps",
     )
-    return rows

@@ -32,19 +32,23 @@ DEPTH_MAPPINGS = ("span", "none")
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
 # "pretrained" for anything else). "pretrained" (e.g. SmolLM2, 30 layers, d = 576) sweeps
 # skip over every layer and all 2,048 tokens (the importance claims rest on it); interpolate
-# joins the other edits on 10 layers and 256 tokens, which halves the part's cost (the cold
-# book's 45-minute budget: 566 s on one core with interpolate on every layer);
+# joins the other edits on 256 tokens and a subset of layers, which halves the part's cost
+# (the cold book's 45-minute budget: 566 s on one core with interpolate on every layer): 6
+# evenly spaced layers plus the layers paper 3's claims name (mapped core L8-11, anti-layers
+# L14/L17, layers 0..k_max-1 of the joint predicted replacement; run.robustness_layer_list),
+# 14 layers on SmolLM2 (the 10 evenly spaced layers before missed the core and anti-layers);
 # "organism" (12 layers, d = 128) costs far less per token. "gemma-3-270m" (18 layers,
 # d = 640) has its own row: its 262,144-token unembedding (168M of its 268M parameters)
 # makes a token about 5 times as costly as on SmolLM2, and a fine-tuning step (all
 # parameters, AdamW) about 4 times, so its part is sized to about 6 minutes: the skip sweep
 # on all 18 layers over 8 windows (6 documents of organism-llama's held-out text);
-# interpolate joins the other edits on 4 layers and 2 windows; no recovery fine-tune
-# (P3-recovery: not testable within this budget).
+# interpolate joins the other edits on 2 windows and the first and last layer plus the named
+# ones (0, 1, 4-8, 10, 17: 9 layers); no recovery fine-tune (P3-recovery: not testable
+# within this budget).
 _PRETRAINED: dict[str, Any] = {
     "n_tokens": 2_048,
     "robustness_tokens": 256,
-    "robustness_layers": 10,
+    "robustness_layers": 6,
     "importance_surgeries": ["skip"],
     "recovery_budget": 6,
     "recovery_batch": 1,
@@ -58,7 +62,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
     "gemma-3-270m": {
         **_PRETRAINED,
         "n_tokens": 1_024,
-        "robustness_layers": 4,
+        "robustness_layers": 2,
         "importance_surgeries": ["skip"],
         "recovery_layers": [],
         "k_max": 2,
@@ -93,15 +97,17 @@ class AnatomyConfig(ChapterConfig):
     layers: layers to sweep and perturb (None: all), e.g. to save time on a deep model.
     alpha: the scaling factor of ``scale`` (paper: 0.9); noise_scale: relative noise of the
         ``noise`` surgery (paper: 0.5); recovery_noise: relative noise of the recovery
-        perturbation (paper: 0.5, which leaves small organisms within tolerance, so there is
-        nothing to recover from; the default 2.0 is our choice).
+        perturbation (paper: 0.5, the default; where it leaves every layer within tolerance,
+        or the budget leaves every layer censored, P3-recovery reads not testable with the
+        values).
     n_tokens: held-out tokens for perplexity and the skip/interpolate sweep;
         robustness_tokens: tokens for the other surgeries (a subset of the same windows).
     recovery_*: the recovery-speed fine-tune (AdamW steps, lr, batch in windows, evaluation
         period, evaluation tokens); tolerance_pct: "back at baseline" means within this %.
         recovery_layers: the layers fine-tuned (a list), n evenly spaced layers (an int), or
         None: all (or ``layers``); an empty list: no recovery fine-tune (P3-recovery not
-        testable); robustness_layers: likewise, the layers that the other surgeries edit.
+        testable); robustness_layers: likewise, the layers that the other surgeries edit
+        (a count also adds the layers the claims name: ``run.robustness_layer_list``).
     importance_surgeries: the surgeries swept over ``layers`` on all n_tokens (skip always;
         interpolate too by default); the others run on robustness_layers x robustness_tokens.
     The budget fields (:data:`BUDGET_FIELDS`) left None take the :data:`BUDGETS` row of the
@@ -127,7 +133,7 @@ class AnatomyConfig(ChapterConfig):
     seq_len: int = 128
     n_tokens: int | None = None
     robustness_tokens: int | None = None
-    recovery_noise: float = 2.0
+    recovery_noise: float = 0.5
     recovery_budget: int | None = None
     recovery_lr: float = 1e-4
     recovery_batch: int | None = None

@@ -50,7 +50,9 @@ def importance_bootstrap(
       excludes 0, as in the point estimate;
     - core_share: the fraction of the len(core) most important layers that lie in ``core``;
     - max_delta: the largest delta_pct over layers, recomputed in each resample (the peak is
-      chosen anew each time, so the CI accounts for selecting the peak layer).
+      chosen anew each time, so the CI accounts for selecting the peak layer);
+    - core_max: the largest delta_pct over the swept layers of ``core`` alone, the peak
+      re-chosen among them in each resample (NaN when no core layer was swept).
 
     delta_pct of a resample = 100 (exp((sum_g S_lg - sum_g S_bg) / sum_g C_g) - 1) over the
     resampled documents g (S: NLL sums in nats, C: predicted tokens; equal per window)."""
@@ -84,13 +86,22 @@ def importance_bootstrap(
     def max_delta(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         return deltas(*arrays, axis=axis).max(-1)
 
+    in_core = np.isin(layers, core)
+
+    def core_max(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+        return deltas(*arrays, axis=axis)[..., in_core].max(-1)
+
     data = (counts, *sums)
+    nan2 = (float("nan"), float("nan"))
     return {
         "log10_range": paired_bootstrap_ci(data, log_range, n_bootstrap, seed, min_size=3),
         "core_share": paired_bootstrap_ci(data, core_share, n_bootstrap, seed + 1, min_size=3)
         if core
-        else (float("nan"), float("nan")),
+        else nan2,
         "max_delta": paired_bootstrap_ci(data, max_delta, n_bootstrap, seed + 2, min_size=3),
+        "core_max": paired_bootstrap_ci(data, core_max, n_bootstrap, seed + 3, min_size=3)
+        if in_core.any()
+        else nan2,
     }
 
 

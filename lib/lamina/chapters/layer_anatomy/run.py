@@ -27,6 +27,7 @@ from lamina.anatomy.predictability import (
     summary_stacks,
 )
 from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
+from lamina.chapters.layer_anatomy.claims_weights import GATE
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
     DEFAULT_ORGANISMS,
@@ -62,6 +63,7 @@ __all__ = [
     "loo_hat_matrix",
     "permuted_r2",
     "recovery_layer_list",
+    "robustness_layer_list",
     "run_anatomy",
     "threads",
 ]
@@ -101,13 +103,34 @@ def recovery_layer_list(
     return list(range(n_layers)) if config.layers is None else list(config.layers)
 
 
+def robustness_layer_list(config: AnatomyConfig, n_layers: int) -> list[int]:
+    """The layers the robustness surgeries (all but ``importance_surgeries``) edit: those of
+    :func:`recovery_layer_list` for ``robustness_layers``; when that is a count n (a budget's
+    evenly spaced subset), also the layers that paper 3's claims name, so that no subset
+    sweep misses them: the mapped core (L8-11) and anti-layers (L14, L17)
+    (:func:`lamina.chapters.layer_anatomy.claims.mapped_layers`; none with
+    depth_mapping="none" off 30 layers) and, when "predicted" is swept, layers 0..k_max-1,
+    which the joint replacement of P3-accumulation needs single-layer rows for. A list is
+    used as given; None: ``layers`` or all. Sorted layer indices in [0, n_layers)."""
+    base = recovery_layer_list(config, n_layers, "robustness_layers")
+    if not isinstance(config.robustness_layers, int):
+        return base
+    named = set(mapped_layers(PAPER_CORE + PAPER_ANTI, n_layers, config.depth_mapping) or [])
+    if "predicted" in config.surgeries:
+        named |= set(range(min(config.k_max or n_layers, n_layers)))
+    return sorted(set(base) | named)
+
+
 def _permuted_r2(
     model: torch.nn.Module, structure: pd.DataFrame, config: AnatomyConfig
 ) -> dict[str, np.ndarray]:
-    """{target: permutation null of the mean R²}: "raw entries" (the weights) and "layer
-    summaries" (:func:`lamina.anatomy.predictability.summary_stacks`), each its own null."""
+    """{target: permutation null of the mean R²}: "raw entries" (the weights), :data:`GATE`
+    (gate_proj's weights alone; empty without one) and "layer summaries"
+    (:func:`lamina.anatomy.predictability.summary_stacks`), each its own null."""
+    raw = {r: stacked_weights(model, r) for r in matrix_types(model)}
     targets = {
-        "raw entries": [stacked_weights(model, r) for r in matrix_types(model)],
+        "raw entries": list(raw.values()),
+        GATE: [raw[GATE]] if GATE in raw else [],
         "layer summaries": list(summary_stacks(structure).values()),
     }
     return {
@@ -137,7 +160,7 @@ def _sweep(model: torch.nn.Module, windows: torch.Tensor, config: AnatomyConfig)
         raise ValueError("robustness_tokens is unset: fill the budget (config.BUDGETS) first")
     n_rob = min(windows.shape[0], -(-config.robustness_tokens // windows.shape[1]))
     n_layers = get_adapter(model).n_layers(model)
-    rob_layers = recovery_layer_list(config, n_layers, "robustness_layers")
+    rob_layers = robustness_layer_list(config, n_layers)
     for names, ids, layers in ((main, windows, config.layers), (rest, windows[:n_rob], rob_layers)):
         if not names:
             continue
@@ -201,12 +224,20 @@ def _plan_notes(config: AnatomyConfig, n_layers: int) -> list[str]:
     on this depth, and which parts the budget leaves out."""
     m = config.model
     full = config.importance_surgeries or list(IMPORTANCE_SURGERIES)
-    rob = recovery_layer_list(config, n_layers, "robustness_layers")
+    rob = robustness_layer_list(config, n_layers)
+    added = sorted(set(rob) - set(recovery_layer_list(config, n_layers, "robustness_layers")))
     notes = [
         f"{m}: budget row {budget_row(m)!r} (config.BUDGETS): {', '.join(full)} on "
         f"{'all' if config.layers is None else len(config.layers)} layers and "
         f"{config.n_tokens:,} tokens; the other surgeries on layers "
-        f"{', '.join(map(str, rob))} and {config.robustness_tokens:,} tokens."
+        f"{', '.join(map(str, rob))} and {config.robustness_tokens:,} tokens"
+        + (
+            f" (layers {', '.join(map(str, added))} added to the evenly spaced "
+            f"{config.robustness_layers}: the paper's mapped core and anti-layers and the "
+            "layers replaced jointly by predicted weights)."
+            if added
+            else "."
+        )
     ]
     core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
     anti = [mapped_layers([p], n_layers, config.depth_mapping) for p in PAPER_ANTI]
