@@ -272,3 +272,36 @@ def test_edit_effect_equals_the_log_softmax_definition():
     torch.testing.assert_close(dlp, (lp1 - lp0)[valid].mean(0), atol=1e-5, rtol=1e-5)
     expected = float((lp0.exp() * (lp0 - lp1)).sum(-1)[valid].mean())
     assert kl == pytest.approx(expected, abs=1e-6) and kl > 0
+
+
+def test_a_stage_without_a_null_gets_a_gated_row_not_a_silent_gap():
+    """A failed stage may skip the null (``write_edit_effects(only=passed(...))``): its row
+    still appears, not testable, with the gate's values."""
+    from lamina.chapters.weight_update_signature.causal_claims import causal_claims
+    from lamina.chapters.weight_update_signature.gate import AlignmentGate, passed
+
+    gates = {"sft": AlignmentGate(True, {"acc": 0.9}), "dpo": AlignmentGate(False, {"acc": 0.5})}
+    assert passed(gates, ["final", "sft", "dpo"]) == ["sft"]
+    e = _edits(99)
+    e = e[~((e["stage"] == "dpo") & (e["direction"] == "random"))]
+    config = SignatureConfig(targets=("sft", "dpo"), n_bootstrap=200)
+    rows = causal_claims("m", {"edits": e, "adaptation": _adaptation()}, config, gate=gates)
+    edit = [r for r in rows if r["claim_id"] == "P2.write_edit_after_alignment"]
+    assert [r["verdict"] for r in edit] == ["reproduced", "not testable"]
+    assert "alignment did not take (acc 0.5)" in edit[1]["note"]
+    assert "no random direction scored" in edit[1]["note"]
+
+
+def test_the_null_is_scored_only_where_a_verdict_uses_it():
+    from types import SimpleNamespace
+
+    from lamina.chapters.weight_update_signature.causal import null_stages
+
+    config = SignatureConfig(targets=("lm", "sft", "dpo"))
+    assert null_stages(SimpleNamespace(), config) == ["sft", "dpo"]  # an organism's base: none
+    released = SimpleNamespace(aligned_base=True)
+    assert null_stages(released, SignatureConfig(base="x-instruct", targets=("lm", "sft"))) == [
+        "x-instruct",
+        "sft",
+    ]
+    assert null_stages(SimpleNamespace(), SignatureConfig(targets=("lm",))) == ["lm"]

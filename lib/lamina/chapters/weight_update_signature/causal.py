@@ -4,6 +4,7 @@ directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_up
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,12 @@ def _edit_tokens(counts: torch.Tensor, special: set, config: SignatureConfig) ->
     return sorted(rng.choice(candidates, size=size, replace=False).tolist())
 
 
-def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> pd.DataFrame:
+def write_edit_effects(
+    ck: Units,
+    texts: list[str],
+    config: SignatureConfig,
+    only: Collection[str] | None = None,
+) -> pd.DataFrame:
     """Rank-1 edits of every block write map (:func:`lamina.weights.edits.rank1_write_edit`,
     norm ``config.edit_scale`` · ‖W‖_F each) along a token's unembedding row, against random
     Gaussian directions of matched edit norm, on ``config.base`` and each target. The edit's
@@ -124,7 +130,9 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
     kl = mean_t KL(p || p_edit) (nats). One row per stage × direction × target token
     (a random direction is scored on every target token; it is still one unit of the null,
     :func:`~.causal_claims.direction_null`). The ``edit_random`` random directions (the same
-    draws at every stage) are scored only at :func:`null_stages`.
+    draws at every stage) are scored only at :func:`null_stages`, and, when ``only`` is given,
+    only at those of them in ``only`` (e.g. the stages whose alignment gate passed,
+    :func:`~.gate.passed`: a failed stage's row is not testable whatever its null says).
 
     Cost: one forward pass over the edit texts per (stage, direction): ``edit_tokens`` per
     stage plus ``edit_random`` per null stage."""
@@ -144,6 +152,8 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
     gen = torch.Generator().manual_seed(config.seed)
     randoms = torch.randn(config.edit_random, d, generator=gen)
     with_null = set(null_stages(ck, config))
+    if only is not None:
+        with_null &= set(only)
     rows: list[dict[str, Any]] = []
     for label in (config.base, *config.targets):
         model, _ = ck.load(ck.spec(label))

@@ -68,11 +68,13 @@ def _write_edit_row(
     ).iloc[0]
     p = direction_p_value(obs, null)
     ratio = float("nan") if base_effect is None else obs / base_effect
-    ok = bool(obs > null.mean()) and (base_effect is None or ratio >= config.still_fraction)
+    ok = bool(n and obs > null.mean()) and (base_effect is None or ratio >= config.still_fraction)
     word = verdict(p, ok)
     note = (
         f"{n} random directions (the unit): mean Δlog p {null.mean():.3g} nats, 95th "
         f"percentile {np.quantile(null, 0.95):.3g}; p = (1 + #null >= observed)/(1 + {n})"
+        if n
+        else "no random direction scored at this stage"
     )
     if 1 / (1 + n) >= 0.05:
         word = "not testable"
@@ -112,7 +114,7 @@ def causal_claims(
     base_u = unemb[unemb["stage"] == config.base]["delta_logp"]
     for t in ([config.base] if aligned_base else []) + stages:
         u, null = direction_null(e, t)
-        if len(u) < 2 or len(null) < 1 or (t != config.base and not len(base_u)):
+        if len(u) < 2 or (t != config.base and not len(base_u)):
             continue
         label = (
             f"@{t}"

@@ -25,6 +25,7 @@ __all__ = [
     "gate_for",
     "gate_reason",
     "gate_rows",
+    "passed",
 ]
 
 ALIGNMENT_CLAIMS: tuple[str, ...] = (
@@ -119,4 +120,16 @@ def gate_rows(rows: list[dict[str, Any]], gate: AlignmentGate | None) -> list[di
             for col in ("measured", "ci_low", "ci_high", "p", "effect_size"):
                 row[col] = float("nan")
         out.append(row)
+    return out
+
+
+def passed(gate: GateArg, checkpoints: list[str]) -> list[str]:
+    """The checkpoints (stage names or labels) whose gate was measured and passed, in order:
+    where a measurement that only an aligned checkpoint can use is worth its cost (e.g. the
+    write edit's random-direction null, ``write_edit_effects(..., only=passed(gate, ...))``)."""
+    out = []
+    for c in checkpoints:
+        g = gate_for(gate, c)
+        if g is not None and g.passed:
+            out.append(c)
     return out
