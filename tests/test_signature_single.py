@@ -15,12 +15,12 @@ from lamina.chapters.weight_update_signature.config import (
     expand_models,
     real_budget,
 )
+from lamina.chapters.weight_update_signature.gate import NOT_MEASURED
 from lamina.chapters.weight_update_signature.single import SINGLE_UNTESTABLE, SingleCheckpoint
 from lamina.chapters.weight_update_signature.verdicts import CLAIMS
 
 VERDICTS = {"reproduced", "partially", "not reproduced", "not testable"}
 SINGLE_MODEL_CLAIMS = [
-    "P2.write_edit_after_alignment",
     "P2.single_group_effective",
     "P2.read_grad_inherits",
     "P2.raw_read_grad_follows",
@@ -136,6 +136,8 @@ def test_single_real_checkpoint_runs_every_single_model_claim(tiny_model_dirs, a
     for cid in SINGLE_MODEL_CLAIMS:
         rows = claims[claims["claim_id"] == cid]
         assert len(rows) and (rows["verdict"] != "not testable").all(), cid
+    edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
+    assert len(edit) == 2 and edit["note"].str.startswith(NOT_MEASURED).all()
     history = claims[claims["claim_id"].isin([f"P2.{c}" for c in SINGLE_UNTESTABLE])]
     assert len(history) == len(SINGLE_UNTESTABLE)
     assert (history["verdict"] == "not testable").all() and history["note"].str.len().gt(20).all()
@@ -325,6 +327,9 @@ def test_base_gemma_checkpoint_tests_the_write_edit_after_our_runs_only(gemma_di
         assert len(rows) and (rows["verdict"] != "not testable").all(), cid
     edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
     assert list(edit["stage"]) == ["@sft (our 2-step run)", "@dpo (our 2-step run)"]
+    # the short runs' alignment gate is not measured here: never a default pass
+    assert (edit["verdict"] == "not testable").all() and edit["note"].str.startswith(NOT_MEASURED).all()
+    assert "20 random directions" in edit["note"].iloc[0]
     assert any("tiny-gemma3: the unembedding write edit is tested after our SFT and DPO runs only"
                in n for n in result.notes)  # fmt: skip
     assert set(result.tables["deltas"]["layer"]) == {0, 3}

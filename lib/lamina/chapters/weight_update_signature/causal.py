@@ -4,6 +4,7 @@ directions, and single-group adaptation. Part of :mod:`lamina.chapters.weight_up
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from lamina.weights.edits import (
 
 __all__ = [
     "mean_write_inputs",
+    "null_stages",
     "per_item_sft_loss",
     "sft_eval",
     "single_group_adaptation",
@@ -71,26 +73,69 @@ def mean_write_inputs(
     return sums
 
 
-def _edit_effect(model, inputs, lp0, p0, direction, scale, ids, mask) -> tuple[torch.Tensor, float]:
-    """(mean Δ log p over valid positions (vocab,), mean KL(p || p_edit)), nats."""
-    valid = mask.bool()
-    with rank1_write_edit(model, direction, scale, input_direction=inputs):
-        lp1 = _log_probs(model, ids, mask)
-    kl = float(((p0 * (lp0 - lp1)).sum(-1))[valid].mean())
-    return (lp1 - lp0)[valid].mean(0), kl
+def _reference(lp0: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """What every edit of one model is compared with, at the non-padding positions (N of
+    them): (p0 (N, vocab), mean_t log p0 (vocab,), Σ_v p0 log p0 (N,)), fp32, nats."""
+    lp = lp0[mask.bool()]
+    p = lp.exp()
+    return p, lp.mean(0), torch.linalg.vecdot(p, lp)
 
 
-def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> pd.DataFrame:
+def _edit_effect(model, inputs, ref, direction, scale, ids, mask) -> tuple[torch.Tensor, float]:
+    """(mean Δ log p over valid positions (vocab,), mean KL(p || p_edit)), nats, with the
+    edit's logits z (N, vocab) at the N valid positions and lse = logsumexp(z):
+    mean_t Δlog p = mean_t z - mean_t lse - mean_t log p0, and
+    KL = Σ_v p0 log p0 - Σ_v p0 z + lse (no log-softmax of the edited model is formed)."""
+    p0, mean_lp0, neg_entropy0 = ref
+    with rank1_write_edit(model, direction, scale, input_direction=inputs), torch.no_grad():
+        z = model(input_ids=ids, attention_mask=mask).logits[mask.bool()].float()
+    lse = torch.logsumexp(z, dim=-1)  # (N,)
+    kl = float((neg_entropy0 - torch.linalg.vecdot(p0, z) + lse).mean())
+    return z.mean(0) - lse.mean() - mean_lp0, kl
+
+
+def null_stages(ck: Units, config: SignatureConfig) -> list[str]:
+    """The stages whose write-edit claim rows need the random-direction null: the aligned
+    targets (every target but ``lm``; all targets when ``lm`` is the only one) and, for a
+    released aligned checkpoint (``ck.aligned_base``), the base itself. The base of an
+    unaligned model and the ``lm`` target enter no verdict, so they get no null (saving
+    ``edit_random`` forward passes each)."""
+    stages = [t for t in config.targets if t != "lm"] or list(config.targets)
+    return ([config.base] if getattr(ck, "aligned_base", False) else []) + stages
+
+
+def _edit_tokens(counts: torch.Tensor, special: set, config: SignatureConfig) -> list[int]:
+    """``config.edit_tokens`` target tokens drawn (seeded) from those seen twice or more."""
+    candidates = [int(t) for t in torch.nonzero(counts >= 2).flatten() if int(t) not in special]
+    rng = np.random.default_rng(config.seed)
+    size = min(config.edit_tokens, len(candidates))
+    return sorted(rng.choice(candidates, size=size, replace=False).tolist())
+
+
+def write_edit_effects(
+    ck: Units,
+    texts: list[str],
+    config: SignatureConfig,
+    only: Collection[str] | None = None,
+) -> pd.DataFrame:
     """Rank-1 edits of every block write map (:func:`lamina.weights.edits.rank1_write_edit`,
     norm ``config.edit_scale`` · ‖W‖_F each) along a token's unembedding row, against random
     Gaussian directions of matched edit norm, on ``config.base`` and each target. The edit's
     input direction is ``config.edit_input``: each map's mean input (:func:`mean_write_inputs`)
     or its top right singular vector.
 
-    Scored over the non-padding positions of ``config.edit_texts`` texts:
+    Scored over the non-padding positions of ``config.edit_texts`` texts of at most
+    ``config.edit_max_length`` tokens:
     delta_logp = mean_t [log p_edit(token | x_<t) - log p(token | x_<t)] (nats) and
     kl = mean_t KL(p || p_edit) (nats). One row per stage × direction × target token
-    (a random direction is scored on every target token)."""
+    (a random direction is scored on every target token; it is still one unit of the null,
+    :func:`~.causal_claims.direction_null`). The ``edit_random`` random directions (the same
+    draws at every stage) are scored only at :func:`null_stages`, and, when ``only`` is given,
+    only at those of them in ``only`` (e.g. the stages whose alignment gate passed,
+    :func:`~.gate.passed`: a failed stage's row is not testable whatever its null says).
+
+    Cost: one forward pass over the edit texts per (stage, direction): ``edit_tokens`` per
+    stage plus ``edit_random`` per null stage."""
 
     base_model, tok = ck.load(ck.spec(config.base))
     enc = tok(
@@ -98,22 +143,17 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
         return_tensors="pt",
         padding=True,
         truncation=True,
-        max_length=context_length(base_model, config.max_length),
+        max_length=min(context_length(base_model, config.max_length), config.edit_max_length),
     )
     ids, mask = enc["input_ids"], enc["attention_mask"]
-    valid = mask.bool()
     special = {tok.eos_token_id, tok.pad_token_id, tok.bos_token_id}
-    counts = torch.bincount(ids[valid], minlength=len(tok))
-    candidates = [int(t) for t in torch.nonzero(counts >= 2).flatten() if int(t) not in special]
-    rng = np.random.default_rng(config.seed)
-    tokens = sorted(
-        rng.choice(
-            candidates, size=min(config.edit_tokens, len(candidates)), replace=False
-        ).tolist()
-    )
+    tokens = _edit_tokens(torch.bincount(ids[mask.bool()], minlength=len(tok)), special, config)
     d = weight_of(input_embeddings(base_model)).shape[1]
     gen = torch.Generator().manual_seed(config.seed)
     randoms = torch.randn(config.edit_random, d, generator=gen)
+    with_null = set(null_stages(ck, config))
+    if only is not None:
+        with_null &= set(only)
     rows: list[dict[str, Any]] = []
     for label in (config.base, *config.targets):
         model, _ = ck.load(ck.spec(label))
@@ -122,10 +162,11 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
             inputs, lp0 = mean_write_inputs(model, ids, mask, log_probs=True)
         else:
             lp0 = _log_probs(model, ids, mask)
-        p0 = lp0.exp()
+        ref = _reference(lp0, mask)
+        del lp0
 
         def score(
-            direction: torch.Tensor, state: tuple[Any, Any, Any, Any] = (model, inputs, lp0, p0)
+            direction: torch.Tensor, state: tuple[Any, Any, Any] = (model, inputs, ref)
         ) -> tuple[torch.Tensor, float]:
             return _edit_effect(*state, direction, config.edit_scale, ids, mask)
 
@@ -133,29 +174,12 @@ def write_edit_effects(ck: Units, texts: list[str], config: SignatureConfig) -> 
             dlp, kl = score(
                 unembedding_direction(model, t, through_final_norm=config.through_final_norm)
             )
-            rows.append(
-                {
-                    "stage": label,
-                    "direction": "unembedding",
-                    "direction_id": t,
-                    "token": t,
-                    "delta_logp": float(dlp[t]),
-                    "kl": kl,
-                }
-            )
-        for i, r in enumerate(randoms):
+            rows.append({"stage": label, "direction": "unembedding", "direction_id": t,
+                         "token": t, "delta_logp": float(dlp[t]), "kl": kl})  # fmt: skip
+        for i, r in enumerate(randoms if label in with_null else []):
             dlp, kl = score(r)
-            for t in tokens:
-                rows.append(
-                    {
-                        "stage": label,
-                        "direction": "random",
-                        "direction_id": i,
-                        "token": t,
-                        "delta_logp": float(dlp[t]),
-                        "kl": kl,
-                    }
-                )
+            rows += [{"stage": label, "direction": "random", "direction_id": i, "token": t,
+                      "delta_logp": float(dlp[t]), "kl": kl} for t in tokens]  # fmt: skip
     return pd.DataFrame(rows)
 
 

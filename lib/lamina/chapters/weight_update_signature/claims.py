@@ -17,11 +17,13 @@ from scipy import stats as sps
 from lamina.chapters.results import verdict
 from lamina.chapters.weight_update_signature.causal_claims import causal_claims
 from lamina.chapters.weight_update_signature.config import SignatureConfig
+from lamina.chapters.weight_update_signature.gate import GateArg, gate_for, gate_rows
 from lamina.chapters.weight_update_signature.mechanism_claims import mechanism_claims
 from lamina.chapters.weight_update_signature.units import Units
 from lamina.chapters.weight_update_signature.verdicts import (
     QK,
     WRITE,
+    beyond_weight_verdict,
     claim_row,
     close_verdict,
     combine,
@@ -30,16 +32,19 @@ from lamina.chapters.weight_update_signature.verdicts import (
     mark_untestable,
     signature,
     summary,
+    weight_baseline,
 )
 
-__all__ = ["all_claims", "sensitivity"]
+__all__ = ["all_claims", "sensitivity", "stage_claims"]
 
 
 def sensitivity(model: str, deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
     """The two stage claims (Q/K enriched, writes random) re-decided at every k of the sweep,
     with both second moments and with the final-norm gain folded into W_U (``prediction``),
     per target stage; with the "RSF of W itself" baseline: ``qk_vs_weight`` = geo-mean
-    RSF(ΔW)/RSF(W) over Q, K and its verdict (enriched beyond the matrix it updates)."""
+    RSF(ΔW)/RSF(W) over Q, K and its verdict (enriched beyond the matrix it updates).
+    ``qk_verdict`` is the claim's rule, :func:`~.verdicts.beyond_weight_verdict` (the weaker
+    of the k/d and the W-itself verdicts)."""
     rows = []
     preds = sorted(deltas["prediction"].unique()) if "prediction" in deltas else ["W_U"]
     for moment in sorted(deltas["moment"].unique()):
@@ -69,7 +74,7 @@ def sensitivity(model: str, deltas: pd.DataFrame, config: SignatureConfig) -> pd
                             "moment": moment,
                             "prediction": pred,
                             "qk_enrichment": qk["geo"],
-                            "qk_verdict": enriched_verdict(qk),
+                            "qk_verdict": beyond_weight_verdict(qk, vw if "vs_weight" in t else None)[0],
                             "qk_vs_weight": vw["geo"],
                             "qk_vs_weight_verdict": enriched_verdict(vw),
                             "write_enrichment": wr["geo"],
@@ -79,105 +84,32 @@ def sensitivity(model: str, deltas: pd.DataFrame, config: SignatureConfig) -> pd
     return pd.DataFrame(rows)
 
 
-def all_claims(
-    model: str,
-    parts: dict[str, pd.DataFrame],
-    config: SignatureConfig,
-    ck: Units,
-) -> pd.DataFrame:
-    """One row per claim (× stage, objective or group) for one organism or real pair; see
-    :data:`CLAIMS`. The claims in ``ck.untestable`` (a pair's: those that need the training
-    history) get one "not testable" row each, with the reason as its note."""
-    d, m = parts["deltas"], config.random_margin
-    base = config.base
-    rows = [
+def _alignment_rows(
+    model: str, d: pd.DataFrame, config: SignatureConfig, t: str, qk, wr, vw
+) -> list[dict]:
+    """The two alignment-stage rows (Q/K enriched beyond k/d and W's own RSF; writes close
+    to random) of the stage pair base -> ``t``."""
+    pair = f"{config.base}→{t}"
+    own = weight_baseline(d, config, family="stage", pair=pair)
+    vq, note = beyond_weight_verdict(qk, own)
+    return [
         claim_row(
-            "shared_frame",
-            model,
-            "-",
-            "framing",
-            float("nan"),
-            note="a choice of frame, not an empirical claim; every other row uses it",
-        )
-    ]
-    aligned = [t for t in config.targets if t != "lm"] or list(config.targets)
-    stage_rows = {}
-    for t in config.targets:
-        qk, wr, vq, vw = signature(d, config, family="stage", pair=f"{base}→{t}")
-        stage_rows[t] = (qk, wr, vq, vw)
-        if t in aligned:
-            own = summary(
-                enrichments(d, config, QK, column="vs_weight", family="stage", pair=f"{base}→{t}")
-                if "vs_weight" in d
-                else [],
-                config,
-            )
-            rows.append(
-                claim_row(
-                    "align_qk_enriched",
-                    model,
-                    f"{base}→{t}",
-                    "enriched (> 1)",
-                    qk["geo"],
-                    qk,
-                    qk["p_greater"],
-                    vq,
-                    own["geo"],
-                    "RSF(ΔW)/RSF(W) (baseline: W itself)",
-                    note=f"vs W itself: {enriched_verdict(own)}"
-                    + (
-                        f" (CI {own['ci_low']:.2f}–{own['ci_high']:.2f})"
-                        if np.isfinite(own["ci_low"])
-                        else ""
-                    ),
-                    unit="enrichment (geo-mean over Q,K)",
-                )
-            )
-            rows.append(
-                claim_row(
-                    "align_write_random",
-                    model,
-                    f"{base}→{t}",
-                    "≈ 1 (random)",
-                    wr["geo"],
-                    wr,
-                    wr["p_two"],
-                    vw,
-                    unit="enrichment (geo-mean over O, down)",
-                )
-            )
-        rows.append(
-            claim_row(
-                "every_objective_signature",
-                model,
-                f"{base}→{t}",
-                "Q/K > 1, writes ≈ 1",
-                qk["geo"],
-                qk,
-                qk["p_greater"],
-                combine([vq, vw]),
-                wr["geo"],
-                "write enrichment",
-                unit="Q/K enrichment",
-            )
-        )
-    qk, wr, vq, vw = signature(d, config, family="pretraining", phase="late")
-    rows.append(
+            "align_qk_enriched", model, pair, "enriched (> 1)", qk["geo"], qk, qk["p_greater"],
+            vq, own["geo"] if own else float("nan"), "RSF(ΔW)/RSF(W) (baseline: W itself)",
+            note=note, unit="enrichment (geo-mean over Q,K)",
+        ),
         claim_row(
-            "late_pretraining_signature",
-            model,
-            "late pretraining",
-            "Q/K > 1, writes ≈ 1",
-            qk["geo"],
-            qk,
-            qk["p_greater"],
-            combine([vq, vw]),
-            wr["geo"],
-            "write enrichment",
-            unit="Q/K enrichment",
-        )
-    )
-    # stage, not objective: writes differ between early and late pretraining; not across objectives
+            "align_write_random", model, pair, "≈ 1 (random)", wr["geo"], wr, wr["p_two"], vw,
+            unit="enrichment (geo-mean over O, down)",
+        ),
+    ]  # fmt: skip
+
+
+def _stage_not_objective(
+    model: str, d: pd.DataFrame, config: SignatureConfig, stage_rows: dict
+) -> dict:
+    """Writes differ between early and late pretraining, not across objectives."""
+    m = config.random_margin
     early = enrichments(d, config, WRITE, family="pretraining", phase="early")
     late = enrichments(
         d, config, WRITE, family=["pretraining", "stage"], phase=["late", "alignment"]
@@ -197,42 +129,94 @@ def all_claims(
         word = "not reproduced" if ratio <= 1 else verdict(p, ok)
     else:
         p, ratio, word = None, float("nan"), "not testable"
+    return claim_row(
+        "stage_not_objective", model, "early vs late; objectives", "stage-specific", ratio,
+        None, p, word, spread, "max/min write enrichment across objectives",
+        unit="early/late write enrichment",
+    )  # fmt: skip
+
+
+def _where_not_which(model: str, rows: list[dict]) -> dict:
+    """The conclusion: the conjunction of the write-edit and single-group verdicts; not
+    testable when either has no testable row (a conjunction needs both halves)."""
+    parts = {}
+    for cid in ("write_edit_after_alignment", "single_group_effective"):
+        words = [r["verdict"] for r in rows if r["claim_id"] == f"P2.{cid}"]
+        parts[cid] = [w for w in words if w != "not testable"]
+    missing = [cid for cid, words in parts.items() if not words]
+    if missing:
+        return claim_row(
+            "where_not_which", model, "-", "conclusion", float("nan"),
+            note=f"conjunction of the write-edit and single-group verdicts; no testable "
+            f"{' or '.join(missing)} row",
+        )  # fmt: skip
+    return claim_row(
+        "where_not_which", model, "-", "conclusion", float("nan"),
+        word=combine(parts["write_edit_after_alignment"] + parts["single_group_effective"]),
+        note="conjunction of the write-edit and single-group verdicts",
+    )  # fmt: skip
+
+
+def stage_claims(
+    model: str, d: pd.DataFrame, config: SignatureConfig, gate: GateArg = None
+) -> tuple[list[dict], dict[str, tuple]]:
+    """The rows of the stage pairs base -> each target of ``config.targets``, from the deltas
+    table ``d`` (:func:`~.deltas.organism_deltas`): for each aligned target (every target but
+    ``lm``) the alignment rows (Q/K enriched beyond k/d and W's own RSF; writes close to
+    random), gated by that target's gate (:func:`~.gate.gate_rows`), and for every target the
+    objective row. -> (rows, {target: (qk summary, write summary, qk verdict, write verdict)})."""
+    aligned = [t for t in config.targets if t != "lm"] or list(config.targets)
+    stage_rows, rows = {}, []
+    for t in config.targets:
+        qk, wr, vq, vw = signature(d, config, family="stage", pair=f"{config.base}→{t}")
+        stage_rows[t] = (qk, wr, vq, vw)
+        if t in aligned:
+            rows += gate_rows(
+                _alignment_rows(model, d, config, t, qk, wr, vw), gate_for(gate, t)
+            )
+        rows.append(
+            claim_row(
+                "every_objective_signature", model, f"{config.base}→{t}",
+                "Q/K > 1, writes ≈ 1", qk["geo"], qk, qk["p_greater"], combine([vq, vw]),
+                wr["geo"], "write enrichment", unit="Q/K enrichment",
+            )  # fmt: skip
+        )
+    return rows, stage_rows
+
+
+def all_claims(
+    model: str,
+    parts: dict[str, pd.DataFrame],
+    config: SignatureConfig,
+    ck: Units,
+    gate: GateArg = None,
+) -> pd.DataFrame:
+    """One row per claim (× stage, objective or group) for one organism or real pair; see
+    :data:`CLAIMS` (the framing statements of :data:`FRAMING` get none). The claims in
+    ``ck.untestable`` (a pair's: those that need the training history) get one "not
+    testable" row each, with the reason as its note.
+
+    gate: the behavioural gate of the aligned checkpoints (:mod:`~.gate`): one
+    :class:`~.gate.AlignmentGate` for all, a mapping {target stage or label: gate}, or None
+    (not measured). The rows of :data:`~.gate.ALIGNMENT_CLAIMS` of a checkpoint whose gate
+    failed or was not measured read "not testable" with the gate's values."""
+    d = parts["deltas"]
+    rows, stage_rows = stage_claims(model, d, config, gate)
+    qk, wr, vq, vw = signature(d, config, family="pretraining", phase="late")
     rows.append(
         claim_row(
-            "stage_not_objective",
-            model,
-            "early vs late; objectives",
-            "stage-specific",
-            ratio,
-            None,
-            p,
-            word,
-            spread,
-            "max/min write enrichment across objectives",
-            unit="early/late write enrichment",
-        )
+            "late_pretraining_signature", model, "late pretraining", "Q/K > 1, writes ≈ 1",
+            qk["geo"], qk, qk["p_greater"], combine([vq, vw]), wr["geo"], "write enrichment",
+            unit="Q/K enrichment",
+        )  # fmt: skip
     )
+    rows.append(_stage_not_objective(model, d, config, stage_rows))
     rows += mechanism_claims(model, parts, config, ck)
     # a released instruction-tuned checkpoint (single.SingleCheckpoint) is itself aligned
     rows += causal_claims(
         model, parts, config, bool(getattr(ck, "aligned_base", False)),
-        applied=hasattr(ck, "aligned_base"),
+        applied=hasattr(ck, "aligned_base"), gate=gate,
     )  # fmt: skip
-    causal = [
-        r["verdict"]
-        for r in rows
-        if r["claim_id"] in ("P2.write_edit_after_alignment", "P2.single_group_effective")
-    ]
     rows = mark_untestable(rows, model, ck.untestable)
-    rows.append(
-        claim_row(
-            "where_not_which",
-            model,
-            "-",
-            "conclusion",
-            float("nan"),
-            word=combine(causal),
-            note="conjunction of the write-edit and single-group verdicts",
-        )
-    )
+    rows.append(_where_not_which(model, rows))
     return pd.DataFrame(rows)

@@ -86,7 +86,10 @@ class SignatureConfig(ChapterConfig):
     random_margin: "close to random" means enrichment within [1/m, m] (reimplementation choice).
     grad_tokens / grad_pairs: tokens (LM) and pairs (SFT, DPO) of the gradient samples.
     edit_scale: the rank-1 edit's norm relative to ‖W‖_F per write map; edit_tokens: target
-        tokens; edit_random: random directions; edit_texts: texts the edit is scored on;
+        tokens; edit_random: random directions, the units of the edit's null (p >= 1/(1 +
+        edit_random): 99 lets p reach 0.01; under 20 the row is not testable); edit_texts:
+        texts the edit is scored on, each cut to edit_max_length tokens (one edit evaluation
+        is one forward pass over them);
         through_final_norm: multiply the W_U row by the final norm's gain; edit_input: the
         edit's input direction, each map's "mean_input" or its "top_singular" vector.
     still_fraction: "still changes predictions after alignment" means the aligned model's
@@ -103,7 +106,8 @@ class SignatureConfig(ChapterConfig):
         ``real_lr``; ``real_tokens`` tokens for the second moments (the LM gradient gets half);
         ``real_max_length`` tokens per sequence; ``real_layers`` evenly spaced blocks probed
         (0 = all); ``real_pairs`` SFT/DPO pairs of the gradient samples and adaptation eval
-        pairs; ``real_edits`` target tokens of the write edit (half as many random directions).
+        pairs; ``real_edits`` target tokens of the write edit; ``real_edit_random`` caps its
+        random directions.
     model_budgets: {model name: {real_* field: cap}}, per-model caps on the ``real_*`` budget
         (default :data:`MODEL_BUDGETS`: smaller runs for Gemma-3-270m); each unit's notes
         state the budget it ran with.
@@ -133,8 +137,9 @@ class SignatureConfig(ChapterConfig):
     grad_pairs: int = 64
     edit_scale: float = 0.05
     edit_tokens: int = 16
-    edit_random: int = 8
+    edit_random: int = 99
     edit_texts: int = 4
+    edit_max_length: int = 64
     through_final_norm: bool = False
     edit_input: Literal["mean_input", "top_singular"] = "mean_input"
     still_fraction: float = 0.5
@@ -153,6 +158,7 @@ class SignatureConfig(ChapterConfig):
     real_layers: int = 8
     real_pairs: int = 16
     real_edits: int = 6
+    real_edit_random: int = 99
     model_budgets: dict[str, dict[str, int]] = field(
         default_factory=lambda: {k: dict(v) for k, v in MODEL_BUDGETS.items()}
     )
@@ -165,7 +171,7 @@ class SignatureConfig(ChapterConfig):
         "grad_pairs": 8,
         "n_random": 5,
         "edit_tokens": 4,
-        "edit_random": 3,
+        "edit_random": 20,
         "edit_texts": 4,
         "adapt_steps": 3,
         "adapt_batch": 4,
@@ -322,6 +328,6 @@ def real_budget(
         adapt_lr=config.real_lr,
         adapt_eval=min(config.adapt_eval, config.real_pairs),
         edit_tokens=min(config.edit_tokens, config.real_edits),
-        edit_random=min(config.edit_random, max(2, config.real_edits // 2)),
+        edit_random=min(config.edit_random, config.real_edit_random),
         max_length=min(config.max_length, config.real_max_length),
     )
