@@ -609,7 +609,7 @@ claims[
 #
 # | claim | verdict |
 # |---|---|
-# | shared coordinate frame | {glue:text}`ws_shared_frame` |
+# | shared coordinate frame | framing of the paper, not a tested claim (not counted) |
 # | Q/K alignment updates enriched | {glue:text}`ws_align_qk_enriched` |
 # | write alignment updates random | {glue:text}`ws_align_write_random` |
 # | same signature in late pretraining | {glue:text}`ws_late_pretraining_signature` |
