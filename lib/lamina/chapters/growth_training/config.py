@@ -55,7 +55,17 @@ class GrowthConfig(ChapterConfig):
         ``real_seq_len`` tokens from the organism corpus's held-out split, mixed sources).
     carry_optimizer: one AdamW whose moments carry across the phases (True, default), or a
         fresh AdamW per phase without warmup (False, as before issue 12).
-    lr, batch_size (windows), eval_every, val_tokens: training and validation.
+    lr: peak learning rate; ``warmup_fraction`` of ``total_steps`` warm it up linearly, then
+        it decays along a cosine to ``min_lr_ratio`` x lr at the last step, over the whole
+        schedule (every phase of every run at the same step gets the same rate;
+        ``lamina.anatomy.growth.warmup_cosine``).
+    batch_size (windows of ``context`` tokens), eval_every: training and validation.
+    val_tokens: validation tokens: windows of the organism corpus's val split (documents
+        never in the train split), from a seeded shuffle of its plays and curriculum
+        documents (``val_shuffle_seed``; None: the split's first windows, one play's opening).
+    learn_gate: the precondition of every growth claim: each seed's uniform run must end at
+        a validation loss <= ``learn_gate`` x the unigram baseline's loss (nats; add-one
+        unigram of the training tokens); otherwise the claims read "not testable".
     seeds: one paired (same init, same batches) run per schedule and seed.
     threads: torch threads (wall-clock times depend on it).
     """
@@ -82,9 +92,13 @@ class GrowthConfig(ChapterConfig):
     real_seq_len: int = 128
     carry_optimizer: bool = True
     lr: float = 3e-3
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.1
     batch_size: int = 8
     eval_every: int = 10
     val_tokens: int = 4_096
+    val_shuffle_seed: int | None = 0
+    learn_gate: float = 0.85
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
     quick: bool = False
@@ -125,6 +139,13 @@ class GrowthConfig(ChapterConfig):
             raise ValueError(f"final_fraction must be in [0, 1), got {self.final_fraction}")
         if not self.seeds:
             raise ValueError("seeds is empty")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        for name in ("warmup_fraction", "min_lr_ratio"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 0 < self.learn_gate <= 1:
+            raise ValueError(f"learn_gate must be in (0, 1], got {self.learn_gate}")
         if self.real_models is not None:
             if isinstance(self.real_models, str) or not all(
                 isinstance(m, str) and m.strip() for m in self.real_models
