@@ -120,3 +120,17 @@ def test_lr_scale_sets_the_rate_of_every_step_across_phases():
     assert not all(torch.equal(a, b) for a, b in zip(seen[0], before.values(), strict=True))
     for later in seen[2:]:  # lr 0 from step 2 on (no weight decay): nothing moves
         assert all(torch.equal(a, b) for a, b in zip(later, seen[1], strict=True))
+
+
+def test_validation_passages_sharing_a_word_8gram_with_training_are_dropped():
+    from lamina.chapters.growth_training.data import clean_passages
+
+    train = ["the quick brown fox jumps over the lazy dog and runs far away"]
+    copy = "so the quick brown fox jumps over the lazy dog and sleeps"  # one shared 8-gram
+    near = "the quick brown fox leaps over the lazy dog and runs far away"  # one word changed
+    fresh = "an entirely different line of verse that no training passage contains at all"
+    kept, info = clean_passages([copy, near, fresh], train, seed=0, passage_chars=10_000)
+    assert kept == [fresh]  # "near" still shares "over the lazy dog and runs far away"
+    assert info == {"passages": 3, "kept": 1, "dropped": 2, "kept_chars": len(fresh)}
+    short = "seven words here never seen in training"
+    assert clean_passages([short], train, 0, 10_000)[0] == [short]  # under 8 words: no 8-gram

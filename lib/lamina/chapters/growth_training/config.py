@@ -60,9 +60,10 @@ class GrowthConfig(ChapterConfig):
         schedule (every phase of every run at the same step gets the same rate;
         ``lamina.anatomy.growth.warmup_cosine``).
     batch_size (windows of ``context`` tokens), eval_every: training and validation.
-    val_tokens: validation tokens: windows of the organism corpus's val split (documents
-        never in the train split), from a seeded shuffle of its plays and curriculum
-        documents (``val_shuffle_seed``; None: the split's first windows, one play's opening).
+    val_tokens: validation tokens: passages of the organism corpus's val split in a seeded
+        order (``val_shuffle_seed``) that share no word 8-gram with the train split
+        (:func:`lamina.chapters.growth_training.data.clean_val_windows`; the templated
+        curriculum's val documents mostly repeat training text and drop out).
     learn_gate: the precondition of every growth claim: each seed's uniform run must end at
         a validation loss <= ``learn_gate`` x the unigram baseline's loss (nats; add-one
         unigram of the training tokens); otherwise the claims read "not testable".
@@ -97,7 +98,7 @@ class GrowthConfig(ChapterConfig):
     batch_size: int = 8
     eval_every: int = 10
     val_tokens: int = 4_096
-    val_shuffle_seed: int | None = 0
+    val_shuffle_seed: int = 0
     learn_gate: float = 0.85
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1

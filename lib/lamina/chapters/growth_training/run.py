@@ -37,6 +37,7 @@ from lamina.chapters.growth_training.claims import (
     source_claims,
 )
 from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, PAPER_SCALE, GrowthConfig
+from lamina.chapters.growth_training.data import clean_val_windows
 from lamina.chapters.growth_training.importance import (
     build_model,
     depth_map,
@@ -254,20 +255,27 @@ def _claims(
         unigram_loss=unigram,
         ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
         learn_gate=config.learn_gate,
+        gate_passed=gate["passed"],
     )
     tables = {"comparison": cmp, "budgets": budgets, "orders": orders, "baseline": baseline}
     return gated_claims(claims, gate), tables, gate
 
 
 def _notes(
-    config: GrowthConfig, gate: dict[str, Any], n_params: int, n_train: int, n_val: int
+    config: GrowthConfig,
+    gate: dict[str, Any],
+    n_params: int,
+    n_train: int,
+    n_val: int,
+    val_info: Mapping[str, int],
 ) -> list[str]:
     """The scale, optimiser, validation text and learning-gate notes."""
     val = (
-        f"{n_val:,} tokens of held-out documents of the val split (a seeded shuffle of "
-        f"plays and curriculum documents, seed {config.val_shuffle_seed})"
-        if config.val_shuffle_seed is not None
-        else f"the val split's first {n_val:,} tokens"
+        f"{n_val:,} tokens of val-split passages in a seeded order (seed "
+        f"{config.val_shuffle_seed}) that share no word 8-gram with the train split: "
+        f"{val_info['kept']:,} of {val_info['passages']:,} passages kept, "
+        f"{val_info['dropped']:,} dropped (mostly templated curriculum documents that "
+        "repeat training text)"
     )
     verdict = "passed" if gate["passed"] else "failed: every growth claim reads not testable"
     return [
@@ -275,7 +283,7 @@ def _notes(
         f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
         f"{config.context} tokens, {len(config.seeds)} paired seed(s) (paper: {PAPER_SCALE}); "
         f"corpus and tokenizer of {config.organism}; {n_train:,} training tokens.",
-        f"Validation: {val}; no val document is in the train split.",
+        f"Validation: {val}.",
         f"Learning gate: uniform training ends at {gate['mean_loss']:.3f} nats (mean; worst "
         f"seed {gate['worst_loss']:.3f}) against the unigram baseline's "
         f"{gate['unigram_loss']:.3f} (worst ratio {gate['worst_ratio']:.3f}; the claims need "
@@ -300,7 +308,8 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     Tables (each with a ``model`` column): curves (train_with_schedule rows, run, seed),
     comparison (``lamina.anatomy.growth.compare_runs``), budgets (:func:`budget_comparison` at
     equal steps, FLOPs and wall time), orders (against the ordering controls), baseline (each
-    run's final loss against the unigram baseline's, the learning gate), schedule (phases per
+    run's final loss against the unigram baseline's; learn_gate and gate_passed, the
+    learning gate's result, the same on every row), schedule (phases per
     seed: the random control's order is drawn per seed), importance (per trained layer and
     order source: delta_pct, mapped for real models), profiles (each source's own layers,
     ``depth`` = (layer + 0.5) / n_layers), correlations (Spearman between the sources'
@@ -320,10 +329,9 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     )
     with threads(config.threads):
         train = corpus_windows(config.organism, tok, "train", None, config.context)
-        val = corpus_windows(
-            config.organism, tok, "val", config.val_tokens, config.context,
-            shuffle_seed=config.val_shuffle_seed,
-        )  # fmt: skip
+        val, val_info = clean_val_windows(
+            config.organism, tok, config.val_tokens, config.context, config.val_shuffle_seed
+        )
         unigram = unigram_loss(train, val, len(tok))
         importance, where = layer_importance(config, tok, train, val)
         t_real = time.perf_counter()
@@ -367,7 +375,7 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
             f"{n}: the same phases as {twin} (the layer groups coincide), so its runs are {twin}'s."
             for n, twin in reused.items()
         ),
-        *_notes(config, gate, n_params, train.numel(), val.numel()),
+        *_notes(config, gate, n_params, train.numel(), val.numel(), val_info),
         f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
         "training per run and seed: "
         + ", ".join(f"{k} {v:.0f} s" for k, v in per_run.items())
