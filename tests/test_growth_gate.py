@@ -134,3 +134,14 @@ def test_validation_passages_sharing_a_word_8gram_with_training_are_dropped():
     assert info == {"passages": 3, "kept": 1, "dropped": 2, "kept_chars": len(fresh)}
     short = "seven words here never seen in training"
     assert clean_passages([short], train, 0, 10_000)[0] == [short]  # under 8 words: no 8-gram
+
+
+def test_training_tokenizer_is_a_bpe_of_the_asked_size_or_rejected():
+    from lamina.chapters.growth_training.run import training_tokenizer
+
+    tok = training_tokenizer(GrowthConfig(organism="organism-llama-micro", vocab_size=300))
+    assert len(tok) == 300 and tok.eos_token_id is not None
+    with pytest.raises(ValueError, match="vocab_size"):
+        GrowthConfig(vocab_size=100)
+    with pytest.raises(ValueError, match="registered organism"):
+        training_tokenizer(GrowthConfig(organism="organism-nope", vocab_size=300))

@@ -32,8 +32,12 @@ by default (paper 3 measured importance on SmolLM2-135M)."""
 class GrowthConfig(ChapterConfig):
     """Parameters of the Growth Training experiment (serialised next to its results).
 
-    organism: registered organism whose tokenizer and corpus (train / val splits) are used;
-        it must be built (its tokenizer is read from it).
+    organism: registered organism whose corpus (train / val splits) is used; it must be built
+        (its importance orders growth, and its tokenizer is used when ``vocab_size`` is None).
+    vocab_size: entries of a byte-level BPE trained on the corpus's train split for the
+        trained model (``lamina.organisms.tokenizer.train_tokenizer``, deterministic, about
+        1 s); None: the organism's own tokenizer (8,192 entries, whose unembedding is half
+        of a d = 64 model's compute).
     arch, n_layers, d_model, n_heads, n_kv_heads, d_ff, context: the trained model (built from
         the organism's config with these fields replaced; weights start random).
     total_steps: optimiser steps of every schedule (equal steps); growth spends
@@ -72,14 +76,15 @@ class GrowthConfig(ChapterConfig):
     """
 
     organism: str = "organism-llama"
+    vocab_size: int | None = 2048
     arch: str = "llama"
     n_layers: int = 12
     d_model: int = 64
     n_heads: int = 4
     n_kv_heads: int = 2
     d_ff: int = 176
-    context: int = 64
-    total_steps: int = 120
+    context: int = 128
+    total_steps: int = 240
     n_groups: int = 3
     final_fraction: float = 0.4
     train_embeddings: bool = True
@@ -89,13 +94,13 @@ class GrowthConfig(ChapterConfig):
     importance_tokens: int = 4_096
     schedules: list[str] = field(default_factory=lambda: ["uniform", "growth", "reverse", "random"])
     real_models: list[str] | None = None
-    real_tokens: int = 256
+    real_tokens: int = 512
     real_seq_len: int = 128
     carry_optimizer: bool = True
     lr: float = 3e-3
     warmup_fraction: float = 0.1
     min_lr_ratio: float = 0.1
-    batch_size: int = 8
+    batch_size: int = 16
     eval_every: int = 10
     val_tokens: int = 4_096
     val_shuffle_seed: int = 0
@@ -107,11 +112,13 @@ class GrowthConfig(ChapterConfig):
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
     QUICK: ClassVar[Mapping[str, Any]] = {
         "n_layers": 4,
+        "vocab_size": 512,
         "d_model": 16,
         "n_heads": 2,
         "n_kv_heads": 1,
         "d_ff": 32,
         "context": 32,
+        "batch_size": 8,
         "n_groups": 2,
         "total_steps": 12,
         "eval_every": 2,
@@ -145,6 +152,14 @@ class GrowthConfig(ChapterConfig):
         for name in ("warmup_fraction", "min_lr_ratio"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.vocab_size is not None and (
+            isinstance(self.vocab_size, bool)
+            or not isinstance(self.vocab_size, int)
+            or self.vocab_size < 258
+        ):
+            raise ValueError(
+                f"vocab_size must be None or an integer >= 258, got {self.vocab_size!r}"
+            )
         if not 0 < self.learn_gate <= 1:
             raise ValueError(f"learn_gate must be in (0, 1], got {self.learn_gate}")
         if self.real_models is not None:

@@ -49,7 +49,10 @@ from lamina.chapters.growth_training.importance import (
 )
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.runtime import corpus_windows, threads
+from lamina.organisms import ORGANISMS
+from lamina.organisms.corpus import load_corpus
 from lamina.organisms.evaluate import unigram_perplexity
+from lamina.organisms.tokenizer import train_tokenizer
 
 __all__ = ["random_order", "run_growth", "schedules_for", "source_run", "unigram_loss"]
 
@@ -158,6 +161,19 @@ def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int) -> flo
     ``lamina.organisms.evaluate.unigram_perplexity`` (add-one unigram of the (n, T) training
     windows, scored on the (m, T) validation windows' targets val[:, 1:])."""
     return float(np.log(unigram_perplexity(train.reshape(-1), val, vocab_size)))
+
+
+def training_tokenizer(config: GrowthConfig) -> Any:
+    """The trained model's tokenizer: a byte-level BPE of ``config.vocab_size`` entries trained
+    on the organism corpus's train split, or (None) the built organism's own tokenizer."""
+    if config.vocab_size is None:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
+    name = config.organism.partition("@")[0]
+    if name not in ORGANISMS:
+        raise ValueError(f"corpus {config.organism!r} is not a registered organism")
+    return train_tokenizer(load_corpus(ORGANISMS[name]).train, config.vocab_size)
 
 
 def _train_runs(
@@ -282,7 +298,13 @@ def _notes(
         f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
         f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
         f"{config.context} tokens, {len(config.seeds)} paired seed(s) (paper: {PAPER_SCALE}); "
-        f"corpus and tokenizer of {config.organism}; {n_train:,} training tokens.",
+        f"corpus of {config.organism}, "
+        + (
+            "its own tokenizer; "
+            if config.vocab_size is None
+            else f"a {config.vocab_size:,}-entry BPE trained on its train split; "
+        )
+        + f"{n_train:,} training tokens.",
         f"Validation: {val}.",
         f"Learning gate: uniform training ends at {gate['mean_loss']:.3f} nats (mean; worst "
         f"seed {gate['worst_loss']:.3f}) against the unigram baseline's "
@@ -317,10 +339,8 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     reuses that schedule's runs (noted). Every claim is "not testable" unless uniform
     training learned (:func:`learning_gate`).
     """
-    from transformers import AutoTokenizer
-
     t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
+    tok = training_tokenizer(config)
     label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
     ref_name = (
         config.organism
