@@ -182,8 +182,9 @@ def _train_runs(
     plans: Mapping[int, Mapping[str, list[Phase]]],
     train: torch.Tensor,
     val: torch.Tensor,
-) -> tuple[pd.DataFrame, int, dict[str, str], dict[str, float]]:
-    """Every plan of every seed -> (curves, n_params, reused {run: twin}, seconds per run).
+) -> tuple[pd.DataFrame, int, dict[tuple[str, int], str], dict[str, float]]:
+    """Every plan of every seed -> (curves, n_params, reused {(run, seed): twin}, seconds per
+    run).
     Runs of one seed start from the same weights and see the same batches; a plan whose
     phases equal an earlier one's of the same seed reuses its rows."""
     lr_scale = warmup_cosine(
@@ -191,7 +192,7 @@ def _train_runs(
     )
     frames: list[pd.DataFrame] = []
     n_params = 0
-    reused: dict[str, str] = {}
+    reused: dict[tuple[str, int], str] = {}
     t_train: dict[str, float] = {}
     for seed, seed_plans in plans.items():
         done: dict[tuple, pd.DataFrame] = {}
@@ -199,7 +200,7 @@ def _train_runs(
         for name, phases in seed_plans.items():
             key = tuple((p.steps, tuple(p.layers or ()), p.train_embeddings) for p in phases)
             if key in done:  # same phases, same seed: the same run
-                reused[name] = names[key]
+                reused[name, seed] = names[key]
                 frames.append(done[key].assign(run=name))
                 continue
             t1 = time.perf_counter()
@@ -392,8 +393,9 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         f"Importance: {where}.",
         *real_notes,
         *(
-            f"{n}: the same phases as {twin} (the layer groups coincide), so its runs are {twin}'s."
-            for n, twin in reused.items()
+            f"{n}, seed {s}: the same phases as {twin} (the layer groups coincide), so its run "
+            f"is {twin}'s."
+            for (n, s), twin in reused.items()
         ),
         *_notes(config, gate, n_params, train.numel(), val.numel(), val_info),
         f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
