@@ -29,7 +29,7 @@
 
 # %% tags=["parameters", "hide-input"]
 model = (
-    "organism-llama"  # the organism whose tokenizer, corpus (train / val) and importance are used
+    "organism-llama"  # the organism whose corpus (train / val) and importance are used
 )
 importance = "organism"  # "organism": its skip-ablation importance; "pretrain": a brief run's
 total_steps = 240  # optimiser steps of every schedule (16 x 128 tokens each)
