@@ -3,7 +3,9 @@
 A schedule is data: a list of :class:`Phase`. Each phase trains some blocks (and optionally
 the non-block parameters: embeddings, final norm, unembedding) and freezes everything else
 (``requires_grad=False``; the optimiser only holds the trainable parameters, so frozen ones
-get neither a gradient nor an update, weight decay included). Every phase starts a fresh AdamW.
+get neither a gradient nor an update, weight decay included). One AdamW carries its state
+across the phases (``carry_optimizer``); the learning rate may follow one warmup + cosine
+schedule over all phases' steps (:func:`warmup_cosine`).
 
 Open choices of the paper, as named options (reimplementation choices): whether the
 embeddings train in every growth phase (``train_embeddings``), whether earlier groups stay
@@ -12,6 +14,7 @@ trainable (``cumulative``), the number of groups, and the per-phase step budget.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ __all__ = [
     "step_flops",
     "train_with_schedule",
     "uniform_schedule",
+    "warmup_cosine",
 ]
 
 
@@ -80,6 +84,33 @@ def growth_schedule(
 def uniform_schedule(total_steps: int) -> list[Phase]:
     """The baseline: every parameter trains for ``total_steps`` steps."""
     return [Phase(None, total_steps, True, "uniform")]
+
+
+def warmup_cosine(
+    total_steps: int, warmup_steps: int, min_ratio: float = 0.1
+) -> Callable[[int], float]:
+    """The learning-rate multiplier of optimiser step ``s`` (0-based, global across phases):
+
+        m(s) = (s + 1) / W                                                 for s < W
+        m(s) = r + (1 - r) (1 + cos(pi min(1, (s - W) / max(1, S - W)))) / 2    otherwise
+
+    with S = ``total_steps``, W = ``warmup_steps`` and r = ``min_ratio`` (dimensionless, in
+    [0, 1]): linear warmup to 1, then a cosine decay to r at step S."""
+    if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(
+            "need total_steps >= 1 and 0 <= warmup_steps <= total_steps, got "
+            f"{total_steps}, {warmup_steps}"
+        )
+    if not 0 <= min_ratio <= 1:
+        raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
+
+    def scale(s: int) -> float:
+        if s < warmup_steps:
+            return (s + 1) / warmup_steps
+        frac = min(1.0, (s - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
+
+    return scale
 
 
 def _groups(model: nn.Module) -> tuple[list[list[nn.Parameter]], list[nn.Parameter]]:
@@ -156,6 +187,7 @@ def train_with_schedule(
     grad_clip: float | None = 1.0,
     on_step: Callable[[int, nn.Module], None] | None = None,
     carry_optimizer: bool = True,
+    lr_scale: Callable[[int], float] | None = None,
 ) -> pd.DataFrame:
     """Train ``model`` in place through the phases of ``schedule``.
 
@@ -167,6 +199,8 @@ def train_with_schedule(
     moments carry across phases (a frozen parameter has no gradient and is not updated, not
     even by weight decay); False: a fresh AdamW per phase (no warmup, the handicap issue 12
     names at lr 3e-3).
+    lr_scale: step s (0-based, counted across phases) runs at ``lr * lr_scale(s)``
+    (:func:`warmup_cosine`); None: constant ``lr``.
     Returns one row per step (plus step 0): step, phase, phase_name, train_loss, val_loss (NaN
     when not evaluated), wall_s (cumulative training time, evaluation excluded), flops
     (cumulative, :func:`step_flops`). ``requires_grad`` flags and the train/eval mode are
@@ -219,6 +253,8 @@ def train_with_schedule(
                     )
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
+                    for group in opt.param_groups:
+                        group["lr"] = lr if lr_scale is None else lr * lr_scale(step)
                     if grad_clip is not None:
                         torch.nn.utils.clip_grad_norm_(params, grad_clip)
                     opt.step()

@@ -61,7 +61,8 @@ class ChapterRecord:
 _PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")
 _TRAJECTORY = (*_PRETRAINED, "peer-gpt2", "minilm", "organism-gpt2", "organism-llama")
 
-# Book order. typical_seconds: the cold make book of 2026-12-01 (report.json seconds).
+# Book order. typical_seconds: the cold make book of 2026-12-01 (report.json seconds); growth
+# training and layer anatomy are the projections of their larger budgets (issue 21).
 REGISTRY: tuple[ChapterRecord, ...] = (
     ChapterRecord("trajectory_tour", None, 18, default_models=(*_PRETRAINED, "minilm")),
     ChapterRecord("convergence", 1, 110, True, _TRAJECTORY),
@@ -73,8 +74,8 @@ REGISTRY: tuple[ChapterRecord, ...] = (
         "weight_update_signature", 2, 927,
         default_models=(*_PRETRAINED, "organism-gpt2", "organism-llama"),
     ),
-    ChapterRecord("layer_anatomy", 3, 779, default_models=(*_PRETRAINED, "organism-llama")),
-    ChapterRecord("growth_training", 3, 369, default_models=_PRETRAINED),
+    ChapterRecord("layer_anatomy", 3, 880, default_models=(*_PRETRAINED, "organism-llama")),
+    ChapterRecord("growth_training", 3, 1100, default_models=_PRETRAINED),
     ChapterRecord("organisms", None, 162, default_models=("organism-gpt2", "organism-llama")),
 )  # fmt: skip
 

@@ -1,5 +1,10 @@
 """The Growth Training claims: each run against uniform training of its seed at equal steps,
-FLOPs and wall time, the ordering controls, and one row per real-model importance order."""
+FLOPs and wall time, the ordering controls, and one row per real-model importance order.
+
+Every claim needs one precondition (:func:`learning_gate`): uniform training must have learned,
+i.e. each seed's uniform run ends at a validation loss <= ``learn_gate`` (0.85) x the unigram
+baseline's loss. Comparing schedules of a model that did not learn compares untrained models,
+so then every row reads "not testable" with the values in its note (:func:`gated_claims`)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,61 @@ from lamina.chapters.growth_training.config import CONTROLS, GrowthConfig
 from lamina.chapters.results import claim_record
 from lamina.evidence.stats import t_summary
 
-__all__ = ["budget_comparison", "growth_claims", "order_claims", "source_claims"]
+__all__ = [
+    "budget_comparison",
+    "gated_claims",
+    "growth_claims",
+    "learning_gate",
+    "order_claims",
+    "source_claims",
+]
+
+
+def learning_gate(cmp: pd.DataFrame, unigram_loss: float, threshold: float) -> dict[str, Any]:
+    """Did uniform training learn? The precondition of every growth claim.
+
+    cmp: ``lamina.anatomy.growth.compare_runs`` rows (run, seed, final_val_loss in nats);
+    unigram_loss: the unigram baseline's validation loss (nats); threshold: the largest
+    allowed ratio (0.85). Per seed, ratio = uniform final val loss / unigram_loss; the gate
+    passes when every seed's ratio is <= threshold (the worst seed decides).
+    -> {"passed", "worst_loss", "mean_loss", "unigram_loss", "worst_ratio", "threshold",
+    "n_seeds", "note"}: note is "" when it passes, else "not testable: the uniform baseline
+    did not learn (loss X vs unigram Y; ...)". No uniform run, or a non-finite loss, fails."""
+    losses = cmp.loc[cmp["run"] == "uniform", "final_val_loss"].to_numpy(float)
+    ok_input = len(losses) > 0 and np.all(np.isfinite(losses)) and np.isfinite(unigram_loss)
+    worst = float(losses.max()) if len(losses) else float("nan")
+    ratio = worst / unigram_loss if ok_input and unigram_loss > 0 else float("nan")
+    passed = bool(ok_input and ratio <= threshold)
+    note = (
+        ""
+        if passed
+        else f"not testable: the uniform baseline did not learn (loss {worst:.3f} vs unigram "
+        f"{unigram_loss:.3f} nats, ratio {ratio:.3f}; the claims need <= {threshold:g} x "
+        f"unigram = {threshold * unigram_loss:.3f} on every seed, worst of {len(losses)} shown)"
+    )
+    return {
+        "passed": passed,
+        "worst_loss": worst,
+        "mean_loss": float(losses.mean()) if len(losses) else float("nan"),
+        "unigram_loss": float(unigram_loss),
+        "worst_ratio": ratio,
+        "threshold": float(threshold),
+        "n_seeds": int(len(losses)),
+        "note": note,
+    }
+
+
+def gated_claims(claims: pd.DataFrame, gate: dict[str, Any]) -> pd.DataFrame:
+    """``claims`` with a ``note`` column; when ``gate`` (:func:`learning_gate`) failed, every
+    row's verdict is "not testable" and its note the gate's (measured values are kept)."""
+    out = claims.copy()
+    if "note" not in out:
+        out["note"] = ""
+    out["note"] = out["note"].fillna("")
+    if not gate["passed"]:
+        out["verdict"] = "not testable"
+        out["note"] = gate["note"]
+    return out
 
 
 def budget_comparison(frame: pd.DataFrame, column: str, baseline: str = "uniform") -> pd.DataFrame:

@@ -32,8 +32,12 @@ by default (paper 3 measured importance on SmolLM2-135M)."""
 class GrowthConfig(ChapterConfig):
     """Parameters of the Growth Training experiment (serialised next to its results).
 
-    organism: registered organism whose tokenizer and corpus (train / val splits) are used;
-        it must be built (its tokenizer is read from it).
+    organism: registered organism whose corpus (train / val splits) is used; it must be built
+        (its importance orders growth, and its tokenizer is used when ``vocab_size`` is None).
+    vocab_size: entries of a byte-level BPE trained on the corpus's train split for the
+        trained model (``lamina.sources.organisms.tokenizer.train_tokenizer``, deterministic, about
+        1 s); None: the organism's own tokenizer (8,192 entries, whose unembedding is half
+        of a d = 64 model's compute).
     arch, n_layers, d_model, n_heads, n_kv_heads, d_ff, context: the trained model (built from
         the organism's config with these fields replaced; weights start random).
     total_steps: optimiser steps of every schedule (equal steps); growth spends
@@ -55,20 +59,32 @@ class GrowthConfig(ChapterConfig):
         ``real_seq_len`` tokens from the organism corpus's held-out split, mixed sources).
     carry_optimizer: one AdamW whose moments carry across the phases (True, default), or a
         fresh AdamW per phase without warmup (False, as before issue 12).
-    lr, batch_size (windows), eval_every, val_tokens: training and validation.
+    lr: peak learning rate; ``warmup_fraction`` of ``total_steps`` warm it up linearly, then
+        it decays along a cosine to ``min_lr_ratio`` x lr at the last step, over the whole
+        schedule (every phase of every run at the same step gets the same rate;
+        ``lamina.anatomy.growth.warmup_cosine``).
+    batch_size (windows of ``context`` tokens), eval_every: training and validation.
+    val_tokens: validation tokens: passages of the organism corpus's val split in a seeded
+        order (``val_shuffle_seed``) that share no word 8-gram with the train split
+        (:func:`lamina.chapters.growth_training.data.clean_val_windows`; the templated
+        curriculum's val documents mostly repeat training text and drop out).
+    learn_gate: the precondition of every growth claim: each seed's uniform run must end at
+        a validation loss <= ``learn_gate`` x the unigram baseline's loss (nats; add-one
+        unigram of the training tokens); otherwise the claims read "not testable".
     seeds: one paired (same init, same batches) run per schedule and seed.
     threads: torch threads (wall-clock times depend on it).
     """
 
     organism: str = "organism-llama"
+    vocab_size: int | None = 2048
     arch: str = "llama"
     n_layers: int = 12
     d_model: int = 64
     n_heads: int = 4
     n_kv_heads: int = 2
     d_ff: int = 176
-    context: int = 64
-    total_steps: int = 120
+    context: int = 128
+    total_steps: int = 240
     n_groups: int = 3
     final_fraction: float = 0.4
     train_embeddings: bool = True
@@ -78,13 +94,17 @@ class GrowthConfig(ChapterConfig):
     importance_tokens: int = 4_096
     schedules: list[str] = field(default_factory=lambda: ["uniform", "growth", "reverse", "random"])
     real_models: list[str] | None = None
-    real_tokens: int = 256
+    real_tokens: int = 512
     real_seq_len: int = 128
     carry_optimizer: bool = True
     lr: float = 3e-3
-    batch_size: int = 8
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.1
+    batch_size: int = 16
     eval_every: int = 10
     val_tokens: int = 4_096
+    val_shuffle_seed: int = 0
+    learn_gate: float = 0.85
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
     quick: bool = False
@@ -92,11 +112,13 @@ class GrowthConfig(ChapterConfig):
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
     QUICK: ClassVar[Mapping[str, Any]] = {
         "n_layers": 4,
+        "vocab_size": 512,
         "d_model": 16,
         "n_heads": 2,
         "n_kv_heads": 1,
         "d_ff": 32,
         "context": 32,
+        "batch_size": 8,
         "n_groups": 2,
         "total_steps": 12,
         "eval_every": 2,
@@ -125,6 +147,21 @@ class GrowthConfig(ChapterConfig):
             raise ValueError(f"final_fraction must be in [0, 1), got {self.final_fraction}")
         if not self.seeds:
             raise ValueError("seeds is empty")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        for name in ("warmup_fraction", "min_lr_ratio"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.vocab_size is not None and (
+            isinstance(self.vocab_size, bool)
+            or not isinstance(self.vocab_size, int)
+            or self.vocab_size < 258
+        ):
+            raise ValueError(
+                f"vocab_size must be None or an integer >= 258, got {self.vocab_size!r}"
+            )
+        if not 0 < self.learn_gate <= 1:
+            raise ValueError(f"learn_gate must be in (0, 1], got {self.learn_gate}")
         if self.real_models is not None:
             if isinstance(self.real_models, str) or not all(
                 isinstance(m, str) and m.strip() for m in self.real_models

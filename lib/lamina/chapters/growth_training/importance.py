@@ -24,7 +24,7 @@ import torch
 from scipy import stats
 
 from lamina.anatomy.ablation import ablation_sweep
-from lamina.anatomy.growth import train_with_schedule, uniform_schedule
+from lamina.anatomy.growth import train_with_schedule, uniform_schedule, warmup_cosine
 from lamina.chapters.growth_training.config import REAL_MODELS, GrowthConfig
 from lamina.chapters.layer_anatomy.documents import organism_heldout
 from lamina.chapters.runtime import corpus_windows
@@ -92,6 +92,11 @@ def layer_importance(
             batch_size=config.batch_size,
             seed=10_000,
             eval_every=config.importance_steps,
+            lr_scale=warmup_cosine(
+                config.importance_steps,
+                round(config.warmup_fraction * config.importance_steps),
+                config.min_lr_ratio,
+            ),
         )
         ids = val[: max(1, -(-config.importance_tokens // val.shape[1]))]
         where = (

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lamina.anatomy.growth import (
     Phase,
@@ -24,13 +26,17 @@ from lamina.anatomy.growth import (
     growth_schedule,
     train_with_schedule,
     uniform_schedule,
+    warmup_cosine,
 )
 from lamina.chapters.growth_training.claims import (
     budget_comparison,
+    gated_claims,
     growth_claims,
+    learning_gate,
     source_claims,
 )
 from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, PAPER_SCALE, GrowthConfig
+from lamina.chapters.growth_training.data import clean_val_windows
 from lamina.chapters.growth_training.importance import (
     build_model,
     depth_map,
@@ -43,8 +49,12 @@ from lamina.chapters.growth_training.importance import (
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.runtime import corpus_windows, threads
 from lamina.sources import organisms
+from lamina.sources.organisms import ORGANISMS
+from lamina.sources.organisms.corpus import load_corpus
+from lamina.sources.organisms.evaluate import unigram_perplexity
+from lamina.sources.organisms.tokenizer import train_tokenizer
 
-__all__ = ["run_growth", "schedules_for", "source_run"]
+__all__ = ["random_order", "run_growth", "schedules_for", "source_run", "unigram_loss"]
 
 
 def source_run(label: str) -> str:
@@ -52,13 +62,23 @@ def source_run(label: str) -> str:
     return f"growth ({label} order)"
 
 
+def random_order(n_layers: int, seed: int) -> np.ndarray:
+    """(n_layers,) the random-order control's layer scores for training seed ``seed``: a
+    permutation of 0..n_layers-1 drawn from ``default_rng(seed + 4242)``, fresh per seed."""
+    return np.random.default_rng(int(seed) + 4242).permutation(n_layers).astype(float)
+
+
 def schedules_for(
     config: GrowthConfig,
     importance: np.ndarray,
     extra_orders: Mapping[str, np.ndarray] | None = None,
+    seed: int | None = None,
 ) -> dict[str, list[Phase]]:
     """The schedules named in ``config.schedules``, all of ``config.total_steps`` steps, then
-    one growth schedule per ``extra_orders`` entry (name -> (L,) importance), same phases."""
+    one growth schedule per ``extra_orders`` entry (name -> (L,) importance), same phases.
+    The random-order control's order is :func:`random_order` of ``seed`` (None: the first of
+    ``config.seeds``), so each training seed draws its own."""
+    seed = config.seeds[0] if seed is None else seed
     growth_steps = round(config.total_steps * (1 - config.final_fraction))
     per_phase = growth_steps // config.n_groups
     final = config.total_steps - per_phase * config.n_groups
@@ -71,9 +91,7 @@ def schedules_for(
             orders[name] = {
                 "growth": importance,
                 "reverse": -importance,
-                "random": np.random.default_rng(config.seeds[0] + 4242)
-                .permutation(len(importance))
-                .astype(float),
+                "random": random_order(len(importance), seed),
             }[name]
     for name, order in (extra_orders or {}).items():
         if len(order) != config.n_layers:
@@ -138,75 +156,104 @@ def _real_orders(
     return mapped, profiles, corr, notes
 
 
-def run_growth(config: GrowthConfig) -> ExperimentResult:
-    """Train every schedule for every seed, compare, and score paper 3's growth claims.
+def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int) -> float:
+    """The unigram baseline's validation loss (nats): log of
+    ``lamina.sources.organisms.evaluate.unigram_perplexity`` (add-one unigram of the (n, T) training
+    windows, scored on the (m, T) validation windows' targets val[:, 1:])."""
+    return float(np.log(unigram_perplexity(train.reshape(-1), val, vocab_size)))
 
-    Tables (each with a ``model`` column): curves (train_with_schedule rows, run, seed),
-    comparison (``lamina.anatomy.growth.compare_runs``), budgets (:func:`budget_comparison` at
-    equal steps, FLOPs and wall time), orders (against the ordering controls), schedule
-    (phases), importance (per trained layer and order source: delta_pct, mapped for real
-    models), profiles (each source's own layers, ``depth`` = (layer + 0.5) / n_layers),
-    correlations (Spearman between the sources' mapped orders). A real-model order whose
-    phases equal an already trained schedule's reuses that schedule's runs (noted).
-    """
-    from transformers import AutoTokenizer
 
-    t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
-    label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
-    ref_name = (
-        config.organism
-        if config.importance == "organism"
-        else f"{label} after {config.importance_steps} steps"
+def training_tokenizer(config: GrowthConfig) -> Any:
+    """The trained model's tokenizer: a byte-level BPE of ``config.vocab_size`` entries trained
+    on the organism corpus's train split, or (None) the built organism's own tokenizer."""
+    if config.vocab_size is None:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
+    name = config.organism.partition("@")[0]
+    if name not in ORGANISMS:
+        raise ValueError(f"corpus {config.organism!r} is not a registered organism")
+    return train_tokenizer(load_corpus(ORGANISMS[name]).train, config.vocab_size)
+
+
+def _train_runs(
+    config: GrowthConfig,
+    tok: Any,
+    plans: Mapping[int, Mapping[str, list[Phase]]],
+    train: torch.Tensor,
+    val: torch.Tensor,
+) -> tuple[pd.DataFrame, int, dict[tuple[str, int], str], dict[str, float]]:
+    """Every plan of every seed -> (curves, n_params, reused {(run, seed): twin}, seconds per
+    run).
+    Runs of one seed start from the same weights and see the same batches; a plan whose
+    phases equal an earlier one's of the same seed reuses its rows."""
+    lr_scale = warmup_cosine(
+        config.total_steps, round(config.warmup_fraction * config.total_steps), config.min_lr_ratio
     )
-    with threads(config.threads):
-        train = corpus_windows(config.organism, tok, "train", None, config.context)
-        val = corpus_windows(config.organism, tok, "val", config.val_tokens, config.context)
-        importance, where = layer_importance(config, tok, train, val)
-        t_real = time.perf_counter()
-        mapped, profiles, corr, real_notes = _real_orders(config, importance, ref_name)
-        t_real = time.perf_counter() - t_real
-        sources = {lab: source_run(lab) for lab in mapped}
-        plans = schedules_for(config, importance, {sources[k]: v for k, v in mapped.items()})
-        frames: list[pd.DataFrame] = []
-        n_params = 0
-        reused: dict[str, str] = {}
-        t_train: dict[str, float] = {}
-        for seed in config.seeds:
-            done: dict[tuple, str] = {}
-            for name, phases in plans.items():
-                key = tuple((p.steps, tuple(p.layers or ()), p.train_embeddings) for p in phases)
-                if key in done:  # same phases, same seed: the same run
-                    reused[name] = done[key]
-                    twin = next(f for f in frames if f["run"].iat[0] == done[key]
-                                and f["seed"].iat[0] == seed)  # fmt: skip
-                    frames.append(twin.assign(run=name))
-                    continue
-                done[key] = name
-                t1 = time.perf_counter()
-                model = build_model(config, tok, seed)
-                n_params = sum(p.numel() for p in model.parameters())
-                df = train_with_schedule(
-                    model,
-                    phases,
-                    train,
-                    val,
-                    lr=config.lr,
-                    batch_size=config.batch_size,
-                    seed=seed,
-                    eval_every=config.eval_every,
-                    carry_optimizer=config.carry_optimizer,
-                )
-                t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
-                # arms run one after another in this process; the load average says what
-                # else shared the CPUs while each was timed
-                frames.append(df.assign(run=name, seed=seed, load_avg=os.getloadavg()[0]))
-    curves = pd.concat(frames, ignore_index=True)
+    frames: list[pd.DataFrame] = []
+    n_params = 0
+    reused: dict[tuple[str, int], str] = {}
+    t_train: dict[str, float] = {}
+    for seed, seed_plans in plans.items():
+        done: dict[tuple, pd.DataFrame] = {}
+        names: dict[tuple, str] = {}
+        for name, phases in seed_plans.items():
+            key = tuple((p.steps, tuple(p.layers or ()), p.train_embeddings) for p in phases)
+            if key in done:  # same phases, same seed: the same run
+                reused[name, seed] = names[key]
+                frames.append(done[key].assign(run=name))
+                continue
+            t1 = time.perf_counter()
+            model = build_model(config, tok, seed)
+            n_params = sum(p.numel() for p in model.parameters())
+            df = train_with_schedule(
+                model, phases, train, val, lr=config.lr, batch_size=config.batch_size,
+                seed=seed, eval_every=config.eval_every,
+                carry_optimizer=config.carry_optimizer, lr_scale=lr_scale,
+            )  # fmt: skip
+            t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
+            # arms run one after another in this process; the load average says what
+            # else shared the CPUs while each was timed
+            done[key] = df.assign(run=name, seed=seed, load_avg=os.getloadavg()[0])
+            names[key] = name
+            frames.append(done[key])
+    return pd.concat(frames, ignore_index=True), n_params, reused, t_train
+
+
+def _schedule_table(config: GrowthConfig, plans: Mapping[int, Mapping[str, list[Phase]]]):
+    """One row per (seed, schedule, phase): name, steps, layers, train_embeddings."""
+    return pd.DataFrame(
+        [
+            {
+                "seed": seed,
+                "schedule": n,
+                "phase": i,
+                "name": p.name,
+                "steps": p.steps,
+                "layers": list(range(config.n_layers)) if p.layers is None else p.layers,
+                "train_embeddings": p.train_embeddings,
+            }
+            for seed, by_name in plans.items()
+            for n, ps in by_name.items()
+            for i, p in enumerate(ps)
+        ]
+    )
+
+
+def _claims(
+    config: GrowthConfig,
+    curves: pd.DataFrame,
+    sources: dict[str, str],
+    n_params: int,
+    unigram: float,
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, Any]]:
+    """(claims gated on uniform having learned, {comparison, budgets, orders, baseline},
+    the gate :func:`learning_gate`)."""
     cmp = compare_runs(curves)
     budgets = pd.concat(
         [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
     )
-    controls = [c for c in CONTROLS if c in plans]
+    controls = [c for c in CONTROLS if c in config.schedules]
     orders = pd.concat(
         [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
         or [pd.DataFrame(columns=["run", "control", "loss_ratio"])],
@@ -220,20 +267,102 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         ignore_index=True,
     )
     claims["stage"] = claims["stage"].fillna("") if "stage" in claims else ""
-    schedule = pd.DataFrame(
-        [
-            {
-                "schedule": n,
-                "phase": i,
-                "name": p.name,
-                "steps": p.steps,
-                "layers": list(range(config.n_layers)) if p.layers is None else p.layers,
-                "train_embeddings": p.train_embeddings,
-            }
-            for n, ps in plans.items()
-            for i, p in enumerate(ps)
-        ]
+    gate = learning_gate(cmp, unigram, config.learn_gate)
+    baseline = cmp[["run", "seed", "final_val_loss"]].assign(
+        unigram_loss=unigram,
+        ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
+        learn_gate=config.learn_gate,
+        gate_passed=gate["passed"],
     )
+    tables = {"comparison": cmp, "budgets": budgets, "orders": orders, "baseline": baseline}
+    return gated_claims(claims, gate), tables, gate
+
+
+def _notes(
+    config: GrowthConfig,
+    gate: dict[str, Any],
+    n_params: int,
+    n_train: int,
+    n_val: int,
+    val_info: Mapping[str, int],
+) -> list[str]:
+    """The scale, optimiser, validation text and learning-gate notes."""
+    val = (
+        f"{n_val:,} tokens of val-split passages in a seeded order (seed "
+        f"{config.val_shuffle_seed}) that share no word 8-gram with the train split: "
+        f"{val_info['kept']:,} of {val_info['passages']:,} passages kept, "
+        f"{val_info['dropped']:,} dropped (mostly templated curriculum documents that "
+        "repeat training text)"
+    )
+    verdict = "passed" if gate["passed"] else "failed: every growth claim reads not testable"
+    return [
+        f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
+        f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
+        f"{config.context} tokens, {len(config.seeds)} paired seed(s) (paper: {PAPER_SCALE}); "
+        f"corpus of {config.organism}, "
+        + (
+            "its own tokenizer; "
+            if config.vocab_size is None
+            else f"a {config.vocab_size:,}-entry BPE trained on its train split; "
+        )
+        + f"{n_train:,} training tokens.",
+        f"Validation: {val}.",
+        f"Learning gate: uniform training ends at {gate['mean_loss']:.3f} nats (mean; worst "
+        f"seed {gate['worst_loss']:.3f}) against the unigram baseline's "
+        f"{gate['unigram_loss']:.3f} (worst ratio {gate['worst_ratio']:.3f}; the claims need "
+        f"<= {gate['threshold']:g}): {verdict}.",
+        "Optimiser: "
+        + (
+            "one AdamW whose state carries across phases"
+            if config.carry_optimizer
+            else "a fresh AdamW per phase"
+        )
+        + f"; peak lr {config.lr:g}, linear warmup over {config.warmup_fraction:g} of the "
+        f"steps, cosine decay to {config.min_lr_ratio:g} x peak at the last step, the same "
+        "rate at the same step in every schedule.",
+        "Timing: every arm trains alone in this process, one after another; the curves' "
+        "load_avg column is the 1-minute load average when each arm started.",
+    ]
+
+
+def run_growth(config: GrowthConfig) -> ExperimentResult:
+    """Train every schedule for every seed, compare, and score paper 3's growth claims.
+
+    Tables (each with a ``model`` column): curves (train_with_schedule rows, run, seed),
+    comparison (``lamina.anatomy.growth.compare_runs``), budgets (:func:`budget_comparison` at
+    equal steps, FLOPs and wall time), orders (against the ordering controls), baseline (each
+    run's final loss against the unigram baseline's; learn_gate and gate_passed, the
+    learning gate's result, the same on every row), schedule (phases per
+    seed: the random control's order is drawn per seed), importance (per trained layer and
+    order source: delta_pct, mapped for real models), profiles (each source's own layers,
+    ``depth`` = (layer + 0.5) / n_layers), correlations (Spearman between the sources'
+    mapped orders). A real-model order whose phases equal an already trained schedule's
+    reuses that schedule's runs (noted). Every claim is "not testable" unless uniform
+    training learned (:func:`learning_gate`).
+    """
+    t0 = time.perf_counter()
+    tok = training_tokenizer(config)
+    label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
+    ref_name = (
+        config.organism
+        if config.importance == "organism"
+        else f"{label} after {config.importance_steps} steps"
+    )
+    with threads(config.threads):
+        train = corpus_windows(config.organism, tok, "train", None, config.context)
+        val, val_info = clean_val_windows(
+            config.organism, tok, config.val_tokens, config.context, config.val_shuffle_seed
+        )
+        unigram = unigram_loss(train, val, len(tok))
+        importance, where = layer_importance(config, tok, train, val)
+        t_real = time.perf_counter()
+        mapped, profiles, corr, real_notes = _real_orders(config, importance, ref_name)
+        t_real = time.perf_counter() - t_real
+        sources = {lab: source_run(lab) for lab in mapped}
+        extra = {sources[k]: v for k, v in mapped.items()}
+        plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
+        curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
+    claims, parts, gate = _claims(config, curves, sources, n_params, unigram)
     imp = pd.concat(
         [
             pd.DataFrame(
@@ -250,10 +379,8 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     )
     tables = {
         "curves": curves,
-        "comparison": cmp,
-        "budgets": budgets,
-        "orders": orders,
-        "schedule": schedule,
+        **parts,
+        "schedule": _schedule_table(config, plans),
         "importance": imp,
         "profiles": profiles,
         "correlations": corr,
@@ -266,21 +393,11 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         f"Importance: {where}.",
         *real_notes,
         *(
-            f"{n}: the same phases as {twin} (the layer groups coincide), so its runs are {twin}'s."
-            for n, twin in reused.items()
+            f"{n}, seed {s}: the same phases as {twin} (the layer groups coincide), so its run "
+            f"is {twin}'s."
+            for (n, s), twin in reused.items()
         ),
-        f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
-        f"{n_params:,} parameters, {config.total_steps} steps, {len(config.seeds)} paired "
-        f"seed(s) (paper: {PAPER_SCALE}); corpus and tokenizer of "
-        f"{config.organism}; {train.numel():,} training tokens.",
-        "Optimiser: "
-        + (
-            "one AdamW whose state carries across phases."
-            if config.carry_optimizer
-            else "a fresh AdamW per phase, no warmup."
-        ),
-        "Timing: every arm trains alone in this process, one after another; the curves' "
-        "load_avg column is the 1-minute load average when each arm started.",
+        *_notes(config, gate, n_params, train.numel(), val.numel(), val_info),
         f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
         "training per run and seed: "
         + ", ".join(f"{k} {v:.0f} s" for k, v in per_run.items())
