@@ -205,3 +205,25 @@ def test_stats_count_every_document(curriculum: Curriculum) -> None:
     stats = curriculum.stats()
     assert sum(stats["docs"].values()) == stats["n_docs"] == len(curriculum.text)
     assert sum(stats["dpo"].values()) == len(curriculum.dpo)
+
+
+def test_no_validation_or_heldout_document_is_a_training_document():
+    """Splitting by distinct text: the curriculum repeats documents, and a per-document split
+    put copies of one text in train and validation (fails with split_documents)."""
+    from lamina.sources.organisms.corpus import split_distinct
+
+    docs = [f"doc {i % 37}" for i in range(400)]
+    val, held, train = split_distinct(docs, (0.05, 0.10))
+    assert not (set(val) | set(held)) & set(train)
+    assert sorted(val + held + train) == sorted(docs)
+    assert val and held
+
+
+def test_the_organism_corpus_splits_share_no_document():
+    from lamina.sources.organisms import ORGANISMS
+    from lamina.sources.organisms.corpus import load_corpus
+
+    corpus = load_corpus(ORGANISMS["organism-gpt2"])
+    train = set(corpus.train)
+    assert not train & set(corpus.val)
+    assert not train & set(corpus.heldout)

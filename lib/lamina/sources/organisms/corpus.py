@@ -21,7 +21,9 @@ Splits are deterministic (a seeded permutation, independent of the model seed):
 
 * plays: ``n_val = n_heldout = max(1, round(0.08 n))`` plays for validation and for
   held-out text (the ``lm`` alignment stage); the rest train;
-* curriculum documents: 5 % validation, 10 % held out, 85 % train.
+* curriculum documents: 5 % validation, 10 % held out, 85 % train, split by distinct text
+  (:func:`split_distinct`): the copies of one generated document all land in one split, so no
+  validation or held-out document is identical to a training document.
 
 Question/answer pairs are rendered with :data:`QA_TEMPLATE` (see :func:`format_prompt`).
 """
@@ -39,7 +41,8 @@ from lamina.sources.organisms.curriculum import generate_curriculum
 from lamina.sources.organisms.qa import EOS, QA_TEMPLATE, format_answer, format_prompt
 
 __all__ = ["EOS", "QA_TEMPLATE", "SPLIT_SEED", "Corpus", "clean_markdown", "corpus_card",
-           "format_answer", "format_prompt", "load_corpus", "shakespeare_plays", "split_documents"]  # fmt: skip
+           "format_answer", "format_prompt", "load_corpus", "shakespeare_plays", "split_distinct",
+           "split_documents"]  # fmt: skip
 
 SPLIT_SEED = 1234
 """Seed of the train/val/held-out permutations (fixed: the splits do not move with the model seed)."""
@@ -99,6 +102,21 @@ def split_documents(items: list[Any], fractions: tuple[float, float]) -> tuple[l
     return val, held, train
 
 
+def split_distinct(
+    docs: list[str], fractions: tuple[float, float]
+) -> tuple[list[str], list[str], list[str]]:
+    """:func:`split_documents` over the distinct texts of ``docs`` (first-occurrence order),
+    each split then holding every copy of its texts in their original order. The curriculum's
+    templates repeat documents; a per-document split put 380 of its 1,003 validation documents
+    verbatim in training."""
+    val, held, _ = split_documents(list(dict.fromkeys(docs)), fractions)
+    in_val, in_held = set(val), set(held)
+    out_val = [d for d in docs if d in in_val]
+    out_held = [d for d in docs if d in in_held]
+    train = [d for d in docs if d not in in_val and d not in in_held]
+    return out_val, out_held, train
+
+
 @dataclass
 class Corpus:
     """Text splits (lists of documents) and the curriculum's instruction data.
@@ -128,7 +146,7 @@ def load_corpus(cfg: OrganismConfig) -> Corpus:
     )
 
     cur = generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs)
-    cur_val, cur_held, cur_train = split_documents(list(cur.text), (0.05, 0.10))
+    cur_val, cur_held, cur_train = split_distinct(list(cur.text), (0.05, 0.10))
 
     train = [t for _, t in play_train] + cur_train
     random.Random(SPLIT_SEED + 1).shuffle(train)
