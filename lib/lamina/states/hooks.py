@@ -150,7 +150,7 @@ def resolve(model: nn.Module, name: str) -> Point:
 
 
 def points(model: nn.Module) -> list[str]:
-    """Every valid point name of ``model``, in depth order (embedding, blocks, head)."""
+    """Every valid point name of ``model``: the embedding, each block in turn, the head."""
     adapter = get_adapter(model)
     roles = sorted(_roles(adapter))
     names = ["embed"]
