@@ -112,7 +112,7 @@ def test_unknown_point_names_itself_and_lists_the_valid_ones(model):
         with pytest.raises(ValueError, match="'final_norm'"):
             hooks.resolve(model, "final_norm")
     with pytest.raises(TypeError):
-        hooks.resolve(model, 3)  # type: ignore[arg-type]
+        hooks.resolve(model, 3)
 
 
 def test_patch_replaces_the_tensor_downstream(model):

@@ -175,7 +175,12 @@ def map_point(layer: int | None, role: str, side: Side) -> str:
 
 
 def _in_hook(fn: HookFn) -> Callable[..., Any]:
+    """A pre-hook passing ``fn`` the module's input: its first positional argument, else its
+    ``hidden_states=`` (else only) keyword argument."""
+
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> Any:
+        if not args and not kwargs:
+            raise TypeError(f"{type(module).__name__} was called without an input to hook")
         key = None if args else ("hidden_states" if "hidden_states" in kwargs else next(iter(kwargs)))
         new = fn(args[0] if key is None else kwargs[key])
         if new is None:
@@ -186,6 +191,8 @@ def _in_hook(fn: HookFn) -> Callable[..., Any]:
 
 
 def _out_hook(fn: HookFn) -> Callable[..., Any]:
+    """A forward hook passing ``fn`` the module's output (the first element of a tuple)."""
+
     def hook(module: nn.Module, args: tuple, output: Any) -> Any:
         new = fn(output[0] if isinstance(output, tuple) else output)
         if new is None:
