@@ -31,6 +31,7 @@ from lamina.anatomy.perplexity import (
 from lamina.anatomy.predictability import predicted_layer_state
 from lamina.anatomy.surgery import apply_surgery, check_layer, check_surgery, substitute_weights
 from lamina.sources.models import get_adapter
+from lamina.states import hooks
 
 __all__ = [
     "ablation_sweep",
@@ -78,15 +79,9 @@ class BlockCalls:
 
             return pre
 
-        handles = [
-            b.register_forward_pre_hook(make(i), with_kwargs=True)
-            for i, b in enumerate(self.blocks)
-        ]
-        try:
+        block_inputs = [(f"block.{i}.in", make(i)) for i in range(len(self.blocks))]
+        with hooks.attached(model, block_inputs, raw=True):
             self.clean_logits = model(input_ids=ids, use_cache=False).logits
-        finally:
-            for h in handles:
-                h.remove()
 
     def block(self, j: int, hidden: torch.Tensor) -> torch.Tensor:
         args, kwargs, positional = self.calls[j]

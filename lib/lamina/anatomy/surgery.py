@@ -25,6 +25,7 @@ from torch import nn
 from lamina.anatomy.layers import check_layer
 from lamina.anatomy.predictability import predicted_layer_state
 from lamina.sources.models import get_adapter
+from lamina.states import hooks
 
 __all__ = [
     "SURGERIES",
@@ -77,7 +78,6 @@ def skip_layers(model: nn.Module, layers: int | Sequence[int]) -> Iterator[None]
     equals zeroing its attention-output and MLP-down maps (weights and biases).
     """
     layers = [layers] if isinstance(layers, int) else list(layers)
-    blocks = get_adapter(model).block_list(model)
     checked = [check_layer(model, l) for l in layers]
 
     def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
@@ -86,12 +86,8 @@ def skip_layers(model: nn.Module, layers: int | Sequence[int]) -> Iterator[None]
             return (hidden, *output[1:])
         return hidden
 
-    handles = [blocks[l].register_forward_hook(hook, with_kwargs=True) for l in checked]
-    try:
+    with hooks.attached(model, [(f"block.{l}.out", hook) for l in checked], raw=True):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager

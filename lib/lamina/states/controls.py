@@ -13,6 +13,7 @@ import numpy as np
 
 from lamina.core.arrays import Labels, States, to_numpy
 from lamina.sources.models import get_adapter, input_embeddings, weight_of
+from lamina.states import hooks
 
 if TYPE_CHECKING:
     import torch
@@ -156,39 +157,26 @@ def random_input_states(
     param = next(model.parameters())
     gen = torch.Generator().manual_seed(int(seed))
     draws = [mu + sd * torch.randn((t, weight.shape[1]), generator=gen) for t in sizes]
-    grabbed: list[torch.Tensor] = []
-
-    def pre(module: Any, args: tuple, kwargs: dict) -> None:
-        grabbed.append(args[0] if args else kwargs["hidden_states"])
-
-    def post(module: Any, args: tuple, output: Any) -> None:
-        grabbed.append(output[0] if isinstance(output, tuple) else output)
-
-    handles = [blocks[0].register_forward_pre_hook(pre, with_kwargs=True)]
-    handles += [b.register_forward_hook(post) for b in blocks]
+    names = ["block.0.in", *[f"block.{i}.out" for i in range(len(blocks))]]  # layers 0..L
     out: list[np.ndarray] = [np.empty(0)] * len(sizes)
     order = np.argsort(sizes, kind="stable")
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), int(batch_size)):
-                rows = order[start : start + int(batch_size)]
-                T = max(sizes[i] for i in rows)
-                e = torch.zeros((len(rows), T, weight.shape[1]))  # (batch, T, d_model)
-                mask = torch.zeros((len(rows), T), dtype=torch.long)
-                for r, i in enumerate(rows):
-                    e[r, : sizes[i]], mask[r, : sizes[i]] = draws[i], 1
-                kw: dict[str, Any] = {"inputs_embeds": e.to(param.device, param.dtype)}
-                kw["attention_mask"] = mask.to(param.device)
-                if adapter.causal:
-                    kw["use_cache"] = False
-                else:
-                    kw["token_type_ids"] = torch.zeros_like(mask, device=param.device)
-                grabbed.clear()
-                adapter.base(model)(**kw)
-                states = torch.stack(grabbed[: len(blocks) + 1]).float().cpu()  # (L+1, b, T, d)
-                for r, i in enumerate(rows):
-                    out[i] = states[:, r, : sizes[i]].numpy().copy()
-    finally:
-        for h in handles:
-            h.remove()
+    with hooks.capture(model, names) as grabbed, torch.inference_mode():
+        for start in range(0, len(order), int(batch_size)):
+            rows = order[start : start + int(batch_size)]
+            T = max(sizes[i] for i in rows)
+            e = torch.zeros((len(rows), T, weight.shape[1]))  # (batch, T, d_model)
+            mask = torch.zeros((len(rows), T), dtype=torch.long)
+            for r, i in enumerate(rows):
+                e[r, : sizes[i]], mask[r, : sizes[i]] = draws[i], 1
+            kw: dict[str, Any] = {"inputs_embeds": e.to(param.device, param.dtype)}
+            kw["attention_mask"] = mask.to(param.device)
+            if adapter.causal:
+                kw["use_cache"] = False
+            else:
+                kw["token_type_ids"] = torch.zeros_like(mask, device=param.device)
+            grabbed.clear()
+            adapter.base(model)(**kw)
+            states = torch.stack([grabbed[n] for n in names]).float().cpu()  # (L+1, b, T, d)
+            for r, i in enumerate(rows):
+                out[i] = states[:, r, : sizes[i]].numpy().copy()
     return out

@@ -15,7 +15,8 @@ Conventions (every chapter relies on them):
   in paper 1's released code), and the final state also after the model's final norm
   (Hugging Face's post-norm ``hidden_states[-1]``). All pooling rules live in this module.
 
-States come from forward hooks on the blocks named by the architecture adapter; the LM head
+States come from forward hooks on the points ``block.0.in`` and ``block.{l-1}.out`` of
+:mod:`lamina.states.hooks` (blocks named by the architecture adapter); the LM head
 never runs and the forward pass stops after the deepest requested layer.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -31,6 +33,7 @@ from torch import nn
 
 from lamina.core.provenance import provenance
 from lamina.sources.models import get_adapter, hf_config
+from lamina.states import hooks
 from lamina.states.extract_cache import (
     cache_path,
     cache_root,
@@ -39,6 +42,7 @@ from lamina.states.extract_cache import (
     read_cache,
     tokenizer_fingerprint,
 )
+from lamina.states.hooks import HookFn
 from lamina.states.trajectories import Trajectories, TrajectoriesFileError
 
 __all__ = [
@@ -136,8 +140,63 @@ def extract(
     :class:`NonFiniteStatesError` naming the text and layer (``nonfinite="warn"``: a warning,
     and the (text, layer) pairs are listed in ``meta["nonfinite"]``).
     """
-    from tqdm.auto import tqdm
+    texts, batch_size, max_length = _check_options(texts, pool, batch_size, max_length, nonfinite)
+    root = cache_root(cache)
+    adapter = get_adapter(model)
+    n_layers = adapter.n_layers(model)
+    wanted = _wanted_layers(layers, n_layers)
+    encoded, truncated = _encode(model, tokenizer, texts, max_length, add_special_tokens)
+    meta = _provenance(model, pool, max_length, add_special_tokens, truncated)
+    key = _cache_key(model, tokenizer, encoded, meta, texts, wanted, hashed=root is not None)
+    path = cache_path(root, key)
+    if path is not None and path.is_file():
+        hit = read_cache(path, texts, wanted)
+        if hit is not None:
+            return hit
 
+    collector = _Collector(texts, pool, wanted, adapter.d_model(model), nonfinite)
+    _run_batches(model, tokenizer, encoded, batch_size, collector, progress)
+    if collector.bad_rows:
+        _warn_nonfinite(collector.bad_rows, texts, meta)
+    result = Trajectories(collector.states(), texts, wanted, meta)
+    if path is not None:
+        result.save(path)
+    return result
+
+
+def _cache_key(
+    model: nn.Module,
+    tokenizer: Any,
+    encoded: list[list[int]],
+    meta: dict[str, Any],
+    texts: list[str],
+    wanted: list[int],
+    *,
+    hashed: bool,
+) -> dict[str, Any]:
+    """Everything an extraction depends on: hashes of every byte of the weights, of the
+    tokenizer and of the token ids (``hashed=False``: None, no cache is used), plus the
+    model's name and revision, the texts, pool, layers, dtype, options and lamina version."""
+    return {
+        "fingerprint": model_fingerprint(model) if hashed else None,
+        "tokenizer": tokenizer_fingerprint(tokenizer) if hashed else None,
+        "ids": ids_fingerprint(encoded) if hashed else None,
+        "model": meta["model"],
+        "revision": meta["revision"],
+        "texts": texts,
+        "pool": meta["pool"],
+        "layers": wanted,
+        "dtype": meta["dtype"],
+        "max_length": meta["max_length"],
+        "special": meta["add_special_tokens"],
+        "lamina": meta["lamina_version"],
+    }
+
+
+def _check_options(
+    texts: Sequence[str], pool: str, batch_size: Any, max_length: Any, nonfinite: str
+) -> tuple[list[str], int, int | None]:
+    """Check :func:`extract`'s arguments -> (texts as a list, batch_size, max_length)."""
     texts = _validate_texts(texts)
     if pool not in POOLS:
         raise ValueError(f"unknown pool {pool!r}; choose one of {POOLS}")
@@ -146,10 +205,12 @@ def extract(
         max_length = _positive_int("max_length", max_length)
     if nonfinite not in ("raise", "warn"):
         raise ValueError(f"nonfinite must be 'raise' or 'warn'; got {nonfinite!r}")
-    root = cache_root(cache)
-    adapter = get_adapter(model)
-    blocks = adapter.block_list(model)
-    n_layers = len(blocks)
+    return texts, batch_size, max_length
+
+
+def _wanted_layers(layers: Any, n_layers: int) -> list[int]:
+    """The requested layer indices in 0..n_layers (negative ones counted from the end),
+    in the order given; default all n_layers + 1 of them."""
     wanted = list(range(n_layers + 1)) if layers is None else _layer_list(layers)
     wanted = [n_layers + 1 + x if x < 0 else x for x in wanted]
     if not wanted or any(not 0 <= x <= n_layers for x in wanted):
@@ -158,9 +219,19 @@ def extract(
         )
     if len(set(wanted)) != len(wanted):
         raise ValueError(f"layers has duplicates: {layers}")
-    slot = {layer: i for i, layer in enumerate(wanted)}
-    deepest = max(wanted)
+    return wanted
 
+
+def _encode(
+    model: nn.Module,
+    tokenizer: Any,
+    texts: list[str],
+    max_length: int | None,
+    add_special_tokens: bool,
+) -> tuple[list[list[int]], list[int]]:
+    """Token ids of every text, each cut to ``max_length`` when given -> (ids per text, the
+    indices of the texts that were cut). A text longer than the model's context (without
+    ``max_length``), with no tokens, or with an id outside the vocabulary raises."""
     encoded = tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]
     limit = _context_limit(model)
     if max_length is not None and limit is not None and max_length > limit:
@@ -177,7 +248,13 @@ def extract(
                 f"texts[{i}] has {len(ids)} tokens, more than the model's context of {limit}; "
                 "pass max_length to truncate it"
             )
-    vocab = adapter.embedding_module(model)
+    _check_vocabulary(model, texts, encoded)
+    return encoded, truncated
+
+
+def _check_vocabulary(model: nn.Module, texts: list[str], encoded: list[list[int]]) -> None:
+    """Raise when a token id lies outside the embedding table (a foreign tokenizer)."""
+    vocab = get_adapter(model).embedding_module(model)
     vocab_size = getattr(vocab, "num_embeddings", None) or getattr(
         getattr(vocab, "word_embeddings", None), "num_embeddings", None
     )
@@ -189,14 +266,23 @@ def extract(
                 f"vocabulary of {vocab_size}: is the tokenizer the model's own?"
             )
 
-    dtype = next(model.parameters()).dtype
-    meta = provenance(
+
+def _provenance(
+    model: nn.Module,
+    pool: str,
+    max_length: int | None,
+    add_special_tokens: bool,
+    truncated: list[int],
+) -> dict[str, Any]:
+    """The ``meta`` of an extraction: model, revision, dtype, options and conventions."""
+    adapter = get_adapter(model)
+    return provenance(
         model=getattr(model, "lamina_name", hf_config(model)._name_or_path),
         revision=getattr(model, "lamina_revision", None),
         model_type=hf_config(model).model_type,
-        dtype=str(dtype).removeprefix("torch."),
+        dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
         pool=pool,
-        n_layers=n_layers,
+        n_layers=adapter.n_layers(model),
         d_model=adapter.d_model(model),
         max_length=max_length,
         add_special_tokens=add_special_tokens,
@@ -205,87 +291,98 @@ def extract(
         source=getattr(model, "lamina_source", None),  # GGUF file, SHA-256, quantisation type
         quantization=getattr(model, "lamina_quantization", {}).get("qtype"),  # lamina.sources.quantize
     )
-    key = {
-        "fingerprint": model_fingerprint(model) if root else None,
-        "tokenizer": tokenizer_fingerprint(tokenizer) if root else None,
-        "ids": ids_fingerprint(encoded) if root else None,
-        "model": meta["model"],
-        "revision": meta["revision"],
-        "texts": texts,
-        "pool": pool,
-        "layers": wanted,
-        "dtype": meta["dtype"],
-        "max_length": max_length,
-        "special": add_special_tokens,
-        "lamina": meta["lamina_version"],
-    }
-    path = cache_path(root, key)
-    if path is not None and path.is_file():
-        hit = read_cache(path, texts, wanted)
-        if hit is not None:
-            return hit
 
-    n, d = len(texts), adapter.d_model(model)
-    pooled = np.zeros((n, len(wanted), d), np.float32) if pool != "none" else None
-    ragged: list[list[np.ndarray | None]] = [[None] * len(wanted) for _ in range(n)]
-    device = next(model.parameters()).device
-    current: dict[str, Any] = {}
-    bad_rows: list[tuple[int, int]] = []  # (text index, layer) with a non-finite state
 
-    def check(layer: int, hidden: torch.Tensor, mask: torch.Tensor, rows: list[int]) -> None:
+class _Collector:
+    """Pools the hidden state each hook sees into the rows of the current batch.
+
+    ``pooled``: (n_texts, len(wanted), d_model) float32 for pool "last"/"mean"; ``ragged``:
+    per text, per wanted layer, the (T_i, d_model) float32 states for pool "none". The batch's
+    ``mask`` (batch, T) bool and ``rows`` (its text indices) are set before each forward pass.
+    Capturing the deepest wanted layer raises :class:`_Stop` (the rest of the pass is skipped).
+    """
+
+    def __init__(
+        self, texts: list[str], pool: str, wanted: list[int], d_model: int, nonfinite: str
+    ) -> None:
+        n = len(texts)
+        self.texts, self.pool, self.nonfinite = texts, pool, nonfinite
+        self.slot = {layer: i for i, layer in enumerate(wanted)}
+        self.deepest = max(wanted)
+        self.pooled = np.zeros((n, len(wanted), d_model), np.float32) if pool != "none" else None
+        self.ragged: list[list[np.ndarray | None]] = [[None] * len(wanted) for _ in range(n)]
+        self.mask = torch.zeros(0, 0, dtype=torch.bool)
+        self.rows: list[int] = []
+        self.bad_rows: list[tuple[int, int]] = []  # (text index, layer) with a non-finite state
+
+    def hooks(self) -> dict[str, HookFn]:
+        """{hook point: function} capturing every wanted layer: layer 0 is the input of
+        block 0, layer l the output of block l - 1."""
+        return {
+            ("block.0.in" if layer == 0 else f"block.{layer - 1}.out"): partial(self.capture, layer)
+            for layer in self.slot
+        }
+
+    def check(self, layer: int, hidden: torch.Tensor) -> None:
+        """Raise (or record, ``nonfinite="warn"``) a non-finite state at a non-padding token."""
+        mask, rows = self.mask, self.rows
         finite = torch.where(mask[..., None], torch.isfinite(hidden), True).all(-1).all(-1)
         for b in (~finite).nonzero().flatten().tolist():
-            if nonfinite == "raise":
+            if self.nonfinite == "raise":
                 raise NonFiniteStatesError(
                     f"non-finite (NaN or inf) hidden state at layer {layer} for texts[{rows[b]}] "
-                    f"({texts[rows[b]][:60]!r}): are the model's weights finite?"
+                    f"({self.texts[rows[b]][:60]!r}): are the model's weights finite?"
                 )
-            bad_rows.append((rows[b], layer))
+            self.bad_rows.append((rows[b], layer))
 
-    def capture(layer: int, hidden: torch.Tensor) -> None:
-        mask = current["mask"]  # (batch, T) bool
-        rows = current["rows"]
-        check(layer, hidden, mask, rows)
-        if pool == "last":
+    def capture(self, layer: int, hidden: torch.Tensor) -> None:
+        """Pool ``hidden`` (batch, T, d_model) of ``layer`` into the current batch's rows."""
+        mask, rows, slot = self.mask, self.rows, self.slot  # mask: (batch, T) bool
+        self.check(layer, hidden)
+        if self.pool == "last":
             positions = torch.arange(mask.shape[1], device=mask.device)
             last = torch.where(mask, positions, -1).argmax(-1)  # (batch,)
             vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.float().cpu().numpy()  # pool != none
-        elif pool == "mean":
+            cast(np.ndarray, self.pooled)[rows, slot[layer]] = vec.float().cpu().numpy()
+        elif self.pool == "mean":
             summed = torch.where(mask[..., None], hidden, 0).sum(1, dtype=torch.float32)
             vec = summed / mask.sum(1, keepdim=True)
-            cast(np.ndarray, pooled)[rows, slot[layer]] = vec.cpu().numpy()
+            cast(np.ndarray, self.pooled)[rows, slot[layer]] = vec.cpu().numpy()
         else:
             for b, r in enumerate(rows):
-                ragged[r][slot[layer]] = hidden[b][mask[b]].float().cpu().numpy()
-        if layer == deepest:
+                self.ragged[r][slot[layer]] = hidden[b][mask[b]].float().cpu().numpy()
+        if layer == self.deepest:
             raise _Stop
 
-    def pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        hidden = args[0] if args else kwargs["hidden_states"]
-        capture(0, hidden)
+    def states(self) -> np.ndarray | list[np.ndarray]:
+        """(n_texts, len(wanted), d_model) float32, or per text (len(wanted), T_i, d_model)."""
+        if self.pool == "none":
+            return [np.stack(per_layer) for per_layer in self.ragged]  # type: ignore[arg-type]
+        return cast(np.ndarray, self.pooled)
 
-    def make_hook(layer: int):
-        def hook(module: nn.Module, args: tuple, output: Any) -> None:
-            hidden = output[0] if isinstance(output, tuple) else output
-            capture(layer, hidden)
 
-        return hook
+def _run_batches(
+    model: nn.Module,
+    tokenizer: Any,
+    encoded: list[list[int]],
+    batch_size: int,
+    collector: _Collector,
+    progress: bool,
+) -> None:
+    """One forward pass of the bare transformer per batch of similar-length texts (padded,
+    position ids following the attention mask), in eval mode and without gradients, with
+    ``collector``'s hooks attached; the caller's train/eval modes are restored afterwards."""
+    from tqdm.auto import tqdm
 
-    handles = []
-    if 0 in slot:
-        handles.append(blocks[0].register_forward_pre_hook(pre_hook, with_kwargs=True))
-    for layer in wanted:
-        if layer > 0:
-            handles.append(blocks[layer - 1].register_forward_hook(make_hook(layer)))
-
+    adapter = get_adapter(model)
+    device = next(model.parameters()).device
     order = np.argsort([len(ids) for ids in encoded], kind="stable")
-    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, len(encoded), batch_size)]
     base = adapter.base(model)
     modes = [(m, m.training) for m in model.modules()]
     model.eval()  # dropout off: states must not depend on the caller's train mode
     try:
-        with torch.inference_mode():
+        with hooks.attached(model, collector.hooks()), torch.inference_mode():
             for rows in tqdm(batches, desc="extract", disable=not progress, leave=False):
                 batch = tokenizer.pad(
                     {"input_ids": [encoded[r] for r in rows]}, return_tensors="pt"
@@ -300,37 +397,28 @@ def extract(
                     inputs["use_cache"] = False
                 else:
                     inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
-                current.update(mask=mask, rows=[int(r) for r in rows])
+                collector.mask, collector.rows = mask, [int(r) for r in rows]
                 try:
                     base(**inputs)
                 except _Stop:
                     pass
     finally:
-        for handle in handles:
-            handle.remove()
         for module, training in modes:
             module.training = training
-    if bad_rows:
-        import warnings
 
-        i, layer = bad_rows[0]
-        warnings.warn(
-            f"{len(bad_rows)} non-finite hidden states, first at layer {layer} for texts[{i}] "
-            f"({texts[i][:60]!r}); listed in meta['nonfinite']",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        meta["nonfinite"] = [{"text": i, "layer": layer} for i, layer in sorted(bad_rows)]
 
-    states: np.ndarray | list[np.ndarray]
-    if pool == "none":
-        states = [np.stack(per_layer) for per_layer in ragged]  # type: ignore[arg-type]
-    else:
-        states = pooled  # type: ignore[assignment]
-    result = Trajectories(states, texts, wanted, meta)
-    if path is not None:
-        result.save(path)
-    return result
+def _warn_nonfinite(bad_rows: list[tuple[int, int]], texts: list[str], meta: dict) -> None:
+    """Warn about non-finite states and list them in ``meta["nonfinite"]`` (text, layer)."""
+    import warnings
+
+    i, layer = bad_rows[0]
+    warnings.warn(
+        f"{len(bad_rows)} non-finite hidden states, first at layer {layer} for texts[{i}] "
+        f"({texts[i][:60]!r}); listed in meta['nonfinite']",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    meta["nonfinite"] = [{"text": i, "layer": layer} for i, layer in sorted(bad_rows)]
 
 
 def content_token_mask(

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from lamina.sources.models import input_embeddings
+from lamina.states import hooks
+from lamina.states.hooks import map_point
 from lamina.weights.maps import LinearMap
 from lamina.weights.subspace_fraction import Side, relative_subspace_fraction
 from lamina.weights.subspaces import token_batches
@@ -115,27 +116,22 @@ def loss_factors(
     inputs: dict[str, list[torch.Tensor]] = {p: [] for p in by_module}
     outputs: dict[str, list[torch.Tensor]] = {p: [] for p in by_module}
 
-    def make_hook(path: str) -> Callable:
-        def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-            inputs[path].append(args[0].detach())
-            outputs[path].append(output)
+    def into_graph(embedded: torch.Tensor) -> torch.Tensor:
+        return embedded.detach().requires_grad_(True)  # makes every output part of the graph
 
-        return hook
+    def keep_input(path: str) -> Callable[[torch.Tensor], None]:
+        return lambda a: inputs[path].append(a.detach())
 
-    def into_graph(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-        return output.detach().requires_grad_(True)  # makes every output part of the graph
-
-    handles = [model.get_submodule(p).register_forward_hook(make_hook(p)) for p in by_module]
-    handles.append(input_embeddings(model).register_forward_hook(into_graph))
-    try:
-        with torch.enable_grad():
-            value = run()
-            paths = list(by_module)
-            flat = [o for p in paths for o in outputs[p]]
-            grads = list(torch.autograd.grad(value, flat, allow_unused=True))
-    finally:
-        for h in handles:
-            h.remove()
+    attach: list[tuple[str, Callable]] = []
+    for path, ms in by_module.items():  # the maps of one module (GPT-2's c_attn) share its hooks
+        attach.append((map_point(ms[0].layer, ms[0].role, "in"), keep_input(path)))
+        attach.append((map_point(ms[0].layer, ms[0].role, "out"), outputs[path].append))
+    attach.append(("embed", into_graph))
+    with hooks.attached(model, attach), torch.enable_grad():
+        value = run()
+        paths = list(by_module)
+        flat = [o for p in paths for o in outputs[p]]
+        grads = list(torch.autograd.grad(value, flat, allow_unused=True))
     if keep is not None and any(len(outputs[p]) != 1 for p in paths):
         raise ValueError("keep= needs run() to call the model exactly once")
     out: dict[str, GradientFactors] = {}

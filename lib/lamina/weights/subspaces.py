@@ -12,6 +12,8 @@ import torch
 from torch import nn
 
 from lamina.sources.models import get_adapter, hf_config, weight_of
+from lamina.states import hooks
+from lamina.states.hooks import map_point
 from lamina.weights.maps import SHARED_INPUT, LinearMap, linear_maps
 from lamina.weights.subspace_fraction import Side
 
@@ -42,6 +44,15 @@ def token_batches(
         yield enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
+def _input_point(m: LinearMap) -> str:
+    """The hook point of the tensor map ``m`` reads: Q/K/V share ``block.{i}.attn.in``, the
+    MLP's gate and up maps ``block.{i}.mlp.in``; any other map its own ``.in`` point."""
+    shared = SHARED_INPUT.get(m.role)
+    if shared is not None and m.layer is not None:
+        return f"block.{m.layer}.{shared.removesuffix('_in')}.in"
+    return map_point(m.layer, m.role, "in")
+
+
 def input_second_moments(
     model: nn.Module,
     tokenizer,
@@ -69,39 +80,29 @@ def input_second_moments(
     )
     if any(m.role == "embed" for m in maps):
         raise ValueError("the embedding reads one-hot token ids; it has no input second moment")
-    source = {m.key: (m.layer, SHARED_INPUT.get(m.role, m.module)) for m in maps}
-    hooked: dict[tuple, str] = {}
-    for m in maps:
-        hooked.setdefault(source[m.key], m.module)
-    sums: dict[tuple, torch.Tensor] = {}
-    firsts: dict[tuple, torch.Tensor] = {}
+    source = {m.key: _input_point(m) for m in maps}  # maps that read one tensor share a point
+    sums: dict[str, torch.Tensor] = {}
+    firsts: dict[str, torch.Tensor] = {}
     count = 0
     mask_now: list[torch.Tensor] = []
 
-    def make_hook(src: tuple) -> Callable:
-        def hook(module: nn.Module, args: tuple) -> None:
-            a = args[0][mask_now[0]].detach()  # (N, d_in)
+    def make_hook(src: str) -> Callable:
+        def hook(a: torch.Tensor) -> None:
+            a = a[mask_now[0]].detach()  # (N, d_in)
             a = a if a.dtype == torch.float64 else a.float()
             sums[src] = sums.get(src, 0) + (a.T @ a).double()
             firsts[src] = firsts.get(src, 0) + a.sum(0, dtype=torch.float64)
 
         return hook
 
-    handles = [
-        model.get_submodule(path).register_forward_pre_hook(make_hook(src))
-        for src, path in hooked.items()
-    ]
+    attach = {src: make_hook(src) for src in dict.fromkeys(source.values())}
     run = model if any(m.role == "unembed" for m in maps) else get_adapter(model).base(model)
-    try:
-        with torch.no_grad():
-            for ids, mask in token_batches(model, tokenizer, texts, batch_size, max_length):
-                mask_now[:] = [mask.bool()]
-                run(input_ids=ids, attention_mask=mask)
-                count += int(mask.sum())
-    finally:
-        for h in handles:
-            h.remove()
-    by_source: dict[tuple, torch.Tensor] = {}
+    with hooks.attached(model, attach), torch.no_grad():
+        for ids, mask in token_batches(model, tokenizer, texts, batch_size, max_length):
+            mask_now[:] = [mask.bool()]
+            run(input_ids=ids, attention_mask=mask)
+            count += int(mask.sum())
+    by_source: dict[str, torch.Tensor] = {}
     for src in sums:  # one tensor per source: maps that read it share it
         moment = sums[src] / count
         if centred:

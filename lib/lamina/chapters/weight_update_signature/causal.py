@@ -18,6 +18,8 @@ from lamina.sources.models import input_embeddings, weight_of
 from lamina.sources.organisms.corpus import format_answer, format_prompt
 from lamina.sources.organisms.objectives import sft_loss, token_logprobs
 from lamina.sources.organisms.stages import qa_batch
+from lamina.states import hooks
+from lamina.states.hooks import map_point
 from lamina.weights import linear_maps
 from lamina.weights.edits import (
     GROUPS,
@@ -54,20 +56,14 @@ def mean_write_inputs(
     keep = mask.bool()
 
     def make_hook(key: str):
-        def hook(module, args):
-            sums[key] = args[0][keep].float().mean(0).detach()
+        def hook(a: torch.Tensor) -> None:  # (B, T, d_in)
+            sums[key] = a[keep].float().mean(0).detach()
 
         return hook
 
-    handles = [
-        model.get_submodule(m.module).register_forward_pre_hook(make_hook(m.key)) for m in maps
-    ]
-    try:
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits
-    finally:
-        for h in handles:
-            h.remove()
+    inputs = {map_point(m.layer, m.role, "in"): make_hook(m.key) for m in maps}
+    with hooks.attached(model, inputs), torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits
     if log_probs:
         return sums, F.log_softmax(logits.float(), dim=-1)
     return sums
