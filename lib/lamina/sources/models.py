@@ -274,20 +274,7 @@ def _check_load_arguments(
         )
     if revision is not None and not isinstance(revision, str):
         raise TypeError(f"revision must be a str (branch, tag or commit); got {revision!r}")
-    if device is None or str(device) == "auto":  # resolved later: CUDA when present, else CPU
-        return
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device: {exc}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} requested but CUDA is not available here")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise RuntimeError(
-            f"device={device!r} requested but only {torch.cuda.device_count()} CUDA device(s)"
-        )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"device={device!r} requested but MPS is not available here")
+    resolve_device(device)  # "auto" reads $LAMINA_DEVICE; names the value when unusable
 
 
 def load_model(
@@ -315,6 +302,7 @@ def load_model(
     """
     from lamina.sources.quantize import quantize_model, split_quantized_name
 
+    _check_load_arguments(name_or_path, revision, device)  # before anything is read
     base_name, qtype = split_quantized_name(str(name_or_path))
     if qtype is not None:  # "<model>+Q4_1": the model with its weights rounded through GGUF Q4_1
         model, tokenizer = load_model(
@@ -332,7 +320,6 @@ def load_model(
         return model, tokenizer
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    _check_load_arguments(name_or_path, revision, device)
     source, local = _resolve(name_or_path)
     if local and revision is not None:
         raise ValueError(
