@@ -177,3 +177,50 @@ def test_direct_python_writes_say_so(tmp_path, monkeypatch):
     monkeypatch.delenv("LAMINA_RUN", raising=False)
     path = write_results("convergence", "m", summary={"claims": []}, config={}, root=tmp_path)
     assert json.loads(path.read_text())["run"]["via"] == "python"
+
+
+def test_poor_negative_seed_is_refused_naming_it(capsys, book):
+    err = _cli_error(capsys, ["execute", "convergence", "-p", "seed", "-1"])
+    assert "seed -1" in err and "[0, 2**32)" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["0"], "N_SEEDS must be at least 1; got 0"),
+        (["-3"], "N_SEEDS must be at least 1; got -3"),
+        (["abc"], "N_SEEDS must be a whole number; got 'abc'"),
+        (["page"], "name the page to write"),
+        (["page", "/proc/nope/x.md"], "cannot write a file there"),
+    ],
+)
+def test_poor_calibration_arguments_are_checked_before_computing(capsys, argv, message):
+    from lamina.trajectory.calibration import _parse_main
+
+    with pytest.raises(SystemExit) as info:
+        _parse_main(argv)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_poor_calibration_help_exits_cleanly(capsys):
+    from lamina.trajectory.calibration import _parse_main
+
+    with pytest.raises(SystemExit) as info:
+        _parse_main(["--help"])
+    assert info.value.code == 0 and "N_SEEDS" in capsys.readouterr().out
+
+
+def test_poor_organism_with_an_unknown_checkpoint_word_says_so():
+    import lamina
+
+    with pytest.raises(ValueError, match=r"'nonexistent' is not a checkpoint.*step-N, final"):
+        lamina.load_model("organism-llama@nonexistent")
+
+
+def test_poor_available_offline_lists_peer_and_synthetic_sources():
+    from lamina.sources.models import SYNTHETIC_SOURCES, available_offline
+    from lamina.trajectory.synthetic import SYNTHETIC
+
+    assert tuple(SYNTHETIC_SOURCES) == tuple(SYNTHETIC)
+    names = " ".join(available_offline())
+    assert "synthetic-null" in names and "synthetic-planted" in names

@@ -209,6 +209,10 @@ def check_parameters(
                 f"{sorted(defaults)}"
             )
         value = _check_type(chapter, name, value, defaults[name])
+        if name == "seed" and isinstance(value, int) and not 0 <= value < 2**32:
+            raise ParameterError(
+                f"chapter {chapter!r}: seed {value!r} must be a whole number in [0, 2**32)"
+            )
         if name in PATH_PARAMETERS and isinstance(value, str | os.PathLike):
             value = _absolute(str(value), here)
             if Path(value).exists() and not Path(value).is_dir():
