@@ -26,10 +26,16 @@ def write_gguf(
     *,
     qtype: str = "F32",
     arch: str | None = None,
+    drop: tuple[str, ...] = (),
+    reshape: dict[str, tuple[int, ...]] | None = None,
+    tokenizer_keys: bool = True,
 ) -> Path:
     """Write ``model`` (a tiny Llama or Gemma 3 causal LM) and its byte-level BPE ``tokenizer`` as
     GGUF. ``qtype`` in {"F32", "Q8_0"}: the storage of the 2-D weights whose rows divide into
-    32-element blocks. ``arch`` overrides ``general.architecture`` (to test unsupported ones)."""
+    32-element blocks. ``arch`` overrides ``general.architecture`` (to test unsupported ones).
+    Damage for the bad-input tests: ``drop`` leaves out the GGUF tensors of those names,
+    ``reshape`` stores ``{gguf name: numpy shape}`` (the values truncated or zero-padded), and
+    ``tokenizer_keys=False`` writes no tokenizer."""
     import gguf
 
     cfg = model.config
@@ -59,9 +65,20 @@ def write_gguf(
     q8 = qtype == "Q8_0"
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if q8 else gguf.LlamaFileType.ALL_F32)
 
+    if tokenizer_keys:
+        _write_tokenizer(writer, tokenizer, cfg.vocab_size)
+    _write_tensors(writer, model, gguf_arch, enum, q8, drop, reshape or {})
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(path)
+
+
+def _write_tokenizer(writer, tokenizer, vocab_size: int) -> None:
     vocab = tokenizer.get_vocab()
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
-    tokens += [f"[UNUSED{i}]" for i in range(cfg.vocab_size - len(tokens))]
+    tokens += [f"[UNUSED{i}]" for i in range(vocab_size - len(tokens))]
     special = set(tokenizer.all_special_tokens)
     merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
     merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
@@ -75,6 +92,11 @@ def write_gguf(
     writer.add_pad_token_id(tokenizer.convert_tokens_to_ids(tokenizer.pad_token))
     writer.add_unk_token_id(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
 
+
+def _write_tensors(writer, model, gguf_arch, enum, q8, drop, reshape) -> None:
+    import gguf
+
+    cfg = model.config
     names = gguf.get_tensor_name_map(enum, cfg.num_hidden_layers)
     tied = getattr(cfg, "tie_word_embeddings", False)
     for hf_name, tensor in model.state_dict().items():
@@ -82,6 +104,8 @@ def write_gguf(
             continue
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
+        if name in drop:
+            continue
         data = tensor.detach().float().numpy().copy()
         if gguf_arch == "llama" and name.endswith("attn_q.weight"):
             data = _permute(data, cfg.num_attention_heads)
@@ -89,13 +113,11 @@ def write_gguf(
             data = _permute(data, cfg.num_key_value_heads)
         if gguf_arch == "gemma3" and name.endswith("norm.weight"):
             data = data + 1.0  # llama.cpp stores Gemma's (1 + w) norms as 1 + w
+        if name in reshape:
+            flat = np.resize(data.ravel(), int(np.prod(reshape[name])))
+            data = flat.reshape(reshape[name]).astype(np.float32)
         if q8 and data.ndim == 2 and data.shape[1] % 32 == 0:
             packed = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
             writer.add_tensor(name, packed, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
             writer.add_tensor(name, data.astype(np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return Path(path)

@@ -307,7 +307,7 @@ def test_two_loads_of_one_cold_model_build_its_cache_once(tiny_ggufs, cache, mon
     )
     loaded: list = []
     waiter = threading.Thread(target=lambda: loaded.append(lamina.load_model(str(path))))
-    target.parent.mkdir(parents=True)
+    target.parent.mkdir(parents=True, exist_ok=True)  # gguf_cache_dir() creates it
     with gguf_cache.build_lock(target):
         waiter.start()
         time.sleep(0.5)  # the waiter finds no cache and blocks on the lock

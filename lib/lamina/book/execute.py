@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lamina.book.methods import methods_markdown
-from lamina.book.params import ParameterError, check_parameters, cli_parameters
+from lamina.book.params import (
+    MODEL_PARAMETERS,
+    ParameterError,
+    chapter_defaults,
+    check_parameters,
+    cli_parameters,
+)
 from lamina.book.reuse import (
     changed_components,
     component_digests,
@@ -39,13 +45,58 @@ from lamina.book.reuse import (
 )
 from lamina.book.scorecard import write_pages
 from lamina.core import registry
-from lamina.core.provenance import atomic_write_json, atomic_write_text, repo_root
-from lamina.states.io import results_dir
+from lamina.core.provenance import (
+    absolute_env_paths,
+    atomic_write_json,
+    atomic_write_text,
+    repo_root,
+)
+from lamina.states.io import RUN_ENV, ResultsFileError, results_dir
 
 __all__ = ["CHAPTERS", "execute_chapter", "fold_injected_parameters", "main"]
 
 # Order of execution and of the book (the registry, lamina.core.registry).
 CHAPTERS = registry.names()
+
+
+def run_namespace(source: Path, parameters: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(varied, namespace): the parameters that differ from the book's (the chapter's
+    ``parameters`` cell), model names and ``results_root`` aside, and a 12-hex hash of them
+    (None when there are none: the run is the book's own). A run with a namespace writes its
+    results to ``<results>/<model>/<namespace>/`` (:func:`lamina.states.io.write_results`)."""
+    import hashlib
+
+    defaults = chapter_defaults(source)
+    skip = (*MODEL_PARAMETERS, "results_root")
+    varied = {k: v for k, v in sorted(parameters.items()) if k not in skip and v != defaults.get(k)}
+    if not varied:
+        return {}, None
+    text = json.dumps(varied, sort_keys=True, default=str)
+    return varied, hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _run_env(run: _Run) -> str:
+    """The ``$LAMINA_RUN`` JSON for ``run`` (see :func:`lamina.states.io.run_record`)."""
+    varied, namespace = run_namespace(run.source, run.parameters)
+    quick = bool(run.parameters.get("quick", chapter_defaults(run.source).get("quick", False)))
+    return json.dumps(
+        {"chapter": run.chapter, "parameters": run.parameters, "varied": varied,
+         "namespace": namespace, "key": run.key, "quick": quick},
+        default=str,
+    )  # fmt: skip
+
+
+def _check_out(out: Path) -> Path:
+    """``out`` as a writable folder (created); ValueError naming it otherwise."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {str(out)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {str(out)!r} is not writable")
+    return out
 
 
 def _notebooks_dir() -> Path:
@@ -81,6 +132,7 @@ def execute_chapter(
     as that run wrote them, is not executed again: one line says so and the notebook is
     returned. When it reruns after an earlier run, one line says which inputs changed.
     """
+    absolute_env_paths()  # the kernel runs in notebooks/: relative LAMINA_* would move
     run = _prepare(chapter, out_dir, parameters)
     if _reuse(run, force):
         return run.target
@@ -146,7 +198,7 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
     import papermill
 
     chapter, out_dir, target = run.chapter, run.out, run.target
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_out(out_dir)
     staged = out_dir / f".{chapter}.src.ipynb"
     jupytext.write(jupytext.read(run.source), staged, fmt="ipynb")
     tmp_target = out_dir / f".{chapter}.running.ipynb"
@@ -155,6 +207,8 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
     start = time.perf_counter()
     status = "ok"
     written: dict[str, str] = {}
+    previous_run_env = os.environ.get(RUN_ENV)
+    os.environ[RUN_ENV] = _run_env(run)  # the kernel inherits it: write_results records it
     try:
         papermill.execute_notebook(
             str(staged),
@@ -167,10 +221,17 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
         fold_injected_parameters(tmp_target)
         os.replace(tmp_target, target)
         written = results_files(chapter, results_root, started)
+        namespace = json.loads(os.environ[RUN_ENV])["namespace"]
+        for folder in results_root.glob(f"*/{namespace}") if namespace else []:
+            written.update(results_files(chapter, folder.parent, started))
     except BaseException:
         status = "failed"
         raise
     finally:
+        if previous_run_env is None:
+            os.environ.pop(RUN_ENV, None)
+        else:
+            os.environ[RUN_ENV] = previous_run_env
         staged.unlink(missing_ok=True)
         atomic_write_json(
             run.report,
@@ -244,11 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     me.add_argument("--out", default=None, help="default book/generated/definitions.md")
     args = parser.parse_args(argv)
 
+    absolute_env_paths()  # relative LAMINA_* folders: against the caller's directory
     root = repo_root() or Path.cwd()
     if args.command == "pages":
         if args.results is not None and not Path(args.results).is_dir():
             parser.error(f"--results {args.results!r}: no such results folder")
-        for path in write_pages(args.root or root, args.results):
+        try:
+            paths = write_pages(args.root or root, args.results)
+        except (FileNotFoundError, ResultsFileError) as exc:
+            parser.error(str(exc))
+        for path in paths:
             print(f"[lamina] wrote {path}", file=sys.stderr)
         return 0
     if args.command == "methods":
@@ -266,13 +332,13 @@ def main(argv: list[str] | None = None) -> int:
         params = cli_parameters(chapters, args.p, _notebooks_dir())
         models = [p["model"] for p in params.values() if "model" in p]
         if args.out:
-            out = Path(args.out).resolve()
+            out = _check_out(Path(args.out).resolve())
         elif models:
             names = models[0] if isinstance(models[0], list) else [models[0]]
             out = root / "book" / "runs" / "+".join(_safe_dirname(str(m)) for m in names)
         else:
             out = root / "book" / "executed"
-    except ParameterError as exc:
+    except (ParameterError, ValueError) as exc:
         parser.error(str(exc))
     return _execute_many(chapters, out, params, jobs=args.jobs, force=args.force)
 

@@ -161,7 +161,11 @@ def _resolve_model(chapter: str, name: str, value: Any, cwd: Path) -> Any:
             f"chapter {chapter!r}: model {value!r} is not a usable model name: the output "
             "folder is named after the model. Name the folder itself, e.g. ../my-model"
         )
-    if (cwd / value).expanduser().is_dir() or _looks_like_path(value):
+    base = value.rsplit("+", 1)[0] if not (cwd / value).expanduser().exists() else value
+    local = (cwd / value).expanduser().is_dir() or (cwd / value).expanduser().is_file()
+    if local or _looks_like_path(value) or base.lower().endswith(".gguf"):
+        if base != value and not local:  # "<path>+Q4_1": resolve the path, keep the suffix
+            return _absolute(base, cwd) + value[len(base) :]
         return _absolute(value, cwd)
     return value
 
@@ -205,8 +209,16 @@ def check_parameters(
                 f"{sorted(defaults)}"
             )
         value = _check_type(chapter, name, value, defaults[name])
+        if name == "seed" and isinstance(value, int) and not 0 <= value < 2**32:
+            raise ParameterError(
+                f"chapter {chapter!r}: seed {value!r} must be a whole number in [0, 2**32)"
+            )
         if name in PATH_PARAMETERS and isinstance(value, str | os.PathLike):
             value = _absolute(str(value), here)
+            if Path(value).exists() and not Path(value).is_dir():
+                raise ParameterError(
+                    f"chapter {chapter!r}: {name} {value!r} is a file; it must name a folder"
+                )
         elif name in MODEL_PARAMETERS and isinstance(value, list):
             value = [_resolve_model(chapter, name, v, here) for v in value]
         elif name in MODEL_PARAMETERS:

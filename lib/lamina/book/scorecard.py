@@ -20,10 +20,11 @@ import pandas as pd
 from lamina.book.badges import is_self_check
 from lamina.book.matrix import matrix_html, scorecard_markdown, summary_line
 from lamina.core import registry
-from lamina.core.provenance import atomic_write_text, provenance
-from lamina.states.io import read_result_file, read_results, results_dir
+from lamina.core.provenance import EnvPathError, atomic_write_text, provenance
+from lamina.evidence.claims import PAPER_VERDICTS, SELF_VERDICTS
+from lamina.states.io import ResultsFileError, read_result_file, results_dir
 
-__all__ = ["CHAPTER_PAPER", "claims_table", "write_pages"]
+__all__ = ["CHAPTER_PAPER", "claims_table", "load_records", "validate_record", "write_pages"]
 
 
 # Which paper each chapter tests (from the registry, lamina.core.registry). A chapter's claims (their text, the paper's value and the
@@ -44,6 +45,81 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
+def validate_record(record: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """``record`` (a results file's content) if its chapter is one of the book's and every
+    claim row holds a ``claim_id``, a verdict of :data:`lamina.evidence.claims.PAPER_VERDICTS`
+    or ``SELF_VERDICTS`` and a numeric (or null) ``measured``; else
+    :class:`lamina.states.io.ResultsFileError` naming ``path`` and the row."""
+    chapters = registry.names()
+    if record.get("chapter") not in chapters:
+        raise ResultsFileError(
+            f"{path}: chapter {record.get('chapter')!r} is not a chapter of the book; "
+            f"chapters: {chapters}"
+        )
+    summary = record.get("summary")
+    if not isinstance(summary, dict):
+        raise ResultsFileError(f"{path}: 'summary' must be an object, got {summary!r:.80}")
+    claims = summary.get("claims") or []
+    if not isinstance(claims, list):
+        raise ResultsFileError(f"{path}: summary.claims must be a list, got {claims!r:.80}")
+    allowed = tuple(dict.fromkeys((*PAPER_VERDICTS, *SELF_VERDICTS)))
+    for i, row in enumerate(claims):
+        where = f"{path}: summary.claims[{i}]"
+        if not isinstance(row, dict):
+            raise ResultsFileError(f"{where} must be an object, got {row!r:.80}")
+        cid = row.get("claim_id")
+        if not isinstance(cid, str) or not cid.strip():
+            raise ResultsFileError(f"{where} has no claim_id (got {cid!r})")
+        if row.get("verdict") not in allowed:
+            raise ResultsFileError(
+                f"{where} ({cid}): verdict {row.get('verdict')!r} is not one of {allowed}"
+            )
+        measured = row.get("measured")
+        if measured is not None and (
+            isinstance(measured, bool) or not isinstance(measured, int | float)
+        ):
+            raise ResultsFileError(
+                f"{where} ({cid}): measured must be a number or null, got {measured!r:.80}"
+            )
+    return record
+
+
+def _run_label(record: dict[str, Any]) -> str:
+    """Which run a record comes from, as its column shows it: "" for the book's own run, else
+    "run <namespace>" and/or "quick" (quick mode from the run's parameters or the config)."""
+    run = record.get("run") or {}
+    config = record.get("config") or {}
+    quick = bool(run.get("quick") if run.get("quick") is not None else config.get("quick"))
+    parts = [f"run {run['namespace']}"] if run.get("namespace") else []
+    if run.get("varied"):
+        parts[-1:] = [f"{parts[-1] if parts else 'run'}: " + ", ".join(
+            f"{k}={v}" for k, v in sorted(run["varied"].items()))]  # fmt: skip
+    elif quick:
+        parts.append("quick")
+    return "; ".join(parts)
+
+
+def load_records(folder: Path, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every results record of the book, validated (:func:`validate_record`): the book's
+    own (``<folder>/<model>/<chapter>.json``), other runs' namespaces
+    (``<folder>/<model>/<namespace>/<chapter>.json``) and ``<root>/book/runs/*/results``.
+    Raises FileNotFoundError naming ``folder`` when it is not a folder, and
+    :class:`ResultsFileError` when no valid record is found."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
+    paths = sorted(folder.glob("*/*.json")) + sorted(folder.glob("*/*/*.json"))
+    runs = root / "book" / "runs" if root is not None else None
+    if runs is not None and runs.is_dir():
+        paths += sorted(runs.glob("*/results/*/*.json")) + sorted(runs.glob("*/results/*/*/*.json"))
+    records = [validate_record(read_result_file(p), p) for p in paths]
+    if not records:
+        raise ResultsFileError(
+            f"results folder {str(folder)!r} holds no results record (<model>/<chapter>.json); "
+            "run the chapters first (make book, or python -m lamina.book execute CHAPTER)"
+        )
+    return records
+
+
 def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFrame:
     """One row per claim row found in the results (claim × model × stage), plus a "not run"
     row for every chapter of :data:`CHAPTER_PAPER` without results. Columns: paper, chapter,
@@ -51,13 +127,16 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     self_check (the row checks lamina itself, not a
     claim of the papers: :func:`lamina.book.badges.is_self_check`), quant_shift (the
     quantisation control's text for a quantised model, ``lamina.states.quant_control``; "" otherwise),
-    commit."""
-    records = list(read_results() if records is None else records)
+    commit, run (which run the row comes from: "" for the book's own, else its namespace and
+    the parameters that differ, or "quick"; a row from another run is shown under the model
+    name followed by this label, so it never takes the book's cell)."""
+    records = list(load_records(results_dir(create=False)) if records is None else records)
     rows = []
     for record in records:
         chapter = record.get("chapter", "")
         if chapter not in CHAPTER_PAPER:
             continue
+        label = _run_label(record)
         for row in record.get("summary", {}).get("claims", []) or []:
             context = " / ".join(
                 str(row[k]) for k in ("stage",) if row.get(k) not in (None, "", "-")
@@ -72,7 +151,8 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "claim_id": cid,
                     "claim": str(row.get("claim", "")),
                     "paper_value": str(row.get("paper_value", "")),
-                    "model": str(row.get("model") or record.get("model")),
+                    "model": str(row.get("model") or record.get("model"))
+                    + (f" ({label})" if label else ""),
                     "context": context,
                     "measured": _num(row.get("measured")),
                     "ci_low": _num(row.get("ci_low")),
@@ -83,6 +163,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "self_check": is_self_check(row),
                     "quant_shift": str(row.get("quant_shift") or ""),
                     "commit": record.get("provenance", {}).get("lamina_commit", ""),
+                    "run": label,
                 }
             )
     done = {r["chapter"] for r in rows}
@@ -107,6 +188,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "self_check": False,
                     "quant_shift": "",
                     "commit": "",
+                    "run": "",
                 }
             )
     order = {c: i for i, c in enumerate(CHAPTER_PAPER)}
@@ -171,22 +253,21 @@ def _comparison_md(table: pd.DataFrame) -> str:
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
-    from the results files (default :func:`lamina.states.io.results_dir`, plus ``book/runs/*``).
-    A ``results`` folder that does not exist raises FileNotFoundError naming it."""
+    from the results files (default :func:`lamina.states.io.results_dir`, plus ``book/runs/*``),
+    each validated (:func:`load_records`). A results folder that does not exist, or holds no
+    valid record, raises naming it (``$LAMINA_RESULTS`` named when it came from there); a
+    malformed file or claim row raises naming the file and the row."""
     root = Path(root)
-    folder = Path(results) if results is not None else results_dir()
-    if results is None and not folder.is_dir():  # a fresh checkout: say so, do not guess
-        import warnings
-
-        warnings.warn(f"no results folder at {folder}: every chapter shows 'not run'", stacklevel=2)
-        records = []
-    else:  # a named folder must exist; a corrupt file raises naming it
-        records = read_results(folder)
-    runs = root / "book" / "runs"
-    if runs.is_dir():
-        for path in sorted(runs.glob("*/results/*/*.json")):
-            records.append(read_result_file(path))
-    table = claims_table(records)
+    try:
+        folder = Path(results).absolute() if results is not None else results_dir(create=False)
+    except EnvPathError as exc:
+        raise FileNotFoundError(str(exc)) from None
+    if results is None and "LAMINA_RESULTS" not in os.environ and not folder.is_dir():
+        raise FileNotFoundError(
+            f"no results folder at {folder}: run the chapters first (make book), or name one "
+            "with --results / $LAMINA_RESULTS"
+        )
+    table = claims_table(load_records(folder, root))
     out = root / "book" / "generated"
     pages = {
         "scorecard.md": _scorecard_md(table),

@@ -19,7 +19,11 @@ __all__ = [
     "atomic_write",
     "atomic_write_text",
     "clean_stale_temporaries",
+    "ENV_PATHS",
+    "EnvPathError",
+    "absolute_env_paths",
     "data_dir",
+    "env_dir",
     "git_commit",
     "provenance",
     "repo_root",
@@ -34,12 +38,55 @@ def repo_root() -> Path | None:
     )
 
 
+ENV_PATHS = ("LAMINA_DATA", "LAMINA_RESULTS", "LAMINA_GGUF_CACHE", "LAMINA_NOTEBOOKS")
+"""The environment variables that name folders (each read through :func:`env_dir`)."""
+
+
+class EnvPathError(ValueError):
+    """A ``LAMINA_*`` folder variable that names a file, or a folder that cannot be created."""
+
+
+def env_dir(name: str, *, create: bool = True) -> Path:
+    """The folder that the environment variable ``name`` names, made absolute against the
+    current working directory (``~`` expanded). ``create``: make it when missing. Raises
+    :class:`EnvPathError` naming the variable and its value when it is empty, names a file,
+    cannot be created, or (``create=False``) does not exist."""
+    value = os.environ.get(name, "")
+    if not value.strip():
+        raise EnvPathError(f"${name} is set but empty; unset it or name a folder")
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else Path.cwd() / path
+    if path.exists() and not path.is_dir():
+        raise EnvPathError(f"${name}={value!r} names a file ({path}), not a folder")
+    if not path.exists():
+        if not create:
+            raise EnvPathError(f"${name}={value!r}: the folder {path} does not exist")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EnvPathError(f"${name}={value!r}: cannot create {path} ({exc.strerror})") from exc
+    return path
+
+
+def absolute_env_paths() -> dict[str, str]:
+    """Rewrite every set :data:`ENV_PATHS` variable of this process as an absolute path
+    (against the current working directory), so that child processes started elsewhere (the
+    papermill kernel runs in ``notebooks/``) read the same folders. Returns the rewritten
+    values. Does not create or check the folders."""
+    out = {}
+    for name in ENV_PATHS:
+        value = os.environ.get(name)
+        if value and value.strip():
+            path = Path(value).expanduser()
+            os.environ[name] = out[name] = str(path if path.is_absolute() else Path.cwd() / path)
+    return out
+
+
 def data_dir() -> Path:
-    """Root for organisms, caches and results: ``$LAMINA_DATA``, else ``<repo>/data``,
-    else ``~/.cache/lamina``."""
-    env = os.environ.get("LAMINA_DATA")
-    if env:
-        return Path(env).expanduser()
+    """Root for organisms, caches and results: ``$LAMINA_DATA`` (absolute, created; see
+    :func:`env_dir`), else ``<repo>/data``, else ``~/.cache/lamina``."""
+    if "LAMINA_DATA" in os.environ:
+        return env_dir("LAMINA_DATA")
     root = repo_root()
     return root / "data" if root is not None else Path.home() / ".cache" / "lamina"
 

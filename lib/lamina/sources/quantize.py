@@ -29,7 +29,12 @@ QTYPES = ("Q8_0", "Q4_0", "Q4_1")
 
 def split_quantized_name(name: str) -> tuple[str, str | None]:
     """``"organism-llama@final+Q4_1"`` -> ``("organism-llama@final", "Q4_1")``; a name without a
-    ``+Q…`` suffix -> ``(name, None)``. An unknown ``+Q…`` suffix raises ValueError."""
+    ``+Q…`` suffix -> ``(name, None)``; so is an existing local path (a folder named
+    ``tiny+Qwen`` is a folder, not a quantisation). An unknown ``+Q…`` suffix raises ValueError."""
+    from pathlib import Path
+
+    if Path(str(name)).expanduser().exists():
+        return str(name), None
     base, sep, suffix = str(name).rpartition("+")
     if not sep or not base or not suffix.upper().startswith("Q"):
         return str(name), None

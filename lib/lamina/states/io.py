@@ -12,7 +12,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from lamina.core.provenance import atomic_write, atomic_write_json, data_dir, provenance
+from lamina.core.provenance import (
+    atomic_write,
+    atomic_write_json,
+    data_dir,
+    env_dir,
+    provenance,
+)
 from lamina.sources.peer import peer_convention
 from lamina.states.extract import Trajectories
 
@@ -24,6 +30,7 @@ __all__ = [
     "read_result_file",
     "read_results",
     "results_dir",
+    "run_record",
     "safe_torch_load",
     "write_results",
 ]
@@ -34,10 +41,37 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 
 
-def results_dir() -> Path:
-    """Where chapters write machine-readable results: ``$LAMINA_RESULTS`` or ``<data>/results``."""
-    env = os.environ.get("LAMINA_RESULTS")
-    return Path(env).expanduser() if env else data_dir() / "results"
+RUN_ENV = "LAMINA_RUN"
+"""The environment variable through which ``python -m lamina.book execute`` tells the chapter's
+kernel which run it is (JSON: parameters, key, namespace); see :func:`run_record`."""
+
+
+def results_dir(*, create: bool = True) -> Path:
+    """Where chapters write machine-readable results: ``$LAMINA_RESULTS`` (absolute against the
+    working directory; created unless ``create=False``, when a missing folder is an error
+    naming the variable) or ``<data>/results``."""
+    if "LAMINA_RESULTS" in os.environ:
+        return env_dir("LAMINA_RESULTS", create=create)
+    return data_dir() / "results"
+
+
+def run_record() -> dict[str, Any]:
+    """The run a results file comes from: what ``python -m lamina.book execute`` put in
+    ``$LAMINA_RUN`` (``parameters``: every parameter given, checked; ``varied``: those that
+    differ from the book's defaults, model names aside; ``namespace``: a hash of ``varied``, or
+    None for the book's own parameters; ``key``: the run's input key; ``quick``), else a record
+    saying the results were written from Python directly (``via: "python"``)."""
+    text = os.environ.get(RUN_ENV)
+    if not text:
+        return {"via": "python", "parameters": None, "varied": None, "namespace": None,
+                "key": None, "quick": None}  # fmt: skip
+    try:
+        run = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"${RUN_ENV} is not valid JSON ({exc}): {text[:200]!r}") from exc
+    if not isinstance(run, dict):
+        raise ValueError(f"${RUN_ENV} is not a JSON object: {text[:200]!r}")
+    return {"via": "lamina.book execute", **run}
 
 
 def _slug(name: str) -> str:
@@ -56,11 +90,17 @@ def write_results(
     """Write a chapter's results for one model, atomically.
 
     ``<root>/<model>/<chapter>.json`` holds ``summary`` (claims, measured values, verdicts),
-    ``config`` (the experiment's parameters) and a provenance record; each table goes to
-    ``<root>/<model>/<chapter>.<name>.parquet``. Returns the JSON path.
+    ``config`` (the experiment's parameters), the run (:func:`run_record`: its full parameters
+    and key) and a provenance record; each table goes to
+    ``<root>/<model>/<chapter>.<name>.parquet``. A run whose parameters differ from the
+    book's writes into its own namespace, ``<root>/<model>/<namespace>/``, and so never
+    replaces the book's results. Returns the JSON path.
     """
+    run = run_record()
     folder = Path(root) if root is not None else results_dir()
     folder = folder / _slug(model)
+    if run.get("namespace"):
+        folder = folder / _slug(str(run["namespace"]))
     for name, table in (tables or {}).items():
         target = folder / f"{chapter}.{_slug(name)}.parquet"
         atomic_write(
@@ -72,6 +112,7 @@ def write_results(
         "summary": summary,
         "config": config,
         "tables": sorted(tables or {}),
+        "run": run,
         "provenance": provenance(),
     }
     return atomic_write_json(folder / f"{chapter}.json", record)

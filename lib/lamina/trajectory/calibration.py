@@ -271,15 +271,55 @@ def calibration_markdown(n_seeds: int = 20, **kwargs: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _parse_main(argv: list[str]) -> tuple[str | None, int]:
+    """(page path or None, number of seeds) from the command line; SystemExit(2) with a usage
+    line naming the bad value, or SystemExit(0) after ``--help``."""
+    import argparse
+    import os
+    from pathlib import Path
+
+    def seeds(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"N_SEEDS must be a whole number; got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"N_SEEDS must be at least 1; got {value}")
+        return value
+
+    parser = argparse.ArgumentParser(
+        prog="python -m lamina.trajectory.calibration",
+        description="Calibrate the trajectory verdicts on synthetic nulls. "
+        "'page OUT.md [N_SEEDS]' writes the book page body (default 20 seeds); "
+        "'[N_SEEDS]' prints the summary (default 5 seeds).",
+    )
+    parser.add_argument("words", nargs="*", metavar="[page OUT.md] [N_SEEDS]")
+    words = parser.parse_args(argv).words
+    if words and words[0] == "page":
+        if len(words) not in (2, 3):
+            parser.error("usage: page OUT.md [N_SEEDS]: name the page to write")
+        out = Path(words[1]).absolute()
+        if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+            parser.error(f"page {words[1]!r}: cannot write a file there (checked before computing)")
+        try:
+            return str(out), seeds(words[2]) if len(words) == 3 else 20
+        except argparse.ArgumentTypeError as exc:
+            parser.error(str(exc))
+    if len(words) > 1:
+        parser.error(f"expected at most one N_SEEDS; got {words}")
+    try:
+        return None, seeds(words[0]) if words else 5
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+
+
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     """``python -m lamina.trajectory.calibration [N_SEEDS]`` prints the summary;
     ``python -m lamina.trajectory.calibration page OUT.md [N_SEEDS]`` writes the book page body."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "page":
-        n = int(args[2]) if len(args) > 2 else 20
-        print(atomic_write_text(args[1], calibration_markdown(n)))
+    page, n = _parse_main(list(sys.argv[1:] if argv is None else argv))
+    if page is not None:
+        print(atomic_write_text(page, calibration_markdown(n)))
         return
-    n = int(args[0]) if args else 5
     pd.set_option("display.width", 200)
     print(summarise(calibrate(range(n), legacy=True)).round(3).to_string(index=False))
 
