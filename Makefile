@@ -84,7 +84,7 @@ book: chapters html
 #   make chapter CH=curvature MODEL=HuggingFaceTB/SmolLM2-135M PARAMS="-p quick true"
 chapter: $(STAMP)
 	test -n "$(CH)" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
-	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model $(MODEL)) $(PARAMS)
+	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model "$(MODEL)") $(PARAMS)
 
 # Open every page of the built book in headless Chromium at 1300 and 800 px: no console error,
 # no request leaving the machine, nothing wider than the text column outside an explicit scroll

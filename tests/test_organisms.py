@@ -332,3 +332,17 @@ def test_cli_parallel_build_names_the_organism_whose_child_failed(tmp_path):
     with pytest.raises(SystemExit, match="organism-nonesuch"):
         main(["build", *names, "--jobs", "2", "--root", str(tmp_path), "--no-progress"])
     assert list(tmp_path.glob("organism-gpt2-micro-*/build.json"))
+
+
+def test_training_threads_do_not_follow_the_machine(monkeypatch):
+    """A build trains on the same thread count on every machine (a 16-core machine used to
+    train on 16 threads and drift from a 2-core build); an override must be a positive integer."""
+    from lamina.sources.organisms import ORGANISMS
+    from lamina.sources.organisms.build import TRAIN_THREADS, num_threads
+
+    monkeypatch.delenv("LAMINA_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert num_threads(ORGANISMS["organism-llama"]) == TRAIN_THREADS == 1
+    monkeypatch.setenv("LAMINA_NUM_THREADS", "two")
+    with pytest.raises(ValueError, match="LAMINA_NUM_THREADS"):
+        num_threads(ORGANISMS["organism-llama"])

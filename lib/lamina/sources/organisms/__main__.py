@@ -60,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _build_parallel(names: list[str], root: str | None, jobs: int) -> None:
-    """Build ``names`` in ``jobs`` child processes at once, each with ``cpus // jobs`` torch
-    threads (at least 1) and its own progress line prefixed by the organism's name. Raises
-    ``SystemExit`` naming every organism whose build failed."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    env = {**os.environ, "LAMINA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+    """Build ``names`` in ``jobs`` child processes at once, each training on
+    :data:`lamina.sources.organisms.build.TRAIN_THREADS` torch threads (the same on every
+    machine, so builds agree across core counts) with its own progress line prefixed by the
+    organism's name. Raises ``SystemExit`` naming every organism whose build failed."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     pending = list(names)
     running: dict[str, tuple[subprocess.Popen[bytes], float, int]] = {}
     failed: list[str] = []

@@ -36,12 +36,24 @@ from lamina.sources.organisms.train import fixed_windows, make_model
 BUILD_MARKER = "build.json"
 
 
+TRAIN_THREADS = 1
+"""Torch threads for training, whatever the machine: a thread count changes the order of
+floating-point sums (gradients of a full organism differ by about 5e-7 relative between 1 and
+2 threads), which compounds over training, so builds on machines with different core counts
+drifted apart (validation perplexity 99.7 vs 92.0 for one commit). Parallelism comes from
+building organisms side by side (``--jobs``)."""
+
+
 def num_threads(cfg: OrganismConfig) -> int:
-    """Threads for training: ``$LAMINA_NUM_THREADS``; else 1 for micro models (tiny matrices
-    gain nothing from threads and suffer most when the CPUs are shared); else all CPUs."""
+    """Threads for training: :data:`TRAIN_THREADS`, or ``$LAMINA_NUM_THREADS`` when set (an
+    explicit override: recorded in the build record's ``torch_threads``, and such a build may
+    differ in the last digits from the default one)."""
     if "LAMINA_NUM_THREADS" in os.environ:
-        return int(os.environ["LAMINA_NUM_THREADS"])
-    return 1 if cfg.d_model < 64 else (os.cpu_count() or 1)
+        value = os.environ["LAMINA_NUM_THREADS"]
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"$LAMINA_NUM_THREADS must be a positive integer; got {value!r}")
+        return int(value)
+    return TRAIN_THREADS
 
 
 def cpu_model() -> str:
