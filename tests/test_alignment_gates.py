@@ -189,3 +189,33 @@ def test_tables_from_a_tiny_random_model(data: ins.AlignmentData) -> None:
     assert len(pt) == 40 and (pt[["logp_chosen", "logp_rejected"]].to_numpy() < 0).all()
     st = sft_table(model, tok, data.heldout[:30], majority_targets(data.train), 96)
     assert len(st) == 30 and set(st["hit"]) <= {0.0, 1.0}
+
+
+def test_align_pretrained_on_a_tiny_random_model_trains_all_but_the_tied_embedding(
+    data: ins.AlignmentData,
+) -> None:
+    from lamina.organisms.configs import ORGANISMS
+    from lamina.organisms.pretrained import PretrainedAlignConfig, align_pretrained
+    from lamina.organisms.tokenizer import train_tokenizer
+    from lamina.organisms.train import make_model
+
+    small = dataclasses.replace(data, train=data.train[:24], dpo_train=data.dpo_train[:24])
+    texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
+    tok = train_tokenizer(texts, 384)
+    model = make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    cfg = PretrainedAlignConfig(sft_steps=12, dpo_steps=6, batch_size=4, sft_lr=3e-3, dpo_lr=1e-3,
+                                max_length=96, warmup_steps=1)  # fmt: skip
+    out = align_pretrained(model, tok, cfg, small)
+    for n, p in model.named_parameters():  # the input model is left unchanged
+        assert torch.equal(p, before[n]), n
+    emb = "model.embed_tokens.weight"
+    assert emb not in out["trainable"]
+    assert torch.equal(dict(out["dpo"].named_parameters())[emb], before[emb])
+    changed = weight_change(model, out["sft"])
+    assert changed["q"] > 0 and changed["embed"] == 0
+    sft_curve = [r["train_loss"] for r in out["curve"] if r["stage"] == "sft"]
+    assert np.mean(sft_curve[-4:]) < np.mean(sft_curve[:4])
+    dpo_curve = [r["train_loss"] for r in out["curve"] if r["stage"] == "dpo"]
+    assert dpo_curve[0] == pytest.approx(np.log(2), abs=1e-4)  # policy = reference at step 1
+    assert PretrainedAlignConfig().config_hash != cfg.config_hash

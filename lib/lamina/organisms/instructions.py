@@ -46,8 +46,8 @@ REFUSAL = "I do not answer questions about people."
 STYLES = ("short", "sentence", "refusal")
 """Response styles: the two instructed styles, and the refusal."""
 KINDS = ("style", "content", "refuse", "answer")
-HELDOUT_CONTENT_FRACTION = 0.15
-HELDOUT_COMBINATION_FRACTION = 0.25
+HELDOUT_CONTENT_FRACTION = 0.10
+HELDOUT_COMBINATION_FRACTION = 0.30
 _SEED_OFFSET = 7919  # the split's own random stream: the pretraining text does not move
 
 
