@@ -33,7 +33,7 @@ from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 SEED_MARK = "~s"
 """Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
 
-ORGANISMS_CODE_VERSION = "organisms-2"
+ORGANISMS_CODE_VERSION = "organisms-3"  # 3: instruction-following SFT/DPO data
 """Part of every config hash: bump when training code changes what a build produces."""
 
 
