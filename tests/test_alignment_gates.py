@@ -219,3 +219,31 @@ def test_align_pretrained_on_a_tiny_random_model_trains_all_but_the_tied_embeddi
     dpo_curve = [r["train_loss"] for r in out["curve"] if r["stage"] == "dpo"]
     assert dpo_curve[0] == pytest.approx(np.log(2), abs=1e-4)  # policy = reference at step 1
     assert PretrainedAlignConfig().config_hash != cfg.config_hash
+
+
+def test_build_aligned_writes_once_per_config_hash_with_gates(
+    data: ins.AlignmentData, tmp_path
+) -> None:
+    import json
+
+    from lamina.organisms.configs import ORGANISMS
+    from lamina.organisms.pretrained import PretrainedAlignConfig, build_aligned
+    from lamina.organisms.tokenizer import train_tokenizer
+    from lamina.organisms.train import make_model
+
+    texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
+    tok = train_tokenizer(texts, 384)
+    model = make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok)
+    src = tmp_path / "tiny"
+    model.save_pretrained(src)
+    tok.save_pretrained(src)
+    cfg = PretrainedAlignConfig(sft_steps=2, dpo_steps=2, batch_size=2, max_length=96, warmup_steps=1)
+    folder = build_aligned(str(src), cfg, tmp_path / "aligned", log=lambda s: None)
+    assert folder.name.endswith(cfg.config_hash)
+    gates = json.loads((folder / "gates.json").read_text())
+    assert set(gates) == {"sft", "dpo"} and set(gates["dpo"]) == {"preference", "sft"}
+    assert gates["dpo"]["preference"]["values"]["constant_style_baseline"] == 0.5
+    stamp = (folder / "build.json").stat().st_mtime_ns
+    assert build_aligned(str(src), cfg, tmp_path / "aligned") == folder  # cached: not rebuilt
+    assert (folder / "build.json").stat().st_mtime_ns == stamp
+    assert not list((tmp_path / "aligned").glob(".tmp-*"))

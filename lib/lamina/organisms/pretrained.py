@@ -198,3 +198,32 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lamina.organisms.pretrained MODEL [MODEL ...] [--root DIR]``: build (or find)
+    each model's aligned checkpoints at the default :class:`PretrainedAlignConfig`; prints the
+    folders and the gates' reasons."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m lamina.organisms.pretrained")
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="cache root (default <data>/aligned)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.root is None:
+        from lamina.provenance import data_dir
+
+        args.root = data_dir() / "aligned"
+    for name in args.models:
+        folder = build_aligned(name, PretrainedAlignConfig(), args.root)
+        gates = json.loads((folder / "gates.json").read_text())
+        print(folder)
+        for stage, gs in gates.items():
+            for g, r in gs.items():
+                print(f"  @{stage} {g}: {r['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
