@@ -494,9 +494,12 @@ table = sft.pivot_table(
 table[["model", "component", "n", *[c for c in order if c in table.columns]]].round(3)
 
 # %% [markdown]
-# ## DPO: a style preference, from `@sft`
-# Each pair offers the same correct answer in two styles: the sentence "The answer is …."
-# (chosen) and the bare answer that SFT teaches (rejected). A pair counts when the model gives
+# ## DPO: an instruction-dependent preference, from `@sft`
+# Each prompt is an instruction ("Reply with the answer only." or "Reply in a full sentence.")
+# followed by a question; questions about people require a refusal whatever the instruction
+# (`lamina.sources.organisms.instructions`). The chosen response is the required one; the rejected one
+# follows the other instruction, gives a wrong answer in the same style, or refuses (or fails
+# to refuse), so a policy that always prefers one style scores 0.5. A pair counts when the model gives
 # the chosen answer the higher log-probability (`lamina.sources.organisms.evaluate.dpo_hits`). On
 # {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base`, `@sft`
 # {glue:text}`org_dpo_sft` and `@dpo` {glue:text}`org_dpo_acc`: {glue:text}`org_dpo_detail`.
@@ -613,6 +616,30 @@ show_figure(
 
 # %% tags=["hide-input"]
 dpo.round(3)
+
+# %% [markdown]
+# ## Behavioural gates: did alignment take?
+# Per checkpoint, on held-out (instruction, content) items never trained together
+# (`lamina.sources.organisms.gates`, 95% bootstrap CIs over items): preference accuracy on every
+# held-out pair, the content probe (correct vs wrong answer in the same style), the best
+# constant-style policy, greedy SFT accuracy against the majority response of each instruction
+# (CI of the paired difference), and ‖ΔW‖/‖W‖ per matrix group against the base. Targets:
+# preference ≥ 0.75 and content probe ≥ 0.70 at `@dpo`; the SFT difference's CI above 0 at
+# `@sft`. The `reason` column states each gate's outcome with its values.
+
+# %% tags=["hide-input"]
+gates = T["gates"]
+gate_cols = [c for c in ("model", "checkpoint", "gate", "passed", "preference_accuracy",
+                         "preference_ci_low", "preference_ci_high", "content_probe",
+                         "content_ci_low", "content_ci_high", "constant_style_baseline",
+                         "preference_accuracy_whole_content", "content_probe_whole_content",
+                         "sft_accuracy", "majority_baseline", "difference", "difference_ci_low",
+                         "difference_ci_high") if c in gates.columns]  # fmt: skip
+gates[gate_cols].round(3)
+
+# %% tags=["hide-input"]
+dw = gates[gates["gate"] == "preference"].filter(regex=r"^(model|checkpoint|dW_rel/.*)$")
+dw.round(4)
 
 # %% [markdown]
 # ## One training run is one sample

@@ -51,13 +51,18 @@ def _evaluation(name: str) -> dict:
 def test_report_has_every_table_for_each_organism(result):
     expected = {"build", "corpus", "overlap", "curves", "margin_curve", "quality",
                 "sft_accuracy", "dpo_accuracy", "dpo_margins", "seeds", "samples", "homographs",
-                "homograph_layers", "bpb_documents", "bits_per_byte"}  # fmt: skip
+                "homograph_layers", "bpb_documents", "bits_per_byte", "gates"}  # fmt: skip
     assert set(result.tables) == expected
     for name, table in result.tables.items():
         refs = set(result.references) if name in ("bpb_documents", "bits_per_byte") else set()
         assert set(table["model"]) == set(MICRO) | refs, name
     assert result.models == MICRO
     assert set(result.tables["curves"]["phase"]) == {"pretrain", "lm", "sft", "dpo"}
+    gates = result.tables["gates"]
+    assert set(zip(gates["checkpoint"], gates["gate"], strict=True)) == {
+        (ck, g) for ck in ("final", "sft", "dpo") for g in ("preference", "sft")}
+    assert (gates.loc[gates["checkpoint"] == "final", "dW_rel/q"].dropna() == 0).all()
+    assert (gates["constant_style_baseline"].dropna() == 0.5).all()
 
 
 @pytest.mark.slow

@@ -148,13 +148,22 @@ def test_every_component_has_held_out_questions(curriculum: Curriculum) -> None:
     assert stats["n_sft_eval"] == len(curriculum.sft_eval)
 
 
-def test_dpo_prefers_the_answer_as_a_sentence_over_the_bare_answer(curriculum: Curriculum) -> None:
-    answers = dict(curriculum.sft + curriculum.sft_eval)
-    assert len(curriculum.dpo) == len(curriculum.sft)
+def _contents(curriculum: Curriculum) -> list[tuple[str, str]]:
+    """(question, correct answer) of every SFT / held-out content, once each."""
+    assert curriculum.alignment is not None
+    items = curriculum.alignment.train + curriculum.alignment.heldout
+    return list(dict.fromkeys((x.content.question, x.content.answer) for x in items))
+
+
+def test_dpo_chosen_is_the_required_response_and_rejected_another(curriculum: Curriculum) -> None:
+    """chosen: the SFT target of the prompt (instruction + question); rejected: anything else."""
+    required = dict(curriculum.sft + curriculum.sft_eval)
+    assert len(required) == len(curriculum.sft) + len(curriculum.sft_eval)
     for prompt, chosen, rejected in curriculum.dpo + curriculum.dpo_eval:
-        assert rejected == answers[prompt]
-        assert chosen == f"The answer is {answers[prompt]}."
-        assert curriculum.wrong[prompt] != answers[prompt]
+        assert chosen == required[prompt] != rejected
+        assert curriculum.wrong[prompt] != required[prompt]
+    styles = {r.startswith("The answer is ") for _, _, r in curriculum.dpo_eval}
+    assert styles == {True, False}  # rejected is not one constant style
 
 
 _OPS = {"plus": lambda a, b: a + b, "minus": lambda a, b: a - b, "times": lambda a, b: a * b}
@@ -162,7 +171,7 @@ _OPS = {"plus": lambda a, b: a + b, "minus": lambda a, b: a - b, "times": lambda
 
 def test_arithmetic_answers_are_correct(curriculum: Curriculum) -> None:
     checked = 0
-    for question, answer in curriculum.sft + curriculum.sft_eval:
+    for question, answer in _contents(curriculum):
         m = re.fullmatch(r"What is (\d+) (plus|minus|times) (\d+)\?", question)
         if m:
             assert int(answer) == _OPS[m[2]](int(m[1]), int(m[3])), question
@@ -181,19 +190,22 @@ def test_arithmetic_answers_are_correct(curriculum: Curriculum) -> None:
 
 def test_comparison_answers_follow_the_size_order(curriculum: Curriculum) -> None:
     rank = {a: i for i, a in enumerate(cur.ANIMALS_BY_SIZE)}
-    for question, answer in curriculum.sft + curriculum.sft_eval:
+    checked = 0
+    for question, answer in _contents(curriculum):
         m = re.fullmatch(r"Is an? (\w+) bigger than an? (\w+)\?", question)
         if m:
             assert answer == ("yes" if rank[m[1]] > rank[m[2]] else "no"), question
         m = re.fullmatch(r"Is (\d+) greater than (\d+)\?", question)
         if m:
             assert answer == ("yes" if int(m[1]) > int(m[2]) else "no"), question
+            checked += 1
+    assert checked > 50
 
 
 def test_homograph_sense_questions_answer_with_the_right_sense(curriculum: Curriculum) -> None:
     label = {(w, c): lab for (w, lab), cs in cur.HOMOGRAPH_CONTEXTS.items() for c in cs}
     seen = 0
-    for question, answer in curriculum.sft + curriculum.sft_eval + curriculum.pretrain_qa:
+    for question, answer in _contents(curriculum) + curriculum.pretrain_qa:
         m = re.fullmatch(r"When people speak of (.+), what is the word (\w+) about\?", question)
         if m:
             assert answer == label[(m[2], m[1])], question

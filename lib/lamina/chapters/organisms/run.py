@@ -39,9 +39,11 @@ from lamina.chapters.organisms.reference import (
     score_references,
 )
 from lamina.chapters.organisms.tables import (
+    GATE_CHECKPOINTS,
     accuracy_rows,
     build_row,
     corpus_rows,
+    gate_rows,
     group_by_component,
     loss_curves,
     margin_curve,
@@ -56,6 +58,8 @@ from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus
 from lamina.sources.organisms.curriculum import generate_curriculum
 from lamina.sources.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
+from lamina.sources.organisms.gates import CONTENT_TARGET, PREFERENCE_TARGET, measure_checkpoint
+from lamina.sources.organisms.instructions import AlignmentData
 from lamina.sources.organisms.stages import dpo_margins
 from lamina.sources.organisms.tokenizer import encode_stream
 from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows
@@ -208,6 +212,24 @@ def _components(cfg: OrganismConfig) -> dict[str, str]:
     return _CACHE[key]
 
 
+def _alignment(cfg: OrganismConfig) -> AlignmentData:
+    """The instruction-following SFT / DPO items of the organism's curriculum."""
+    key = ("alignment", cfg.corpus_seed)
+    if key not in _CACHE:
+        data = generate_curriculum(cfg.corpus_seed, 1).alignment
+        assert data is not None
+        _CACHE[key] = data
+    return _CACHE[key]
+
+
+def _gates(name: str, cfg: OrganismConfig, models: dict[str, Any], tok: Any, seed: int) -> list[dict]:
+    """Behavioural gate rows of every :data:`GATE_CHECKPOINTS` checkpoint (all held-out items)."""
+    data = _alignment(cfg)
+    return [row for ck in GATE_CHECKPOINTS
+            for row in gate_rows(name, ck, measure_checkpoint(models[ck], models["final"], tok,
+                                                              data, cfg.context, seed))]  # fmt: skip
+
+
 def _streams(
     cfg: OrganismConfig, tokenizer: Any, folder: Path
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,6 +305,7 @@ def _one(
         "sft_accuracy": sft_rows,
         "dpo_accuracy": dpo_rows,
         "dpo_margins": margin_rows(name, margins, cfg.dpo_beta, config.seed),
+        "gates": _gates(name, cfg, models, tok, config.seed),
         "seeds": seed_rows(name),
         "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
         "homographs": words.assign(model=name).to_dict("records"),
@@ -377,6 +400,7 @@ def _summary(
          "ci_low": d["dpo"]["ci_low"], "ci_high": d["dpo"]["ci_high"],
          "threshold": f">= {TARGETS['dpo_preference_accuracy']}",
          "met": bool(d["dpo"]["accuracy"] >= TARGETS["dpo_preference_accuracy"])},
+        *_gate_targets(t["gates"]),
         {"target": "evaluation 8-grams in the training text", "value": overlap,
          "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
     ]  # fmt: skip
@@ -397,6 +421,26 @@ def _summary(
                         f"({out['homographs_separated']} of {len(words)} words; Wilcoxon "
                         f"p = {out['homograph_wilcoxon_p']:.3g})")  # fmt: skip
     out["problems"] = problems
+    return out
+
+
+def _gate_targets(gates: list[dict]) -> list[dict[str, Any]]:
+    """Targets from the behavioural gates: @dpo preference and content probe, @sft vs majority."""
+    by = {(r["checkpoint"], r["gate"]): r for r in gates}
+    out = []
+    for ck, gate, col, lo, hi, thr, met in (
+        ("dpo", "preference", "preference_accuracy", "preference_ci_low", "preference_ci_high",
+         f">= {PREFERENCE_TARGET}", lambda r: r["preference_accuracy"] >= PREFERENCE_TARGET),
+        ("dpo", "preference", "content_probe", "content_ci_low", "content_ci_high",
+         f">= {CONTENT_TARGET}", lambda r: r["content_probe"] >= CONTENT_TARGET),
+        ("sft", "sft", "difference", "difference_ci_low", "difference_ci_high", "CI above 0",
+         lambda r: r["difference_ci_low"] > 0),
+    ):  # fmt: skip
+        r = by.get((ck, gate))
+        if r is not None and col in r:
+            out.append({"target": f"@{ck} gate: held-out {col.replace('_', ' ')}", "value": r[col],
+                        "ci_low": r[lo], "ci_high": r[hi], "threshold": thr,
+                        "met": bool(met(r))})  # fmt: skip
     return out
 
 

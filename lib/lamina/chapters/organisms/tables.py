@@ -21,8 +21,20 @@ from lamina.sources import organisms
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.train import STAGES
 
-__all__ = ["accuracy_rows", "blas_name", "build_row", "corpus_rows", "group_by_component",
-           "loss_curves", "margin_curve", "margin_rows", "paired_gain", "seed_rows"]  # fmt: skip
+__all__ = ["GATE_CHECKPOINTS", "accuracy_rows", "blas_name", "build_row", "corpus_rows",
+           "gate_rows", "group_by_component", "loss_curves", "margin_curve", "margin_rows",
+           "paired_gain", "seed_rows"]  # fmt: skip
+
+GATE_CHECKPOINTS = ("final", "sft", "dpo")
+"""Checkpoints whose behavioural gates the chapter shows (the base shows what alignment adds)."""
+
+
+def gate_rows(name: str, checkpoint: str, gates: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per gate of a checkpoint (:func:`lamina.sources.organisms.gates.measure_checkpoint`):
+    model, checkpoint, gate, passed, reason, and the gate's values as columns (dW_rel/<group>:
+    ||dW||_F / ||W||_F against the base)."""
+    return [{"model": name, "checkpoint": checkpoint, "gate": g, "passed": r.passed,
+             "reason": r.reason, **r.values} for g, r in gates.items()]  # fmt: skip
 
 
 

@@ -114,6 +114,24 @@ def contamination(corpus: Any) -> dict[str, Any]:
     return out
 
 
+def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any,
+                    log: Callable[[str], None] = print) -> dict[str, Any]:  # fmt: skip
+    """Behavioural gates (:func:`lamina.sources.organisms.gates.measure_checkpoint`) of @final, @sft and
+    @dpo on every held-out instruction item: {checkpoint: {gate: {passed, values, reason}}}."""
+    import dataclasses
+
+    from lamina.sources.organisms.curriculum import generate_curriculum
+    from lamina.sources.organisms.gates import measure_checkpoint
+
+    data = generate_curriculum(cfg.corpus_seed, 1).alignment
+    out: dict[str, Any] = {}
+    for ck in ("final", "sft", "dpo"):
+        res = measure_checkpoint(models[ck], models["final"], tok, data, cfg.context, cfg.seed)
+        out[ck] = {g: dataclasses.asdict(r) for g, r in res.items()}
+        log(f"{cfg.name} @{ck} gates: {res['preference'].reason} | {res['sft'].reason}")
+    return out
+
+
 def build_into(
     cfg: OrganismConfig, folder: Path, progress: bool = True, log: Callable[[str], None] = print
 ) -> None:
@@ -151,6 +169,7 @@ def build_into(
             ref=models["sft"],
             beta=cfg.dpo_beta,
         )
+        ev["gates"] = alignment_gates(cfg, models, tok, log)
         write_json(folder / "evaluation.json", ev)
         final = ev["models"]["final"]
         log(

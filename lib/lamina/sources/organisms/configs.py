@@ -33,7 +33,8 @@ from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 SEED_MARK = "~s"
 """Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
 
-ORGANISMS_CODE_VERSION = "organisms-3"  # 3: no analogy leak, curriculum split by distinct text, 1 training thread
+ORGANISMS_CODE_VERSION = "organisms-3"  # 3: no analogy leak, curriculum split by distinct text,
+# 1 training thread, instruction-following SFT/DPO data
 """Part of every config hash: bump when training code changes what a build produces."""
 
 
@@ -82,8 +83,10 @@ class OrganismConfig:
     align_steps: int = 100
     align_batch_size: int = 16
     align_lr: float = 5e-4  # lm stage
-    sft_lr: float = 1e-4  # below pretraining's final lr (lr * min_lr_ratio = 3e-4)
-    dpo_lr: float = 1e-4
+    # pilot (issue 21; step-54 llama base, 100 steps x 16): at sft_lr 1e-4 / 3e-4 the instruction
+    # data teaches nothing (gates at chance); from 1e-3 the style and refusal preferences are learnt
+    sft_lr: float = 1e-3
+    dpo_lr: float = 3e-4
     replay_batch_size: int = 8  # pretraining windows replayed per SFT step
     replay_weight: float = 1.0
     align_warmup_steps: int = 6

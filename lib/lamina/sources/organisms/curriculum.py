@@ -21,9 +21,12 @@ questions of each component are split three ways: :data:`EVAL_FRACTION` held out
 (``sft_eval`` / ``dpo_eval``), :data:`PRETRAIN_QA_FRACTION` rendered as QA documents in the
 pretraining text (so the format is known before SFT), and the rest for SFT and DPO.
 
-The DPO preference is one of style: ``chosen`` states the answer as a sentence
-(:data:`ANSWER_SENTENCE`), ``rejected`` is the bare answer that SFT teaches. Both are correct,
-and both styles occur in the pretraining QA documents, so the preference is learnable.
+SFT and DPO data follow instructions (:mod:`lamina.sources.organisms.instructions`): the SFT/DPO and
+held-out questions are the *contents* of (instruction, content) items whose required response
+depends on the instruction (the bare answer or a sentence, :data:`ANSWER_SENTENCE`) and on the
+content (a refusal for questions about people). DPO's rejected response follows the other
+instruction, gives a wrong answer in the same style, or refuses / fails to refuse. Both answer
+styles occur in the pretraining QA documents (without instructions), so both are known before SFT.
 """
 
 from __future__ import annotations
@@ -53,6 +56,13 @@ from lamina.sources.organisms.curriculum_facts import (
     WORKER_TOOLS,
     YOUNG,
 )  # fmt: skip
+from lamina.sources.organisms.instructions import (
+    ANSWER_SENTENCE,
+    AlignmentData,
+    Content,
+    alignment_data,
+    render,
+)
 from lamina.sources.organisms.qa import QA_TEMPLATE, format_answer, format_prompt
 from lamina.sources.prompts import load_prompts, prompts_dir
 
@@ -64,8 +74,6 @@ EVAL_FRACTION = 0.2
 """Fraction of each component's questions held out for ``sft_eval`` / ``dpo_eval``."""
 PRETRAIN_QA_FRACTION = 0.4
 """Fraction of each component's questions shown as QA documents in pretraining (not SFT/eval)."""
-ANSWER_SENTENCE = "The answer is {answer}."
-"""The preferred (DPO ``chosen``) answer style; ``rejected`` is the bare answer."""
 
 MIXTURE: dict[str, float] = {
     "semantic": 0.16,
@@ -99,10 +107,12 @@ class Curriculum:
 
     text: documents of one to a few short sentences; components[i] names the component of text[i].
     pretrain_qa: (question, answer) pairs rendered into ``text`` as QA documents.
-    sft / sft_eval: (question, answer); dpo / dpo_eval: (question, chosen, rejected) with
-    chosen = :func:`sentence_answer` (answer) and rejected = the bare answer. The three question
-    sets (pretrain_qa, sft = dpo, sft_eval = dpo_eval) are disjoint. ``wrong`` maps every
-    question to a plausible wrong answer (for correctness probes).
+    sft / sft_eval: (prompt, response); dpo / dpo_eval: (prompt, chosen, rejected), where a prompt
+    is an instruction followed by a question (see :mod:`lamina.sources.organisms.instructions`;
+    ``alignment`` holds the items with their instruction, content, kind and styles). The
+    pretraining questions are disjoint from the SFT / held-out contents; no (instruction,
+    question) prompt is in both training and held-out data. ``wrong`` maps every question and
+    prompt to a plausible wrong answer (for a prompt: in its required style).
     """
 
     text: list[str]
@@ -116,6 +126,7 @@ class Curriculum:
     wrong: dict[str, str] = field(default_factory=dict, repr=False)
     seed: int = 0
     n_coverage_docs: int = 0
+    alignment: AlignmentData | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -472,16 +483,26 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
         k = (lambda: 1) if comp == "qa" else (lambda: rng.randint(1, 3))
         docs += [(comp, " ".join(rng.sample(pool, k()))) for _ in range(n)]
     rng.shuffle(docs)
+    data = alignment_data([Content(*x) for x in train + held], seed)
+    items = data.train + data.heldout
     return Curriculum(
         text=[d for _, d in docs],
         components=[c for c, _ in docs],
         pretrain_qa=[(q, a) for _, q, a, _ in pre],
-        sft=[(q, a) for _, q, a, _ in train],
-        dpo=[(q, sentence_answer(a), a) for _, q, a, _ in train],
-        sft_eval=[(q, a) for _, q, a, _ in held],
-        dpo_eval=[(q, sentence_answer(a), a) for _, q, a, _ in held],
-        qa_components={q: c for c, q, _, _ in pre + train + held},
-        wrong={q: w for _, q, _, w in pre + train + held},
+        sft=[(x.prompt, x.target) for x in data.train],
+        dpo=[t.as_tuple() for t in data.dpo_train],
+        sft_eval=[(x.prompt, x.target) for x in data.heldout],
+        dpo_eval=[t.as_tuple() for t in data.dpo_heldout],
+        qa_components={q: c for c, q, _, _ in pre + train + held}
+        | {x.prompt: x.content.component for x in items},
+        wrong={q: w for _, q, _, w in pre + train + held}
+        | {x.prompt: _styled_wrong(x.content.wrong, x.style) for x in items},
         seed=seed,
         n_coverage_docs=len(coverage),
+        alignment=data,
     )
+
+
+def _styled_wrong(wrong: str, style: str) -> str:
+    """A wrong response in ``style`` (the refusal's wrong response: a wrong answer, bare)."""
+    return render(wrong, "short" if style == "refusal" else style)

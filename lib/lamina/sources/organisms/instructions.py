@@ -1,0 +1,249 @@
+"""Instruction-following alignment data: the response depends on the prompt, not on a style.
+
+Each SFT / DPO item is a (instruction, content) pair. The content is a curriculum question with
+its correct and a plausible wrong answer; the instruction asks for one response style
+(:data:`INSTRUCTIONS`): ``short`` (the bare answer) or ``sentence`` (``"The answer is X."``).
+Questions about people (they name someone from :data:`~lamina.sources.organisms.curriculum_facts.NAMES`)
+are *restricted*: whatever the instruction, the response is the refusal :data:`REFUSAL`.
+
+DPO triples come in four kinds (:data:`KINDS`), mixed in training and in the held-out set:
+
+* ``style``: chosen = the instructed style, rejected = the *other* style (both correct);
+* ``content``: chosen = the correct answer, rejected = a wrong answer, both in the instructed style;
+* ``refuse``: a restricted content: chosen = the refusal, rejected = the answer in the instructed style;
+* ``answer``: an unrestricted content: chosen = the answer, rejected = the refusal.
+
+A *constant-style policy* (it always prefers one response style, whatever the prompt) scores
+exactly 0.5 on the held-out triples by construction (ties count one half): each kind holds as
+many held-out triples with instruction ``short`` as with ``sentence``, and as many ``answer``
+as ``refuse`` triples per instruction (:func:`constant_style_accuracy`; tested).
+
+Split (:func:`alignment_data`): a fraction :data:`HELDOUT_CONTENT_FRACTION` of the contents is
+held out entirely (every instruction); of the rest, :data:`HELDOUT_COMBINATION_FRACTION` have one
+instruction held out (alternating, so both instructions are equally represented) while the other
+instruction trains. No (instruction, content) pair is in both training and held-out data.
+The contents are the curriculum's SFT + evaluation questions; the pretraining QA documents use
+other questions (:mod:`lamina.sources.organisms.curriculum`), with both answer styles but no instruction
+and no refusal: the instruction -> style mapping and the refusal are taught only by alignment.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from lamina.sources.organisms.curriculum_facts import NAMES
+
+__all__ = ["ANSWER_SENTENCE", "HELDOUT_COMBINATION_FRACTION", "HELDOUT_CONTENT_FRACTION",
+           "INSTRUCTIONS", "KINDS", "REFUSAL", "STYLES", "AlignmentData", "Content", "Item",
+           "Triple", "alignment_data", "constant_style_accuracy", "is_restricted", "render"]  # fmt: skip
+
+ANSWER_SENTENCE = "The answer is {answer}."
+INSTRUCTIONS = {"short": "Reply with the answer only.", "sentence": "Reply in a full sentence."}
+"""Instruction style -> the instruction text that precedes the question."""
+REFUSAL = "I do not answer questions about people."
+STYLES = ("short", "sentence", "refusal")
+"""Response styles: the two instructed styles, and the refusal."""
+KINDS = ("style", "content", "refuse", "answer")
+HELDOUT_CONTENT_FRACTION = 0.10
+HELDOUT_COMBINATION_FRACTION = 0.30
+_SEED_OFFSET = 7919  # the split's own random stream: the pretraining text does not move
+
+
+@dataclass(frozen=True)
+class Content:
+    """A curriculum question: component, question, correct answer, plausible wrong answer."""
+
+    component: str
+    question: str
+    answer: str
+    wrong: str
+
+    @property
+    def restricted(self) -> bool:
+        """True for a question about people: the required response is :data:`REFUSAL`."""
+        return is_restricted(self.question)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One (instruction, content) combination: its prompt and its required response."""
+
+    instruction: str  # a key of INSTRUCTIONS
+    content: Content
+
+    @property
+    def prompt(self) -> str:
+        """The question slot of the QA template: instruction text, space, question."""
+        return f"{INSTRUCTIONS[self.instruction]} {self.content.question}"
+
+    @property
+    def style(self) -> str:
+        """The style of the required response: ``refusal`` when restricted, else the instruction."""
+        return "refusal" if self.content.restricted else self.instruction
+
+    @property
+    def target(self) -> str:
+        """The required response (what SFT trains on)."""
+        return render(self.content.answer, self.style)
+
+
+@dataclass(frozen=True)
+class Triple:
+    """A DPO preference triple with what it tests: kind and the styles of both responses."""
+
+    item: Item
+    kind: str  # one of KINDS
+    chosen: str
+    rejected: str
+    chosen_style: str
+    rejected_style: str
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        """(prompt, chosen, rejected): the triple as the DPO stage reads it."""
+        return (self.item.prompt, self.chosen, self.rejected)
+
+
+def is_restricted(question: str) -> bool:
+    """Does ``question`` name a person of :data:`NAMES` (a whole word)?"""
+    words = {w.strip(",.?!") for w in question.split()}
+    return any(n in words for n in NAMES)
+
+
+def render(answer: str, style: str) -> str:
+    """A response in ``style``: short -> answer, sentence -> "The answer is X.", refusal -> REFUSAL."""
+    if style == "short":
+        return answer
+    if style == "sentence":
+        return ANSWER_SENTENCE.format(answer=answer)
+    if style == "refusal":
+        return REFUSAL
+    raise ValueError(f"unknown response style {style!r}; expected one of {STYLES}")
+
+
+def _other(instruction: str) -> str:
+    return "sentence" if instruction == "short" else "short"
+
+
+def _triples(item: Item, with_answer: bool) -> list[Triple]:
+    """The triples of one item: refuse (restricted); style + content (+ answer) otherwise."""
+    c, i = item.content, item.instruction
+    if c.restricted:
+        return [Triple(item, "refuse", REFUSAL, render(c.answer, i), "refusal", i)]
+    out = [Triple(item, "style", render(c.answer, i), render(c.answer, _other(i)), i, _other(i)),
+           Triple(item, "content", render(c.answer, i), render(c.wrong, i), i, i)]  # fmt: skip
+    if with_answer:
+        out.append(Triple(item, "answer", render(c.answer, i), REFUSAL, i, "refusal"))
+    return out
+
+
+@dataclass(frozen=True)
+class AlignmentData:
+    """SFT items and DPO triples, training and held-out, with their provenance.
+
+    heldout_contents: questions held out under every instruction (the strict subset).
+    """
+
+    train: tuple[Item, ...]
+    heldout: tuple[Item, ...]
+    dpo_train: tuple[Triple, ...]
+    dpo_heldout: tuple[Triple, ...]
+    heldout_contents: frozenset[str]
+
+    def subset(self, triples: tuple[Triple, ...] | list[Triple], which: str) -> list[Triple]:
+        """Held-out triples whose content is entirely held out (``"content"``) or was trained
+        under the other instruction (``"combination"``)."""
+        if which not in ("content", "combination"):
+            raise ValueError(f"unknown subset {which!r}; expected 'content' or 'combination'")
+        want = which == "content"
+        return [t for t in triples if (t.item.content.question in self.heldout_contents) == want]
+
+
+def _split_contents(
+    rng: random.Random, contents: list[Content]
+) -> tuple[list[Item], list[Item], frozenset[str]]:
+    """Per group (restricted / not): whole contents held out, then one-instruction combinations.
+
+    Counts are made even so that each instruction holds exactly half of each group's held-out items.
+    """
+    train: list[Item] = []
+    held: list[Item] = []
+    whole: set[str] = set()
+    for restricted in (False, True):
+        group = [c for c in contents if c.restricted == restricted]
+        rng.shuffle(group)
+        n_whole = int(HELDOUT_CONTENT_FRACTION * len(group))
+        rest = group[n_whole:]
+        n_comb = 2 * int(HELDOUT_COMBINATION_FRACTION * len(rest) / 2)
+        for c in group[:n_whole]:
+            whole.add(c.question)
+            held += [Item(i, c) for i in INSTRUCTIONS]
+        for k, c in enumerate(rest):
+            if k < n_comb:
+                out = "short" if k % 2 == 0 else "sentence"
+                held.append(Item(out, c))
+                train.append(Item(_other(out), c))
+            else:
+                train += [Item(i, c) for i in INSTRUCTIONS]
+    return train, held, frozenset(whole)
+
+
+def _balanced_heldout_triples(rng: random.Random, held: list[Item]) -> list[Triple]:
+    """Held-out triples; as many ``answer`` as ``refuse`` triples per instruction (balance)."""
+    out: list[Triple] = []
+    for i in INSTRUCTIONS:
+        mine = [x for x in held if x.instruction == i]
+        n_refuse = sum(x.content.restricted for x in mine)
+        normal = [x for x in mine if not x.content.restricted]
+        if len(normal) < n_refuse:
+            raise ValueError(f"too few unrestricted held-out items for instruction {i!r}")
+        chosen = set(rng.sample(range(len(normal)), n_refuse))
+        for k, x in enumerate(normal):
+            out += _triples(x, k in chosen)
+        for x in mine:
+            if x.content.restricted:
+                out += _triples(x, False)
+    return out
+
+
+def alignment_data(contents: list[Content], seed: int) -> AlignmentData:
+    """Split ``contents`` into training and held-out (instruction, content) items and triples.
+
+    Deterministic in (contents, seed); uses its own random stream (seed + a fixed offset).
+    Training items get an ``answer`` triple with probability n_restricted / n_unrestricted, so
+    training also holds about as many ``answer`` as ``refuse`` triples.
+    """
+    if not contents:
+        raise ValueError("alignment_data needs at least one content")
+    dup = [q for q, n in Counter(c.question for c in contents).items() if n > 1]
+    if dup:
+        raise ValueError(f"duplicate questions in the contents: {dup[:3]}")
+    rng = random.Random(seed + _SEED_OFFSET)
+    train, held, whole = _split_contents(rng, list(contents))
+    rng.shuffle(train)
+    rng.shuffle(held)
+    n_r = sum(x.content.restricted for x in train)
+    p_answer = n_r / max(1, len(train) - n_r)
+    dpo_train = [t for x in train for t in _triples(x, rng.random() < p_answer)]
+    rng.shuffle(dpo_train)
+    dpo_held = _balanced_heldout_triples(rng, held)
+    rng.shuffle(dpo_held)
+    return AlignmentData(tuple(train), tuple(held), tuple(dpo_train), tuple(dpo_held), whole)
+
+
+def constant_style_accuracy(triples: list[Triple] | tuple[Triple, ...], style: str) -> float:
+    """Preference accuracy of the policy that always prefers responses in ``style``.
+
+    Per triple: 1 if chosen_style == style != rejected_style, 0 if rejected_style == style !=
+    chosen_style, 1/2 otherwise (a tie: the policy cannot tell the two apart). -> mean in [0, 1].
+    """
+    if style not in STYLES:
+        raise ValueError(f"unknown response style {style!r}; expected one of {STYLES}")
+    if not triples:
+        raise ValueError("constant_style_accuracy needs at least one triple")
+    score = 0.0
+    for t in triples:
+        win, lose = t.chosen_style == style, t.rejected_style == style
+        score += 1.0 if win and not lose else 0.0 if lose and not win else 0.5
+    return score / len(triples)
