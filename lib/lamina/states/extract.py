@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from lamina.core.provenance import provenance
+from lamina.core.types import BoolMask, TokenStates
 from lamina.sources.models import get_adapter, hf_config
 from lamina.states.extract_cache import (
     cache_path,
@@ -40,6 +41,9 @@ from lamina.states.extract_cache import (
     tokenizer_fingerprint,
 )
 from lamina.states.trajectories import Trajectories, TrajectoriesFileError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "POOLS",
@@ -108,7 +112,7 @@ def _context_limit(model: nn.Module) -> int | None:
 
 def extract(
     model: nn.Module,
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
     pool: str = "last",
@@ -334,8 +338,8 @@ def extract(
 
 
 def content_token_mask(
-    tokenizer: Any, texts: Sequence[str], lengths: Sequence[int]
-) -> list[np.ndarray]:
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], lengths: Sequence[int]
+) -> list[BoolMask]:
     """Per text, a bool (T_i,) mask that is True at its content tokens: those the tokenizer
     does not mark special (``return_special_tokens_mask``). ``lengths``: the T_i actually
     extracted (a text longer than the context was truncated)."""
@@ -347,7 +351,10 @@ def content_token_mask(
 
 
 def pool_token_states(
-    model: nn.Module, tokenizer: Any, texts: Sequence[str], ragged: Sequence[np.ndarray]
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    ragged: Sequence[TokenStates],
 ) -> dict[str, np.ndarray]:
     """Pool per-token states of ``extract(pool="none")`` (each (L+1, T_i, d)).
 
