@@ -121,8 +121,6 @@ def test_mypy_catches_a_profile_passed_as_states(tmp_path: Path) -> None:
             str(ROOT / "pyproject.toml"),
             "--cache-dir",
             str(ROOT / ".mypy_cache"),
-            "--follow-imports",
-            "silent",
             "--no-error-summary",
         ]
     )
