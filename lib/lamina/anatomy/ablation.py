@@ -29,7 +29,13 @@ from lamina.anatomy.perplexity import (
     sequence_nll,
 )
 from lamina.anatomy.predictability import predicted_layer_state
-from lamina.anatomy.surgery import apply_surgery, check_layer, check_surgery, substitute_weights
+from lamina.anatomy.surgery import (
+    SurgeryOption,
+    apply_surgery,
+    check_layer,
+    check_surgery,
+    substitute_weights,
+)
 from lamina.sources.models import get_adapter
 from lamina.states import hooks
 
@@ -132,7 +138,7 @@ def sweep_nll(
     method: str = "prefix",
     batch_size: int = 8,
     cache_limit_mb: float = 2048.0,
-    **options: dict,
+    **options: dict[str, SurgeryOption],
 ) -> tuple[np.ndarray, np.ndarray, dict[tuple[str, int], np.ndarray]]:
     """Summed NLL per sequence of the clean model and of every (surgery, layer).
 
@@ -215,7 +221,7 @@ def ablation_sweep(
     n_bootstrap: int = 2000,
     seed: int = 0,
     method: str = "prefix",
-    **options: dict,
+    **options: dict[str, SurgeryOption],
 ) -> pd.DataFrame:
     """Perplexity change for every (surgery, layer), reusing the clean prefix.
 
@@ -274,10 +280,17 @@ def naive_ablation_sweep(
     token_ids: TokenIds,
     surgeries: Sequence[str] = ("skip", "interpolate"),
     layers: Sequence[int] | None = None,
-    **kwargs: Any,
+    *,
+    batch_size: int = 8,
+    n_bootstrap: int = 2000,
+    seed: int = 0,
+    **options: dict[str, SurgeryOption],
 ) -> pd.DataFrame:
     """:func:`ablation_sweep` with a full forward pass per ablation (the reference)."""
-    return ablation_sweep(model, token_ids, surgeries, layers, method="naive", **kwargs)
+    return ablation_sweep(
+        model, token_ids, surgeries, layers, batch_size=batch_size, n_bootstrap=n_bootstrap,
+        seed=seed, method="naive", **options,
+    )
 
 
 # ----------------------------------------------------------------------------------------

@@ -9,14 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
+from lamina.core.types import TokenIdBatch, TokenSeq
 from lamina.evidence.stats import paired_bootstrap_ci
 from lamina.sources.models import get_adapter
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "PerplexityResult",
@@ -31,14 +35,17 @@ __all__ = [
     "sequence_nll",
 ]
 
-TokenIds = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
+# (n_seq, T) token ids, or a list of 1-D sequences (batched by equal length, never padded)
+TokenIds = TokenIdBatch | Sequence[Sequence[int]] | Sequence[TokenSeq]
 
 # ----------------------------------------------------------------------------------------
 # data
 # ----------------------------------------------------------------------------------------
 
 
-def chunk_tokens(tokenizer: Any, texts: Sequence[str], seq_len: int) -> torch.Tensor:
+def chunk_tokens(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], seq_len: int
+) -> TokenIdBatch:
     """Tokenise ``texts``, join them with the EOS token between documents, and cut the stream
     into non-overlapping windows: LongTensor (n_seq, seq_len); the remainder is dropped."""
     if seq_len < 2:

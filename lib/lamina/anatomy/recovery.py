@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,22 @@ from lamina.anatomy.layers import check_layer
 from lamina.anatomy.perplexity import TokenIds, perplexity, require_lm
 from lamina.anatomy.surgery import noise_layer
 
-__all__ = ["recovery_steps", "restore_all"]
+__all__ = ["Recovery", "recovery_steps", "restore_all"]
+
+
+class Recovery(TypedDict):
+    """What :func:`recovery_steps` returns (perplexities in e^nats per token, steps counted
+    in optimiser steps; curve: [(step, eval perplexity)], step 0 = right after the noise)."""
+
+    layer: int
+    baseline_ppl: float
+    perturbed_ppl: float
+    steps_to_recover: int | None
+    recovered: bool
+    curve: list[tuple[int, float]]
+    budget_steps: int
+    rel_noise: float
+    tolerance_pct: float
 
 
 @contextmanager
@@ -51,7 +66,7 @@ def recovery_steps(
     eval_every: int = 10,
     seed: int = 0,
     weight_decay: float = 0.0,
-) -> dict[str, Any]:
+) -> Recovery:
     """Optimiser steps until perplexity returns within ``tolerance_pct`` % of the clean model's.
 
     Block ``layer`` gets :func:`noise_layer` noise (``rel_noise``, ``seed``); then all

@@ -29,6 +29,7 @@ from lamina.states import hooks
 
 __all__ = [
     "SURGERIES",
+    "SurgeryOption",
     "apply_surgery",
     "check_layer",
     "interpolate_neighbours",
@@ -38,6 +39,10 @@ __all__ = [
     "skip_layers",
     "substitute_weights",
 ]
+
+# One keyword argument of a surgery: alpha (float), rel_scale (float), seed (int), tensors
+# ("matrices" / "all") or state_dict (names relative to the block -> tensors).
+SurgeryOption = float | str | Mapping[str, torch.Tensor]
 
 TENSOR_SETS = ("matrices", "all")
 
@@ -233,8 +238,8 @@ def check_surgery(name: str) -> str:
 
 
 def apply_surgery(
-    model: nn.Module, name: str, layer: int, **options: Any
-) -> AbstractContextManager:
+    model: nn.Module, name: str, layer: int, **options: SurgeryOption
+) -> AbstractContextManager[None]:
     """The context manager of surgery ``name`` on block ``layer`` (options go to the surgery,
     e.g. ``alpha`` for ``scale``, ``rel_scale``/``seed`` for ``noise``)."""
     check_surgery(name)

@@ -25,13 +25,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from lamina.core.provenance import provenance
+from lamina.core.types import BoolMask, TokenStates
 from lamina.sources.models import get_adapter, hf_config
 from lamina.states import hooks
 from lamina.states.extract_cache import (
@@ -44,6 +45,9 @@ from lamina.states.extract_cache import (
 )
 from lamina.states.hooks import HookFn
 from lamina.states.trajectories import Trajectories, TrajectoriesFileError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "POOLS",
@@ -112,7 +116,7 @@ def _context_limit(model: nn.Module) -> int | None:
 
 def extract(
     model: nn.Module,
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
     pool: str = "last",
@@ -422,8 +426,8 @@ def _warn_nonfinite(bad_rows: list[tuple[int, int]], texts: list[str], meta: dic
 
 
 def content_token_mask(
-    tokenizer: Any, texts: Sequence[str], lengths: Sequence[int]
-) -> list[np.ndarray]:
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], lengths: Sequence[int]
+) -> list[BoolMask]:
     """Per text, a bool (T_i,) mask that is True at its content tokens: those the tokenizer
     does not mark special (``return_special_tokens_mask``). ``lengths``: the T_i actually
     extracted (a text longer than the context was truncated)."""
@@ -435,7 +439,10 @@ def content_token_mask(
 
 
 def pool_token_states(
-    model: nn.Module, tokenizer: Any, texts: Sequence[str], ragged: Sequence[np.ndarray]
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    ragged: Sequence[TokenStates],
 ) -> dict[str, np.ndarray]:
     """Pool per-token states of ``extract(pool="none")`` (each (L+1, T_i, d)).
 

@@ -7,11 +7,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lamina.core.provenance import atomic_write
+from lamina.core.types import StatesArray, TokenStates
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Trajectories", "TrajectoriesFileError"]
 
@@ -27,12 +31,12 @@ class Trajectories:
     ids / prompts: optional prompt ids and their table (set by readers of prompt files).
     """
 
-    states: np.ndarray | list[np.ndarray]
+    states: StatesArray | list[TokenStates]
     texts: list[str]
     layers: list[int]
     meta: dict[str, Any] = field(default_factory=dict)
     ids: list[str] | None = None
-    prompts: Any = None  # pandas.DataFrame | None
+    prompts: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
         _check_trajectories(self)

@@ -12,14 +12,15 @@ The three-phase tools (fixed bands, change points) live in :mod:`lamina.trajecto
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
-from lamina.core.arrays import Labels, States, to_numpy
+from lamina.core.arrays import Labels, to_numpy
+from lamina.core.types import MeanProfile, PerPrompt, Profile, PromptStates, States
 
 __all__ = [
     "Bifurcation",
@@ -122,7 +123,7 @@ def _unit(h: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- per-prompt metrics
-def trajectory_length(states: States, normalize: bool = False) -> np.ndarray:
+def trajectory_length(states: States, normalize: bool = False) -> PerPrompt:
     """Length of each trajectory: the sum of its step norms.
 
     length_i = sum_{l=0}^{L-1} || h_i(l+1) - h_i(l) ||_2 ,  with h replaced by ĥ = h/||h||_2
@@ -141,7 +142,7 @@ def trajectory_length(states: States, normalize: bool = False) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def curvature(states: States) -> np.ndarray:
+def curvature(states: States) -> Profile:
     """Turning angle between consecutive steps of each trajectory.
 
     v(l) = h(l) - h(l-1)  (l = 1..L);  kappa(l) = arccos(clip(cos(v(l), v(l+1)), -1, 1))  (l = 1..L-1),
@@ -162,7 +163,7 @@ def curvature(states: States) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def mean_curvature(states: States) -> np.ndarray:
+def mean_curvature(states: States) -> PerPrompt:
     """Mean turning angle of each trajectory.
 
     mean_kappa_i = nanmean_{l=1..L-1} kappa_i(l), with kappa from ``curvature`` (NaN angles at
@@ -177,7 +178,7 @@ def mean_curvature(states: States) -> np.ndarray:
     return out
 
 
-def layerwise_cosine(states: States) -> np.ndarray:
+def layerwise_cosine(states: States) -> Profile:
     """Layerwise similarity SIM: cosine between consecutive states of each trajectory.
 
     SIM(l) = cos(h(l), h(l+1)) = h(l)·h(l+1) / (||h(l)|| ||h(l+1)||),  l = 0..L-1.
@@ -195,7 +196,7 @@ def layerwise_cosine(states: States) -> np.ndarray:
     return _per_prompt(fn, x)
 
 
-def stability(states_a: States, states_b: States) -> np.ndarray:
+def stability(states_a: States, states_b: States) -> Profile:
     """Stability STAB: cosine between a prompt and its perturbation, layer by layer.
 
     STAB_i(l) = cos(h_{p_i}(l), h_{p'_i}(l)),  l = 0..L, where p'_i is a (lexical) perturbation of
@@ -261,7 +262,7 @@ def _within_between(
     return within, between, uniq, inv
 
 
-def convergence_index_per_prompt(states: States, labels: Labels) -> np.ndarray:
+def convergence_index_per_prompt(states: States, labels: Labels) -> Profile:
     """Per-prompt convergence index, on L2-normalised states (the unit for bootstraps).
 
     CI_i(l) = mean_{j: y_j != y_i} ||ĥ_i(l) - ĥ_j(l)||  -  mean_{j: y_j = y_i, j != i} ||ĥ_i(l) - ĥ_j(l)||,
@@ -277,7 +278,7 @@ def convergence_index_per_prompt(states: States, labels: Labels) -> np.ndarray:
     return between - within
 
 
-def convergence_index(states: States, labels: Labels) -> dict[Any, np.ndarray]:
+def convergence_index(states: States, labels: Labels) -> dict[Hashable, MeanProfile]:
     """Convergence index of each category, on L2-normalised states.
 
     CI_c(l) = D_between_c(l) - D_within_c(l), l = 0..L, where, for category c with members M_c
@@ -296,7 +297,7 @@ def convergence_index(states: States, labels: Labels) -> dict[Any, np.ndarray]:
     return {k: ci[inv == c].mean(axis=0) for c, k in enumerate(keys)}
 
 
-def convergence_index_pooled(states: States, labels: Labels) -> np.ndarray:
+def convergence_index_pooled(states: States, labels: Labels) -> MeanProfile:
     """Convergence index pooled over all categories, on L2-normalised states.
 
     CI_pooled(l) = mean over pairs i != j with y_i != y_j of ||ĥ_i(l) - ĥ_j(l)||
@@ -334,7 +335,12 @@ class Bifurcation:
     threshold: float
 
 
-def bifurcation(states_ctx1: States, states_ctx2: States, *, threshold: float = 0.1) -> Bifurcation:
+def bifurcation(
+    states_ctx1: States | PromptStates,
+    states_ctx2: States | PromptStates,
+    *,
+    threshold: float = 0.1,
+) -> Bifurcation:
     """Per-layer separation of one word (homograph) in two contexts, on normalised states.
 
     delta(l) = ||ĥ_1(l) - ĥ_2(l)||_2,  l = 0..L;   ratio = delta(L) / delta(0).

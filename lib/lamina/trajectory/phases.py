@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
-from lamina.core.arrays import Profile, to_numpy
+from lamina.core.arrays import to_numpy
+from lamina.core.types import LayerBands, MeanProfile, Profile
 
 __all__ = ["PHASE_NAMES", "PhaseDetection", "detect_phases", "fixed_phase_bands", "phase_summary"]
 
 PHASE_NAMES: tuple[str, str, str] = ("encoding", "elaboration", "output preparation")
 
 
-def fixed_phase_bands(n_blocks: int) -> np.ndarray:
+def fixed_phase_bands(n_blocks: int) -> LayerBands:
     """The paper's fixed proportional phase bands over the SIM profile.
 
     For SIM index l = 0..L-1 (L = n_blocks):  phase 0 "encoding" if l <= floor(L/4);
@@ -36,7 +36,7 @@ def fixed_phase_bands(n_blocks: int) -> np.ndarray:
 
 
 def phase_summary(
-    sim: Profile, bands: npt.ArrayLike, names: Sequence[str] | None = None
+    sim: Profile | MeanProfile, bands: LayerBands, names: Sequence[str] | None = None
 ) -> pd.DataFrame:
     """Summary of a similarity profile within each phase band (one row per phase).
 
@@ -83,7 +83,7 @@ class PhaseDetection:
 
     n_phases: int
     change_points: tuple[int, ...]
-    bands: np.ndarray
+    bands: LayerBands
     segment_means: np.ndarray
     criterion: dict[int, float] = field(default_factory=dict)
     method: str = "bic"
@@ -129,7 +129,7 @@ def _fit(y: np.ndarray, cps: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def detect_phases(
-    profile: Any,
+    profile: Profile | MeanProfile,
     max_phases: int = 6,
     method: Literal["bic", "cv"] = "bic",
     min_size: int = 2,

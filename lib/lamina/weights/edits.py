@@ -13,6 +13,7 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
+from lamina.core.types import Vector
 from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.weights.maps import LinearMap, linear_maps, norm_gain
 
@@ -33,7 +34,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 def unembedding_direction(
     model: nn.Module, token_id: int, *, through_final_norm: bool = False
-) -> torch.Tensor:
+) -> Vector:
     """A write direction in the residual stream from the unembedding: row ``token_id`` of W_U.
 
     -> (d_model,) float32. With ``through_final_norm=True`` (reimplementation choice) the row is
@@ -61,7 +62,7 @@ def unembedding_direction(
 @contextmanager
 def rank1_write_edit(
     model: nn.Module,
-    direction: torch.Tensor,
+    direction: Vector,
     scale: float,
     maps: Sequence[LinearMap] | None = None,
     *,

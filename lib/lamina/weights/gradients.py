@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 from torch import nn
 
+from lamina.core.types import Acts, Basis, Deltas, Matrix
 from lamina.states import hooks
 from lamina.states.hooks import map_point
 from lamina.weights.maps import LinearMap
@@ -30,6 +31,7 @@ from lamina.weights.subspaces import token_batches
 __all__ = [
     "GradientFactors",
     "LossFn",
+    "SignNull",
     "GradientGeometry",
     "adam_update_direction",
     "gradient_factors",
@@ -39,7 +41,19 @@ __all__ = [
     "sign_null_cancellation",
 ]
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class SignNull(TypedDict):
+    """What :func:`sign_null_cancellation` returns: the (n,) float64 draws of c_s and their
+    median and 97.5% quantile (dimensionless; NaN without live terms)."""
+
+    draws: np.ndarray
+    median: float
+    q975: float
 
 
 @dataclass
@@ -50,17 +64,17 @@ class GradientFactors:
     The summed gradient deltasᵀ @ acts is ∂loss/∂W in the (d_out, d_in) convention.
     """
 
-    acts: torch.Tensor
-    deltas: torch.Tensor
+    acts: Acts
+    deltas: Deltas
 
-    def summed(self) -> torch.Tensor:
+    def summed(self) -> Matrix:
         """Σ_t δ_t a_tᵀ -> (d_out, d_in)."""
         return self.deltas.T @ self.acts
 
 
 def gradient_factors(
     model: nn.Module,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     maps: Sequence[LinearMap],
     loss: LossFn,
@@ -174,7 +188,7 @@ class GradientGeometry:
 
 
 def gradient_geometry(
-    deltas: torch.Tensor, acts: torch.Tensor, basis: torch.Tensor, side: Side
+    deltas: Deltas, acts: Acts, basis: Basis, side: Side
 ) -> GradientGeometry:
     """Geometry of G = Σ_t δ_t a_tᵀ and of its terms, in O(T·d·k), no per-token outer product.
 
@@ -218,8 +232,8 @@ def gradient_geometry(
 
 
 def sign_null_cancellation(
-    deltas: torch.Tensor, acts: torch.Tensor, *, n: int = 200, seed: int = 0
-) -> dict[str, Any]:
+    deltas: Deltas, acts: Acts, *, n: int = 200, seed: int = 0
+) -> SignNull:
     """Null distribution of the cancellation of unrelated terms: the same per-token terms
     g_t = δ_t a_tᵀ with independent random signs s_t = ±1,
 
@@ -250,7 +264,7 @@ def sign_null_cancellation(
 
 
 def gradient_geometry_reference(
-    deltas: torch.Tensor, acts: torch.Tensor, basis: torch.Tensor, side: Side, *, chunk: int = 64
+    deltas: Deltas, acts: Acts, basis: Basis, side: Side, *, chunk: int = 64
 ) -> GradientGeometry:
     """The same quantities as :func:`gradient_geometry`, computed naively by materialising
     every per-token outer product g_t = δ_t a_tᵀ (``chunk`` at a time, float64).

@@ -26,6 +26,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from lamina.core.types import Matrix, Vector
 from lamina.sources.models import get_adapter, hf_config, weight_of
 
 __all__ = [
@@ -60,7 +61,7 @@ POST_NORMS: dict[str, dict[str, str]] = {
 }
 
 
-def norm_gain(norm: nn.Module) -> torch.Tensor | None:
+def norm_gain(norm: nn.Module) -> Vector | None:
     """The elementwise gain (d,) fp32 that a norm module multiplies by: its weight γ, or
     1 + γ for Gemma's RMSNorm (``Gemma*RMSNorm`` computes ``x / rms(x) * (1 + γ)``, γ = 0 at
     initialisation); None for a norm without a weight."""
@@ -71,7 +72,7 @@ def norm_gain(norm: nn.Module) -> torch.Tensor | None:
     return 1.0 + w if type(norm).__name__.startswith("Gemma") else w
 
 
-def post_norm_gain(model: nn.Module, m: LinearMap) -> torch.Tensor | None:
+def post_norm_gain(model: nn.Module, m: LinearMap) -> Vector | None:
     """The gain (d_model,) of the norm between write map ``m`` and the residual stream
     (:data:`POST_NORMS`; Gemma 3's post-attention / post-feedforward RMSNorm, 1 + γ), or None
     where the map writes straight into the stream (every other architecture)."""
@@ -114,7 +115,7 @@ class LinearMap:
         """Dotted name of the weight parameter, as in ``model.named_parameters()``."""
         return f"{self.module}.weight"
 
-    def as_matrix(self, tensor: torch.Tensor) -> torch.Tensor:
+    def as_matrix(self, tensor: torch.Tensor) -> Matrix:
         """A parameter-shaped tensor (weight, its grad, an Adam moment) as this map's (d_out, d_in)
         matrix. A *view* when possible, so in-place edits of the result edit the parameter."""
         m = tensor.T if self.transposed else tensor
@@ -124,7 +125,7 @@ class LinearMap:
         """A bias-shaped tensor (d_out_module,) restricted to this map's rows."""
         return tensor if self.rows is None else tensor[self.rows[0] : self.rows[1]]
 
-    def weight(self, model: nn.Module) -> torch.Tensor:
+    def weight(self, model: nn.Module) -> Matrix:
         """This map's weight: (d_out, d_in) fp32, a detached copy on the model's device."""
         param = weight_of(model.get_submodule(self.module))
         return self.as_matrix(param.detach()).to(torch.float32).clone()
@@ -213,7 +214,7 @@ def _check_same_architecture(model_a: nn.Module, model_b: nn.Module) -> None:
 
 def weight_deltas(
     model_a: nn.Module, model_b: nn.Module, *, maps: Sequence[LinearMap] | None = None
-) -> dict[str, torch.Tensor]:
+) -> dict[str, Matrix]:
     """ΔW = W_b - W_a for every linear map, in fp32 on the CPU.
 
     model_a, model_b: two checkpoints of one architecture and shape (e.g. base and aligned).

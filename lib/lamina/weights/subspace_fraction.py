@@ -6,7 +6,7 @@ on its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
+from lamina.core.types import Basis, Matrix
 from lamina.weights.maps import LinearMap
 
 __all__ = [
@@ -32,7 +33,7 @@ Side = Literal["input", "output"]
 
 
 def relative_subspace_fraction(
-    delta: torch.Tensor | np.ndarray, basis: torch.Tensor | np.ndarray, side: Side
+    delta: Matrix | np.ndarray, basis: Basis | np.ndarray, side: Side
 ) -> float:
     """Share of a matrix's squared Frobenius norm inside a k-dimensional subspace.
 
@@ -104,7 +105,7 @@ def _baseline(values: list[float]) -> Baseline:
     )
 
 
-def random_orthonormal(d: int, k: int, generator: torch.Generator) -> torch.Tensor:
+def random_orthonormal(d: int, k: int, generator: torch.Generator) -> Basis:
     """A Haar-random k-frame in R^d: Q of the QR of a Gaussian (d, k) matrix, signs fixed by
     diag(R) -> (d, k) float64."""
     g = torch.randn(d, k, generator=generator, dtype=torch.float64)
@@ -113,7 +114,7 @@ def random_orthonormal(d: int, k: int, generator: torch.Generator) -> torch.Tens
 
 
 def random_subspace_baseline(
-    delta: torch.Tensor, k: int, side: Side, *, n: int = 100, seed: int = 0
+    delta: Matrix, k: int, side: Side, *, n: int = 100, seed: int = 0
 ) -> Baseline:
     """RSF of the fixed ``delta`` (d_out, d_in) against ``n`` Haar-random k-subspaces."""
     gen = torch.Generator().manual_seed(seed)
@@ -125,7 +126,7 @@ def random_subspace_baseline(
 
 
 def random_matrix_baseline(
-    shape: tuple[int, int], basis: torch.Tensor, side: Side, *, n: int = 100, seed: int = 0
+    shape: tuple[int, int], basis: Basis, side: Side, *, n: int = 100, seed: int = 0
 ) -> Baseline:
     """RSF of ``n`` isotropic Gaussian matrices of ``shape`` (d_out, d_in) against ``basis``."""
     gen = torch.Generator().manual_seed(seed)
@@ -140,8 +141,8 @@ def random_matrix_baseline(
 
 
 def k_sweep(
-    deltas: dict[str, torch.Tensor],
-    bases: dict[str, tuple[torch.Tensor, Side]],
+    deltas: Mapping[str, Matrix],
+    bases: Mapping[str, tuple[Basis, Side]],
     ks: Sequence[int],
     *,
     maps: Sequence[LinearMap] | None = None,

@@ -6,16 +6,21 @@ Matrices follow :mod:`lamina.weights.maps` (``y = W x``, shape (d_out, d_in)).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from lamina.core.types import Basis, Moment, TokenIdBatch
 from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.states import hooks
 from lamina.states.hooks import map_point
 from lamina.weights.maps import SHARED_INPUT, LinearMap, linear_maps
 from lamina.weights.subspace_fraction import Side
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "input_second_moments",
@@ -27,8 +32,12 @@ __all__ = [
 
 
 def token_batches(
-    model: nn.Module, tokenizer, texts: Sequence[str], batch_size: int, max_length: int | None
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int,
+    max_length: int | None,
+) -> Iterator[tuple[TokenIdBatch, TokenIdBatch]]:
     """(input_ids, attention_mask), each (B, T), on the model's device."""
     if isinstance(texts, str) or not len(texts):
         raise ValueError("texts must be a non-empty list of strings")
@@ -55,14 +64,14 @@ def _input_point(m: LinearMap) -> str:
 
 def input_second_moments(
     model: nn.Module,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
     maps: Sequence[LinearMap] | None = None,
     centred: bool = False,
     batch_size: int = 8,
     max_length: int | None = 256,
-) -> dict[str, torch.Tensor]:
+) -> dict[str, Moment]:
     """Second moment of each map's actual input over the non-padding tokens of ``texts``.
 
     M = (1/N) Σ_t a_t a_tᵀ, or with ``centred=True`` the covariance M - μ μᵀ, μ = (1/N) Σ_t a_t.
@@ -112,7 +121,7 @@ def input_second_moments(
     return {m.key: by_source[source[m.key]] for m in maps}
 
 
-def principal_basis(moment: torch.Tensor, k: int) -> torch.Tensor:
+def principal_basis(moment: Moment, k: int) -> Basis:
     """Top-k eigenvectors of a symmetric (d, d) moment, by decreasing eigenvalue -> (d, k)
     with orthonormal columns, in the moment's dtype."""
     d = moment.shape[0]
@@ -122,7 +131,7 @@ def principal_basis(moment: torch.Tensor, k: int) -> torch.Tensor:
     return vecs[:, -k:].flip(1).contiguous()
 
 
-def prediction_basis(model: nn.Module, k: int) -> torch.Tensor:
+def prediction_basis(model: nn.Module, k: int) -> Basis:
     """The prediction subspace: top-k right singular vectors of the unembedding W_U (vocab, d).
 
     -> (d_model, k) float64, orthonormal columns, by decreasing singular value (computed as
@@ -138,8 +147,8 @@ def prediction_basis(model: nn.Module, k: int) -> torch.Tensor:
 
 
 def probe_bases(
-    model: nn.Module, maps: Sequence[LinearMap], moments: dict[str, torch.Tensor], k_max: int
-) -> dict[str, tuple[torch.Tensor, Side]]:
+    model: nn.Module, maps: Sequence[LinearMap], moments: Mapping[str, Moment], k_max: int
+) -> dict[str, tuple[Basis, Side]]:
     """The paper's probe for each map: read maps -> (input principal basis of ``moments[key]``,
     "input"); write maps -> (prediction basis, "output"). Bases are (d, min(k_max, d))."""
     out: dict[str, tuple[torch.Tensor, Side]] = {}
