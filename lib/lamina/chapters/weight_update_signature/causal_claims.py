@@ -107,8 +107,19 @@ def causal_claims(
     (:mod:`~.gate`; the released base's is looked up under ``config.base``): each write-edit
     row is "not testable" unless its checkpoint passed."""
 
-    rows = []
-    e = parts["edits"]
+    return [
+        *_write_edit_rows(model, parts["edits"], config, aligned_base, applied, gate),
+        *_single_group_rows(model, parts["adaptation"], config),
+    ]
+
+
+def _write_edit_rows(
+    model: str, e: pd.DataFrame, config: SignatureConfig, aligned_base: bool, applied: bool,
+    gate: GateArg,
+) -> list[dict[str, Any]]:
+    """write_edit rows (:func:`_write_edit_row`), one per alignment target with at least 2
+    edits (and the base itself when ``aligned_base``), each gated on its checkpoint."""
+    rows: list[dict[str, Any]] = []
     unemb = e[e["direction"] == "unembedding"]
     stages = [t for t in config.targets if t != "lm"] or list(config.targets)
     base_u = unemb[unemb["stage"] == config.base]["delta_logp"]
@@ -124,7 +135,14 @@ def causal_claims(
         base_effect = None if t == config.base else float(base_u.mean())
         row = _write_edit_row(model, e, config, t, label, base_effect)
         rows += gate_rows([row], gate_for(gate, t))
-    a = parts["adaptation"]
+    return rows
+
+
+def _single_group_rows(model: str, a: pd.DataFrame, config: SignatureConfig) -> list[dict[str, Any]]:
+    """single_group_effective rows: per parameter group, the eval-loss reduction of adapting
+    that group alone over full fine-tuning's (paired percentile bootstrap CI over items,
+    Wilcoxon p of a reduction > 0)."""
+    rows: list[dict[str, Any]] = []
     full = a[a["group"] == "all"].sort_values("item")
     red_all = (full["loss_before"] - full["loss_after"]).to_numpy()
     for group, rows_g in a[a["group"] != "all"].groupby("group", sort=False):
