@@ -9,7 +9,6 @@ anti-layers L14/L17) onto another depth by relative position is a reimplementati
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import warnings
 from typing import Any, cast
@@ -23,7 +22,6 @@ import lamina.anatomy as anatomy
 from lamina.anatomy.predictability import (
     matrix_types,
     stacked_weights,
-    summary_predictability,
     summary_stacks,
 )
 from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
@@ -36,7 +34,6 @@ from lamina.chapters.layer_anatomy.config import (
     budget_row,
 )
 from lamina.chapters.layer_anatomy.documents import (
-    document_ppl_ci,
     organism_heldout,
     regroup_sweep,
 )
@@ -47,6 +44,15 @@ from lamina.chapters.layer_anatomy.nulls import (
     delta_null,
     loo_hat_matrix,
     permuted_r2,
+)
+from lamina.chapters.layer_anatomy.steps import (
+    checked_layers,
+    heldout_note,
+    perplexity_table,
+    predictability_tables,
+    spectra_table,
+    timing_note,
+    without_predicted,
 )
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
@@ -287,95 +293,6 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
     return ExperimentResult(CHAPTER, config, claims, tables, notes, models)
 
 
-def _checked_layers(config: AnatomyConfig, model: torch.nn.Module) -> AnatomyConfig:
-    """``config`` with every explicit layer list (``layers``, ``recovery_layers``,
-    ``robustness_layers``) checked against ``model`` (:func:`lamina.anatomy.check_layer`)."""
-    if config.layers is not None:
-        checked = [anatomy.check_layer(model, l) for l in config.layers]
-        config = dataclasses.replace(config, layers=checked)
-    for name in ("recovery_layers", "robustness_layers"):
-        if isinstance(getattr(config, name), list):
-            checked = [anatomy.check_layer(model, l) for l in getattr(config, name)]
-            field: dict[str, Any] = {name: checked}
-            config = dataclasses.replace(config, **field)
-    return config
-
-
-def _heldout_note(config: AnatomyConfig, corpus: str, info: dict[str, Any], seq_len: int) -> str:
-    """The note that describes the held-out text (``info``: ``HeldOut.summary()``)."""
-    by_source = ", ".join(f"{v} {k}" for k, v in info["documents_by_source"].items())
-    return (
-        f"{config.model}: held-out text {info['n_tokens']:,} tokens of the {corpus} "
-        f"corpus's held-out split (passages of its plays and curriculum documents, sources "
-        f"and documents in turn, seed {config.seed}), {info['n_windows']} windows of {seq_len} "
-        f"from {info['n_documents']} documents ({by_source}); every CI resamples documents."
-    )
-
-
-def _without_predicted(config: AnatomyConfig, n_layers: int) -> tuple[AnatomyConfig, bool, list[str]]:
-    """(config, few, notes): with too few layers for a leave-one-out depth fit of degree
-    ``ridge_degree`` (``few``), the "predicted" surgery is dropped, with a note."""
-    few = n_layers < config.ridge_degree + 2
-    notes = []
-    if few and "predicted" in config.surgeries:
-        config = dataclasses.replace(
-            config, surgeries=[s for s in config.surgeries if s != "predicted"]
-        )
-        notes.append(
-            f"{config.model}: {n_layers} layers are too few for a leave-one-out depth fit "
-            f"of degree {config.ridge_degree}: predictability not testable."
-        )
-    return config, few, notes
-
-
-def _perplexity_table(
-    model: torch.nn.Module, windows: torch.Tensor, doc_ids: np.ndarray, n_documents: int,
-    config: AnatomyConfig,
-) -> pd.DataFrame:
-    """One-row table of the intact model's held-out perplexity with its document-bootstrap
-    95% CI (:func:`lamina.anatomy.perplexity`); ``windows`` (n, seq_len) tokens."""
-    base = anatomy.perplexity(model, windows, batch_size=16, n_bootstrap=0)
-    p, lo, hi = document_ppl_ci(
-        base.nll_per_seq, base.tokens_per_seq, doc_ids, config.n_bootstrap, config.seed
-    )
-    row = {
-        "ppl": p,
-        "ci_low": lo,
-        "ci_high": hi,
-        "nll": base.nll,
-        "n_tokens": base.n_tokens,
-        "n_sequences": len(base.nll_per_seq),
-        "n_documents": n_documents,
-        "paper_ppl": 22.6,
-    }
-    return pd.DataFrame([row])
-
-
-def _predictability_tables(
-    model: torch.nn.Module, windows: torch.Tensor, structure: pd.DataFrame, config: AnatomyConfig,
-    seq_len: int,
-) -> tuple[dict[str, pd.DataFrame], dict[str, np.ndarray]]:
-    """The "predictability", "delta" and "replacement" tables and the permuted-depth R² null
-    (:func:`_permuted_r2`) of the weight-predictability claims."""
-    alpha, degree = config.ridge_alpha, config.ridge_degree
-    tables = {
-        "predictability": pd.concat(
-            [
-                anatomy.weight_predictability(model, alpha=alpha, degree=degree),
-                summary_predictability(structure, alpha=alpha, degree=degree),
-            ],
-            ignore_index=True,
-        ),
-        "delta": anatomy.delta_correlation(model).merge(delta_null(model), on=["matrix", "layer"]),
-    }
-    n_rob = min(windows.shape[0], -(-int(config.robustness_tokens or 0) // seq_len))
-    tables["replacement"] = anatomy.predicted_replacement_curve(
-        model, windows[: max(n_rob, 1)], k_max=config.k_max, alpha=alpha, degree=degree,
-        batch_size=16,
-    )
-    return tables, _permuted_r2(model, structure, config)
-
-
 def _recovery_table(
     model: torch.nn.Module, tok: Any, windows: torch.Tensor, corpus: str, config: AnatomyConfig,
     seq_len: int, n_layers: int,
@@ -393,28 +310,6 @@ def _recovery_table(
     return _recovery(model, train, evals, config)
 
 
-def _spectra_table(model: torch.nn.Module) -> pd.DataFrame:
-    """Singular values of every weight matrix: columns matrix, layer, index, singular_value."""
-    return pd.DataFrame(
-        [
-            {"matrix": m, "layer": l, "index": i, "singular_value": float(v)}
-            for m, s in anatomy.singular_spectra(model).items()
-            for l, row in enumerate(s)
-            for i, v in enumerate(row)
-        ]
-    )
-
-
-def _timing_note(config: AnatomyConfig, t0: float, cpu0: float, lap: dict[str, float]) -> str:
-    """Wall and CPU seconds since (``t0``, ``cpu0``), with the ``lap`` of each stage."""
-    return (
-        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
-        f"{time.process_time() - cpu0:.0f} s CPU ("
-        + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
-        + f"; {torch.get_num_threads() if config.threads is None else config.threads} thread(s))."
-    )
-
-
 def _run_one(config: AnatomyConfig) -> ExperimentResult:
     """:func:`run_anatomy` on the one model ``config.model`` (budget fields filled)."""
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -427,7 +322,7 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         warnings.simplefilter("ignore", category=stats.ConstantInputWarning)
         model, tok = load_model(config.model, dtype=torch.float32)
         n_layers = get_adapter(model).n_layers(model)
-        config = _checked_layers(config, model)
+        config = checked_layers(config, model)
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
@@ -436,11 +331,11 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         held = organism_heldout(corpus, tok, n_tokens, seq_len, config.seed)
         windows, doc_ids = held.windows, held.doc_ids
         info = held.summary()
-        notes.append(_heldout_note(config, corpus, info, seq_len))
+        notes.append(heldout_note(config, corpus, info, seq_len))
         notes += _plan_notes(config, n_layers)
-        config, few, dropped = _without_predicted(config, n_layers)
+        config, few, dropped = without_predicted(config, n_layers)
         notes += dropped
-        ppl = _perplexity_table(model, windows, doc_ids, info["n_documents"], config)
+        ppl = perplexity_table(model, windows, doc_ids, info["n_documents"], config)
         lap = {"setup": time.perf_counter() - t0}
         sweep = regroup_sweep(
             _sweep(model, windows, config), doc_ids, seq_len, config.n_bootstrap, config.seed
@@ -450,19 +345,19 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         structure = anatomy.layer_structure(model)
         r2_null: dict[str, np.ndarray] = {}
         if not few:
-            more, r2_null = _predictability_tables(model, windows, structure, config, seq_len)
-            tables |= more
+            tables |= predictability_tables(model, windows, structure, config, seq_len)
+            r2_null = _permuted_r2(model, structure, config)
             lap["predictability"] = time.perf_counter() - t0 - sum(lap.values())
         tables["recovery"] = _recovery_table(model, tok, windows, corpus, config, seq_len, n_layers)
         lap["recovery"] = time.perf_counter() - t0 - sum(lap.values())
         tables["structure"] = structure
-        tables["spectra"] = _spectra_table(model)
+        tables["spectra"] = spectra_table(model)
     tables["sweep"] = sweep.drop(columns=["nll_per_seq", "base_nll_per_seq"]).assign(
         depth=lambda d: d["layer"] / max(n_layers - 1, 1)
     )
     claims = anatomy_claims(config, sweep, tables, r2_null, n_layers, doc_ids=doc_ids)
     lap["structure+claims"] = time.perf_counter() - t0 - sum(lap.values())
-    notes.append(_timing_note(config, t0, cpu0, lap))
+    notes.append(timing_note(config, t0, cpu0, lap))
     for t in tables.values():
         t.insert(0, "model", config.model)
     claims["model"] = config.model
