@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamina.chapters.config import UnknownParameterError
+from lamina.chapters.config import RESAMPLING_QUICK, UnknownParameterError
 from lamina.chapters.growth_training import GrowthConfig
 from lamina.chapters.layer_anatomy import AnatomyConfig
 from lamina.chapters.organisms import OrganismsConfig
@@ -36,9 +36,21 @@ def _as_run(config):
 def test_quick_caps_apply_only_in_quick_mode_and_never_raise_a_value(cls):
     assert cls.QUICK, "a chapter config declares its quick caps"
     for full, quick in zip(_as_run(cls()), _as_run(cls(quick=True)), strict=True):
-        for name, cap in cls.QUICK.items():
+        for name, cap in cls().quick_caps().items():
             before, after = getattr(full, name), getattr(quick, name)
             if isinstance(cap, int | float) and not isinstance(cap, bool) and before is not None:
                 assert after == min(before, cap), (name, before, after)
             else:
                 assert after == cap, (name, after)
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_the_shared_resampling_caps_apply_to_every_config_with_those_fields(cls):
+    names = set(cls.parameter_names())
+    quick = cls(quick=True)
+    for name, cap in RESAMPLING_QUICK.items():
+        if name in names:
+            assert getattr(quick, name) == min(getattr(cls(), name), cap), name
+            assert name in quick.quick_caps()
+        else:
+            assert name not in quick.quick_caps()

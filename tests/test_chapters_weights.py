@@ -11,11 +11,7 @@ import pytest
 import torch
 
 from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
-from lamina.chapters.weight_update_signature.deltas import (
-    random_matrix_null,
-    random_subspace_null,
-    signature_from_deltas,
-)
+from lamina.chapters.weight_update_signature.deltas import signature_from_deltas
 from lamina.chapters.weight_update_signature.gate import ALIGNMENT_CLAIMS, NOT_MEASURED
 from lamina.chapters.weight_update_signature.units import Checkpoints, checkpoint_pairs
 from lamina.chapters.weight_update_signature.verdicts import (
@@ -27,7 +23,13 @@ from lamina.chapters.weight_update_signature.verdicts import (
     enrichments,
     summary,
 )
-from lamina.weights import LinearMap, random_orthonormal, random_subspace_baseline
+from lamina.weights import (
+    LinearMap,
+    random_matrix_null,
+    random_orthonormal,
+    random_subspace_baseline,
+    random_subspace_null,
+)
 
 from .conftest import lamina_env
 

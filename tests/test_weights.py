@@ -18,8 +18,10 @@ from lamina.weights import (
     principal_basis,
     probe_bases,
     random_matrix_baseline,
+    random_matrix_null,
     random_orthonormal,
     random_subspace_baseline,
+    random_subspace_null,
     relative_subspace_fraction,
     weight_deltas,
 )
@@ -238,6 +240,26 @@ def test_empirical_baselines_centre_on_k_over_d():
     assert sub.ci_low <= 6 / 30 <= sub.ci_high and sub.q025 < sub.mean < sub.q975
     mat = random_matrix_baseline((40, 30), random_orthonormal(40, 8, gen), "output", n=200, seed=2)
     assert mat.ci_low <= 8 / 40 <= mat.ci_high
+
+
+def test_each_null_is_defined_once_its_baseline_is_the_same_draws():
+    """random_subspace_baseline / random_matrix_baseline are single-matrix views of
+    random_subspace_null / random_matrix_null: the same seed gives the same draws, so the same
+    mean and percentiles, and each draw is the RSF of its frame (relative_subspace_fraction)."""
+    gen = torch.Generator().manual_seed(4)
+    delta = torch.randn(12, 20, generator=gen) * torch.linspace(0.1, 3, 20)
+    for side, k in (("input", 5), ("output", 3)):
+        table = random_subspace_null({"x": delta}, {"x": side}, [k], n=50, seed=7)
+        base = random_subspace_baseline(delta, k, side, n=50, seed=7)
+        assert table["null_mean"].iloc[0] == pytest.approx(base.mean, rel=1e-12)
+        assert table["null_q975"].iloc[0] == pytest.approx(base.q975, rel=1e-12)
+        frame = random_orthonormal(20 if side == "input" else 12, 20 if side == "input" else 12,
+                                   torch.Generator().manual_seed(7))[:, :k]  # fmt: skip
+        assert base.values[0] == pytest.approx(relative_subspace_fraction(delta, frame, side))
+    basis = random_orthonormal(20, 6, gen)
+    rmat = random_matrix_null({"x": (12, 20)}, {"x": (basis, "input")}, [6], n=50, seed=2)
+    mat = random_matrix_baseline((12, 20), basis, "input", n=50, seed=2)
+    assert rmat["rmat_mean"].iloc[0] == pytest.approx(mat.mean, rel=1e-12)
 
 
 def test_k_sweep_is_tidy_and_enrichment_is_rsf_over_k_over_d():

@@ -2,9 +2,10 @@
 one entry point that builds a config from parameters and rejects unknown ones.
 
 A chapter config is a dataclass that subclasses :class:`ChapterConfig`, declares its
-``quick`` field and its quick-mode caps in ``QUICK`` (field -> value: a number caps the field
+``quick`` field and its own quick-mode caps in ``QUICK`` (field -> value: a number caps the field
 at that value, anything else replaces it), and calls ``self.apply_quick()`` at the end of its
-own checks in ``__post_init__``.
+own checks in ``__post_init__``. The caps every chapter shares, on its resampling counts
+(:data:`RESAMPLING_QUICK`), are written here once and apply to any config with those fields.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Self
 
-__all__ = ["ChapterConfig", "UnknownParameterError", "check_parameters"]
+__all__ = ["RESAMPLING_QUICK", "ChapterConfig", "UnknownParameterError", "check_parameters"]
+
+#: quick-mode caps of the resampling counts, for every config that has these fields: bootstrap
+#: resamples (95% CIs) and label permutations (null distributions).
+RESAMPLING_QUICK: Mapping[str, int] = {"n_bootstrap": 200, "n_permutations": 20}
 
 
 class UnknownParameterError(TypeError):
@@ -55,12 +60,18 @@ class ChapterConfig:
         """The fields a caller may set."""
         return [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
 
+    def quick_caps(self) -> dict[str, Any]:
+        """The quick-mode caps of this config: :data:`RESAMPLING_QUICK` for the fields it has,
+        then its own ``QUICK`` (which wins where both name a field)."""
+        shared = {k: v for k, v in RESAMPLING_QUICK.items() if k in self.parameter_names()}
+        return shared | dict(self.QUICK)
+
     def apply_quick(self) -> None:
-        """In quick mode, cap each field named in ``QUICK`` (numbers: at most the cap; other
-        values: replaced). Nothing happens outside quick mode."""
+        """In quick mode, cap each field named in :meth:`quick_caps` (numbers: at most the cap;
+        other values: replaced). Nothing happens outside quick mode."""
         if not self.quick:
             return
-        for name, cap in self.QUICK.items():
+        for name, cap in self.quick_caps().items():
             value = getattr(self, name)
             number = isinstance(cap, int | float) and not isinstance(cap, bool)
             setattr(self, name, min(value, cap) if number and value is not None else cap)

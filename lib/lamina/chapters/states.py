@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
-from lamina.sources.models import get_adapter, load_model
+from lamina.sources.models import load_model
 from lamina.sources.peer import is_peer, peer_folder
 from lamina.states.controls import random_init_like, random_input_states
 from lamina.states.extract import extract, pool_token_states
@@ -235,32 +235,27 @@ def load_model_states(
     return ModelStates(name, pools, control, diag, notes, random_input)
 
 
+class _NoSpecialTokens:
+    """Tokenizer stand-in for inputs without special tokens (random input embeddings): text i
+    of length T_i reads as T_i content tokens, so that :func:`pool_token_states` pools them."""
+
+    def __call__(self, texts: list[str], return_special_tokens_mask: bool = True) -> dict:
+        return {"special_tokens_mask": [[0] * len(t) for t in texts]}
+
+
 def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> dict[str, PooledStates]:
     """Mean / last pooling of per-token states (L+1, T_i, d) that have no special tokens
-    (random input embeddings), with the model's final norm applied to the last row."""
-    import torch
-
-    adapter = get_adapter(model)
-    norm = adapter.final_norm_module(model) if adapter.causal else None
-    pools = {}
-    posts = None
-    if norm is not None:
-        with torch.inference_mode():
-            dev = next(iter(norm.parameters()), torch.empty(0)).device
-            posts = [
-                norm(torch.from_numpy(np.ascontiguousarray(a[-1])).to(dev)).float().cpu().numpy()
-                for a in ragged
-            ]
-    for pool in ("mean", "last"):
-        raw = np.stack([a.mean(1) if pool == "mean" else a[:, -1] for a in ragged])
-        post = None
-        if posts is not None:
-            post = np.stack([q.mean(0) if pool == "mean" else q[-1] for q in posts])
-        n_tok = np.array([a.shape[1] for a in ragged])
-        pools[pool] = PooledStates(
-            raw.astype(np.float32), post, True, prompts.reset_index(drop=True), n_tok
+    (random input embeddings), with the model's final norm applied to the last row: the pooling
+    of :func:`lamina.states.extract.pool_token_states`, every token a content token."""
+    placeholders = ["." * a.shape[1] for a in ragged]  # one content token per character
+    pooled = pool_token_states(model, _NoSpecialTokens(), placeholders, ragged)
+    return {
+        pool: PooledStates(
+            pooled[pool], pooled.get(f"{pool}_post"), True, prompts.reset_index(drop=True),
+            pooled["n_content"],
         )
-    return pools
+        for pool in ("mean", "last")
+    }
 
 
 def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):

@@ -210,6 +210,69 @@ def _check_ambiguous_pairs(path: Path, rows: list[dict[str, Any]], lines: list[i
             raise PromptFileError(path, first[pid][0], "pair_id", f"pair {pid!r} lacks a sense")
 
 
+def _parse_line(path: Path, line: int, raw_bytes: bytes) -> dict[str, Any] | None:
+    """The JSON object on line ``line`` of ``path`` (None for a blank line); a
+    :class:`PromptFileError` for bytes that are not UTF-8, malformed JSON or a non-object."""
+    try:
+        raw = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise PromptFileError(
+            path, line, None, f"not valid UTF-8 (byte {err.start + 1} of the line)"
+        ) from err
+    if not raw.strip():
+        return None
+    try:
+        row = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise PromptFileError(
+            path, line, None, f"malformed JSON: {err.msg} (column {err.colno})"
+        ) from err
+    if not isinstance(row, dict):
+        raise PromptFileError(path, line, None, f"expected an object, got {_type_name(row)}")
+    return row
+
+
+def _row_family(path: Path, line: int, row: dict[str, Any], family: str | None) -> str:
+    """The family of ``row``: ``family`` when the file's is known (a row naming another is an
+    error), else the one its ``family`` field names (which must be in :data:`SCHEMAS`)."""
+    if family is None:
+        _check_type(path, line, "family", row.get("family"), str)
+        if row["family"] not in SCHEMAS:
+            raise PromptFileError(
+                path,
+                line,
+                "family",
+                f"unknown family {row['family']!r}; known: {list(SCHEMAS)}",
+            )
+        family = row["family"]
+    if "family" in row and row["family"] != family:
+        raise PromptFileError(path, line, "family", f"expected {family!r}, got {row['family']!r}")
+    return family
+
+
+def _check_row(
+    path: Path, line: int, row: dict[str, Any], family: str, seen: dict[str, int]
+) -> None:
+    """Check one row against its family's schema: every field present with its type, an id
+    not in ``seen`` (id -> first line; the row's id is added), the family's own row rules."""
+    for field, kind in SCHEMAS[family].fields.items():
+        if field not in row:
+            raise PromptFileError(path, line, field, "missing required field")
+        _check_type(path, line, field, row[field], kind)
+    if row["id"] in seen:
+        raise PromptFileError(
+            path,
+            line,
+            "id",
+            f"duplicate id {row['id']!r} (first at line {seen[row['id']]})",
+        )
+    seen[row["id"]] = line
+    if family == "ambiguous":
+        _check_ambiguous_row(path, line, row)
+    if family == "perturbations" and row["perturbed"] == row["prompt"]:
+        raise PromptFileError(path, line, "perturbed", "identical to the prompt")
+
+
 def load_prompts(path_or_family: str | os.PathLike[str]) -> pd.DataFrame:
     """Load and validate one prompt family.
 
@@ -227,55 +290,11 @@ def load_prompts(path_or_family: str | os.PathLike[str]) -> pd.DataFrame:
     seen: dict[str, int] = {}
     with open(path, "rb") as handle:
         for line, raw_bytes in enumerate(handle, start=1):
-            try:
-                raw = raw_bytes.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise PromptFileError(
-                    path, line, None, f"not valid UTF-8 (byte {err.start + 1} of the line)"
-                ) from err
-            if not raw.strip():
+            row = _parse_line(path, line, raw_bytes)
+            if row is None:
                 continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise PromptFileError(
-                    path, line, None, f"malformed JSON: {err.msg} (column {err.colno})"
-                ) from err
-            if not isinstance(row, dict):
-                raise PromptFileError(
-                    path, line, None, f"expected an object, got {_type_name(row)}"
-                )
-            if family is None:
-                _check_type(path, line, "family", row.get("family"), str)
-                if row["family"] not in SCHEMAS:
-                    raise PromptFileError(
-                        path,
-                        line,
-                        "family",
-                        f"unknown family {row['family']!r}; known: {list(SCHEMAS)}",
-                    )
-                family = row["family"]
-            schema = SCHEMAS[family]
-            if "family" in row and row["family"] != family:
-                raise PromptFileError(
-                    path, line, "family", f"expected {family!r}, got {row['family']!r}"
-                )
-            for field, kind in schema.fields.items():
-                if field not in row:
-                    raise PromptFileError(path, line, field, "missing required field")
-                _check_type(path, line, field, row[field], kind)
-            if row["id"] in seen:
-                raise PromptFileError(
-                    path,
-                    line,
-                    "id",
-                    f"duplicate id {row['id']!r} (first at line {seen[row['id']]})",
-                )
-            seen[row["id"]] = line
-            if family == "ambiguous":
-                _check_ambiguous_row(path, line, row)
-            if family == "perturbations" and row["perturbed"] == row["prompt"]:
-                raise PromptFileError(path, line, "perturbed", "identical to the prompt")
+            family = _row_family(path, line, row, family)
+            _check_row(path, line, row, family, seen)
             rows.append(row)
             lines.append(line)
     if not rows:

@@ -73,6 +73,36 @@ def _is_conv1d(module: nn.Module) -> bool:
     return type(module).__name__ == "Conv1D"  # transformers.pytorch_utils.Conv1D (GPT-2)
 
 
+def _quant_target(
+    name: str, module: nn.Module, qtype: str, embedding_qtype: str | None
+) -> tuple[str, bool] | None:
+    """(GGUF type, transpose) for a module whose weight :func:`quantize_model` rounds: every
+    ``nn.Linear`` / GPT-2 ``Conv1D`` (transposed: its weight is (d_in, d_out)) at ``qtype``,
+    token embeddings at ``embedding_qtype`` (None: embeddings left alone); None otherwise
+    (learned position embeddings stay fp32, like norms)."""
+    if isinstance(module, nn.Linear) or _is_conv1d(module):
+        return qtype, _is_conv1d(module)
+    if isinstance(module, nn.Embedding) and embedding_qtype is not None:
+        if "position" in name or name.endswith("wpe"):
+            return None
+        return embedding_qtype, False
+    return None
+
+
+def _round_weight(weight: torch.Tensor, kind: str, transpose: bool) -> float | None:
+    """Round ``weight`` in place through GGUF ``kind`` -> its relative Frobenius error
+    ||W_q - W|| / ||W||, or None (left alone) when its input dimension is not a multiple of 32."""
+    w = weight.detach().to(torch.float32).cpu().numpy()
+    w = w.T if transpose else w  # (d_out, d_in) for y = W x
+    if w.shape[1] % 32:
+        return None
+    wq = dequantize_roundtrip(w, kind)
+    error = float(np.linalg.norm(wq - w) / max(float(np.linalg.norm(w)), 1e-30))
+    wq = wq.T if transpose else wq
+    weight.copy_(torch.from_numpy(np.ascontiguousarray(wq)).to(weight.dtype))
+    return error
+
+
 def quantize_model(
     model: nn.Module,
     qtype: str = "Q8_0",
@@ -103,27 +133,15 @@ def quantize_model(
         seen |= {m.weight.data_ptr() for m in out.modules() if isinstance(m, nn.Embedding)}
     with torch.no_grad():
         for name, module in out.named_modules():
-            if isinstance(module, nn.Linear) or _is_conv1d(module):
-                kind, transpose = qtype, _is_conv1d(module)
-            elif isinstance(module, nn.Embedding) and embeddings:
-                if "position" in name or name.endswith("wpe"):
-                    continue  # learned position embeddings stay fp32, like norms
-                kind, transpose = emb_q, False
-            else:
+            target = _quant_target(name, module, qtype, emb_q if embeddings else None)
+            if target is None or module.weight.data_ptr() in seen:
                 continue
-            weight = module.weight
-            if weight.data_ptr() in seen:
-                continue
-            seen.add(weight.data_ptr())
-            w = weight.detach().to(torch.float32).cpu().numpy()
-            w = w.T if transpose else w  # (d_out, d_in) for y = W x
-            if w.shape[1] % 32:
+            seen.add(module.weight.data_ptr())
+            error = _round_weight(module.weight, *target)
+            if error is None:
                 skipped.append(f"{name}.weight")
-                continue
-            wq = dequantize_roundtrip(w, kind)
-            errors[f"{name}.weight"] = float(np.linalg.norm(wq - w) / max(float(np.linalg.norm(w)), 1e-30))
-            wq = wq.T if transpose else wq
-            weight.copy_(torch.from_numpy(np.ascontiguousarray(wq)).to(weight.dtype))
+            else:
+                errors[f"{name}.weight"] = error
     report = {
         "qtype": qtype,
         "embedding_qtype": emb_q if embeddings else None,

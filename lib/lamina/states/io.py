@@ -241,6 +241,41 @@ def _check_record(path: Path, record: dict, n_layers: int, d: int) -> None:
         raise PeerDataError(f"{path}: states have width {d}, hidden_dim says {want_d}")
 
 
+def _trajectory_record(path: Path) -> tuple[dict, str, np.ndarray]:
+    """(record, prompt id, states (L+1, d)) of one released trajectory file: its
+    ``embedding_state`` (d,) stacked over its ``trajectory`` (L, d); a :class:`PeerDataError`
+    for a missing or malformed field, an empty prompt id or mismatched widths."""
+    record = _record(path)
+    emb = _field(path, record, "embedding_state", (1,))  # (d,)
+    traj = _field(path, record, "trajectory", (2,))  # (L, d)
+    pid = record.get("prompt_id")
+    if not isinstance(pid, str) or not pid:
+        raise PeerDataError(f"{path}: field 'prompt_id' is {pid!r}, not a non-empty str")
+    if emb.shape[0] != traj.shape[1]:
+        raise PeerDataError(
+            f"{path}: embedding_state has width {emb.shape[0]} but trajectory {traj.shape[1]}"
+        )
+    _check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
+    return record, pid, np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
+
+
+def _prompt_text(path: Path, record: dict, pid: str, table: pd.DataFrame) -> str:
+    """The prompt of a released file: its ``prompt`` field, else its id's row of
+    ``prompts.jsonl`` (``table`` indexed by id); a :class:`PeerDataError` when neither gives a
+    non-empty string."""
+    text = record.get("prompt")
+    if text is None:
+        if pid not in table.index:
+            raise PeerDataError(
+                f"{path}: prompt_id {pid!r} is not in prompts.jsonl and the file has no "
+                "'prompt' field"
+            )
+        text = table.loc[pid, "prompt"]
+    if not isinstance(text, str) or not text.strip():
+        raise PeerDataError(f"{path}: prompt for {pid!r} is {text!r}, not a non-empty str")
+    return text
+
+
 def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Trajectories:
     """Paper 1's released last-token trajectories as :class:`Trajectories`.
 
@@ -260,36 +295,15 @@ def read_latent_trajectories(root: str | os.PathLike, model: str = "gpt2") -> Tr
     ids, texts, rows = [], [], []
     shape: tuple[int, ...] | None = None
     for path in files:
-        record = _record(path)
-        emb = _field(path, record, "embedding_state", (1,))  # (d,)
-        traj = _field(path, record, "trajectory", (2,))  # (L, d)
-        pid = record.get("prompt_id")
-        if not isinstance(pid, str) or not pid:
-            raise PeerDataError(f"{path}: field 'prompt_id' is {pid!r}, not a non-empty str")
-        if emb.shape[0] != traj.shape[1]:
-            raise PeerDataError(
-                f"{path}: embedding_state has width {emb.shape[0]} but trajectory {traj.shape[1]}"
-            )
-        _check_record(path, record, int(traj.shape[0]), int(traj.shape[-1]))
-        row = np.concatenate([emb.numpy()[None], traj.numpy()], 0)  # (L+1, d)
+        record, pid, row = _trajectory_record(path)
         if shape is not None and row.shape != shape:
             raise PeerDataError(
                 f"{path}: states of shape {row.shape}, unlike {shape} in {files[0].name}"
             )
         shape = row.shape
-        text = record.get("prompt")
-        if text is None:
-            if pid not in table.index:
-                raise PeerDataError(
-                    f"{path}: prompt_id {pid!r} is not in prompts.jsonl and the file has no "
-                    "'prompt' field"
-                )
-            text = table.loc[pid, "prompt"]
-        if not isinstance(text, str) or not text.strip():
-            raise PeerDataError(f"{path}: prompt for {pid!r} is {text!r}, not a non-empty str")
         rows.append(row)
         ids.append(pid)
-        texts.append(text)
+        texts.append(_prompt_text(path, record, pid, table))
     states = np.stack(rows).astype(np.float32)  # (n, L+1, d)
     conv = peer_convention(model)
     meta = provenance(

@@ -21,8 +21,10 @@ from lamina.weights.subspace_fraction import (
     enrichment,
     k_sweep,
     random_matrix_baseline,
+    random_matrix_null,
     random_orthonormal,
     random_subspace_baseline,
+    random_subspace_null,
     relative_subspace_fraction,
 )
 from lamina.weights.subspaces import (
@@ -49,8 +51,10 @@ __all__ = [
     "principal_basis",
     "probe_bases",
     "random_matrix_baseline",
+    "random_matrix_null",
     "random_orthonormal",
     "random_subspace_baseline",
+    "random_subspace_null",
     "relative_subspace_fraction",
     "token_batches",
     "weight_deltas",

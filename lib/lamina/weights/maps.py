@@ -188,19 +188,25 @@ def linear_maps(model: nn.Module, *, embeddings: bool = True) -> list[LinearMap]
                 else:
                     maps.append(LinearMap(layer, role, kind, module, None, adapter.conv1d))  # type: ignore[arg-type]
     if embeddings:
-        embed_path = prefix + adapter.embedding
+        maps = _with_embedding_maps(model, maps)
+    return maps
+
+
+def _with_embedding_maps(model: nn.Module, maps: list[LinearMap]) -> list[LinearMap]:
+    """``maps`` with the token embedding first (``embed``, write, (d_model, vocab); left out
+    when tied) and the unembedding last (``unembed``, read, (vocab, d_model); ``tied`` set)."""
+    adapter = get_adapter(model)
+    embed_path = _base_prefix(model) + adapter.embedding
+    embed = model.get_submodule(embed_path)
+    if not isinstance(embed, nn.Embedding):  # BERT's embeddings block
+        embed_path += ".word_embeddings"
         embed = model.get_submodule(embed_path)
-        if not isinstance(embed, nn.Embedding):  # BERT's embeddings block
-            embed_path += ".word_embeddings"
-            embed = model.get_submodule(embed_path)
-        unembed = adapter.unembedding_module(model)
-        tied = unembed is not None and unembed.weight is embed.weight
-        if not tied:
-            maps.insert(0, LinearMap(None, "embed", "write", embed_path, None, True))
-        if unembed is not None:
-            maps.append(
-                LinearMap(None, "unembed", "read", str(adapter.unembedding), None, False, tied)
-            )
+    unembed = adapter.unembedding_module(model)
+    tied = unembed is not None and unembed.weight is embed.weight
+    if not tied:
+        maps.insert(0, LinearMap(None, "embed", "write", embed_path, None, True))
+    if unembed is not None:
+        maps.append(LinearMap(None, "unembed", "read", str(adapter.unembedding), None, False, tied))
     return maps
 
 

@@ -24,8 +24,10 @@ __all__ = [
     "enrichment",
     "k_sweep",
     "random_matrix_baseline",
+    "random_matrix_null",
     "random_orthonormal",
     "random_subspace_baseline",
+    "random_subspace_null",
     "relative_subspace_fraction",
 ]
 
@@ -113,31 +115,130 @@ def random_orthonormal(d: int, k: int, generator: torch.Generator) -> Basis:
     return q * torch.sign(torch.diagonal(r))
 
 
+def _cumulative_rsf(x: torch.Tensor, frame: torch.Tensor, side: str) -> torch.Tensor:
+    """(k,) RSF of ``x`` (d_out, d_in) float64 against the first 1..k columns of ``frame``
+    (d, k), orthonormal: cumulative energy along the columns (input side, ‖x q_j‖²) or rows
+    (output side, ‖q_jᵀ x‖²) over ‖x‖²_F."""
+    proj = x @ frame if side == "input" else frame.T @ x  # columns / rows = directions
+    energy = (proj * proj).sum(0 if side == "input" else 1)
+    return torch.cumsum(energy, 0) / float((x * x).sum())
+
+
+def _side_dim(shape: Sequence[int], side: str) -> int:
+    """d of the side a basis acts on: d_in (input) or d_out (output) of a (d_out, d_in) map."""
+    return int(shape[1] if side == "input" else shape[0])
+
+
+def _subspace_draws(delta: torch.Tensor, side: str, rotations: Sequence[torch.Tensor]) -> np.ndarray:
+    """(n, d) cumulative RSF of the fixed ``delta`` against the leading columns of each of
+    the ``n`` Haar-random orthogonal (d, d) ``rotations``: column k-1 is a draw of the RSF
+    against a Haar-random k-subspace."""
+    delta = delta.detach().cpu().to(torch.float64)
+    return torch.stack([_cumulative_rsf(delta, q, side) for q in rotations]).numpy()
+
+
+def _matrix_draws(
+    shape: tuple[int, int], basis: torch.Tensor, side: str, n: int, gen: torch.Generator
+) -> np.ndarray:
+    """(n, k) cumulative RSF of ``n`` isotropic Gaussian matrices of ``shape`` (d_out, d_in)
+    against the leading columns of the fixed ``basis`` (d, k)."""
+    basis = basis.detach().cpu().to(torch.float64)
+    draws = [
+        _cumulative_rsf(torch.randn(*shape, generator=gen, dtype=torch.float64), basis, side)
+        for _ in range(n)
+    ]
+    return torch.stack(draws).numpy()
+
+
+def _null_rows(key: str, cum: np.ndarray, ks: Sequence[int], prefix: str) -> list[dict]:
+    """Rows key, k, {prefix}_mean, {prefix}_q025, {prefix}_q975 of the draws ``cum`` (n, k_max)
+    at every k <= k_max (RSF units)."""
+    rows = []
+    for k in ks:
+        if k <= cum.shape[1]:
+            v = cum[:, k - 1]
+            rows.append(
+                {
+                    "key": key,
+                    "k": k,
+                    f"{prefix}_mean": float(v.mean()),
+                    f"{prefix}_q025": float(np.quantile(v, 0.025)),
+                    f"{prefix}_q975": float(np.quantile(v, 0.975)),
+                }
+            )
+    return rows
+
+
+def random_subspace_null(
+    deltas: Mapping[str, torch.Tensor],
+    sides: Mapping[str, str],
+    ks: Sequence[int],
+    *,
+    n: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Empirical null of the RSF of each fixed ΔW against Haar-random k-subspaces, for every
+    k at once: draw n Haar-random orthogonal (d, d) matrices Q (shared by the matrices of one
+    d); the first k columns of Q are a Haar-random k-frame, so RSF_k = Σ_{j<k} ‖ΔW q_j‖² / ‖ΔW‖²
+    (input side; ‖q_jᵀ ΔW‖² on the output side). The one random-subspace null of lamina
+    (:func:`random_subspace_baseline` is its single-matrix, single-k view).
+
+    deltas: {key: ΔW (d_out, d_in)}; sides: {key: "input" | "output"}.
+    -> columns key, k, null_mean, null_q025, null_q975 (RSF units; the isotropic value is k/d)."""
+    gen = torch.Generator().manual_seed(seed)
+    rotations: dict[int, list[torch.Tensor]] = {}
+    rows = []
+    for key, delta in deltas.items():
+        d = _side_dim(delta.shape, sides[key])
+        if d not in rotations:
+            rotations[d] = [random_orthonormal(d, d, gen) for _ in range(n)]
+        rows += _null_rows(key, _subspace_draws(delta, sides[key], rotations[d]), ks, "null")
+    return pd.DataFrame(rows)
+
+
+def random_matrix_null(
+    shapes: Mapping[str, tuple[int, int]],
+    bases: Mapping[str, tuple[torch.Tensor, str]],
+    ks: Sequence[int],
+    *,
+    n: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Empirical null of the other kind: the RSF of ``n`` isotropic Gaussian matrices of each
+    map's shape (d_out, d_in) against that map's own ordered basis (d, >= k), for every k at
+    once (cumulative energy along the basis columns); expectation k/d. The one random-matrix
+    null of lamina (:func:`random_matrix_baseline` is its single-basis view).
+
+    bases: {key: (basis (d, k_max), side)}.
+    -> columns key, k, rmat_mean, rmat_q025, rmat_q975 (RSF units)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for key, shape in shapes.items():
+        basis, side = bases[key]
+        rows += _null_rows(key, _matrix_draws(shape, basis, side, n, gen), ks, "rmat")
+    return pd.DataFrame(rows)
+
+
 def random_subspace_baseline(
     delta: Matrix, k: int, side: Side, *, n: int = 100, seed: int = 0
 ) -> Baseline:
-    """RSF of the fixed ``delta`` (d_out, d_in) against ``n`` Haar-random k-subspaces."""
+    """RSF of the fixed ``delta`` (d_out, d_in) against ``n`` Haar-random k-subspaces, with a
+    95% interval of the mean: :func:`random_subspace_null`'s draws for one matrix and one k."""
+    d = _side_dim(delta.shape, side)
+    if not 1 <= k <= d:
+        raise ValueError(f"k must be in [1, {d}], got {k}")
     gen = torch.Generator().manual_seed(seed)
-    d = delta.shape[1] if side == "input" else delta.shape[0]
-    delta = delta.detach().cpu()
-    return _baseline(
-        [relative_subspace_fraction(delta, random_orthonormal(d, k, gen), side) for _ in range(n)]
-    )
+    rotations = [random_orthonormal(d, d, gen) for _ in range(n)]
+    return _baseline(list(_subspace_draws(delta, side, rotations)[:, k - 1]))
 
 
 def random_matrix_baseline(
     shape: tuple[int, int], basis: Basis, side: Side, *, n: int = 100, seed: int = 0
 ) -> Baseline:
-    """RSF of ``n`` isotropic Gaussian matrices of ``shape`` (d_out, d_in) against ``basis``."""
+    """RSF of ``n`` isotropic Gaussian matrices of ``shape`` (d_out, d_in) against ``basis``
+    (d, k), with a 95% interval of the mean: :func:`random_matrix_null`'s draws at k."""
     gen = torch.Generator().manual_seed(seed)
-    basis = basis.detach().cpu()
-    draws = [
-        relative_subspace_fraction(
-            torch.randn(*shape, generator=gen, dtype=torch.float64), basis, side
-        )
-        for _ in range(n)
-    ]
-    return _baseline(draws)
+    return _baseline(list(_matrix_draws(shape, basis, side, n, gen)[:, -1]))
 
 
 def k_sweep(

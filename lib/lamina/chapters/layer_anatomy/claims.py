@@ -104,73 +104,70 @@ def _core_max_claim(skip: pd.DataFrame, boot: dict, core: list[int] | None, no_m
     )
 
 
-def _importance_claims(
-    config: AnatomyConfig,
-    sweep: pd.DataFrame,
-    n_layers: int,
-    doc_ids: np.ndarray | None = None,
-) -> list:
-    """P3-range, P3-core, P3-core-max (:func:`_core_max_claim`), P3-anti and P3-anti-at
-    from the skip sweep; CIs and tests resample / pair documents (``doc_ids``; None: windows)."""
-    skip = skip_rows(sweep)
-    core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
-    no_map = f"{n_layers} layers, not the paper's {PAPER_L}, and depth_mapping='none'"
-    boot = importance_bootstrap(sweep, config.n_bootstrap, config.seed, core or [], doc_ids)
+def _range_claim(sweep: pd.DataFrame, skip: pd.DataFrame, boot: dict) -> dict:
+    """P3-range: log10(max / min skip delta_pct) over the layers whose 95% CI excludes 0,
+    judged within one decade of 10^7 on its document-bootstrap CI (``boot["log10_range"]``)."""
     rng = importance_range(sweep, "skip", significant=True)
     lo, hi = boot["log10_range"]
-    rows = [
-        claim_record(
-            "P3-range",
-            CLAIMS["P3-range"],
-            "10^7",
-            "",
-            rng["log10_ratio"],
-            lo,
-            hi,
-            verdict_word=_decade_verdict(lo, hi, 7.0),
-            effect_size=float((skip["delta_ci_low"] > 0).sum()),
-            effect_name="log10(max / min skip delta_pct) over the layers whose 95% CI excludes "
-            "0; effect size: their number",
-        )
-    ]
+    return claim_record(
+        "P3-range",
+        CLAIMS["P3-range"],
+        "10^7",
+        "",
+        rng["log10_ratio"],
+        lo,
+        hi,
+        verdict_word=_decade_verdict(lo, hi, 7.0),
+        effect_size=float((skip["delta_ci_low"] > 0).sum()),
+        effect_name="log10(max / min skip delta_pct) over the layers whose 95% CI excludes "
+        "0; effect size: their number",
+    )
+
+
+def _core_claim(
+    config: AnatomyConfig, skip: pd.DataFrame, boot: dict, core: list[int] | None, no_map: str
+) -> dict:
+    """P3-core: share of the top len(core) skip layers that are core layers (paper L8-11 mapped
+    by depth), reproduced only beyond a random layer order (exact permutation null)."""
     if core is None:
-        rows.append(_untestable("P3-core", "core layers are the most important (share 1)",
-                                no_map))  # fmt: skip
-    else:
-        top = skip.nlargest(len(core), "delta_pct")
-        hits = int(top["layer"].isin(core).sum())
-        share = hits / max(len(core), 1)
-        lo, hi = boot["core_share"]
-        p_core = core_share_p(len(skip), len(core), len(core), hits) if core else None
-        # reproduced needs the share beyond a random layer order (exact permutation null); a
-        # share a random order gives as often as 1 time in 20 is no partial reproduction
-        word = (
-            "not testable"
-            if p_core is None
-            else "reproduced"
-            if verdict(p_core, share >= 0.5) == "reproduced"
-            else "not reproduced"
-        )
-        rows.append(
-            claim_record(
-                "P3-core",
-                CLAIMS["P3-core"],
-                "core layers are the most important (share 1)",
-                "",
-                share,
-                lo,
-                hi,
-                p_core,
-                verdict_word=word,
-                effect_size=float(top["layer"].iloc[0]),
-                effect_name="most important layer",
-                convention=f"share of the top {len(core)} skip layers in the core "
-                f"{', '.join(map(str, core))} (L8-11 of 30, depth mapping "
-                f"{config.depth_mapping!r}); p: permutation null over layer orders "
-                "(hypergeometric)",
-            )
-        )
-    rows.append(_core_max_claim(skip, boot, core, no_map))
+        return _untestable("P3-core", "core layers are the most important (share 1)", no_map)
+    top = skip.nlargest(len(core), "delta_pct")
+    hits = int(top["layer"].isin(core).sum())
+    share = hits / max(len(core), 1)
+    lo, hi = boot["core_share"]
+    p_core = core_share_p(len(skip), len(core), len(core), hits) if core else None
+    # reproduced needs the share beyond a random layer order (exact permutation null); a
+    # share a random order gives as often as 1 time in 20 is no partial reproduction
+    word = (
+        "not testable"
+        if p_core is None
+        else "reproduced"
+        if verdict(p_core, share >= 0.5) == "reproduced"
+        else "not reproduced"
+    )
+    return claim_record(
+        "P3-core",
+        CLAIMS["P3-core"],
+        "core layers are the most important (share 1)",
+        "",
+        share,
+        lo,
+        hi,
+        p_core,
+        verdict_word=word,
+        effect_size=float(top["layer"].iloc[0]),
+        effect_name="most important layer",
+        convention=f"share of the top {len(core)} skip layers in the core "
+        f"{', '.join(map(str, core))} (L8-11 of 30, depth mapping "
+        f"{config.depth_mapping!r}); p: permutation null over layer orders "
+        "(hypergeometric)",
+    )
+
+
+def _anti_layers(skip: pd.DataFrame, doc_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(anti-layers, BH q-values (layers,)): layers whose skip lowers the NLL, by a one-sided
+    Wilcoxon over documents (``doc_ids``; None: windows) at BH q < 0.05 with the paired 95%
+    CI of delta_pct below 0."""
     ps = [
         float(stats.wilcoxon(d, alternative="less").pvalue) if np.any(d != 0) else 1.0
         for d in (
@@ -180,8 +177,16 @@ def _importance_claims(
     ]
     q = fdr_bh(ps)["q_value"].to_numpy()
     anti = skip["layer"].to_numpy()[(q < 0.05) & (skip["delta_ci_high"].to_numpy() < 0)]
+    return anti, q
+
+
+def _anti_claims(
+    config: AnatomyConfig, anti: np.ndarray, q: np.ndarray, n_layers: int, no_map: str
+) -> list[dict]:
+    """P3-anti (how many anti-layers) and P3-anti-at (whether they sit at the paper's L14 and
+    L17, mapped by depth)."""
     names = ", ".join(map(str, anti)) or "none"
-    rows.append(
+    rows = [
         claim_record(
             "P3-anti",
             CLAIMS["P3-anti"],
@@ -194,31 +199,51 @@ def _importance_claims(
             effect_name=f"anti-layers: {names}",
             convention="BH q < 0.05 (one-sided Wilcoxon over documents) and paired 95% CI below 0",
         )
-    )
+    ]
     at = [mapped_layers([p], n_layers, config.depth_mapping) for p in PAPER_ANTI]
     if any(ls is None for ls in at):
-        rows.append(_untestable("P3-anti-at", "L14, L17", no_map))
-    else:
-        found = [any(a in ls for a in anti) for ls in at if ls is not None]
-        mapped = "; ".join(
-            f"L{p} -> {', '.join(map(str, ls or []))}" for p, ls in zip(PAPER_ANTI, at, strict=True)
+        return [*rows, _untestable("P3-anti-at", "L14, L17", no_map)]
+    found = [any(a in ls for a in anti) for ls in at if ls is not None]
+    mapped = "; ".join(
+        f"L{p} -> {', '.join(map(str, ls or []))}" for p, ls in zip(PAPER_ANTI, at, strict=True)
+    )
+    word = "reproduced" if all(found) else "partially" if any(found) else "not reproduced"
+    rows.append(
+        claim_record(
+            "P3-anti-at",
+            CLAIMS["P3-anti-at"],
+            "L14, L17",
+            "",
+            float(sum(found)),
+            verdict_word=word,
+            effect_size=float(len(anti)),
+            effect_name=f"paper anti-layers found ({mapped}); effect size: anti-layers "
+            f"anywhere ({names})",
+            convention=f"depth mapping {config.depth_mapping!r}",
         )
-        word = "reproduced" if all(found) else "partially" if any(found) else "not reproduced"
-        rows.append(
-            claim_record(
-                "P3-anti-at",
-                CLAIMS["P3-anti-at"],
-                "L14, L17",
-                "",
-                float(sum(found)),
-                verdict_word=word,
-                effect_size=float(len(anti)),
-                effect_name=f"paper anti-layers found ({mapped}); effect size: anti-layers "
-                f"anywhere ({names})",
-                convention=f"depth mapping {config.depth_mapping!r}",
-            )
-        )
+    )
     return rows
+
+
+def _importance_claims(
+    config: AnatomyConfig,
+    sweep: pd.DataFrame,
+    n_layers: int,
+    doc_ids: np.ndarray | None = None,
+) -> list:
+    """P3-range, P3-core, P3-core-max (:func:`_core_max_claim`), P3-anti and P3-anti-at
+    from the skip sweep; CIs and tests resample / pair documents (``doc_ids``; None: windows)."""
+    skip = skip_rows(sweep)
+    core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
+    no_map = f"{n_layers} layers, not the paper's {PAPER_L}, and depth_mapping='none'"
+    boot = importance_bootstrap(sweep, config.n_bootstrap, config.seed, core or [], doc_ids)
+    anti, q = _anti_layers(skip, doc_ids)
+    return [
+        _range_claim(sweep, skip, boot),
+        _core_claim(config, skip, boot, core, no_map),
+        _core_max_claim(skip, boot, core, no_map),
+        *_anti_claims(config, anti, q, n_layers, no_map),
+    ]
 
 
 def _scaling_claim(config: AnatomyConfig, sweep: pd.DataFrame) -> dict:

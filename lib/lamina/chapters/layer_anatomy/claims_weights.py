@@ -72,7 +72,6 @@ def predictability_claims(
     permutation null ``r2_null[target]`` (keys "raw entries", :data:`GATE`, "layer
     summaries"; an array alone: the raw-entry null), then P3-delta (conditional on
     P3-delta-structure) and P3-delta-structure."""
-    rows = []
     pred = tables.get("predictability")
     if pred is None:
         return [
@@ -89,6 +88,18 @@ def predictability_claims(
         ]
     nulls = r2_null if isinstance(r2_null, dict) else {"raw entries": r2_null}
     targets = pred["target"] if "target" in pred else pd.Series("raw entries", index=pred.index)
+    rows = _r2_claims(config, pred, targets, nulls)
+    rows.insert(1, _gate_claim(config, pred[targets == "raw entries"], nulls))
+    return rows + _delta_claims(config, tables["delta"])
+
+
+def _r2_claims(
+    config: AnatomyConfig, pred: pd.DataFrame, targets: pd.Series, nulls: dict[str, np.ndarray]
+) -> list:
+    """P3-R2 and P3-R2-summary: mean leave-one-layer-out R^2 of the rows of ``pred`` whose
+    target is "raw entries" / "layer summaries", bootstrap CI over matrix types, p from the
+    layer-order permutation null ``nulls[target]`` (none: p undefined)."""
+    rows = []
     for cid, target in (("P3-R2", "raw entries"), ("P3-R2-summary", "layer summaries")):
         r2 = pred.loc[targets == target, "r2"].to_numpy()
         if not len(r2):
@@ -116,8 +127,13 @@ def predictability_claims(
                 f"{config.ridge_degree}",
             )
         )
-    rows.insert(1, _gate_claim(config, pred[targets == "raw entries"], nulls))
-    delta = tables["delta"]
+    return rows
+
+
+def _delta_claims(config: AnatomyConfig, delta: pd.DataFrame) -> list:
+    """P3-delta (mean correlation of consecutive layers' weight updates within [-0.6, -0.4],
+    counted only with P3-delta-structure reproduced) and P3-delta-structure (the correlation
+    below the independence null ``corr_null``, Wilcoxon over matrices)."""
     corr = delta["corr"].to_numpy()
     diff = corr - delta["corr_null"].to_numpy()
     lo_d, hi_d = boot((diff,), lambda x, axis: x.mean(axis), config.n_bootstrap, config.seed)
@@ -145,7 +161,7 @@ def predictability_claims(
         if in_range and structure["verdict"] == "reproduced"
         else "not reproduced"
     )
-    rows.append(
+    return [
         claim_record(
             "P3-delta",
             CLAIMS["P3-delta"],
@@ -159,10 +175,9 @@ def predictability_claims(
             effect_name="mean correlation expected for independent layers",
             convention="reproduced needs the CI to meet [-0.6, -0.4] and P3-delta-structure "
             f"reproduced ({structure['verdict']}; in range: {'yes' if in_range else 'no'})",
-        )
-    )
-    rows.append(structure)
-    return rows
+        ),
+        structure,
+    ]
 
 
 def _gate_claim(config: AnatomyConfig, raw: pd.DataFrame, nulls: dict[str, np.ndarray]) -> dict:

@@ -161,8 +161,6 @@ class AnatomyConfig(ChapterConfig):
         "recovery_budget": 4,
         "recovery_eval_every": 2,
         "recovery_tokens": 512,
-        "n_bootstrap": 200,
-        "n_permutations": 20,
     }
 
     def __post_init__(self) -> None:

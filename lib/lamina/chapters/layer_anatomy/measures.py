@@ -36,6 +36,26 @@ def core_layers(n_layers: int) -> list[int]:
     return paper_layers(PAPER_CORE, n_layers, PAPER_L)
 
 
+def _document_sums(skip: pd.DataFrame, doc_ids: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """(C, S_b, S_1, ..., S_L), each (n_docs,): windows per document (C; equal-length windows)
+    and the per-document NLL sums of the clean model (S_b) and of each skipped layer, from the
+    skip rows' per-window NLLs (nats per token); ``doc_ids`` None: each window a document."""
+    per = np.stack(skip["nll_per_seq"].to_list())  # (L, n_seq) nats per token
+    base = np.asarray(skip["base_nll_per_seq"].iloc[0])
+    groups = np.arange(per.shape[1]) if doc_ids is None else np.asarray(doc_ids)[: per.shape[1]]
+    _, g = np.unique(groups, return_inverse=True)
+    counts = np.bincount(g).astype(float)  # windows per document (equal-length windows)
+    return (counts, *(np.bincount(g, row) for row in (base, *per)))
+
+
+def _resampled_delta_pct(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+    """(..., L) delta_pct of each layer = 100 (exp((Σ_g S_lg - Σ_g S_bg) / Σ_g C_g) - 1) from
+    :func:`_document_sums`'s arrays (C, S_b, S_1..S_L), summed over ``axis`` (documents)."""
+    c = arrays[0].sum(axis=axis)
+    b = arrays[1].sum(axis=axis)
+    return np.stack([100 * np.expm1((a.sum(axis=axis) - b) / c) for a in arrays[2:]], -1)
+
+
 def importance_bootstrap(
     sweep: pd.DataFrame,
     n_bootstrap: int,
@@ -59,18 +79,7 @@ def importance_bootstrap(
     skip = skip_rows(sweep)
     sig = (skip["delta_ci_low"] > 0).to_numpy() if "delta_ci_low" in skip else True
     layers = skip["layer"].to_numpy()
-    per = np.stack(skip["nll_per_seq"].to_list())  # (L, n_seq) nats per token
-    base = np.asarray(skip["base_nll_per_seq"].iloc[0])
-    groups = np.arange(per.shape[1]) if doc_ids is None else np.asarray(doc_ids)[: per.shape[1]]
-    _, g = np.unique(groups, return_inverse=True)
-    counts = np.bincount(g).astype(float)  # windows per document (equal-length windows)
-    sums = [np.bincount(g, row) for row in (base, *per)]  # (n_docs,) each
-
-    def deltas(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        c = arrays[0].sum(axis=axis)
-        b = arrays[1].sum(axis=axis)
-        return np.stack([100 * np.expm1((a.sum(axis=axis) - b) / c) for a in arrays[2:]], -1)
-
+    deltas = _resampled_delta_pct
     def log_range(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         d = deltas(*arrays, axis=axis)
         pos = np.where((d > 0) & sig, d, np.nan)
@@ -91,7 +100,7 @@ def importance_bootstrap(
     def core_max(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         return deltas(*arrays, axis=axis)[..., in_core].max(-1)
 
-    data = (counts, *sums)
+    data = _document_sums(skip, doc_ids)
     nan2 = (float("nan"), float("nan"))
     return {
         "log10_range": paired_bootstrap_ci(data, log_range, n_bootstrap, seed, min_size=3),

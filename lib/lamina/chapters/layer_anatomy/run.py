@@ -9,7 +9,6 @@ anti-layers L14/L17) onto another depth by relative position is a reimplementati
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import warnings
 from typing import Any, cast
@@ -23,7 +22,6 @@ import lamina.anatomy as anatomy
 from lamina.anatomy.predictability import (
     matrix_types,
     stacked_weights,
-    summary_predictability,
     summary_stacks,
 )
 from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
@@ -36,7 +34,6 @@ from lamina.chapters.layer_anatomy.config import (
     budget_row,
 )
 from lamina.chapters.layer_anatomy.documents import (
-    document_ppl_ci,
     organism_heldout,
     regroup_sweep,
 )
@@ -47,6 +44,15 @@ from lamina.chapters.layer_anatomy.nulls import (
     delta_null,
     loo_hat_matrix,
     permuted_r2,
+)
+from lamina.chapters.layer_anatomy.steps import (
+    checked_layers,
+    heldout_note,
+    perplexity_table,
+    predictability_tables,
+    spectra_table,
+    timing_note,
+    without_predicted,
 )
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.chapters.runtime import corpus_windows, threads
@@ -287,6 +293,23 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
     return ExperimentResult(CHAPTER, config, claims, tables, notes, models)
 
 
+def _recovery_table(
+    model: torch.nn.Module, tok: Any, windows: torch.Tensor, corpus: str, config: AnatomyConfig,
+    seq_len: int, n_layers: int,
+) -> pd.DataFrame:
+    """The recovery table (:func:`_recovery`): fine-tuning windows from the corpus's train
+    split (none when no layer is to recover), evaluated on the first held-out windows."""
+    budget, batch = int(config.recovery_budget or 1), int(config.recovery_batch or 1)
+    n_train = max(4 * budget * batch, 1) * seq_len
+    train = (
+        corpus_windows(corpus, tok, "train", n_train, seq_len)
+        if recovery_layer_list(config, n_layers)
+        else torch.zeros(0, seq_len, dtype=torch.long)
+    )
+    evals = windows[: max(1, -(-int(config.recovery_tokens or 0) // seq_len))]
+    return _recovery(model, train, evals, config)
+
+
 def _run_one(config: AnatomyConfig) -> ExperimentResult:
     """:func:`run_anatomy` on the one model ``config.model`` (budget fields filled)."""
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -298,16 +321,8 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", category=stats.ConstantInputWarning)
         model, tok = load_model(config.model, dtype=torch.float32)
-        adapter = get_adapter(model)
-        n_layers = adapter.n_layers(model)
-        if config.layers is not None:
-            checked = [anatomy.check_layer(model, l) for l in config.layers]
-            config = dataclasses.replace(config, layers=checked)
-        for name in ("recovery_layers", "robustness_layers"):
-            if isinstance(getattr(config, name), list):
-                checked = [anatomy.check_layer(model, l) for l in getattr(config, name)]
-                field: dict[str, Any] = {name: checked}
-                config = dataclasses.replace(config, **field)
+        n_layers = get_adapter(model).n_layers(model)
+        config = checked_layers(config, model)
         max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(
             model.config, "n_positions", config.seq_len
         )
@@ -316,41 +331,11 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         held = organism_heldout(corpus, tok, n_tokens, seq_len, config.seed)
         windows, doc_ids = held.windows, held.doc_ids
         info = held.summary()
-        by_source = ", ".join(f"{v} {k}" for k, v in info["documents_by_source"].items())
-        notes.append(
-            f"{config.model}: held-out text {info['n_tokens']:,} tokens of the {corpus} "
-            f"corpus's held-out split (passages of its plays and curriculum documents, sources "
-            f"and documents in turn, seed {config.seed}), {info['n_windows']} windows of {seq_len} "
-            f"from {info['n_documents']} documents ({by_source}); every CI resamples documents."
-        )
+        notes.append(heldout_note(config, corpus, info, seq_len))
         notes += _plan_notes(config, n_layers)
-        few = n_layers < config.ridge_degree + 2
-        if few and "predicted" in config.surgeries:
-            config = dataclasses.replace(
-                config, surgeries=[s for s in config.surgeries if s != "predicted"]
-            )
-            notes.append(
-                f"{config.model}: {n_layers} layers are too few for a leave-one-out depth fit "
-                f"of degree {config.ridge_degree}: predictability not testable."
-            )
-        base = anatomy.perplexity(model, windows, batch_size=16, n_bootstrap=0)
-        p, lo, hi = document_ppl_ci(
-            base.nll_per_seq, base.tokens_per_seq, doc_ids, config.n_bootstrap, config.seed
-        )
-        ppl = pd.DataFrame(
-            [
-                {
-                    "ppl": p,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "nll": base.nll,
-                    "n_tokens": base.n_tokens,
-                    "n_sequences": len(base.nll_per_seq),
-                    "n_documents": info["n_documents"],
-                    "paper_ppl": 22.6,
-                }
-            ]
-        )
+        config, few, dropped = without_predicted(config, n_layers)
+        notes += dropped
+        ppl = perplexity_table(model, windows, doc_ids, info["n_documents"], config)
         lap = {"setup": time.perf_counter() - t0}
         sweep = regroup_sweep(
             _sweep(model, windows, config), doc_ids, seq_len, config.n_bootstrap, config.seed
@@ -360,58 +345,19 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         structure = anatomy.layer_structure(model)
         r2_null: dict[str, np.ndarray] = {}
         if not few:
-            alpha, degree = config.ridge_alpha, config.ridge_degree
-            tables["predictability"] = pd.concat(
-                [
-                    anatomy.weight_predictability(model, alpha=alpha, degree=degree),
-                    summary_predictability(structure, alpha=alpha, degree=degree),
-                ],
-                ignore_index=True,
-            )
-            tables["delta"] = anatomy.delta_correlation(model).merge(
-                delta_null(model), on=["matrix", "layer"]
-            )
-            n_rob = min(windows.shape[0], -(-int(config.robustness_tokens or 0) // seq_len))
-            tables["replacement"] = anatomy.predicted_replacement_curve(
-                model,
-                windows[: max(n_rob, 1)],
-                k_max=config.k_max,
-                alpha=alpha,
-                degree=degree,
-                batch_size=16,
-            )
+            tables |= predictability_tables(model, windows, structure, config, seq_len)
             r2_null = _permuted_r2(model, structure, config)
             lap["predictability"] = time.perf_counter() - t0 - sum(lap.values())
-        budget, batch = int(config.recovery_budget or 1), int(config.recovery_batch or 1)
-        n_train = max(4 * budget * batch, 1) * seq_len
-        train = (
-            corpus_windows(corpus, tok, "train", n_train, seq_len)
-            if recovery_layer_list(config, n_layers)
-            else torch.zeros(0, seq_len, dtype=torch.long)
-        )
-        evals = windows[: max(1, -(-int(config.recovery_tokens or 0) // seq_len))]
-        tables["recovery"] = _recovery(model, train, evals, config)
+        tables["recovery"] = _recovery_table(model, tok, windows, corpus, config, seq_len, n_layers)
         lap["recovery"] = time.perf_counter() - t0 - sum(lap.values())
         tables["structure"] = structure
-        tables["spectra"] = pd.DataFrame(
-            [
-                {"matrix": m, "layer": l, "index": i, "singular_value": float(v)}
-                for m, s in anatomy.singular_spectra(model).items()
-                for l, row in enumerate(s)
-                for i, v in enumerate(row)
-            ]
-        )
+        tables["spectra"] = spectra_table(model)
     tables["sweep"] = sweep.drop(columns=["nll_per_seq", "base_nll_per_seq"]).assign(
         depth=lambda d: d["layer"] / max(n_layers - 1, 1)
     )
     claims = anatomy_claims(config, sweep, tables, r2_null, n_layers, doc_ids=doc_ids)
     lap["structure+claims"] = time.perf_counter() - t0 - sum(lap.values())
-    notes.append(
-        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
-        f"{time.process_time() - cpu0:.0f} s CPU ("
-        + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
-        + f"; {torch.get_num_threads() if config.threads is None else config.threads} thread(s))."
-    )
+    notes.append(timing_note(config, t0, cpu0, lap))
     for t in tables.values():
         t.insert(0, "model", config.model)
     claims["model"] = config.model

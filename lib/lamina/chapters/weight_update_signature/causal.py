@@ -108,6 +108,25 @@ def _edit_tokens(counts: torch.Tensor, special: set, config: SignatureConfig) ->
     return sorted(rng.choice(candidates, size=size, replace=False).tolist())
 
 
+def _edit_batch(
+    model: torch.nn.Module, tok: Any, texts: list[str], config: SignatureConfig
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """(input ids (B, T), attention mask (B, T), target tokens) of the write edits: the first
+    ``config.edit_texts`` texts, padded and cut to ``config.edit_max_length`` tokens (at most
+    the model's context), and :func:`_edit_tokens` drawn from the non-special tokens in them."""
+    enc = tok(
+        texts[: config.edit_texts],
+        return_tensors="pt",
+        padding=True,
+        truncation=True,
+        max_length=min(context_length(model, config.max_length), config.edit_max_length),
+    )
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    special = {tok.eos_token_id, tok.pad_token_id, tok.bos_token_id}
+    tokens = _edit_tokens(torch.bincount(ids[mask.bool()], minlength=len(tok)), special, config)
+    return ids, mask, tokens
+
+
 def write_edit_effects(
     ck: Units,
     texts: list[str],
@@ -134,16 +153,7 @@ def write_edit_effects(
     stage plus ``edit_random`` per null stage."""
 
     base_model, tok = ck.load(ck.spec(config.base))
-    enc = tok(
-        texts[: config.edit_texts],
-        return_tensors="pt",
-        padding=True,
-        truncation=True,
-        max_length=min(context_length(base_model, config.max_length), config.edit_max_length),
-    )
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    special = {tok.eos_token_id, tok.pad_token_id, tok.bos_token_id}
-    tokens = _edit_tokens(torch.bincount(ids[mask.bool()], minlength=len(tok)), special, config)
+    ids, mask, tokens = _edit_batch(base_model, tok, texts, config)
     d = weight_of(input_embeddings(base_model)).shape[1]
     gen = torch.Generator().manual_seed(config.seed)
     randoms = torch.randn(config.edit_random, d, generator=gen)
@@ -185,6 +195,20 @@ def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) ->
     return sft_eval(model, tok, pairs, max_len)[0]
 
 
+def _qa_forward(
+    model: torch.nn.Module, tok: Any, pairs: list[tuple[str, str]], max_len: int
+) -> tuple[dict, torch.Tensor]:
+    """(the :func:`~lamina.sources.organisms.stages.qa_batch` of the (question, answer) pairs in
+    the organisms' prompt format, the model's logits (B, T, V) on it)."""
+    b = qa_batch(
+        tok,
+        [format_prompt(q) for q, _ in pairs],
+        [format_answer(a) for _, a in pairs],
+        max_len,
+    )
+    return b, model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+
+
 def sft_eval(
     model, tok, pairs: list[tuple[str, str]], max_len: int
 ) -> tuple[np.ndarray, float]:
@@ -195,13 +219,7 @@ def sft_eval(
     with torch.no_grad():
         for i in range(0, len(pairs), 64):
             chunk = pairs[i : i + 64]
-            b = qa_batch(
-                tok,
-                [format_prompt(q) for q, _ in chunk],
-                [format_answer(a) for _, a in chunk],
-                max_len,
-            )
-            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            b, logits = _qa_forward(model, tok, chunk, max_len)
             lp = token_logprobs(logits, b["input_ids"])
             m = b["target_mask"][:, 1:].float()
             out.append((-(lp * m).sum(-1) / m.sum(-1).clamp_min(1)).double().numpy())
@@ -219,6 +237,36 @@ def _answer_hits(logits: torch.Tensor, b: dict, n: int) -> torch.Tensor:
     tgt[torch.arange(n), lengths - 1] = 0  # the EOS is not part of the answer
     m = tgt[:, 1:].bool()
     return ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
+
+
+def _adapt_group(
+    model0: torch.nn.Module,
+    tok: Any,
+    group: str,
+    batches: list[list[tuple[str, str]]],
+    max_len: int,
+    betas: tuple[float, float],
+    config: SignatureConfig,
+) -> tuple[torch.nn.Module, list[torch.nn.Parameter]]:
+    """(a copy of ``model0`` after one AdamW step (no weight decay, ``config.adapt_lr``) of the
+    SFT loss per batch of (question, answer) pairs, training only ``group``'s parameters or,
+    for "all", every parameter; those parameters)."""
+    model = copy.deepcopy(model0)
+    if group == "all":
+        params = list(model.parameters())
+        for p in params:
+            p.requires_grad_(True)
+    else:
+        params = single_group_parameters(model, group)
+    opt = torch.optim.AdamW(params, lr=config.adapt_lr, betas=betas, weight_decay=0.0)
+    model.train()
+    for items in batches:
+        b, logits = _qa_forward(model, tok, items, max_len)
+        loss = sft_loss(logits, b["input_ids"], b["target_mask"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return model, params
 
 
 def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
@@ -244,30 +292,11 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     betas = ck.betas
     rows = []
     for group in (*GROUPS, "all"):
-        model = copy.deepcopy(model0)
-        if group == "all":
-            params = list(model.parameters())
-            for p in params:
-                p.requires_grad_(True)
-        else:
-            params = single_group_parameters(model, group)
-        opt = torch.optim.AdamW(params, lr=config.adapt_lr, betas=betas, weight_decay=0.0)
-        model.train()
-        for s in range(config.adapt_steps):
-            items = [
-                corpus.sft[j] for j in order[s * config.adapt_batch : (s + 1) * config.adapt_batch]
-            ]
-            b = qa_batch(
-                tok,
-                [format_prompt(q) for q, _ in items],
-                [format_answer(a) for _, a in items],
-                max_len,
-            )
-            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-            loss = sft_loss(logits, b["input_ids"], b["target_mask"])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        batches = [
+            [corpus.sft[j] for j in order[s * config.adapt_batch : (s + 1) * config.adapt_batch]]
+            for s in range(config.adapt_steps)
+        ]
+        model, params = _adapt_group(model0, tok, group, batches, max_len, betas, config)
         after, acc_after = sft_eval(model, tok, evals, max_len)
         n_params = int(sum(p.numel() for p in params))
         for i, (lb, la) in enumerate(zip(before, after, strict=True)):

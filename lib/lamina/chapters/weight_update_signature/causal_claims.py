@@ -107,8 +107,19 @@ def causal_claims(
     (:mod:`~.gate`; the released base's is looked up under ``config.base``): each write-edit
     row is "not testable" unless its checkpoint passed."""
 
-    rows = []
-    e = parts["edits"]
+    return [
+        *_write_edit_rows(model, parts["edits"], config, aligned_base, applied, gate),
+        *_single_group_rows(model, parts["adaptation"], config),
+    ]
+
+
+def _write_edit_rows(
+    model: str, e: pd.DataFrame, config: SignatureConfig, aligned_base: bool, applied: bool,
+    gate: GateArg,
+) -> list[dict[str, Any]]:
+    """write_edit rows (:func:`_write_edit_row`), one per alignment target with at least 2
+    edits (and the base itself when ``aligned_base``), each gated on its checkpoint."""
+    rows: list[dict[str, Any]] = []
     unemb = e[e["direction"] == "unembedding"]
     stages = [t for t in config.targets if t != "lm"] or list(config.targets)
     base_u = unemb[unemb["stage"] == config.base]["delta_logp"]
@@ -124,48 +135,40 @@ def causal_claims(
         base_effect = None if t == config.base else float(base_u.mean())
         row = _write_edit_row(model, e, config, t, label, base_effect)
         rows += gate_rows([row], gate_for(gate, t))
-    a = parts["adaptation"]
+    return rows
+
+
+def _single_group_rows(model: str, a: pd.DataFrame, config: SignatureConfig) -> list[dict[str, Any]]:
+    """single_group_effective rows: per parameter group, the eval-loss reduction of adapting
+    that group alone over full fine-tuning's (paired percentile bootstrap CI over items,
+    Wilcoxon p of a reduction > 0); no reference (NaN, with a note) when full fine-tuning did
+    not reduce the loss or the group has fewer than 2 items."""
+    rows: list[dict[str, Any]] = []
     full = a[a["group"] == "all"].sort_values("item")
     red_all = (full["loss_before"] - full["loss_after"]).to_numpy()
     for group, rows_g in a[a["group"] != "all"].groupby("group", sort=False):
         rows_g = rows_g.sort_values("item")
         red = (rows_g["loss_before"] - rows_g["loss_after"]).to_numpy()
-        if red_all.mean() <= 0 or len(red) < 2:
-            rows.append(
-                claim_row(
-                    "single_group_effective",
-                    model,
-                    group,
-                    "effective",
-                    float("nan"),
-                    note="full fine-tuning did not reduce the eval loss: no reference",
-                )
-            )
-            continue
-        frac = float(red.mean() / red_all.mean())
-        b = bootstrap_ci(
-            (red, red_all),
-            lambda x, y, axis=-1: x.mean(axis) / y.mean(axis),
-            n_resamples=config.n_bootstrap,
-            seed=config.seed,
-            method="percentile",
-            paired=True,
-        ).iloc[0]
-        p_group = float(sps.wilcoxon(red, alternative="greater").pvalue) if np.ptp(red) > 0 else None
-        acc = float(rows_g["acc_after"].iloc[0] - rows_g["acc_before"].iloc[0])
-        rows.append(
-            claim_row(
-                "single_group_effective",
-                model,
-                group,
-                "effective",
-                frac,
-                {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},
-                p_group,
-                verdict(p_group, frac >= config.effective_fraction),
-                acc,
-                "SFT accuracy change",
-                unit="eval-loss reduction / full fine-tuning's",
-            )
-        )
+        measured = float("nan")
+        kw: dict[str, Any] = {"note": "full fine-tuning did not reduce the eval loss: no reference"}
+        if not (red_all.mean() <= 0 or len(red) < 2):
+            measured = float(red.mean() / red_all.mean())
+            b = bootstrap_ci(
+                (red, red_all),
+                lambda x, y, axis=-1: x.mean(axis) / y.mean(axis),
+                n_resamples=config.n_bootstrap,
+                seed=config.seed,
+                method="percentile",
+                paired=True,
+            ).iloc[0]
+            p = float(sps.wilcoxon(red, alternative="greater").pvalue) if np.ptp(red) > 0 else None
+            kw = {
+                "s": {"ci_low": b["ci_low"], "ci_high": b["ci_high"]},
+                "p": p,
+                "word": verdict(p, measured >= config.effective_fraction),
+                "effect": float(rows_g["acc_after"].iloc[0] - rows_g["acc_before"].iloc[0]),
+                "effect_name": "SFT accuracy change",
+                "unit": "eval-loss reduction / full fine-tuning's",
+            }
+        rows.append(claim_row("single_group_effective", model, str(group), "effective", measured, **kw))
     return rows

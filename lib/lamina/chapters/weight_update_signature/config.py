@@ -176,7 +176,6 @@ class SignatureConfig(ChapterConfig):
         "adapt_steps": 3,
         "adapt_batch": 4,
         "adapt_eval": 16,
-        "n_bootstrap": 200,
         "real_steps": 2,
         "real_tokens": 512,
         "real_pairs": 4,

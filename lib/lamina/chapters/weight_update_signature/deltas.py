@@ -4,10 +4,9 @@ or the prediction subspace (write maps) at every k, with a random-subspace null.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal, cast
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -27,7 +26,8 @@ from lamina.weights import (
     linear_maps,
     norm_gain,
     principal_basis,
-    random_orthonormal,
+    random_matrix_null,
+    random_subspace_null,
     weight_deltas,
 )
 
@@ -37,8 +37,6 @@ __all__ = [
     "organism_deltas",
     "prediction_subspace",
     "probed_maps",
-    "random_matrix_null",
-    "random_subspace_null",
     "read_basis",
     "signature_from_deltas",
 ]
@@ -107,91 +105,10 @@ def signature_from_deltas(
         )
         table = table.merge(null, on=["key", "k"], how="left")
         rmat = random_matrix_null(
-            {m.key: cast(tuple[int, int], tuple(deltas[m.key].shape)) for m in block}, bases, ks, n=n_random, seed=seed
+            {m.key: cast(tuple[int, int], tuple(deltas[m.key].shape)) for m in block}, bases, ks, n=n_random, seed=seed + 1
         )
         table = table.merge(rmat, on=["key", "k"], how="left")
     return table
-
-
-def random_matrix_null(
-    shapes: dict[str, tuple[int, int]],
-    bases: Mapping[str, tuple[torch.Tensor, str]],
-    ks: Sequence[int],
-    *,
-    n: int,
-    seed: int,
-) -> pd.DataFrame:
-    """Empirical null of the other kind: the RSF of ``n`` isotropic Gaussian matrices of each
-    map's shape (d_out, d_in) against that map's own ordered basis (d, >= k), for every k at
-    once (cumulative energy along the basis columns). Same distribution as
-    :func:`lamina.weights.random_matrix_baseline`; expectation k/d.
-    -> columns key, k, rmat_mean, rmat_q025, rmat_q975 (RSF units)."""
-    gen = torch.Generator().manual_seed(seed + 1)
-    rows = []
-    for key, shape in shapes.items():
-        basis, side = bases[key]
-        basis = basis.to(torch.float64)
-        draws = []
-        for _ in range(n):
-            g = torch.randn(*shape, generator=gen, dtype=torch.float64)
-            proj = g @ basis if side == "input" else basis.T @ g
-            energy = (proj * proj).sum(0 if side == "input" else 1)
-            draws.append(torch.cumsum(energy, 0) / float((g * g).sum()))
-        cum = torch.stack(draws).numpy()  # (n, k_max)
-        for k in ks:
-            if k <= cum.shape[1]:
-                v = cum[:, k - 1]
-                rows.append(
-                    {
-                        "key": key,
-                        "k": k,
-                        "rmat_mean": float(v.mean()),
-                        "rmat_q025": float(np.quantile(v, 0.025)),
-                        "rmat_q975": float(np.quantile(v, 0.975)),
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def random_subspace_null(
-    deltas: dict[str, torch.Tensor], sides: dict[str, str], ks: Sequence[int], *, n: int, seed: int
-) -> pd.DataFrame:
-    """Empirical null of the RSF of each fixed ΔW against Haar-random k-subspaces, for every
-    k at once: draw n Haar-random orthogonal (d, d) matrices Q (shared by the matrices of one
-    d); the first k columns of Q are a Haar-random k-frame, so RSF_k = Σ_{j<k} ‖ΔW q_j‖² / ‖ΔW‖²
-    (input side; ‖q_jᵀ ΔW‖² on the output side). Same distribution as
-    :func:`lamina.weights.random_subspace_baseline`, in n QRs instead of n per matrix and k.
-    -> columns key, k, null_mean, null_q025, null_q975 (RSF units; the isotropic value is k/d)."""
-
-    gen = torch.Generator().manual_seed(seed)
-    rotations: dict[int, list[torch.Tensor]] = {}
-    rows = []
-    for key, delta in deltas.items():
-        side = sides[key]
-        delta = delta.to(torch.float64)
-        d = delta.shape[1] if side == "input" else delta.shape[0]
-        if d not in rotations:
-            rotations[d] = [random_orthonormal(d, d, gen) for _ in range(n)]
-        total = float((delta * delta).sum())
-        draws = []
-        for q in rotations[d]:
-            proj = delta @ q if side == "input" else q.T @ delta  # columns / rows = directions
-            energy = (proj * proj).sum(0 if side == "input" else 1)
-            draws.append(torch.cumsum(energy, 0) / total)
-        cum = torch.stack(draws).numpy()  # (n, d)
-        for k in ks:
-            if k <= d:
-                v = cum[:, k - 1]
-                rows.append(
-                    {
-                        "key": key,
-                        "k": k,
-                        "null_mean": float(v.mean()),
-                        "null_q025": float(np.quantile(v, 0.025)),
-                        "null_q975": float(np.quantile(v, 0.975)),
-                    }
-                )
-    return pd.DataFrame(rows)
 
 
 def prediction_subspace(

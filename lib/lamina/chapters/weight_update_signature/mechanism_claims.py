@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 
 from lamina.chapters.results import verdict
@@ -53,13 +54,12 @@ def cancellation_summary(t, config: SignatureConfig) -> dict[str, Any]:
     return s | {"verdict": word, "note": note}
 
 
-def mechanism_claims(
-    model: str, parts: dict, config: SignatureConfig, ck: Units
-) -> list[dict[str, Any]]:
-    """Verdict rows of the mechanism claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
-    g, m = keep_layers(parts["gradients"], config), config.random_margin
+def _read_gradient_rows(model: str, read: pd.DataFrame, config: SignatureConfig) -> list[dict[str, Any]]:
+    """read_grad_inherits: per objective, RSF(summed read gradient) / activation share (≈ 1:
+    the gradient inherits the activation spectrum); across objectives, max/min summed
+    read-gradient enrichment (Friedman p over matrices with >= 3 objectives)."""
+    m = config.random_margin
     rows = []
-    read = g[g["kind"] == "read"]
     geo_by_obj = {}
     for obj, t in read.groupby("objective", sort=False):
         s = summary(t["rsf_summed"] / t["activation_share"], config)
@@ -105,6 +105,13 @@ def mechanism_claims(
                 unit="max/min ratio",
             )
         )
+    return rows
+
+
+def _raw_read_row(model: str, read: pd.DataFrame, config: SignatureConfig) -> list[dict[str, Any]]:
+    """raw_read_grad_follows: Spearman ρ(activation share, summed-gradient RSF) over the read
+    matrices under the LM objective, bootstrap CI over matrices (no row under 3 matrices)."""
+    rows = []
     lm = read[read["objective"] == "lm"]
     if len(lm) >= 3:
         x, y = lm["activation_share"].to_numpy(), lm["rsf_summed"].to_numpy()
@@ -135,6 +142,13 @@ def mechanism_claims(
                 unit="Spearman ρ(activation share, gradient RSF) over read matrices",
             )
         )
+    return rows
+
+
+def _adam_rows(model: str, parts: dict, config: SignatureConfig) -> list[dict[str, Any]]:
+    """optimizer_attenuates: per Adam state, geo-mean enrichment(update) / enrichment(momentum)
+    over read matrices (< 1: the optimiser attenuates the raw enrichment)."""
+    rows = []
     a = keep_layers(parts["adam"], config)
     for state, t in a[a["kind"] == "read"].groupby("state", sort=False):
         s = summary(t["enrichment_update"] / t["enrichment_momentum"], config)
@@ -152,6 +166,14 @@ def mechanism_claims(
                 unit="enrichment(update) / enrichment(momentum)",
             )
         )
+    return rows
+
+
+def _cancellation_rows(model: str, g: pd.DataFrame, config: SignatureConfig) -> list[dict[str, Any]]:
+    """cancellation_scale_not_direction: per objective, RSF(summed) / RSF(per-token, pooled)
+    (≈ 1: direction kept) combined with :func:`cancellation_summary` (the scale)."""
+    m = config.random_margin
+    rows = []
     for obj, t in g.groupby("objective", sort=False):
         s = summary(t["rsf_summed"] / t["rsf_token_pooled"], config)
         scale = cancellation_summary(t, config)
@@ -172,7 +194,13 @@ def mechanism_claims(
                 unit="RSF(summed) / RSF(per-token, pooled)",
             )
         )
-    w = keep_layers(parts["write_gradients"], config)
+    return rows
+
+
+def _write_gradient_row(model: str, w: pd.DataFrame, config: SignatureConfig, ck: Units) -> dict[str, Any]:
+    """write_grad_early_only: early / late geo-mean write-gradient enrichment across
+    pretraining checkpoints (Mann-Whitney p of early > late on log enrichment)."""
+    m = config.random_margin
     early_cut, late_cut = config.early_fraction * ck.total, config.late_fraction * ck.total
     e = summary(w[(w["step"] > 0) & (w["step"] <= early_cut)]["enrichment_summed"], config)
     lt = summary(w[w["step"] >= late_cut]["enrichment_summed"], config)
@@ -189,22 +217,26 @@ def mechanism_claims(
         word = "not reproduced" if e["geo"] <= lt["geo"] else verdict(p, ok)
     else:
         p, word = None, "not testable"
-    rows.append(
-        claim_row(
-            "write_grad_early_only",
-            model,
-            "pretraining",
-            "early only",
-            e["geo"] / lt["geo"],
-            None,
-            p,
-            word,
-            lt["geo"],
-            "late write-gradient enrichment",
-            note=f"early enrichment {e['geo']:.2f}",
-            unit="early / late write-gradient enrichment",
-        )
+    return claim_row(
+        "write_grad_early_only",
+        model,
+        "pretraining",
+        "early only",
+        e["geo"] / lt["geo"],
+        None,
+        p,
+        word,
+        lt["geo"],
+        "late write-gradient enrichment",
+        note=f"early enrichment {e['geo']:.2f}",
+        unit="early / late write-gradient enrichment",
     )
+
+
+def _write_weight_row(model: str, w: pd.DataFrame, config: SignatureConfig, ck: Units) -> dict[str, Any]:
+    """write_weights_acquire_early: share of the final write-weight enrichment gain (geo-mean
+    over matrices, from step 0) reached by the last early checkpoint (Wilcoxon p, paired)."""
+    early_cut = config.early_fraction * ck.total
     by_step = w.groupby("step")["weight_enrichment"].apply(
         lambda v: float(np.exp(np.log(v).mean()))
     )
@@ -218,19 +250,33 @@ def mechanism_claims(
         word = "not reproduced" if not ef > e0 else verdict(p, bool(frac >= 0.5))
     else:
         frac, p, word, ef = float("nan"), None, "not testable", float("nan")
-    rows.append(
-        claim_row(
-            "write_weights_acquire_early",
-            model,
-            "pretraining",
-            "early",
-            frac,
-            None,
-            p,
-            word,
-            ef,
-            "final write-weight enrichment",
-            unit="share of the final write-weight enrichment gain reached early",
-        )
+    return claim_row(
+        "write_weights_acquire_early",
+        model,
+        "pretraining",
+        "early",
+        frac,
+        None,
+        p,
+        word,
+        ef,
+        "final write-weight enrichment",
+        unit="share of the final write-weight enrichment gain reached early",
     )
-    return rows
+
+
+def mechanism_claims(
+    model: str, parts: dict, config: SignatureConfig, ck: Units
+) -> list[dict[str, Any]]:
+    """Verdict rows of the mechanism claims (see :data:`lamina.chapters.weight_update_signature.claims.CLAIMS`)."""
+    g = keep_layers(parts["gradients"], config)
+    read = g[g["kind"] == "read"]
+    w = keep_layers(parts["write_gradients"], config)
+    return [
+        *_read_gradient_rows(model, read, config),
+        *_raw_read_row(model, read, config),
+        *_adam_rows(model, parts, config),
+        *_cancellation_rows(model, g, config),
+        _write_gradient_row(model, w, config, ck),
+        _write_weight_row(model, w, config, ck),
+    ]
