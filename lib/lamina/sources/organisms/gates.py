@@ -54,7 +54,6 @@ N_RESAMPLES = 2000
 class GateResult:
     """A gate's outcome. Field names match ``AlignmentGate(passed, values, reason)``:
     convert with ``AlignmentGate(**dataclasses.asdict(result))`` or :meth:`to`."""
-
     passed: bool
     values: dict[str, float] = field(default_factory=dict)
     reason: str = ""
@@ -77,7 +76,6 @@ def _ci(x: np.ndarray, seed: int) -> tuple[float, float, float]:
 @torch.no_grad()
 def _logprobs(model: torch.nn.Module, tok: object, prompts: list[str], comps: list[str],
               max_len: int, batch: int) -> np.ndarray:  # fmt: skip
-
     out = [completion_logprob(model, tok, prompts[i : i + batch], comps[i : i + batch], max_len)  # type: ignore[arg-type]
            for i in range(0, len(prompts), batch)]  # fmt: skip
     return torch.cat(out).double().numpy() if out else np.zeros(0)
@@ -108,7 +106,6 @@ def _wins(table: pd.DataFrame) -> np.ndarray:
 
 def _constant_baseline(table: pd.DataFrame) -> float:
     """Best constant-style accuracy on the table's triples (from their styles)."""
-
     @dataclass(frozen=True)
     class _T:
         chosen_style: str
@@ -171,7 +168,6 @@ def sft_table(model: torch.nn.Module, tokenizer: object, items: Sequence[Item],
               majority: dict[str, str], max_len: int, batch: int = 64) -> pd.DataFrame:  # fmt: skip
     """One row per item: instruction, style, hit (greedy reproduces the required response),
     majority_hit (the instruction's majority training response is the required one)."""
-
     hits = sft_hits(model, tokenizer, [(x.prompt, x.target) for x in items], max_len, batch)  # type: ignore[arg-type]
     return pd.DataFrame({
         "instruction": [x.instruction for x in items], "style": [x.style for x in items],
@@ -232,7 +228,6 @@ def measure_checkpoint(model: torch.nn.Module, base: torch.nn.Module, tokenizer:
                        data: object, max_len: int, seed: int = 0) -> dict[str, GateResult]:  # fmt: skip
     """Both gates of one checkpoint on ``data`` (an AlignmentData); the preference gate's values
     also carry ``dW_rel/<group>`` from :func:`weight_change` (model vs base)."""
-
     if not isinstance(data, AlignmentData):
         raise TypeError(f"data must be an AlignmentData, got {type(data).__name__}")
     pref = preference_gate(preference_table(model, tokenizer, data.dpo_heldout, max_len,

@@ -47,7 +47,6 @@ ALIGN_CODE_VERSION = "align-pretrained-1"
 class PretrainedAlignConfig:
     """Budget of :func:`align_pretrained`: steps of ``batch_size`` items per stage, peak learning
     rates, DPO's beta, the token cap per item (``max_length``), what trains."""
-
     sft_steps: int = 120
     dpo_steps: int = 120
     batch_size: int = 8
@@ -72,14 +71,11 @@ class PretrainedAlignConfig:
 
 def _logprob(model: Any, tok: Any, prompts: list[str], comps: list[str], max_len: int) -> torch.Tensor:
     """log pi(completion + EOS | prompt) per row: (B,), nats."""
-
     return completion_logprob(model, tok, [format_prompt(p) for p in prompts],
                               [format_answer(c) for c in comps], max_len)  # fmt: skip
 
 
 def _sft_loss(model: Any, tok: Any, items: list[tuple[str, str]], max_len: int) -> torch.Tensor:
-    pass
-
     b = qa_batch(tok, [format_prompt(q) for q, _ in items], [format_answer(a) for _, a in items], max_len)
     logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
     return sft_loss(logits, b["input_ids"], b["target_mask"])
@@ -139,8 +135,6 @@ def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
     if tokenizer.eos_token_id is None:
         raise ValueError("align_pretrained needs a tokenizer with an eos_token_id")
     if data is None:
-        pass
-
         data = generate_curriculum(config.corpus_seed, 1).alignment
         assert data is not None
     torch.manual_seed(config.seed)
@@ -166,7 +160,6 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
     ``gates.json`` (:func:`lamina.sources.organisms.gates.measure_checkpoint` per stage) and
     ``build.json`` (config, seconds), written to a temporary folder and renamed; idempotent."""
     from safetensors.torch import save_file
-
 
     target = Path(root) / f"{name.replace('/', '--')}-{config.config_hash}"
     if (target / "build.json").is_file():
@@ -213,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="cache root (default <data>/aligned)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.root is None:
-        pass
-
         args.root = data_dir() / "aligned"
     for name in args.models:
         folder = build_aligned(name, PretrainedAlignConfig(), args.root)
