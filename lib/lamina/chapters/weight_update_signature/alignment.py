@@ -1,0 +1,118 @@
+"""Where the chapter's aligned checkpoints come from, and their behavioural gates.
+
+Organisms: ``@sft`` and ``@dpo`` are built with the organism (``make organisms``), which
+writes their gates into ``evaluation.json`` (:func:`lamina.sources.organisms.build.
+alignment_gates`). Real checkpoints: SFT and DPO on the organisms' instruction data, built
+once per (model, :class:`~lamina.sources.organisms.pretrained.PretrainedAlignConfig`) by
+``make aligned`` into ``<data>/aligned/<model>-<hash>/`` (:func:`~lamina.sources.organisms.
+pretrained.build_aligned`), with the tensors that trained, the curves and the gates.
+
+A checkpoint's gate (:class:`~.gate.AlignmentGate`): ``@sft`` passes when its SFT task
+accuracy beats the majority-answer baseline (CI of the difference above 0); ``@dpo`` passes
+when its held-out preference accuracy is >= 0.75 and its content probe >= 0.70, both above
+the constant-style baseline (:mod:`lamina.sources.organisms.gates`). A checkpoint without a
+recorded gate (an organism built before the gates existed) has none: its alignment claims
+read "not testable: alignment gate not measured". Part of
+:mod:`lamina.chapters.weight_update_signature`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from lamina.chapters.weight_update_signature.gate import AlignmentGate
+from lamina.core.provenance import data_dir
+from lamina.sources import organisms
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig, build_aligned
+
+__all__ = [
+    "STAGE_GATE",
+    "aligned_folder",
+    "aligned_model",
+    "aligned_curves",
+    "gate_from_record",
+    "organism_gates",
+    "real_gates",
+]
+
+STAGE_GATE = {"sft": "sft", "dpo": "preference"}
+"""Which of a checkpoint's measured gates decides it: SFT's task gate for ``@sft``, the
+preference gate (with the content probe) for ``@dpo``."""
+
+
+def gate_from_record(stage: str, record: Mapping[str, Any]) -> AlignmentGate:
+    """The :class:`~.gate.AlignmentGate` of one aligned checkpoint from its recorded gates
+    ``{"preference": {"passed", "values", "reason"}, "sft": {...}}``; values are the numeric
+    ones (fractions in [0, 1] or differences of fractions). A record without the stage's
+    gate fails it, naming what is missing."""
+    key = STAGE_GATE[stage]
+    found = record.get(key)
+    if not isinstance(found, Mapping) or "passed" not in found:
+        return AlignmentGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
+    values = {
+        str(k): float(v)
+        for k, v in dict(found.get("values", {})).items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
+    return AlignmentGate(bool(found["passed"]), values, str(found.get("reason", "")))
+
+
+def organism_gates(name: str) -> dict[str, AlignmentGate]:
+    """{``sft``/``dpo``: gate} of a built organism, from its ``evaluation.json``; {} when the
+    build recorded none (alignment claims then read not measured)."""
+    path = organisms.organism_dir(name) / "evaluation.json"
+    gates = json.loads(path.read_text()).get("gates") or {}
+    return {s: gate_from_record(s, gates[s]) for s in STAGE_GATE if s in gates}
+
+
+def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Path:
+    """The cached aligned build of the real model ``name`` (built now when missing, as
+    ``make aligned`` does beforehand): ``<data>/aligned/<model>-<config hash>/``."""
+    return build_aligned(name, config or PretrainedAlignConfig(), data_dir() / "aligned")
+
+
+def real_gates(folder: Path) -> dict[str, AlignmentGate]:
+    """{``sft``/``dpo``: gate} of an aligned build folder (its ``gates.json``)."""
+    gates = json.loads((Path(folder) / "gates.json").read_text())
+    return {s: gate_from_record(s, gates.get(s, {})) for s in STAGE_GATE}
+
+
+def aligned_model(base: nn.Module, folder: Path, stage: str) -> nn.Module:
+    """A copy of ``base`` with the tensors that ``stage`` trained (``<stage>.safetensors``).
+    Raises ValueError naming a saved tensor the model lacks or whose shape differs (never a
+    partial load)."""
+    state = load_file(str(Path(folder) / f"{stage}.safetensors"))
+    model = __import__("copy").deepcopy(base)
+    own = dict(model.named_parameters())
+    bad = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]
+    if bad or not state:
+        raise ValueError(
+            f"{folder}/{stage}.safetensors does not fit the model: {bad[:5] or 'no tensors'}"
+        )
+    with torch.no_grad():
+        for k, v in state.items():
+            own[k].copy_(v.to(own[k].dtype))
+    return model.eval().requires_grad_(False)
+
+
+def aligned_curves(folder: Path, label: str, batch_size: int) -> pd.DataFrame:
+    """The SFT and DPO training curves of an aligned build, in the chapter's curve columns
+    (model, objective, step, lr, loss in nats, examples; tokens not recorded: NaN)."""
+    rows = json.loads((Path(folder) / "curve.json").read_text())
+    return pd.DataFrame(
+        [
+            {"model": label, "objective": r["stage"], "step": r["step"], "lr": r["lr"],
+             "loss": r["train_loss"], "examples": batch_size, "tokens": float("nan")}
+            for r in rows
+        ],
+        columns=["model", "objective", "step", "lr", "loss", "examples", "tokens"],
+    )  # fmt: skip
