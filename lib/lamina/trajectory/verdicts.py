@@ -16,6 +16,7 @@ __all__ = [
     "CONVERGENCE",
     "CURVATURE",
     "THREE_PHASE",
+    "VANISH_CONTROLS",
     "bifurcation_claims",
     "convergence_claims",
     "curvature_claims",
@@ -256,6 +257,9 @@ def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     ]
 
 
+VANISH_CONTROLS = ("shuffled layers", "random embeddings")  # the abstract's two controls
+
+
 def vanish_claim(
     chapter: str,
     what: str,
@@ -266,12 +270,21 @@ def vanish_claim(
 ) -> Claim:
     """"<what> vanishes under shuffled-layer and random-embedding controls": controls maps a
     control's name to (its effect / the real effect, its p). Judged by
-    :func:`lamina.evidence.claims.vanish_decide`: not testable unless the real effect is present."""
-    names = [k for k in controls if k in ("shuffled layers", "random embeddings")]
-    fr = [controls[k][0] for k in names]
-    ps = [controls[k][1] for k in names]
-    verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha, names=names)
-    finite = [f for f in fr if f is not None and math.isfinite(f)]
+    :func:`lamina.evidence.claims.vanish_decide` over *every* control the claim names
+    (:data:`VANISH_CONTROLS`): a named control that is missing, or whose effect is undefined,
+    makes the row "not testable" naming it (never a verdict on the others alone); not
+    testable either unless the real effect is present."""
+    names = list(VANISH_CONTROLS)
+    missing = [k for k in names if k not in controls or not _finite(controls[k][0])]
+    fr = [controls[k][0] if k in controls else math.nan for k in names]
+    ps = [controls[k][1] if k in controls else None for k in names]
+    if missing and real.verdict in ("reproduced", "partially"):
+        verdict, reason = "not testable", f"the {' and '.join(missing)} control is missing " + (
+            "(the claim names both controls)"
+        )
+    else:
+        verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha, names=names)
+    finite = [f for f in fr if _finite(f)]
     return Claim(
         claim_id=claim_id(1, chapter, "controls-vanish"),
         claim=f"{what} vanishes under shuffled-layer and random-embedding controls",
@@ -285,3 +298,7 @@ def vanish_claim(
         unit="share of the real effect",
         convention=real.convention,
     )
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
