@@ -27,7 +27,7 @@ RUNS = {
 
 def _config(source: str, seed: int) -> TrajectoryConfig:
     return TrajectoryConfig(model=f"synthetic-{source}", seed=seed, n_bootstrap=200,
-                            n_permutations=1000, sensitivity=False)
+                            n_permutations=10_000, sensitivity=False)
 
 
 @pytest.mark.slow

@@ -4,8 +4,9 @@ The chapters and the calibration harness (:mod:`lamina.trajectory.calibration`) 
 so the calibration page measures the tests the book uses. Each returns a dict of numbers;
 :mod:`lamina.trajectory.verdicts` turns them into :class:`lamina.evidence.claims.Claim` rows.
 
-Independent units: prompts (convergence: resampled within their category), lexical base
-words and reasoning prompts (curvature), homograph pairs (bifurcation), prompts (phases).
+Independent units: items (convergence: an item's prompts share its word; resampled within
+their category and permuted as a block), lexical base words and reasoning prompts
+(curvature), homograph pairs (bifurcation), prompts (phases).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "convergence_test",
     "curvature_test",
     "distance_stack",
+    "item_units",
     "onset_from_difference",
     "paper1_test",
     "three_phase_test",
@@ -109,14 +111,18 @@ def convergence_test(
     n_bootstrap: int = 2_000,
     n_permutations: int = 2_000,
     seed: int = 0,
+    units: Any | None = None,
 ) -> dict[str, Any]:
     """Peak of the convergence-index profile and the claim's tests.
 
-    x: (n, m, d) states at ``layers``; labels: (n,). Returns ``peak`` (chord units), its
-    ``peak_layer`` and ``peak_fraction`` (layer / last layer); ``ci_low``/``ci_high``: a
-    percentile bootstrap 95% CI of the peak, resampling prompts within their category and
-    re-selecting the peak layer in every resample; ``p``: the label-permutation p of the
-    maximum over layers (:func:`lamina.evidence.stats.max_permutation_test`); ``p_wilcoxon`` and
+    x: (n, m, d) states at ``layers``; labels: (n,); units: (n,) the independent unit of each
+    prompt (an item whose several prompts share its word; None: the prompt). Returns ``peak``
+    (chord units), its ``peak_layer`` and ``peak_fraction`` (layer / last layer);
+    ``ci_low``/``ci_high``: a percentile bootstrap 95% CI of the peak, resampling units
+    (with all their prompts) within their category and re-selecting the peak layer in every
+    resample; ``p``: the label-permutation p of the maximum over layers, permuting the units'
+    labels (:func:`lamina.evidence.resampling.max_permutation_test`), with ``p_mc_error`` and
+    ``exceedances``; ``p_wilcoxon`` and
     ``rank_biserial``: Wilcoxon signed-rank of per-prompt CI at the peak vs the first layer
     (paired by prompt; not corrected for choosing the peak); ``profile`` (m,);
     ``fraction_low``/``fraction_high``: percentiles of the re-selected peak's depth.
@@ -139,11 +145,12 @@ def convergence_test(
 
     perm = max_permutation_test(
         lambda y: ci_profile(D, y), lab, n_permutations, seed,
-        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)),
+        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)), blocks=units,
     )  # fmt: skip
     boot = peak_bootstrap(
-        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, profiles=resampled
-    )
+        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, clusters=units,
+        profiles=resampled,
+    )  # fmt: skip
     profile = ci_profile(D, lab)
     k = int(np.nanargmax(profile))
     depth = np.asarray(layers, dtype=float) / layers[-1]
@@ -167,7 +174,10 @@ def convergence_test(
         "ci_high": boot["ci_high"],
         "standard_error": boot["standard_error"],
         "p": perm["p_value"],
+        "p_mc_error": perm["mc_error"],
+        "exceedances": perm["exceedances"],
         "n_permutations": n_permutations,
+        "n_units": int(len(np.unique(units))) if units is not None else n,
         "p_wilcoxon": pw,
         "rank_biserial": rb,
         "profile": profile,
@@ -380,6 +390,14 @@ def bifurcation_rows(table: Any) -> tuple[np.ndarray, ...]:
     return tuple(np.array([c[p] for p in common], dtype=int) for c in cols)
 
 
+def item_units(table: Any) -> np.ndarray | None:
+    """(n,) "category:item" for tables with an ``item`` column (the prompts of one item share
+    its word: one independent unit), else None (each prompt is its own unit)."""
+    if "item" not in table or table["item"].isna().any():
+        return None
+    return (table["category"].astype(str) + ":" + table["item"].astype(str)).to_numpy()
+
+
 def units_of(table: Any) -> np.ndarray:
     """(n,) the independent unit of each row: the base word of a lexical variant, else the
     prompt's id (or its row number)."""
@@ -407,7 +425,8 @@ def paper1_test(
     kw = {"n_bootstrap": n_bootstrap, "seed": seed}
     if name == "convergence":
         s = convergence_test(
-            x, table["category"].to_numpy(), layers, n_permutations=n_permutations, **kw
+            x, table["category"].to_numpy(), layers, n_permutations=n_permutations,
+            units=item_units(table), **kw,
         )
         s["effect"], s["effect_p"] = s["peak"], s["p"]
     elif name == "curvature":
