@@ -83,3 +83,15 @@ def test_permutation_p_needs_enough_exceedances() -> None:
     p = null["p_value"]
     assert null["mc_error"] == pytest.approx(np.sqrt(p * (1 - p) / 400))
     assert (1 + null["exceedances"]) / 401 == pytest.approx(p)
+
+
+def test_peak_depth_can_fail_on_its_ci() -> None:
+    """Defect 3: a depth CI from the first to the last layer read "reproduced"."""
+    s = {"peak": 0.5, "ci_low": 0.45, "ci_high": 0.55, "p": 1 / 10_001, "n_permutations": 10_000,
+         "rank_biserial": 0.9, "peak_fraction": 0.6, "fraction_low": 0.0, "fraction_high": 1.0}
+    depth = convergence_claims(s, "m", "c")[1]
+    assert depth.claim_id == "p1-convergence-peak-depth" and depth.verdict != "reproduced"
+    s.update(fraction_low=0.4, fraction_high=0.9)
+    assert convergence_claims(s, "m", "c")[1].verdict == "reproduced"
+    s.update(peak_fraction=0.1, fraction_low=0.0, fraction_high=0.2)
+    assert convergence_claims(s, "m", "c")[1].verdict != "reproduced"

@@ -46,7 +46,10 @@ CI_ALPHA = 0.001  # the abstract: p<0.001
 # exceedances: B + 1 >= MIN_EXCEEDANCES / alpha (10,000 permutations at alpha = 0.001; the
 # Monte-Carlo SE of p at alpha is then about alpha / sqrt(10), i.e. +/- 0.0003).
 MIN_EXCEEDANCES = 10
-DEPTH_RANGE = (1 / 3, 1.0)  # "middle-to-late layers" (reimplementation choice)
+# "middle-to-late layers" (reimplementation choice): at least a third of the depth. Open-ended
+# with tolerance 0, so the depth CI itself must clear 1/3 (a closed (1/3, 1) range widened
+# by half its width is [0, 1.33]: no depth CI could fail it).
+DEPTH_RANGE = (1 / 3, math.inf)
 REASONING_RANGE = (0.71, 0.83)
 LEXICAL_RANGE = (0.27, 0.31)
 GAP = (REASONING_RANGE[0] - LEXICAL_RANGE[1], math.inf)  # at least 0.40 rad
@@ -101,6 +104,7 @@ def convergence_claims(
         effect_name="depth of the peak (layer / last layer)",
         unit="fraction of depth",
         claimed=DEPTH_RANGE,
+        tolerance=0.0,
         untestable=None if present else "no convergence to locate",
         **common,
     )
