@@ -10,8 +10,19 @@ import pytest
 
 from lamina.evidence.claims import Claim
 from lamina.evidence.resampling import max_permutation_test
-from lamina.trajectory.stat_tests import convergence_test, item_units
-from lamina.trajectory.verdicts import convergence_claims, vanish_claim
+from lamina.trajectory.stat_tests import (
+    bifurcation_test,
+    convergence_test,
+    item_units,
+    three_phase_test,
+)
+from lamina.trajectory.verdicts import (
+    bifurcation_claims,
+    convergence_claims,
+    three_phase_claims,
+    universal_claim,
+    vanish_claim,
+)
 
 
 def _real(verdict: str = "reproduced") -> Claim:
@@ -95,3 +106,61 @@ def test_peak_depth_can_fail_on_its_ci() -> None:
     assert convergence_claims(s, "m", "c")[1].verdict == "reproduced"
     s.update(peak_fraction=0.1, fraction_low=0.0, fraction_high=0.2)
     assert convergence_claims(s, "m", "c")[1].verdict != "reproduced"
+
+
+def _rotary_pairs(rng: np.random.Generator, n: int, m: int = 8, d: int = 24) -> tuple:
+    """Two contexts of n words whose states coincide at layer 0 (delta(0) = 0, as on a rotary
+    model) and separate as s_l = 0.05 ... 0.3 with per-pair noise: (n, m, d) twice."""
+    scale = np.linspace(0.0, 0.3, m)
+    scale[1] = 0.05
+    base = rng.normal(size=(n, 1, d))
+    grow = scale[None, :, None] * np.exp(rng.normal(0, 0.3, size=(n, 1, 1)))
+    return (base + grow * rng.normal(size=(n, 1, d)) + 0.01 * grow * rng.normal(size=(n, m, d)),
+            base + grow * rng.normal(size=(n, 1, d)) + 0.01 * grow * rng.normal(size=(n, m, d)))
+
+
+def test_bifurcation_baseline_does_not_manufacture_ratios_on_rotary_models() -> None:
+    """Defect 2: with delta(0) = 0 the baseline moved to layer 1 and any pair got a ratio near
+    6; on a null whose controls separate exactly as homographs do, the main row read
+    "partially" or better in most seeds. It may now do so at most at about the test's level."""
+    hits = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        a, b = _rotary_pairs(rng, 20)
+        ca, cb = _rotary_pairs(rng, 20)
+        s = bifurcation_test(a, b, ca, cb, n_bootstrap=200, seed=seed)
+        assert s["base_layer"] == 1 and not s["base_defined"] and s["ratio"] > 3
+        rows = {c.claim_id: c for c in bifurcation_claims(s, "m", "c")}
+        hits += rows["p1-bifurcation-ratio"].verdict in ("reproduced", "partially")
+        assert rows["p1-bifurcation-homograph-ratio"].verdict == "not testable"
+    assert hits <= 4, hits
+
+
+def _bands(margin: float, lo: float, hi: float, p: float = 1e-4) -> dict:
+    return {"margin": margin, "margin_low": lo, "margin_high": hi, "p": p, "rank_biserial": 0.9}
+
+
+def test_three_phases_need_a_size_not_a_direction() -> None:
+    """Defect 4a: peer-gpt2's margin of 0.006 read "reproduced" on direction alone."""
+    assert three_phase_claims(_bands(0.006, 0.003, 0.009), "m", "c")[0].verdict != "reproduced"
+    assert three_phase_claims(_bands(0.12, 0.09, 0.15), "m", "c")[0].verdict == "reproduced"
+
+
+def test_universal_is_its_own_row_over_the_sources() -> None:
+    """Defect 4b: "universal across architectures" had no row."""
+    ok = [three_phase_claims(_bands(0.12, 0.09, 0.15), f"m{i}", "c")[0] for i in range(3)]
+    bad = three_phase_claims(_bands(0.006, 0.003, 0.009), "gpt2", "c")[0]
+    assert universal_claim(ok[:2]).verdict == "not testable"
+    assert universal_claim(ok).verdict == "reproduced"
+    row = universal_claim([*ok, bad])
+    assert row.verdict == "not reproduced" and "gpt2" in row.reason
+    assert row.claim_id == "p1-three-phase-universal" and row.measured == 0.75
+
+
+def test_three_phase_units_are_base_words() -> None:
+    """Item 2: lexical variants of one base word are one unit in the three-phase test."""
+    rng = np.random.default_rng(0)
+    sim = rng.normal(0.5, 0.05, size=(24, 12))
+    units = np.repeat(np.arange(4), 6)
+    s = three_phase_test(sim, units=units, n_bootstrap=50)
+    assert s["n_units"] == 4 and three_phase_test(sim, n_bootstrap=50)["n_units"] == 24

@@ -86,9 +86,10 @@ def analyse_model(
         for j, (layer, dd) in enumerate(zip(layers, depth, strict=True))
     ]
     effects = control_effects("bifurcation", s, x, ms, c, t, layers, config, keep)
-    controls = [{"model": ms.name, "control": "none (real)", "ratio": s["ratio"],
+    controls = [{"model": ms.name, "control": "none (real)", "excess": s["excess"],
+                 "ratio": s["ratio"],
                  "control_ratio": s["control_ratio"], "p": s["p"], "fraction_remaining": 1.0}]
-    controls += [{"model": ms.name, "control": k, "ratio": v["ratio"],
+    controls += [{"model": ms.name, "control": k, "excess": v["excess"], "ratio": v["ratio"],
                   "control_ratio": v["control_ratio"], "p": v["p"],
                   "fraction_remaining": v["fraction"]} for k, v in effects.items()]
     claims.append(vanish_claim("bifurcation", "Bifurcation", claims[0],
@@ -103,7 +104,8 @@ def analyse_model(
                         lay, n_bootstrap=500, seed=config.seed)
         sens.append({"model": ms.name, "convention": name, "definition": cv.label,
                      "n_pairs": r["n_pairs"], "base_layer": r["base_layer"],
-                     "ratio": r["ratio"], "control_ratio": r["control_ratio"],
+                     "excess": r["excess"], "ratio": r["ratio"],
+                     "control_ratio": r["control_ratio"],
                      "onset": r["onset"], "p": r["p"],
                      "verdict": bifurcation_claims(r, ms.name, cv.label)[0].verdict})
     return {

@@ -15,12 +15,15 @@ __all__ = [
     "BIFURCATION",
     "CONVERGENCE",
     "CURVATURE",
+    "PAPER_SIM_RANGES",
+    "PHASE_MARGIN",
     "THREE_PHASE",
     "VANISH_CONTROLS",
     "bifurcation_claims",
     "convergence_claims",
     "curvature_claims",
     "three_phase_claims",
+    "universal_claim",
     "vanish_claim",
 ]
 
@@ -56,7 +59,17 @@ GAP = (REASONING_RANGE[0] - LEXICAL_RANGE[1], math.inf)  # at least 0.40 rad
 RATIO = (4.9, math.inf)  # at least the smallest quoted ratio (4.9x TinyLlama; "up to 5.6x")
 RATIO_TOLERANCE = 0.35  # half the spread of the quoted ratios 4.9-5.6
 CONTROL_RATIO = (1.0, 1.2)  # claimed 1.1x
+# The homograph's ratio over its matched control's: at least the smallest quoted homograph
+# ratio over the largest control ratio the claimed ~1.1x allows (4.9 / 1.2 = 4.08).
+EXCESS = (RATIO[0] / CONTROL_RATIO[1], math.inf)
 ONSET_RANGE = (0.17, 0.27)  # "about 22% of depth"
+PAPER_SIM_RANGES = ((0.35, 0.55), (0.70, 0.85), (0.60, 0.70))  # GPT-2, per fixed band
+_MID = [(lo + hi) / 2 for lo, hi in PAPER_SIM_RANGES]
+# Three phases need three distinguishable bands, not a direction: elaboration must exceed
+# both neighbours by at least half the smallest gap between GPT-2's quoted band middles
+# (min(0.775 - 0.45, 0.775 - 0.65) / 2 = 0.0625 cosine), and the whole CI must clear it.
+PHASE_MARGIN = min(_MID[1] - _MID[0], _MID[1] - _MID[2]) / 2
+MIN_ARCHITECTURES = 3  # "consistent across all three architectures"
 
 
 def convergence_claims(
@@ -188,31 +201,55 @@ def curvature_claims(
 
 
 def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
-    """The ratio (main; median delta(L)/delta(base) of homographs >= 4.9x, Wilcoxon
-    signed-rank of the paired log-ratio difference over all pairs, alpha 0.05), the
-    controls' ~1.1x, and the onset on the paired difference (testable when the ratio is)."""
+    """The excess (main): median over pairs of r_amb / r_ctl, the homograph's separation
+    ratio over its matched control's, >= 4.9 / 1.2 (the smallest quoted homograph ratio over
+    the largest control ratio in the claimed ~1.1x), Wilcoxon signed-rank of the paired log
+    ratios, alpha 0.05. The excess does not depend on where the baseline layer falls, so it
+    cannot be manufactured on rotary models (delta(0) = 0, baseline at layer 1, where any pair
+    reaches a large ratio). Then the paper's own ratios (homographs >= 4.9x, controls ~1.1x),
+    testable only where delta(0) > 0 for every pair (else the ratio is undefined), and the
+    onset on the paired difference (testable when the excess is present)."""
     common: dict[str, Any] = {"model": model, "convention": convention}
-    ratio = Claim.tested(
+    excess = Claim.tested(
         claim_id=claim_id(1, "bifurcation", "ratio"),
         claim=BIFURCATION,
         paper_value="5.6x (GPT-2), 4.9x, 5.1x; controls 1.1x",
-        measured=s["ratio"],
-        ci_low=s["ratio_low"],
-        ci_high=s["ratio_high"],
+        measured=s["excess"],
+        ci_low=s["excess_low"],
+        ci_high=s["excess_high"],
         p=s["p"],
         test="Wilcoxon signed-rank, log ratio homograph - control, over pairs",
         effect_size=s["rank_biserial"],
-        effect_name="matched-pairs rank-biserial",
-        unit="x (ratio)",
-        claimed=RATIO,
-        tolerance=RATIO_TOLERANCE,
+        effect_name="median over pairs of the homograph's ratio over its control's",
+        unit="x (ratio of ratios)",
+        claimed=EXCESS,
+        tolerance=RATIO_TOLERANCE / CONTROL_RATIO[1],
         direction=1 if s["log_ratio_difference"] > 0 else -1,
         main=True,
         **common,
     )
-    present = ratio.verdict in ("reproduced", "partially")
+    present = excess.verdict in ("reproduced", "partially")
+    undefined = None if s.get("base_defined", s["base_layer"] == 0) else (
+        f"delta(0) = 0 for {s.get('n_zero_base', 'some')} of {s['n_pairs']} pairs (no position "
+        "signal in the embedding layer): delta(L)/delta(0) is undefined, and a later baseline "
+        "gives any pair a large ratio"
+    )
     return [
-        ratio,
+        excess,
+        Claim.tested(
+            claim_id=claim_id(1, "bifurcation", "homograph-ratio"),
+            claim="Homographs separate up to 5.6x (at least 4.9x) by the final layer",
+            paper_value="5.6x (GPT-2), 4.9x, 5.1x",
+            measured=s["ratio"],
+            ci_low=s["ratio_low"],
+            ci_high=s["ratio_high"],
+            effect_name="median delta(L)/delta(0) of homograph pairs",
+            unit="x (ratio)",
+            claimed=RATIO,
+            tolerance=RATIO_TOLERANCE,
+            untestable=undefined,
+            **common,
+        ),
         Claim.tested(
             claim_id=claim_id(1, "bifurcation", "control-ratio"),
             claim="Unambiguous controls separate ~1.1x",
@@ -220,10 +257,10 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
             measured=s["control_ratio"],
             ci_low=s["control_low"],
             ci_high=s["control_high"],
-            effect_name="median delta(L)/delta(base) of control pairs",
+            effect_name="median delta(L)/delta(0) of control pairs",
             unit="x (ratio)",
             claimed=CONTROL_RATIO,
-            untestable=None if present else "no bifurcation for the controls to lack",
+            untestable=undefined or (None if present else "no bifurcation for the controls to lack"),
             **common,
         ),
         Claim.tested(
@@ -243,13 +280,16 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
 
 
 def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
-    """The fixed bands (main): elaboration's mean SIM exceeds both neighbouring bands
-    (margin > 0, intersection-union of two paired Wilcoxon tests, alpha 0.05)."""
+    """The fixed bands (main): elaboration's mean SIM exceeds both neighbouring bands by at
+    least :data:`PHASE_MARGIN` (the whole CI above it; intersection-union of two paired
+    Wilcoxon tests over independent units, alpha 0.05). A margin of 0.006 is a direction, not
+    three phases."""
     return [
         Claim.tested(
             claim_id=claim_id(1, "three-phase", "bands"),
             claim=THREE_PHASE,
-            paper_value="encoding < elaboration > output preparation",
+            paper_value="encoding < elaboration > output preparation "
+            f"(margin >= {PHASE_MARGIN:.4g}, half the smallest gap of GPT-2's band middles)",
             model=model,
             measured=s["margin"],
             ci_low=s["margin_low"],
@@ -259,13 +299,44 @@ def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[C
             effect_size=s.get("rank_biserial", math.nan),
             effect_name="SIM margin of elaboration over both neighbours",
             unit="cosine",
-            claimed=(0.0, math.inf),  # a direction-only claim: the CI must exclude 0 to match
+            claimed=(PHASE_MARGIN, math.inf),
+            tolerance=0.0,
             direction=1,
             untestable=None if s["p"] is not None else "fewer than 3 bands",
             convention=convention,
             main=True,
         )
     ]
+
+
+def universal_claim(bands: list[Claim], *, chapter: str = "three-phase") -> Claim:
+    """"Consistent across all three architectures" as its own row over the sources of the
+    book: ``bands`` holds each source's main bands row. Not testable with fewer than
+    :data:`MIN_ARCHITECTURES` sources judged (testable rows); reproduced when every judged
+    source reproduces the bands; not reproduced otherwise (naming the sources that do not).
+    measured: the share of judged sources that reproduce."""
+    judged = [c for c in bands if c.verdict != "not testable"]
+    ok = [c.model for c in judged if c.verdict == "reproduced"]
+    bad = [c.model for c in judged if c.verdict != "reproduced"]
+    if len(judged) < MIN_ARCHITECTURES:
+        verdict = "not testable"
+        reason = f"{len(judged)} source(s) judged; the claim names {MIN_ARCHITECTURES} architectures"
+    elif bad:
+        verdict, reason = "not reproduced", f"not reproduced on {', '.join(bad)}"
+    else:
+        verdict, reason = "reproduced", f"reproduced on all {len(ok)} sources judged"
+    return Claim(
+        claim_id=claim_id(1, chapter, "universal"),
+        claim="The three-phase structure is consistent across architectures",
+        paper_value="all three architectures",
+        model="all sources",
+        measured=len(ok) / len(judged) if judged else math.nan,
+        verdict=verdict,
+        reason=reason,
+        effect_name="share of the sources judged whose bands row is reproduced",
+        unit="share",
+        convention=bands[0].convention if bands else "",
+    )
 
 
 VANISH_CONTROLS = ("shuffled layers", "random embeddings")  # the abstract's two controls
