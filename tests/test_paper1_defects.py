@@ -164,3 +164,19 @@ def test_three_phase_units_are_base_words() -> None:
     units = np.repeat(np.arange(4), 6)
     s = three_phase_test(sim, units=units, n_bootstrap=50)
     assert s["n_units"] == 4 and three_phase_test(sim, n_bootstrap=50)["n_units"] == 24
+
+
+def test_reanalysis_convention_is_fixed_in_advance() -> None:
+    """Defect 5b: the reanalysis took the convention with the highest peak (Bonferroni on p
+    only, the estimate and CI left selected). Now the paper text's convention, whatever peaks."""
+    from lamina.chapters.reanalysis import headline_convergence
+
+    def s(peak: float) -> dict:
+        return {"peak": peak, "ci_low": peak - 0.05, "ci_high": peak + 0.05, "p": 1e-4,
+                "n_permutations": 10_000, "rank_biserial": 0.5, "peak_fraction": 0.5,
+                "fraction_low": 0.4, "fraction_high": 0.6}
+
+    sens = pd.DataFrame({"convention": ["paper text", "released code"],
+                         "_s": [s(0.2), s(0.5)]})
+    row = headline_convergence(sens)
+    assert row.measured == 0.2 and "paper text" in row.convention and row.p == 1e-4
