@@ -17,6 +17,7 @@ from lamina.trajectory.stat_tests import (
     three_phase_test,
 )
 from lamina.trajectory.verdicts import (
+    IID_RANDOM_INPUTS,
     bifurcation_claims,
     convergence_claims,
     three_phase_claims,
@@ -180,3 +181,23 @@ def test_reanalysis_convention_is_fixed_in_advance() -> None:
                          "_s": [s(0.2), s(0.5)]})
     row = headline_convergence(sens)
     assert row.measured == 0.2 and "paper text" in row.convention and row.p == 1e-4
+
+
+def test_a_control_that_cannot_fail_is_no_evidence() -> None:
+    """Defect 6: random-embedding draws independent per prompt remove any category effect by
+    construction, so convergence and bifurcation "vanished" under them whatever the model did."""
+    ctl = {"shuffled layers": (0.1, 0.6), "random embeddings": (0.0, 0.9)}
+    row = vanish_claim("convergence", "Convergence", _real(), ctl,
+                       cannot_fail={"random embeddings": IID_RANDOM_INPUTS})
+    assert row.verdict == "not testable" and "cannot fail" in row.reason
+    assert vanish_claim("curvature", "Curvature", _real(), ctl).verdict == "reproduced"
+
+
+def test_convergence_chapter_marks_the_iid_control() -> None:
+    from lamina.chapters.convergence import run_convergence
+    from lamina.chapters.trajectory import TrajectoryConfig
+
+    c = run_convergence(TrajectoryConfig(model="synthetic-planted", seed=0, n_bootstrap=50,
+                                         n_permutations=10_000, sensitivity=False)).claims
+    row = c.set_index("claim_id").loc["p1-convergence-controls-vanish"]
+    assert row["verdict"] == "not testable" and "cannot fail" in row["reason"]

@@ -18,7 +18,12 @@ from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
 from lamina.evidence.claims import claims_frame
 from lamina.sources.prompts import bifurcation_prompts
 from lamina.trajectory.stat_tests import paper1_test
-from lamina.trajectory.verdicts import BIFURCATION, bifurcation_claims, vanish_claim
+from lamina.trajectory.verdicts import (
+    BIFURCATION,
+    IID_RANDOM_INPUTS,
+    bifurcation_claims,
+    vanish_claim,
+)
 
 __all__ = ["CLAIM", "analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
 
@@ -93,7 +98,8 @@ def analyse_model(
                   "control_ratio": v["control_ratio"], "p": v["p"],
                   "fraction_remaining": v["fraction"]} for k, v in effects.items()]
     claims.append(vanish_claim("bifurcation", "Bifurcation", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()},
+                               cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
     sens = []
     for name, cv in CONVENTIONS.items() if config.sensitivity else ():
         if cv.pool not in ms.pools:

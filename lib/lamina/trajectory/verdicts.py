@@ -18,6 +18,7 @@ __all__ = [
     "PAPER_SIM_RANGES",
     "PHASE_MARGIN",
     "THREE_PHASE",
+    "IID_RANDOM_INPUTS",
     "VANISH_CONTROLS",
     "bifurcation_claims",
     "convergence_claims",
@@ -340,6 +341,10 @@ def universal_claim(bands: list[Claim], *, chapter: str = "three-phase") -> Clai
 
 
 VANISH_CONTROLS = ("shuffled layers", "random embeddings")  # the abstract's two controls
+IID_RANDOM_INPUTS = (
+    "its random input embeddings are drawn independently for every prompt, so no category or "
+    "pair structure can survive it whatever the model does"
+)
 
 
 def vanish_claim(
@@ -349,18 +354,26 @@ def vanish_claim(
     controls: dict[str, tuple[float, float | None]],
     *,
     alpha: float = 0.05,
+    cannot_fail: dict[str, str] | None = None,
 ) -> Claim:
     """"<what> vanishes under shuffled-layer and random-embedding controls": controls maps a
     control's name to (its effect / the real effect, its p). Judged by
     :func:`lamina.evidence.claims.vanish_decide` over *every* control the claim names
     (:data:`VANISH_CONTROLS`): a named control that is missing, or whose effect is undefined,
     makes the row "not testable" naming it (never a verdict on the others alone); not
-    testable either unless the real effect is present."""
+    testable either unless the real effect is present. ``cannot_fail`` maps a control to the
+    reason it removes this effect by construction (e.g. random-embedding draws independent per
+    prompt, for a claim that compares categories): such a control is no evidence, and the
+    row reads "not testable" giving that reason."""
     names = list(VANISH_CONTROLS)
     missing = [k for k in names if k not in controls or not _finite(controls[k][0])]
     fr = [controls[k][0] if k in controls else math.nan for k in names]
     ps = [controls[k][1] if k in controls else None for k in names]
-    if missing and real.verdict in ("reproduced", "partially"):
+    void = {k: v for k, v in (cannot_fail or {}).items() if k in names}
+    if void and real.verdict in ("reproduced", "partially"):
+        verdict = "not testable"
+        reason = "; ".join(f"the {k} control cannot fail here: {v}" for k, v in void.items())
+    elif missing and real.verdict in ("reproduced", "partially"):
         verdict, reason = "not testable", f"the {' and '.join(missing)} control is missing " + (
             "(the claim names both controls)"
         )
