@@ -35,7 +35,7 @@ def test_synthetic_sources_flow_through_the_state_loader():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_known_answers(seed):
     """No claim row on the null is "reproduced"; every main claim on the planted source is."""
-    null = run_seed("null", seed, n_bootstrap=100, n_permutations=1000)
+    null = run_seed("null", seed, n_bootstrap=100)
     assert [c.claim_id for c in null if c.verdict == "reproduced"] == []
     planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, n_bootstrap=100)}
     assert {k: planted[k] for k in MAIN} == dict.fromkeys(MAIN, "reproduced")

@@ -32,7 +32,10 @@ __all__ = [
 CELL_WORD = {
     "reproduced": "yes",
     "partially": "partly",
+    "smaller than claimed": "smaller",
     "not reproduced": "no",
+    "absent": "absent",
+    "reversed": "reversed",
     "not testable": "n/t",
     "not run": "not run",
     "mixed": "mixed",
@@ -160,7 +163,7 @@ def _legend() -> str:
     items = "".join(
         f'<span class="lamina-legend-item"><span class="lamina-swatch lamina-cell--'
         f'{verdict_slug(v)}"></span>{html.escape(CELL_WORD[v])} = {html.escape(v)}</span>'
-        for v in (*VERDICTS[:4], "mixed")
+        for v in (*VERDICTS[:7], "mixed")
     )
     return f'<p class="lamina-legend">{items}</p>'
 

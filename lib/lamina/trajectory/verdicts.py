@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lamina.evidence.claims import Claim, claim_id, vanish_decide
+from lamina.evidence.claims import SUPPORTED, Claim, claim_id, vanish_decide
 
 __all__ = [
     "BIFURCATION",
@@ -107,7 +107,7 @@ def convergence_claims(
         main=True,
         **common,
     )
-    present = peak.verdict in ("reproduced", "partially")
+    present = peak.verdict in SUPPORTED
     depth = Claim.tested(
         claim_id=claim_id(1, chapter, "peak-depth"),
         claim="The convergence peak lies in middle-to-late layers",
@@ -225,11 +225,12 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
         unit="x (ratio of ratios)",
         claimed=EXCESS,
         tolerance=RATIO_TOLERANCE / CONTROL_RATIO[1],
-        direction=1 if s["log_ratio_difference"] > 0 else -1,
+        direction=1,
+        null=1.0,
         main=True,
         **common,
     )
-    present = excess.verdict in ("reproduced", "partially")
+    present = excess.verdict in SUPPORTED
     undefined = None if s.get("base_defined", s["base_layer"] == 0) else (
         f"delta(0) = 0 for {s.get('n_zero_base', 'some')} of {s['n_pairs']} pairs (no position "
         "signal in the embedding layer): delta(L)/delta(0) is undefined, and a later baseline "
@@ -248,6 +249,8 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
             unit="x (ratio)",
             claimed=RATIO,
             tolerance=RATIO_TOLERANCE,
+            direction=1,
+            null=1.0,
             untestable=undefined,
             **common,
         ),
@@ -370,10 +373,10 @@ def vanish_claim(
     fr = [controls[k][0] if k in controls else math.nan for k in names]
     ps = [controls[k][1] if k in controls else None for k in names]
     void = {k: v for k, v in (cannot_fail or {}).items() if k in names}
-    if void and real.verdict in ("reproduced", "partially"):
+    if void and real.verdict in SUPPORTED:
         verdict = "not testable"
         reason = "; ".join(f"the {k} control cannot fail here: {v}" for k, v in void.items())
-    elif missing and real.verdict in ("reproduced", "partially"):
+    elif missing and real.verdict in SUPPORTED:
         verdict, reason = "not testable", f"the {' and '.join(missing)} control is missing " + (
             "(the claim names both controls)"
         )
