@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -201,3 +202,21 @@ def test_convergence_chapter_marks_the_iid_control() -> None:
                                          n_permutations=10_000, sensitivity=False)).claims
     row = c.set_index("claim_id").loc["p1-convergence-controls-vanish"]
     assert row["verdict"] == "not testable" and "cannot fail" in row["reason"]
+
+
+def test_released_range_is_computed_from_the_release(tmp_path) -> None:
+    """Item 6: RELEASED_RANGE was typed in (0.94, 1.27); it is now read from the release."""
+    from lamina.chapters.reanalysis_models import RELEASED_TABLE, released_range
+
+    assert released_range(tmp_path) is None
+    path = tmp_path / RELEASED_TABLE
+    path.parent.mkdir(parents=True)
+    path.write_text("metric,category,mean\ncurvature,a,1.5\ncurvature,b,0.7\nlength_norm,a,3\n")
+    assert released_range(tmp_path) == (0.7, 1.5)
+    path.write_text("metric,category\ncurvature,a\n")
+    with pytest.raises(ValueError, match="mean"):
+        released_range(tmp_path)
+    real = Path(__file__).resolve().parents[1] / ".." / "shared" / "peer" / "latent-trajectories"
+    if (real / RELEASED_TABLE).is_file():
+        lo, hi = released_range(real)
+        assert round(lo, 2) == 0.94 and round(hi, 2) == 1.27

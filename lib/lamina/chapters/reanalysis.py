@@ -21,6 +21,7 @@ from lamina.chapters.reanalysis_models import (
     extract_released_prompts,
     real_model_table,
     real_models,
+    released_range,
 )
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.states import ModelStates, peer_states
@@ -135,7 +136,8 @@ def run_reanalysis(
     per_prompt = _released(root, PER_PROMPT)
     names, notes = real_models(models)
     others = [extract_released_prompts(n, ms.pools["last"].prompts) for n in names]
-    real = real_model_table(ms, others, min(config.n_bootstrap, 1000), config.seed)
+    real = real_model_table(ms, others, min(config.n_bootstrap, 1000), config.seed,
+                            released=released_range(root))
     notes += [n for o in others for n in o.notes]
     if names:
         notes.append(f"The released prompts were also run through {', '.join(names)} "
