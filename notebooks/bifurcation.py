@@ -187,7 +187,9 @@ show_quant_control(result)
 # - Twenty homographs are few; the organisms saw each sense in their training curriculum, MiniLM
 #   in its pretraining. Neither is the paper's GPT-2, TinyLlama or Qwen.
 # - δ(0) depends on position embeddings: with learned positions (GPT-2) the same word at two
-#   positions already differs at layer 0; with rotary positions (Llama) it does not. The ratio's
-#   baseline is therefore architecture dependent.
+#   positions already differs at layer 0; with rotary positions (Llama) it does not. The paper's
+#   δ(L)/δ(0) is then undefined (those rows read "not testable", with the count of such pairs);
+#   the headline ratio over the control's is read at the same baseline for both and does not
+#   depend on where it falls.
 # - The onset depth uses a threshold of 10% of the total rise (a reimplementation choice; the
 #   paper does not define onset).
