@@ -65,8 +65,9 @@ def test_a_rendered_chapter_says_what_its_source_shows(tmp_path) -> None:
         path = execute_chapter("curvature", out, params, progress=False)
         pages[source] = _outputs(json.loads(path.read_text()))
     assert "synthetic-planted: reproduced" in pages["planted"]
-    assert "synthetic-null: not reproduced" in pages["null"]
+    assert any(f"synthetic-null: {w}" in pages["null"]
+               for w in ("absent", "reversed", "smaller than claimed", "not reproduced"))
     assert "synthetic-null: reproduced" not in pages["null"]
-    # the glued verdict sentence of the headline claim
-    assert "the effect points the other way" in pages["null"] or "outside the claimed" in pages["null"]
+    # the glued verdict sentence of the headline claim (no effect: not significant)
+    assert "points the other way" in pages["null"] or ">= 0.05" in pages["null"]
     assert "in the claimed range" in pages["planted"]

@@ -17,6 +17,7 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
 from lamina.evidence.claims import claims_frame
 from lamina.sources.prompts import bifurcation_prompts
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.verdicts import (
     BIFURCATION,
@@ -44,7 +45,7 @@ def _with_controls(table: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "bifurcation",
-    families=("ambiguous",),
+    families=CHAPTER_FAMILIES["bifurcation"],
     required=("pair_id", "sense", "control_prompt"),
     tables=("profiles", "controls", "sensitivity"),
     quick=_quick,

@@ -27,6 +27,7 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.stats import mann_whitney
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import distance_stack, paper1_test
 from lamina.trajectory.verdicts import (
     CONVERGENCE,
@@ -53,7 +54,7 @@ def _frames(prompts: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "convergence",
-    families=("semantic", "semantic_neutral"),
+    families=CHAPTER_FAMILIES["convergence"],
     required=("category",),
     tables=("profiles", "controls", "tests", "frames", "sensitivity"),
     quick=lambda prompts, seed: subsample(prompts, "category", 6, seed),

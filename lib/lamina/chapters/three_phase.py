@@ -35,6 +35,7 @@ from lamina.trajectory import (
     phase_summary,
     stability,
 )
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.verdicts import (
     PAPER_SIM_RANGES,
@@ -47,7 +48,7 @@ from lamina.trajectory.verdicts import (
 __all__ = ["CLAIM", "PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
 
 CLAIM = THREE_PHASE
-FAMILIES = ("semantic", "analogies", "reasoning", "lexical")
+FAMILIES = CHAPTER_FAMILIES["three_phase"]
 
 
 def _with_perturbations(prompts: pd.DataFrame) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from lamina.evidence.stats import mann_whitney, wilson
 from lamina.sources.prompts import bifurcation_prompts, load_prompts
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import convergence_index_per_prompt
+from lamina.trajectory.sizes import CHAPTER_FAMILIES, CHAPTER_POOLING
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.synthetic import synthetic_states, word_counts
 from lamina.trajectory.verdicts import (
@@ -50,7 +51,7 @@ FPR_TARGET, POWER_TARGET = 0.05, 0.80
 
 
 def _tables() -> dict[str, pd.DataFrame]:
-    return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
+    return {f: load_prompts(f) for fams in CHAPTER_FAMILIES.values() for f in fams}
 
 
 CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]] = {
@@ -62,15 +63,14 @@ CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]]
 
 
 def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
-    if name == "convergence":
-        return tb["semantic"]
-    if name == "curvature":
-        return pd.concat([tb["reasoning"], tb["lexical"]], ignore_index=True)
+    """The chapter's own prompt set (``lamina.trajectory.sizes``): its families, and for
+    bifurcation the pairs its pooling uses (``word_last`` pairs under last-token pooling)."""
     if name == "bifurcation":
-        return bifurcation_prompts(tb["ambiguous"])
-    return pd.concat(
-        [tb[f] for f in ("semantic", "analogies", "reasoning", "lexical")], ignore_index=True
-    )
+        t = bifurcation_prompts(tb["ambiguous"])
+        if CHAPTER_POOLING[name] == "last" and "word_last" in t:
+            t = t[t["word_last"].astype(bool)].reset_index(drop=True)
+        return t
+    return pd.concat([tb[f] for f in CHAPTER_FAMILIES[name]], ignore_index=True)
 
 
 def control_fractions(
