@@ -33,7 +33,7 @@ prompts = (
     None  # None: the chapter's prompt families; or a JSONL path / family name (comma-separated)
 )
 n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B; the peak bootstrap uses at most 2000)
-n_permutations = 2000  # label permutations for the claim's p (at least 1000 for p < 0.001)
+n_permutations = 10000  # label permutations for the claim's p (>= 9999: p < 0.001 on >= 10 exceedances)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
@@ -65,11 +65,15 @@ claims = result.claims
 # and computes the per-prompt convergence index (`lamina.trajectory.convergence_index_per_prompt`).
 # The statistic is the peak of its mean over layers. Because the peak layer is chosen from the
 # data, the claim's p-value is the label-permutation null of the *maximum over layers*
-# (`lamina.evidence.stats.max_permutation_test`), and its 95% CI resamples prompts within their
-# category and re-selects the peak in every resample (`lamina.evidence.stats.peak_bootstrap`). The
-# claim's own level is used: p < 0.001. The verdict rules are those of `lamina.evidence.claims` (see
-# the methods page): the peak must lie in 0.41–0.58 with a CI that does not reach beyond the
-# range by more than half its width, and the test must be significant at 0.001.
+# (`lamina.evidence.resampling.max_permutation_test`), and its 95% CI resamples within their
+# category and re-selects the peak in every resample (`lamina.evidence.resampling.peak_bootstrap`).
+# The independent unit is the item: one member word appears in a topical sentence and in two
+# neutral frames, so its three prompts are permuted and resampled together. The claim's own
+# level is used: p < 0.001, with at least 9,999 permutations so that the decision rests on at
+# least ten exceedances (the row gives p's Monte-Carlo standard error). The verdict rules are
+# those of `lamina.evidence.claims` (see the methods page): the peak must lie in 0.41–0.58 with
+# a CI that does not reach beyond the range by more than half its width, and the test must be
+# significant at 0.001; the peak's depth CI must lie at or beyond a third of the depth.
 
 # %% [markdown]
 # ## Result
@@ -124,7 +128,8 @@ show_figure(
 # The abstract reports "p<0.001, Mann-Whitney U". In the released code
 # (`results/statistics/convergence_tests.csv`) that p is a Mann–Whitney U of all
 # between-category against all within-category pair distances at the final layer, which tests
-# separation at one layer (with dependent pairs), not convergence across layers or the peak.
+# separation at one layer over pairs of prompts (which share prompts), not convergence across
+# layers or the peak.
 # The table gives that test, the claim's test, and a paired Wilcoxon test of the peak against the
 # first layer (which ignores the choice of the peak).
 
@@ -145,7 +150,10 @@ result.tables["frames"].round(4)
 # permute each trajectory's layers; random embeddings feed Gaussian input embeddings (matched to
 # the embedding matrix's moments) through the model itself; a random-init model has the same
 # architecture without training. The released states have no model, so only shuffled layers
-# apply there. "Vanishes" is testable only where the real effect is present.
+# apply there. "Vanishes" is testable only where the real effect is present and every control
+# the claim names exists; the random input embeddings are drawn independently for every
+# prompt, so they remove any category effect by construction and the row says so instead of
+# counting them.
 
 # %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]
@@ -231,7 +239,8 @@ show_quant_control(result)
 # ## Caveats
 # - Our organisms are small (about 12 layers, d ≤ 256) and MiniLM is an encoder; neither is the
 #   paper's GPT-2, TinyLlama or Qwen. The released GPT-2 states are the only paper-scale model here.
-# - Mean pooling includes the first token; in GPT-2 it carries a massive activation (see the
-#   notes above), which dominates mean-pooled cosines and distances.
+# - Mean pooling includes the first token; where it carries a massive activation (the notes
+#   above name each model whose first token's norm exceeds ten times the median), it can
+#   dominate mean-pooled cosines and distances.
 # - The paper's peak CI depends on its category set and on normalisation; an absolute value of
 #   CI is not comparable across prompt sets with different numbers of categories.

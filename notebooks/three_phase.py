@@ -61,10 +61,14 @@ glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 # `lamina.chapters.three_phase.run_three_phase` computes `lamina.trajectory.layerwise_cosine` for the
 # semantic, analogy, reasoning and lexical families (single-token prompts left out), then
 # (a) the paper's fixed bands (`lamina.trajectory.phases.fixed_phase_bands`), tested within
-# prompts: each prompt's mean SIM in the elaboration band is compared with its own encoding and
-# output-preparation bands (two paired Wilcoxon signed-rank tests; both must hold, so p is the
-# larger of the two). The estimate is the margin by which elaboration exceeds both neighbours,
-# with a bootstrap CI over prompts. GPT-2's quoted band ranges are tested on GPT-2 models only.
+# independent units (a prompt, or all lexical variants of one base word together): each unit's
+# mean SIM in the elaboration band is compared with its own encoding and output-preparation
+# bands (two paired Wilcoxon signed-rank tests; both must hold, so p is the larger of the two).
+# The estimate is the margin by which elaboration exceeds both neighbours, with a bootstrap CI
+# over units. Three phases need a size, not only a direction: the margin's whole CI must clear
+# half the smallest gap between GPT-2's quoted band middles
+# (`lamina.trajectory.verdicts.PHASE_MARGIN`). "Consistent across architectures" is its own row,
+# over the sources this chapter ran (`lamina.trajectory.verdicts.universal_claim`). GPT-2's quoted band ranges are tested on GPT-2 models only.
 # (b) `lamina.trajectory.phases.detect_phases`: exact least-squares change points with the number
 # of phases chosen by a penalised BIC (and, for comparison, cross-validation), on the
 # prompt-mean profile and on 300 prompt resamples.
@@ -168,6 +172,9 @@ detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(d
 glue("tp_k", int(detected.loc[0, "measured"]))
 glue("tp_share_three", float(detected.loc[0, "effect_size"]))
 glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
+universal = claims[claims["claim_id"] == "p1-three-phase-universal"]
+glue("tp_universal_verdict", str(universal["verdict"].iloc[0]) if len(universal) else "not run")
+glue("tp_universal_reason", str(universal["reason"].iloc[0]) if len(universal) else "")
 
 # %% [markdown]
 # :::{admonition} Verdict
@@ -175,7 +182,9 @@ glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
 # Fixed bands on {glue:text}`tp_model`: elaboration's margin over both neighbouring bands =
 # {glue:text}`tp_measured:.3f` (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`,
 # p = {glue:text}`tp_p:.3g`): **{glue:text}`tp_verdict`** ({glue:text}`tp_reason`); reproduced
-# in full on {glue:text}`tp_n_reproduced` of {glue:text}`tp_n_models` sources. **Is it three?** Change points find {glue:text}`tp_k`
+# in full on {glue:text}`tp_n_reproduced` of {glue:text}`tp_n_models` sources. **Across
+# architectures:** **{glue:text}`tp_universal_verdict`** ({glue:text}`tp_universal_reason`).
+# **Is it three?** Change points find {glue:text}`tp_k`
 # phase(s) on {glue:text}`tp_model` (three in a share {glue:text}`tp_share_three:.2f` of prompt
 # resamples), and three phases on {glue:text}`tp_n_three` of {glue:text}`tp_n_models` sources.
 # :::
@@ -221,6 +230,7 @@ show_quant_control(result)
 # ## Caveats
 # - With 6 (MiniLM) or 12 blocks the profile has 6 or 12 points; the BIC penalty then favours
 #   few phases. A fixed band of one or two points is not a phase in any data-driven sense.
-# - Under mean pooling, GPT-2's first-token massive activation dominates the pooled state, so
-#   SIM stays near 1 in the middle layers (see the released states).
+# - Under mean pooling, a first-token massive activation, where a model has one, can dominate
+#   the pooled state; the chapter's notes name each model whose first token's norm exceeds ten
+#   times the median of the others.
 # - The paper's ranges are for GPT-2; other models are tested on the band structure only.

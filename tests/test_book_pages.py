@@ -200,7 +200,7 @@ def test_scorecard_states_each_claim_once_with_a_row_per_model():
     assert md.count("### claim curv_gap") == 1
     section = md.split("### claim curv_gap")[1].split("###")[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 2 and all(line.count("|") == 6 for line in rows)
+    assert len(rows) == 2 and all(line.count("|") == 7 for line in rows)  # ... verdict | OSC |
     assert "lamina-verdict--partially" in section
     assert "no layers" in md  # the not-testable reason is kept
     assert not EMOJI.search(md)

@@ -35,7 +35,7 @@ def test_synthetic_sources_flow_through_the_state_loader():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_known_answers(seed):
     """No claim row on the null is "reproduced"; every main claim on the planted source is."""
-    null = run_seed("null", seed, n_bootstrap=100, n_permutations=1000)
+    null = run_seed("null", seed, n_bootstrap=100)
     assert [c.claim_id for c in null if c.verdict == "reproduced"] == []
     planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, n_bootstrap=100)}
     assert {k: planted[k] for k in MAIN} == dict.fromkeys(MAIN, "reproduced")
@@ -49,3 +49,23 @@ def test_calibration_summary_shape_and_wilson():
     assert s.loc["p1-three-phase-bands", "fpr"] == 0.0
     _, lo, hi = wilson(0, 20)
     assert lo == pytest.approx(0.0, abs=1e-12) and 0.1 < hi < 0.2
+
+
+def test_calibration_runs_at_the_chapters_sizes():
+    """The calibration reads the chapters' prompt sets from lamina.trajectory.sizes, which the
+    chapters read too; bifurcation's pooling matches its notebook's parameter."""
+    import re
+    from pathlib import Path
+
+    from lamina.chapters.bifurcation import SPEC as BIF
+    from lamina.chapters.convergence import SPEC as CONV
+    from lamina.trajectory.calibration import _families, _tables
+    from lamina.trajectory.sizes import CHAPTER_FAMILIES, CHAPTER_POOLING
+
+    assert CONV.families == CHAPTER_FAMILIES["convergence"]
+    assert BIF.families == CHAPTER_FAMILIES["bifurcation"]
+    tb = _tables()
+    assert len(_families(tb, "convergence")) == 180
+    assert _families(tb, "bifurcation")["pair_id"].nunique() == 20
+    nb = (Path(__file__).resolve().parents[1] / "notebooks" / "bifurcation.py").read_text()
+    assert re.search(r'^pooling = "(\w+)"', nb, re.M).group(1) == CHAPTER_POOLING["bifurcation"]

@@ -42,11 +42,13 @@ def test_range_rules():
     ("kw", "expected"),
     [
         ({"estimate": 0.5, "ci": (0.45, 0.55), "p": 1e-4}, "reproduced"),
-        ({"estimate": 0.5, "ci": (0.45, 0.55), "p": 0.01}, "partially"),  # alpha 0.001
+        ({"estimate": 0.5, "ci": (0.45, 0.55), "p": 0.01}, "absent"),  # alpha 0.001: never partly
         ({"estimate": 0.3, "ci": (0.2, 0.45), "p": 1e-5}, "partially"),  # size not excluded
-        ({"estimate": 0.1, "ci": (0.05, 0.15), "p": 1e-9}, "not reproduced"),  # tiny but sig.
-        ({"estimate": -0.5, "ci": (-0.55, -0.45), "p": 1e-9}, "not reproduced"),  # direction
-        ({"estimate": 0.1, "ci": (0.05, 0.15), "p": 0.5}, "not reproduced"),
+        ({"estimate": 0.1, "ci": (0.05, 0.15), "p": 1e-9}, "smaller than claimed"),  # tiny, sig.
+        ({"estimate": -0.5, "ci": (-0.55, -0.45), "p": 1e-9}, "reversed"),  # direction, sig.
+        ({"estimate": -0.5, "ci": (-0.9, 0.1), "p": 0.2}, "absent"),  # wrong way, not sig.
+        ({"estimate": 0.1, "ci": (0.05, 0.15), "p": 0.5}, "absent"),
+        ({"estimate": 0.9, "ci": (0.85, 0.95), "p": 1e-9}, "not reproduced"),  # above the range
         ({"estimate": math.nan, "ci": (0.0, 1.0), "p": 0.01}, "not testable"),
         ({"estimate": 0.5, "ci": (0.45, 0.55), "p": math.nan}, "not testable"),
     ],
@@ -98,3 +100,18 @@ def test_self_checks_never_count_as_reproductions():
     assert is_reproduction({"claim_id": "p1-a-b", "verdict": "reproduced"})
     # an old-style row that says "reproduced" under a self-check id is not counted either
     assert not is_reproduction({"claim_id": "self-a-b", "verdict": "reproduced"})
+
+
+def test_osc_column_is_direction_and_p():
+    """The OSC criterion: direction and p < 0.05, whatever the size (peer-gpt2's curvature gap
+    +0.249, p = 1e-4, is "smaller than claimed" for lamina and "yes" for the OSC)."""
+    from lamina.evidence.claims import Claim, osc_replicates
+
+    row = Claim.tested(claim_id="p1-curvature-gap", claim="c", paper_value="v", model="m",
+                       measured=0.249, ci_low=0.15, ci_high=0.35, p=1e-4, claimed=(0.4, math.inf),
+                       direction=1)
+    assert row.verdict == "smaller than claimed" and row.osc == "yes"
+    assert osc_replicates(0.249, 0.2, direction=1) == "no"
+    assert osc_replicates(-0.2, 1e-4, direction=1) == "no"
+    assert osc_replicates(5.0, 1e-3, direction=1, null=1.0) == "yes"
+    assert osc_replicates(0.2, None, direction=1) == ""

@@ -27,7 +27,7 @@ RUNS = {
 
 def _config(source: str, seed: int) -> TrajectoryConfig:
     return TrajectoryConfig(model=f"synthetic-{source}", seed=seed, n_bootstrap=200,
-                            n_permutations=1000, sensitivity=False)
+                            n_permutations=10_000, sensitivity=False)
 
 
 @pytest.mark.slow
@@ -35,7 +35,8 @@ def _config(source: str, seed: int) -> TrajectoryConfig:
 def test_known_answers_over_seeds(seed: int) -> None:
     for chapter, (run, main) in RUNS.items():
         null = run(_config("null", seed)).claims
-        assert null["model"].eq("synthetic-null").all()
+        # every row is the source's, but for rows over all sources run (three-phase universal)
+        assert null["model"].isin(["synthetic-null", "all sources"]).all()
         reproduced = null.loc[null["verdict"] == "reproduced", "claim_id"].tolist()
         assert reproduced == [], (chapter, seed, reproduced)
         planted = run(_config("planted", seed)).claims.set_index("claim_id")
@@ -64,8 +65,9 @@ def test_a_rendered_chapter_says_what_its_source_shows(tmp_path) -> None:
         path = execute_chapter("curvature", out, params, progress=False)
         pages[source] = _outputs(json.loads(path.read_text()))
     assert "synthetic-planted: reproduced" in pages["planted"]
-    assert "synthetic-null: not reproduced" in pages["null"]
+    assert any(f"synthetic-null: {w}" in pages["null"]
+               for w in ("absent", "reversed", "smaller than claimed", "not reproduced"))
     assert "synthetic-null: reproduced" not in pages["null"]
-    # the glued verdict sentence of the headline claim
-    assert "the effect points the other way" in pages["null"] or "outside the claimed" in pages["null"]
+    # the glued verdict sentence of the headline claim (no effect: not significant)
+    assert "points the other way" in pages["null"] or ">= 0.05" in pages["null"]
     assert "in the claimed range" in pages["planted"]

@@ -23,7 +23,10 @@ __all__ = [
 VERDICTS: tuple[str, ...] = (
     "reproduced",
     "partially",
+    "smaller than claimed",
     "not reproduced",
+    "absent",
+    "reversed",
     "not testable",
     "not run",
     "check passed",

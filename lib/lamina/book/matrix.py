@@ -32,7 +32,10 @@ __all__ = [
 CELL_WORD = {
     "reproduced": "yes",
     "partially": "partly",
+    "smaller than claimed": "smaller",
     "not reproduced": "no",
+    "absent": "absent",
+    "reversed": "reversed",
     "not testable": "n/t",
     "not run": "not run",
     "mixed": "mixed",
@@ -160,7 +163,7 @@ def _legend() -> str:
     items = "".join(
         f'<span class="lamina-legend-item"><span class="lamina-swatch lamina-cell--'
         f'{verdict_slug(v)}"></span>{html.escape(CELL_WORD[v])} = {html.escape(v)}</span>'
-        for v in (*VERDICTS[:4], "mixed")
+        for v in (*VERDICTS[:7], "mixed")
     )
     return f'<p class="lamina-legend">{items}</p>'
 
@@ -227,8 +230,9 @@ def _ci(r: pd.Series) -> str:
 def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
     """The scorecard's body: one section per claim (stated once, with its id, the paper's
     value and a link to its chapter), then a compact row per model (× stage):
-    measured value, 95% CI, p, verdict badge (its tooltip: the verdict's reason). Why a
-    claim was not testable follows the rows."""
+    measured value, 95% CI, p, verdict badge (its tooltip: the verdict's reason) and the OSC
+    criterion (direction and p < 0.05: yes / no; – where the claim has no test or direction).
+    Why a claim was not testable follows the rows."""
     lines: list[str] = []
     for title, group in _groups(table, titles):
         lines += [f"## {title}", ""]
@@ -249,7 +253,7 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
             if first["verdict"] == "not run":
                 lines += [f"{badge('not run')} {_md(first['note'])}", ""]
                 continue
-            lines += ["| model | measured | 95% CI | p | verdict |", "|---|---|---|---|---|"]
+            lines += ["| model | measured | 95% CI | p | verdict | OSC |", "|---|---|---|---|---|---|"]
             notes = []
             ordered = rows.assign(
                 _o=rows["model"].map(
@@ -262,7 +266,8 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
                 )
                 lines.append(
                     f"| {who} | {_fmt(r['measured'])} | {_ci(r)} | {_fmt(r['p'])} | "
-                    f"{badge(str(r['verdict']), title=str(r['note']) or None)} |"
+                    f"{badge(str(r['verdict']), title=str(r['note']) or None)} | "
+                    f"{r['osc'] if isinstance(r.get('osc'), str) and r['osc'] else '–'} |"
                 )
                 if r["note"] and r["verdict"] in ("not testable", "not run"):
                     notes.append(f"- `{_md(display_model(r['model']))}`: {_md(r['note'])}")

@@ -159,6 +159,7 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
                     "ci_high": _num(row.get("ci_high")),
                     "p": _num(row.get("p")),
                     "verdict": str(row.get("verdict", "not testable")),
+                    "osc": str(row.get("osc") or ""),  # direction and p < 0.05 (claims.osc_replicates)
                     "note": str(row.get("note") or row.get("reason") or ""),
                     "self_check": is_self_check(row),
                     "quant_shift": str(row.get("quant_shift") or ""),

@@ -17,8 +17,14 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
 from lamina.evidence.claims import claims_frame
 from lamina.sources.prompts import bifurcation_prompts
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
-from lamina.trajectory.verdicts import BIFURCATION, bifurcation_claims, vanish_claim
+from lamina.trajectory.verdicts import (
+    BIFURCATION,
+    IID_RANDOM_INPUTS,
+    bifurcation_claims,
+    vanish_claim,
+)
 
 __all__ = ["CLAIM", "analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
 
@@ -39,7 +45,7 @@ def _with_controls(table: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "bifurcation",
-    families=("ambiguous",),
+    families=CHAPTER_FAMILIES["bifurcation"],
     required=("pair_id", "sense", "control_prompt"),
     tables=("profiles", "controls", "sensitivity"),
     quick=_quick,
@@ -86,13 +92,15 @@ def analyse_model(
         for j, (layer, dd) in enumerate(zip(layers, depth, strict=True))
     ]
     effects = control_effects("bifurcation", s, x, ms, c, t, layers, config, keep)
-    controls = [{"model": ms.name, "control": "none (real)", "ratio": s["ratio"],
+    controls = [{"model": ms.name, "control": "none (real)", "excess": s["excess"],
+                 "ratio": s["ratio"],
                  "control_ratio": s["control_ratio"], "p": s["p"], "fraction_remaining": 1.0}]
-    controls += [{"model": ms.name, "control": k, "ratio": v["ratio"],
+    controls += [{"model": ms.name, "control": k, "excess": v["excess"], "ratio": v["ratio"],
                   "control_ratio": v["control_ratio"], "p": v["p"],
                   "fraction_remaining": v["fraction"]} for k, v in effects.items()]
     claims.append(vanish_claim("bifurcation", "Bifurcation", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()},
+                               cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
     sens = []
     for name, cv in CONVENTIONS.items() if config.sensitivity else ():
         if cv.pool not in ms.pools:
@@ -103,7 +111,8 @@ def analyse_model(
                         lay, n_bootstrap=500, seed=config.seed)
         sens.append({"model": ms.name, "convention": name, "definition": cv.label,
                      "n_pairs": r["n_pairs"], "base_layer": r["base_layer"],
-                     "ratio": r["ratio"], "control_ratio": r["control_ratio"],
+                     "excess": r["excess"], "ratio": r["ratio"],
+                     "control_ratio": r["control_ratio"],
                      "onset": r["onset"], "p": r["p"],
                      "verdict": bifurcation_claims(r, ms.name, cv.label)[0].verdict})
     return {

@@ -27,8 +27,14 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.stats import mann_whitney
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import distance_stack, paper1_test
-from lamina.trajectory.verdicts import CONVERGENCE, convergence_claims, vanish_claim
+from lamina.trajectory.verdicts import (
+    CONVERGENCE,
+    IID_RANDOM_INPUTS,
+    convergence_claims,
+    vanish_claim,
+)
 
 __all__ = ["CLAIM", "analyse_model", "paper_test", "run_convergence"]
 
@@ -48,7 +54,7 @@ def _frames(prompts: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "convergence",
-    families=("semantic", "semantic_neutral"),
+    families=CHAPTER_FAMILIES["convergence"],
     required=("category",),
     tables=("profiles", "controls", "tests", "frames", "sensitivity"),
     quick=lambda prompts, seed: subsample(prompts, "category", 6, seed),
@@ -112,7 +118,8 @@ def analyse_model(
             for layer, d, v in zip(layers, depth, sc["profile"], strict=True)
         ]
     claims.append(vanish_claim("convergence", "Convergence", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()},
+                               cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
     pt = paper_test(x, labels)
     tests = [
         {"model": ms.name, "test": "claim: label permutation of the maximum over layers",

@@ -19,8 +19,10 @@ convention (prompts = those released for peer-gpt2 under that convention's pooli
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +39,7 @@ from lamina.trajectory.stat_tests import ci_profile, distance_stack
 
 __all__ = [
     "PAPER_TEXT_RANGE",
-    "RELEASED_RANGE",
+    "RELEASED_TABLE",
     "ROLE_PEER",
     "ROLE_REAL",
     "convention_values",
@@ -47,10 +49,28 @@ __all__ = [
     "headline_table",
     "real_models",
     "real_model_table",
+    "released_range",
 ]
 
 PAPER_TEXT_RANGE = (0.27, 0.83)  # rad, paper 1's text (lexical 0.27-0.31 ... reasoning 0.71-0.83)
-RELEASED_RANGE = (0.94, 1.27)  # rad, paper 1's released tables (last token)
+RELEASED_TABLE = "results/statistics/bootstrap_ci.csv"  # under the peer root
+
+
+def released_range(root: str | os.PathLike) -> tuple[float, float] | None:
+    """The range of paper 1's released per-category mean curvature (rad, last token): the
+    smallest and largest ``mean`` of the rows with metric "curvature" in the release's
+    :data:`RELEASED_TABLE` (0.942-1.269 rad in the GPT-2 release). None when the release has
+    no such table; ValueError naming the file when it lacks the columns or curvature rows."""
+    path = Path(root) / RELEASED_TABLE
+    if not path.is_file():
+        return None
+    t = pd.read_csv(path)
+    if not {"metric", "mean"} <= set(t.columns):
+        raise ValueError(f"{path}: needs columns metric and mean; has {list(t.columns)}")
+    v = pd.to_numeric(t.loc[t["metric"] == "curvature", "mean"], errors="coerce").dropna()
+    if v.empty:
+        raise ValueError(f"{path}: no numeric curvature rows")
+    return float(v.min()), float(v.max())
 ROLE_PEER = "released GPT-2 states (released-value self-checks apply to these only)"
 ROLE_REAL = "model's own value on the released prompts (no released value to match)"
 
@@ -187,13 +207,18 @@ def _aligned(ms: ModelStates, ref: PooledStates, conv: Convention) -> tuple[np.n
 
 
 def real_model_table(
-    peer: ModelStates, others: Sequence[ModelStates], n_bootstrap: int, seed: int
+    peer: ModelStates,
+    others: Sequence[ModelStates],
+    n_bootstrap: int,
+    seed: int,
+    released: tuple[float, float] | None = None,
 ) -> pd.DataFrame:
     """Per model (peer first, then ``others``), convention and metric: the value with its
     95% CI over the released prompts of that convention's pooling. Columns: model, role
     (:data:`ROLE_PEER` / :data:`ROLE_REAL`), convention, metric, category, n_prompts, estimate,
     ci_low, ci_high, peak_layer (convergence), paper_text_range and released_range (curvature
-    rows: the CI 'inside' / 'outside' / 'overlaps' 0.27-0.83 and 0.94-1.27 rad)."""
+    rows: the CI 'inside' / 'outside' / 'overlaps' 0.27-0.83 rad and ``released``, the
+    release's range from :func:`released_range`; "" without it), released_low/released_high."""
     rows: list[dict[str, Any]] = []
     for name, conv in CONVENTIONS.items():
         if conv.pool not in peer.pools:
@@ -211,7 +236,10 @@ def real_model_table(
                     "peak_layer": layers[peak] if peak is not None else np.nan,
                     "paper_text_range": _relation(r["ci_low"], r["ci_high"], PAPER_TEXT_RANGE)
                     if curv else "", "released_range": _relation(r["ci_low"], r["ci_high"],
-                                                                 RELEASED_RANGE) if curv else "",
+                                                                 released)
+                    if curv and released else "",
+                    "released_low": released[0] if released else np.nan,
+                    "released_high": released[1] if released else np.nan,
                 })
     return pd.DataFrame(rows)
 
@@ -219,7 +247,8 @@ def real_model_table(
 def curvature_range_summary(table: pd.DataFrame) -> list[str]:
     """One sentence per model of ``table`` (:func:`real_model_table`): the conventions under
     which every category's curvature CI lies inside the paper text's 0.27-0.83 rad, and those
-    under which every one lies inside the released 0.94-1.27 rad."""
+    under which every one lies inside the release's range (the table's released_low /
+    released_high; omitted when the release has no curvature table)."""
     out = []
     curv = table[(table["metric"] == "curvature (rad)") & (table["category"] != "all")]
     for model, g in curv.groupby("model", sort=False):
@@ -227,12 +256,15 @@ def curvature_range_summary(table: pd.DataFrame) -> list[str]:
                 if (h["paper_text_range"] == "inside").all()]
         rel = [c for c, h in g.groupby("convention", sort=False)
                if (h["released_range"] == "inside").all()]
+        lo, hi = (g["released_low"].iloc[0], g["released_high"].iloc[0]) if (
+            "released_low" in g) else (np.nan, np.nan)
+        released = (
+            f", and inside the released {lo:.2f}–{hi:.2f} rad under "
+            f"{', '.join(rel) if rel else 'no convention'}" if np.isfinite(lo) else "")
         out.append(
             f"{model}: every category's 95% CI lies inside the paper text's "
             f"{PAPER_TEXT_RANGE[0]}–{PAPER_TEXT_RANGE[1]} rad under "
-            f"{', '.join(text) if text else 'no convention'}, and inside the released "
-            f"{RELEASED_RANGE[0]}–{RELEASED_RANGE[1]} rad under "
-            f"{', '.join(rel) if rel else 'no convention'} "
+            f"{', '.join(text) if text else 'no convention'}{released} "
             f"(of {g['convention'].nunique()} conventions)."
         )
     return out

@@ -35,14 +35,20 @@ from lamina.trajectory import (
     phase_summary,
     stability,
 )
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
-from lamina.trajectory.verdicts import THREE_PHASE, three_phase_claims, vanish_claim
+from lamina.trajectory.verdicts import (
+    PAPER_SIM_RANGES,
+    THREE_PHASE,
+    three_phase_claims,
+    universal_claim,
+    vanish_claim,
+)
 
 __all__ = ["CLAIM", "PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
 
 CLAIM = THREE_PHASE
-PAPER_SIM_RANGES = ((0.35, 0.55), (0.70, 0.85), (0.60, 0.70))  # GPT-2, per fixed band
-FAMILIES = ("semantic", "analogies", "reasoning", "lexical")
+FAMILIES = CHAPTER_FAMILIES["three_phase"]
 
 
 def _with_perturbations(prompts: pd.DataFrame) -> pd.DataFrame:
@@ -78,8 +84,16 @@ def run_three_phase(config: TrajectoryConfig) -> ExperimentResult:
     """SIM profiles of the semantic, analogy, reasoning and lexical families for every model:
     the paper's fixed bands (tested paired), GPT-2's band ranges (GPT-2 models only),
     data-driven change points (is it three?), controls, stability on the perturbation pairs,
-    and sensitivity to the convention."""
-    return run_chapter(SPEC, config, analyse_model)
+    and sensitivity to the convention; then "universal across architectures" as its own row
+    over the sources run (``lamina.trajectory.verdicts.universal_claim``)."""
+    result = run_chapter(SPEC, config, analyse_model)
+    c = result.claims
+    if len(c) and "claim_id" in c:
+        main = c[(c["claim_id"] == "p1-three-phase-bands") & ~c["model"].str.contains(r"\+Q")]
+        fields = [f for f in main.columns if f in Claim.__dataclass_fields__]
+        rows = [Claim(**{k: r[k] for k in fields}) for _, r in main.iterrows()]
+        result.claims = pd.concat([c, claims_frame([universal_claim(rows)])], ignore_index=True)
+    return result
 
 
 def detected_phases(sim: np.ndarray, n_resamples: int, seed: int) -> dict[str, Any]:

@@ -66,7 +66,8 @@ class TrajectoryConfig(ChapterConfig):
         (comma-separated for several) read with ``lamina.sources.prompts.load_prompts``.
     n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
     n_permutations: label permutations for null distributions (the convergence claim needs
-        at least 1000 for p < 0.001; fewer make it "not testable").
+        at least 9,999 for a decision at p < 0.001 that rests on >= 10 exceedances; fewer make
+        it "not testable": ``lamina.trajectory.verdicts.MIN_EXCEEDANCES``).
     seed: seeds every random draw (controls, bootstraps, random-init model).
     quick: few prompts and resamples, for CI (caps in ``QUICK``).
     exclude_single_token: drop prompts that tokenise to one token from the main analysis
@@ -83,7 +84,7 @@ class TrajectoryConfig(ChapterConfig):
     pooling: Literal["mean", "last"] = "mean"
     prompts: str | None = None
     n_bootstrap: int = 10_000
-    n_permutations: int = 2_000
+    n_permutations: int = 10_000
     seed: int = 0
     quick: bool = False
     exclude_single_token: bool = True

@@ -11,7 +11,7 @@ Only lowercase letters, digits and dashes; :func:`claim_id` builds and checks th
 **Two kinds of rows.**
 
 * ``kind="paper"``: a claim the paper makes. Verdicts: "reproduced", "partially",
-  "not reproduced", "not testable".
+  "smaller than claimed", "absent", "reversed", "not reproduced", "not testable".
 * ``kind="self-check"``: lamina checking itself (e.g. that its metric reproduces the released
   per-prompt curvature). Verdicts: "check passed", "check failed", "not testable". A self-check
   is never a reproduction of a paper and the scorecard never counts it as one.
@@ -23,8 +23,8 @@ Only lowercase letters, digits and dashes; :func:`claim_id` builds and checks th
 1. *Not testable* when a precondition fails (the caller passes ``untestable=<reason>``), or
    when the estimate or, for a tested claim, p is undefined. The reason is kept.
 2. *Direction.* If the claim has a direction (``direction=+1`` or ``-1``) and the estimate
-   points the other way (``sign(e) != direction``, or ``e == 0``), the verdict is
-   "not reproduced", however small p is.
+   points the other way from the value of no effect ``null`` (0 for a difference, 1 for a
+   ratio): "reversed" when the test is significant (p < alpha), else "absent".
 3. *Effect in the claimed range* ``[lo, hi]`` (``hi = inf`` for "at least lo"):
 
    * ``in_range`` (point rule): ``lo <= e <= hi``;
@@ -37,11 +37,19 @@ Only lowercase letters, digits and dashes; :func:`claim_id` builds and checks th
    The effect *matches* when ``in_range and precise``. A claim of direction only is the
    range ``[0, inf)`` with tolerance 0: it matches when the whole CI lies above 0.
 4. *Significance*: ``p < alpha`` (claims without a test pass ``p=None`` and skip this rule).
-5. Verdict: "reproduced" when the effect matches and the test is significant; "partially"
-   when the direction holds and either (significant and ``ci_overlaps``, i.e. the claimed
-   size is not excluded) or (the effect matches but the test is not significant);
-   otherwise "not reproduced". A significant effect whose CI excludes the claimed size is
-   "not reproduced": significance alone is never a reproduction.
+5. Verdict, for a tested claim whose direction holds: "absent" when p >= alpha (whatever
+   the point estimate: "partially" is never given to a non-significant effect); else
+   "reproduced" when the effect matches; "partially" when the CI overlaps the claimed
+   range (the claimed size is not excluded); "smaller than claimed" when the CI lies below
+   the range (same direction, significant, smaller); "not reproduced" when it lies above.
+   Significance alone is never a reproduction. An untested claim (a range) reads the same
+   without the significance step; with a direction, its CI must exclude the value of no
+   effect (else "absent").
+
+**The OSC column** (:func:`osc_replicates`): beside lamina's verdict, the Open Science
+Collaboration's replication criterion, direction and p < 0.05 ("yes" / "no"; empty where
+the claim has no test or no direction), so a reader sees which "smaller than claimed" rows
+would count as replications under that weaker rule.
 
 **"Vanishes under controls"** (:func:`vanish_decide`) is testable only when the real effect
 is present (the real claim's verdict is "reproduced" or "partially"); otherwise it is
@@ -64,20 +72,37 @@ import pandas as pd
 
 __all__ = [
     "PAPER_VERDICTS",
+    "PRESENT",
+    "SUPPORTED",
     "SELF_VERDICTS",
     "Claim",
     "claim_id",
     "claims_frame",
     "decide",
     "is_reproduction",
+    "osc_replicates",
     "range_decide",
     "self_check",
     "vanish_decide",
 ]
 
 Kind = Literal["paper", "self-check"]
-PAPER_VERDICTS = ("reproduced", "partially", "not reproduced", "not testable")
+PAPER_VERDICTS = (
+    "reproduced",
+    "partially",
+    "smaller than claimed",
+    "not reproduced",
+    "absent",
+    "reversed",
+    "not testable",
+)
 SELF_VERDICTS = ("check passed", "check failed", "not testable")
+# the verdicts that say the effect is there (same direction; significant where tested):
+# a null source showing one of them is a false positive of the test
+PRESENT = ("reproduced", "partially", "smaller than claimed")
+# the verdicts that support the claim: the preconditions of its secondary rows (depth,
+# onset, "vanishes under controls")
+SUPPORTED = ("reproduced", "partially")
 _ID = re.compile(r"^(p[123]|self)-[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -133,11 +158,14 @@ def decide(
     direction: int = 0,
     tolerance: float = 0.0,
     untestable: str | None = None,
+    null: float = 0.0,
 ) -> tuple[str, str]:
     """(verdict, reason) of a paper's claim by the rules of the module docstring.
 
     claimed: (lo, hi) in the estimate's units (hi may be ``math.inf``); p: the claim's test
-    (None: no test); direction: +1 / -1 for a signed claim, 0 for none."""
+    (None: no test); direction: +1 / -1 for a signed claim, 0 for none; null: the value of
+    no effect in the estimate's units (0 for a difference, 1 for a ratio), against which the
+    direction is read."""
     if untestable:
         return "not testable", untestable
     if not _finite(estimate):
@@ -145,27 +173,46 @@ def decide(
     tested = p is not None
     if tested and not _finite(p):
         return "not testable", "the test's p-value is undefined"
-    if direction and (estimate == 0 or math.copysign(1, estimate) != direction):
-        return "not reproduced", "the effect points the other way"
-    r = range_decide(estimate, ci_low, ci_high, *claimed, tolerance=tolerance)
     sig = (p < alpha) if p is not None else True  # p is not None == tested
+    if direction and (estimate == null or math.copysign(1, estimate - null) != direction):
+        if tested and sig:
+            return "reversed", f"the effect points the other way, p = {p:.3g} < {alpha:g}"
+        return "absent", "the estimate points the other way" + (
+            f", p = {p:.3g} >= {alpha:g}" if tested else "")
+    r = range_decide(estimate, ci_low, ci_high, *claimed, tolerance=tolerance)
     where = f"claimed {claimed[0]:g}-{claimed[1]:g}"
-    if r["matches"] and sig:
+    if direction and not tested and not (ci_low > null if direction > 0 else ci_high < null):
+        return "absent", f"the CI includes no effect ({null:g})"
+    if tested and not sig:
+        return "absent", f"p = {p:.3g} >= {alpha:g}" + (
+            " (the estimate is in the claimed range, the test is not significant)"
+            if r["in_range"] else "")
+    if r["matches"]:
         return "reproduced", f"in the claimed range ({where})" + (
             f", p < {alpha:g}" if tested else ""
         )
-    if r["matches"]:
-        return "partially", f"in the claimed range but p = {p:.3g} >= {alpha:g}"
-    if tested and sig and r["ci_overlaps"]:
+    if r["ci_overlaps"]:
         why = "the estimate lies outside" if not r["in_range"] else "the CI is too wide for"
-        return "partially", f"significant, but {why} the claimed range ({where})"
-    if not tested and r["ci_overlaps"]:
-        return "partially", f"the CI overlaps the claimed range ({where}); the estimate does not match"
-    if tested and sig:
-        return "not reproduced", f"significant, but the CI excludes the claimed size ({where})"
-    return "not reproduced", "outside the claimed range" + (
-        f" and p = {p:.3g} >= {alpha:g}" if tested else ""
-    )
+        return "partially", ("significant, but " if tested else "") + (
+            f"{why} the claimed range ({where})")
+    below = estimate < claimed[0]
+    if below:
+        return "smaller than claimed", f"the CI lies below the claimed range ({where})" + (
+            f"; same direction and p < {alpha:g}" if tested else "")
+    return "not reproduced", f"the CI lies above the claimed range ({where})" + (
+        f"; p < {alpha:g}" if tested else "")
+
+
+def osc_replicates(
+    estimate: float, p: float | None, *, direction: int, null: float = 0.0, alpha: float = 0.05
+) -> str:
+    """The Open Science Collaboration's criterion (2015): the effect points the claimed way
+    and its test gives p < 0.05, whatever its size. -> "yes", "no", or "" where the claim
+    has no test or no direction (the criterion does not apply)."""
+    if not direction or p is None or not _finite(p) or not _finite(estimate):
+        return ""
+    same = estimate != null and math.copysign(1, estimate - null) == direction
+    return "yes" if same and p < alpha else "no"
 
 
 def vanish_decide(
@@ -179,7 +226,7 @@ def vanish_decide(
     """(verdict, reason) for "the effect vanishes under the controls" (module docstring).
     fractions: per control, the share of the real effect that remains; control_p: per
     control, the p-value of the effect measured on the control states (None: untested)."""
-    if real_verdict not in ("reproduced", "partially"):
+    if real_verdict not in SUPPORTED:
         return "not testable", f"the real effect is absent (verdict: {real_verdict})"
     removed, kept = [], []
     names = names or [f"control {i + 1}" for i in range(len(fractions))]
@@ -211,7 +258,7 @@ class Claim:
     standardised effect (e.g. rank-biserial) with its ``effect_name``; test: the test's name;
     verdict and reason: from :func:`decide`, :func:`vanish_decide` or :func:`self_check`;
     convention: the representation convention; kind: "paper" or "self-check"; main: the
-    chapter's headline claim.
+    chapter's headline claim; osc: :func:`osc_replicates` ("yes", "no" or "").
     """
 
     claim_id: str
@@ -232,6 +279,7 @@ class Claim:
     kind: Kind = "paper"
     main: bool = False
     unit: str = ""
+    osc: str = ""
 
     def __post_init__(self) -> None:
         if not _ID.match(self.claim_id):
@@ -250,6 +298,7 @@ class Claim:
         direction: int = 0,
         tolerance: float = 0.0,
         untestable: str | None = None,
+        null: float = 0.0,
         **fields: Any,
     ) -> Claim:
         """A paper's claim judged by :func:`decide` from ``measured``, ``ci_low``, ``ci_high``,
@@ -265,9 +314,13 @@ class Claim:
             direction=direction,
             tolerance=tolerance,
             untestable=untestable,
+            null=null,
         )
+        osc = "" if untestable else osc_replicates(
+            fields.get("measured", math.nan), None if p is None else float(p),
+            direction=direction, null=null)
         fields = {k: (math.nan if v is None else v) for k, v in fields.items()}
-        return cls(verdict=verdict, reason=reason, **fields)
+        return cls(verdict=verdict, reason=reason, osc=osc, **fields)
 
     def row(self) -> dict[str, Any]:
         """The record as a plain dict (floats as floats), for tables and JSON."""

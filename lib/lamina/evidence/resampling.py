@@ -166,6 +166,23 @@ def peak_bootstrap(
     return out
 
 
+def _block_permuter(lab: np.ndarray, blocks: Any | None) -> Callable[[np.random.Generator], np.ndarray]:
+    """A draw of permuted labels: rows exchangeable (``blocks`` None), or whole blocks
+    exchangeable (every row of a block keeps its block's label; the blocks' labels are
+    permuted among blocks). Raises ValueError if a block mixes labels."""
+    if blocks is None:
+        return lambda rng: lab[rng.permutation(lab.size)]
+    blk = np.asarray(blocks)
+    if blk.shape != lab.shape:
+        raise ValueError(f"blocks must match labels' shape {lab.shape}; got {blk.shape}")
+    names, inv = np.unique(blk, return_inverse=True)
+    first = np.array([np.flatnonzero(inv == k)[0] for k in range(names.size)])
+    block_label = lab[first]
+    if np.any(block_label[inv] != lab):
+        raise ValueError("a permutation block mixes labels: each block must carry one label")
+    return lambda rng: block_label[rng.permutation(names.size)][inv]
+
+
 def max_permutation_test(
     profile: Callable[[np.ndarray], np.ndarray],
     labels: Any,
@@ -173,32 +190,41 @@ def max_permutation_test(
     seed: int | None = 0,
     *,
     profiles: Callable[[np.ndarray], np.ndarray] | None = None,
+    blocks: Any | None = None,
 ) -> dict[str, Any]:
     """Label-permutation test of a profile's maximum, corrected for choosing the peak.
 
     Statistic T = max_l profile(labels)(l). Null: labels exchangeable across rows, so T under
     uniformly permuted labels (category sizes kept) is a draw of the null of the *maximum over
     layers*; p = (1 + #{T_perm >= T}) / (1 + B). The smallest attainable p is 1 / (1 + B), so
-    B must exceed 1/alpha - 1 for a claim at level alpha.
+    B must exceed 1/alpha - 1 for a claim at level alpha. ``blocks`` (n,): the exchangeable
+    unit is the block (e.g. an item whose several prompts share a word), not the row: the
+    blocks' labels are permuted and every row keeps its block's (rows of one block are not
+    independent, and a row-level permutation would count their shared component as an effect).
+
+    Monte-Carlo error: ``mc_error`` = sqrt(p (1 - p) / B), the standard error of p as an
+    estimate of the exact permutation p; ``exceedances`` = #{T_perm >= T}.
 
     profile(labels) -> (m,); labels: (n,)  ->  dict with statistic, p_value, null (B,),
-    n_permutations. ``profiles(labels (B, n))`` -> (B, m), when given, computes the profiles of
-    a batch of permutations at once (the same permutations, in the same order).
+    n_permutations, exceedances, mc_error. ``profiles(labels (B, n))`` -> (B, m), when given,
+    computes the profiles of a batch of permutations at once (the same permutations, in the
+    same order).
     """
     lab = np.asarray(labels)
     if lab.ndim != 1:
         raise ValueError(f"labels must be one-dimensional; got shape {lab.shape}")
     rng = np.random.default_rng(seed)
+    draw = _block_permuter(lab, blocks)
     obs = float(np.nanmax(profile(lab)))
     if profiles is None:
-        null = np.array(
-            [np.nanmax(profile(lab[rng.permutation(lab.size)])) for _ in range(n_permutations)]
-        )
+        null = np.array([np.nanmax(profile(draw(rng))) for _ in range(n_permutations)])
     else:
-        perms = [lab[rng.permutation(lab.size)] for _ in range(n_permutations)]
+        perms = [draw(rng) for _ in range(n_permutations)]
         null = _in_batches(lambda p: np.nanmax(profiles(np.stack(p)), axis=1), perms)
-    p = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_permutations)
-    return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations}
+    hits = int(np.sum(null >= obs - 1e-12))
+    p = (1 + hits) / (1 + n_permutations)
+    return {"statistic": obs, "p_value": float(p), "null": null, "n_permutations": n_permutations,
+            "exceedances": hits, "mc_error": float(np.sqrt(p * (1 - p) / max(n_permutations, 1)))}
 
 
 def partial_spearman(

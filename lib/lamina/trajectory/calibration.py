@@ -8,7 +8,8 @@ pairs with their controls, 184 prompts for the phases), and the very tests and v
 of the chapters (:mod:`lamina.trajectory.stat_tests`, :mod:`lamina.trajectory.verdicts`) judge
 them. Then, per claim:
 
-* false-positive rate = share of null seeds whose verdict is "reproduced" or "partially";
+* false-positive rate = share of null seeds whose verdict says the effect is there
+  ("reproduced", "partially" or "smaller than claimed": ``lamina.evidence.claims.PRESENT``);
 * power = share of planted seeds whose verdict is "reproduced";
 
 each with a Wilson 95% interval. Targets: FPR <= 5% and power >= 80%.
@@ -27,11 +28,12 @@ import pandas as pd
 
 from lamina.core import registry
 from lamina.core.provenance import atomic_write_text
-from lamina.evidence.claims import Claim
+from lamina.evidence.claims import PRESENT, Claim
 from lamina.evidence.stats import mann_whitney, wilson
 from lamina.sources.prompts import bifurcation_prompts, load_prompts
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import convergence_index_per_prompt
+from lamina.trajectory.sizes import CHAPTER_FAMILIES, CHAPTER_POOLING
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.synthetic import synthetic_states, word_counts
 from lamina.trajectory.verdicts import (
@@ -49,7 +51,7 @@ FPR_TARGET, POWER_TARGET = 0.05, 0.80
 
 
 def _tables() -> dict[str, pd.DataFrame]:
-    return {f: load_prompts(f) for f in ("semantic", "reasoning", "lexical", "analogies", "ambiguous")}
+    return {f: load_prompts(f) for fams in CHAPTER_FAMILIES.values() for f in fams}
 
 
 CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]] = {
@@ -61,15 +63,14 @@ CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]]
 
 
 def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
-    if name == "convergence":
-        return tb["semantic"]
-    if name == "curvature":
-        return pd.concat([tb["reasoning"], tb["lexical"]], ignore_index=True)
+    """The chapter's own prompt set (``lamina.trajectory.sizes``): its families, and for
+    bifurcation the pairs its pooling uses (``word_last`` pairs under last-token pooling)."""
     if name == "bifurcation":
-        return bifurcation_prompts(tb["ambiguous"])
-    return pd.concat(
-        [tb[f] for f in ("semantic", "analogies", "reasoning", "lexical")], ignore_index=True
-    )
+        t = bifurcation_prompts(tb["ambiguous"])
+        if CHAPTER_POOLING[name] == "last" and "word_last" in t:
+            t = t[t["word_last"].astype(bool)].reset_index(drop=True)
+        return t
+    return pd.concat([tb[f] for f in CHAPTER_FAMILIES[name]], ignore_index=True)
 
 
 def control_fractions(
@@ -93,7 +94,7 @@ def run_seed(
     tests: Iterable[str] = TESTS,
     *,
     n_bootstrap: int = 500,
-    n_permutations: int = 1000,
+    n_permutations: int = 10_000,
     tables: dict[str, pd.DataFrame] | None = None,
     vanish: bool = True,
 ) -> list[Claim]:
@@ -116,7 +117,7 @@ def run_seed(
         if vanish:
             head = next(r for r in rows if r.main)
             ctl = {}
-            if head.verdict in ("reproduced", "partially"):
+            if head.verdict in PRESENT:
                 ctl = control_fractions(name, s, {
                     "shuffled layers": shuffle_layers(x, seed=seed),
                     "random embeddings": synthetic_states(t, "null", seed + 20_002),
@@ -172,21 +173,21 @@ def calibrate(
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per claim: n seeds, FPR (null: "reproduced" or "partially") and power (planted:
+    """Per claim: n seeds, FPR (null: a verdict in ``PRESENT``) and power (planted:
     "reproduced"), with Wilson intervals and whether each meets its target
     (FPR <= 5%, power >= 80%; judged on the point estimates). Claims "not testable" on a
     source count as not reproduced there; ``untestable_null`` says how often that happened."""
     rows = []
     for cid, g in runs.groupby("claim_id", sort=False):
         null, plant = g[g["kind"] == "null"], g[g["kind"] == "planted"]
-        fp = int(null["verdict"].isin(["reproduced", "partially"]).sum())
+        fp = int(null["verdict"].isin(PRESENT).sum())
         tp = int((plant["verdict"] == "reproduced").sum())
         fl, fh = wilson(fp, len(null))[1:]
         pl, ph = wilson(tp, len(plant))[1:]
         fpr = fp / len(null) if len(null) else np.nan
         power = tp / len(plant) if len(plant) else np.nan
         why = {}
-        for kind, part, bad in (("null", null, null["verdict"].isin(["reproduced", "partially"])),
+        for kind, part, bad in (("null", null, null["verdict"].isin(PRESENT)),
                                 ("planted", plant, plant["verdict"] != "reproduced")):
             reasons = part.loc[bad, "reason"] if "reason" in part else pd.Series(dtype=str)
             top = reasons[reasons != ""].value_counts()
@@ -225,9 +226,9 @@ def calibration_markdown(n_seeds: int = 20, **kwargs: Any) -> str:
     s = summarise(runs)
     lines = [
         f"{n_seeds} seeds per source; bootstrap and permutation sizes: "
-        f"{kwargs or {'n_bootstrap': 500, 'n_permutations': 1000}}.",
+        f"{kwargs or {'n_bootstrap': 500, 'n_permutations': 10_000}}.",
         "",
-        "| claim | main | FPR (null: reproduced or partially) | power (planted: reproduced) "
+        "| claim | main | FPR (null: reproduced, partially or smaller than claimed) | power (planted: reproduced) "
         "| targets |",
         "|---|---|---|---|---|",
     ]

@@ -4,8 +4,9 @@ The chapters and the calibration harness (:mod:`lamina.trajectory.calibration`) 
 so the calibration page measures the tests the book uses. Each returns a dict of numbers;
 :mod:`lamina.trajectory.verdicts` turns them into :class:`lamina.evidence.claims.Claim` rows.
 
-Independent units: prompts (convergence: resampled within their category), lexical base
-words and reasoning prompts (curvature), homograph pairs (bifurcation), prompts (phases).
+Independent units: items (convergence: an item's prompts share its word; resampled within
+their category and permuted as a block), lexical base words and reasoning prompts
+(curvature), homograph pairs (bifurcation), lexical base words and other prompts (phases).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "convergence_test",
     "curvature_test",
     "distance_stack",
+    "item_units",
     "onset_from_difference",
     "paper1_test",
     "three_phase_test",
@@ -109,14 +111,18 @@ def convergence_test(
     n_bootstrap: int = 2_000,
     n_permutations: int = 2_000,
     seed: int = 0,
+    units: Any | None = None,
 ) -> dict[str, Any]:
     """Peak of the convergence-index profile and the claim's tests.
 
-    x: (n, m, d) states at ``layers``; labels: (n,). Returns ``peak`` (chord units), its
-    ``peak_layer`` and ``peak_fraction`` (layer / last layer); ``ci_low``/``ci_high``: a
-    percentile bootstrap 95% CI of the peak, resampling prompts within their category and
-    re-selecting the peak layer in every resample; ``p``: the label-permutation p of the
-    maximum over layers (:func:`lamina.evidence.stats.max_permutation_test`); ``p_wilcoxon`` and
+    x: (n, m, d) states at ``layers``; labels: (n,); units: (n,) the independent unit of each
+    prompt (an item whose several prompts share its word; None: the prompt). Returns ``peak``
+    (chord units), its ``peak_layer`` and ``peak_fraction`` (layer / last layer);
+    ``ci_low``/``ci_high``: a percentile bootstrap 95% CI of the peak, resampling units
+    (with all their prompts) within their category and re-selecting the peak layer in every
+    resample; ``p``: the label-permutation p of the maximum over layers, permuting the units'
+    labels (:func:`lamina.evidence.resampling.max_permutation_test`), with ``p_mc_error`` and
+    ``exceedances``; ``p_wilcoxon`` and
     ``rank_biserial``: Wilcoxon signed-rank of per-prompt CI at the peak vs the first layer
     (paired by prompt; not corrected for choosing the peak); ``profile`` (m,);
     ``fraction_low``/``fraction_high``: percentiles of the re-selected peak's depth.
@@ -139,11 +145,12 @@ def convergence_test(
 
     perm = max_permutation_test(
         lambda y: ci_profile(D, y), lab, n_permutations, seed,
-        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)),
+        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)), blocks=units,
     )  # fmt: skip
     boot = peak_bootstrap(
-        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, profiles=resampled
-    )
+        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, clusters=units,
+        profiles=resampled,
+    )  # fmt: skip
     profile = ci_profile(D, lab)
     k = int(np.nanargmax(profile))
     depth = np.asarray(layers, dtype=float) / layers[-1]
@@ -167,7 +174,10 @@ def convergence_test(
         "ci_high": boot["ci_high"],
         "standard_error": boot["standard_error"],
         "p": perm["p_value"],
+        "p_mc_error": perm["mc_error"],
+        "exceedances": perm["exceedances"],
         "n_permutations": n_permutations,
+        "n_units": int(len(np.unique(units))) if units is not None else n,
         "p_wilcoxon": pw,
         "rank_biserial": rb,
         "profile": profile,
@@ -284,9 +294,15 @@ def bifurcation_test(
     """Homograph pairs (a[i], b[i]) against their matched control pairs (ca[i], cb[i]).
 
     Each array (n_pairs, m, d), row i of all four from the same pair_id. delta(l) per pair
-    from ``lamina.trajectory.bifurcation``; ratio = delta(last) / delta(base), base = 0 unless
-    some pair has delta(0) ~ 0 (then 1). Paired over all pairs: Wilcoxon signed-rank of
-    log ratio_amb - log ratio_ctl (p, rank-biserial). Medians of the ratios with percentile
+    from ``lamina.trajectory.bifurcation``; the paper's ratio r = delta(last) / delta(base),
+    base = 0 unless some pair has delta(0) ~ 0 (then 1; ``base_defined`` False). On a model
+    without position signal in its embedding layer (rotary: delta(0) = 0 for every pair)
+    delta(1) is one block of context mixing for homographs and controls alike, so r is large
+    for *any* pair: the paper's ratio is then undefined, and only the excess over the matched
+    control is measured. ``excess`` = median over pairs of r_amb / r_ctl (the quantity the
+    Wilcoxon tests; about 1 when controls separate as homographs do, whatever the base), with
+    a percentile bootstrap CI over pairs. Paired over all pairs: Wilcoxon signed-rank of
+    log r_amb - log r_ctl (p, rank-biserial). Medians of the ratios with percentile
     bootstrap CIs over pairs. Onset: :func:`onset_from_difference` of the mean over pairs of
     delta_amb - delta_ctl, with the ratio's base, as a fraction of the last layer index,
     bootstrap CI over pairs.
@@ -301,6 +317,7 @@ def bifurcation_test(
     kw: dict[str, Any] = {"n_resamples": n_bootstrap, "seed": seed}
     ba = index_bootstrap(lambda i: float(np.median(ra[i])), n, **kw)
     bc = index_bootstrap(lambda i: float(np.median(rc[i])), n, **kw)
+    be = index_bootstrap(lambda i: float(np.median(ra[i] / rc[i])), n, **kw)
     bo = index_bootstrap(
         lambda i: onset_from_difference((da[i] - dc[i]).mean(0), base) / last, n, **kw
     )
@@ -311,6 +328,9 @@ def bifurcation_test(
         "control_ratio": float(np.median(rc)),
         "control_low": bc["ci_low"],
         "control_high": bc["ci_high"],
+        "excess": be["estimate"],
+        "excess_low": be["ci_low"],
+        "excess_high": be["ci_high"],
         "log_ratio_difference": float(w["median_difference"]),
         "p": float(w["p_value"]),
         "rank_biserial": float(w["rank_biserial"]),
@@ -318,6 +338,8 @@ def bifurcation_test(
         "onset_low": bo["ci_low"],
         "onset_high": bo["ci_high"],
         "base_layer": base,
+        "base_defined": base == 0,
+        "n_zero_base": int(np.sum((da[:, 0] <= 1e-6) | (dc[:, 0] <= 1e-6))),
         "n_pairs": n,
         "delta": da,
         "control_delta": dc,
@@ -325,15 +347,20 @@ def bifurcation_test(
 
 
 # ----------------------------------------------------------------------------- phases
-def three_phase_test(sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0) -> dict[str, Any]:
-    """The paper's fixed bands on per-prompt SIM profiles, tested paired within prompts.
+def three_phase_test(
+    sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0, units: Any | None = None
+) -> dict[str, Any]:
+    """The paper's fixed bands on per-unit SIM profiles, tested paired within units.
 
-    sim: (n, L) SIM_i(l). Band means per prompt (``lamina.trajectory.fixed_phase_bands``);
-    d1 = elaboration - encoding, d2 = elaboration - output preparation (paired per prompt).
+    sim: (n, L) SIM_i(l); units: (n,) the independent unit of each prompt (the base word of
+    a lexical variant: its variants share the word; None: the prompt). Band means per prompt
+    (``lamina.trajectory.fixed_phase_bands``), averaged over each unit's prompts;
+    d1 = elaboration - encoding, d2 = elaboration - output preparation (paired per unit).
     Estimate: min(mean d1, mean d2), the margin by which elaboration exceeds both neighbours,
-    with a percentile bootstrap CI over prompts; p = max of the two Wilcoxon signed-rank
-    p-values (an intersection-union test: both must hold, no correction needed). Also
-    ``band_means`` (3,), ``ordered`` (encoding < output < elaboration, GPT-2's order).
+    with a percentile bootstrap CI over units; p = max of the two Wilcoxon signed-rank
+    p-values over units (an intersection-union test: both must hold, no correction needed).
+    Also ``band_means`` (3,), ``ordered`` (encoding < output < elaboration, GPT-2's order),
+    ``n_units``.
     """
     sim = np.asarray(sim, float)
     bands = fixed_phase_bands(sim.shape[1])
@@ -342,6 +369,9 @@ def three_phase_test(sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0
         return {"margin": nan, "margin_low": nan, "margin_high": nan, "p": None,
                 "band_means": [], "ordered": None}
     m = np.stack([np.nanmean(sim[:, bands == k], axis=1) for k in range(3)], axis=1)  # (n, 3)
+    if units is not None:
+        u = np.asarray(units)
+        m = np.stack([m[u == k].mean(0) for k in dict.fromkeys(u.tolist())])  # (units, 3)
     d1, d2 = m[:, 1] - m[:, 0], m[:, 1] - m[:, 2]
 
     def margin(i: np.ndarray) -> float:
@@ -360,6 +390,7 @@ def three_phase_test(sim: np.ndarray, *, n_bootstrap: int = 2_000, seed: int = 0
         "band_means": [float(v) for v in bm],
         "ordered": bool(bm[0] < bm[2] < bm[1]),
         "per_prompt": m,
+        "n_units": len(m),
     }
 
 
@@ -378,6 +409,14 @@ def bifurcation_rows(table: Any) -> tuple[np.ndarray, ...]:
             cols.append(dict(zip(s["pair_id"], s.index, strict=True)))
     common = [p for p in cols[0] if all(p in c for c in cols[1:])]
     return tuple(np.array([c[p] for p in common], dtype=int) for c in cols)
+
+
+def item_units(table: Any) -> np.ndarray | None:
+    """(n,) "category:item" for tables with an ``item`` column (the prompts of one item share
+    its word: one independent unit), else None (each prompt is its own unit)."""
+    if "item" not in table or table["item"].isna().any():
+        return None
+    return (table["category"].astype(str) + ":" + table["item"].astype(str)).to_numpy()
 
 
 def units_of(table: Any) -> np.ndarray:
@@ -403,11 +442,12 @@ def paper1_test(
     """Run the test of chapter ``name`` ("convergence", "curvature", "bifurcation",
     "three_phase") on states x (n, m, d) of the rows of ``table``; the result also holds
     ``effect`` and ``effect_p``: the headline effect (peak CI; reasoning - lexical; median
-    homograph ratio - 1; SIM margin) and its p, from which control fractions are taken."""
+    homograph ratio over its control's - 1; SIM margin) and its p, from which control fractions are taken."""
     kw = {"n_bootstrap": n_bootstrap, "seed": seed}
     if name == "convergence":
         s = convergence_test(
-            x, table["category"].to_numpy(), layers, n_permutations=n_permutations, **kw
+            x, table["category"].to_numpy(), layers, n_permutations=n_permutations,
+            units=item_units(table), **kw,
         )
         s["effect"], s["effect_p"] = s["peak"], s["p"]
     elif name == "curvature":
@@ -418,9 +458,9 @@ def paper1_test(
     elif name == "bifurcation":
         a, b, ca, cb = bifurcation_rows(table)
         s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
-        s["effect"], s["effect_p"] = s["ratio"] - 1, s["p"]
+        s["effect"], s["effect_p"] = s["excess"] - 1, s["p"]
     elif name == "three_phase":
-        s = three_phase_test(layerwise_cosine(x), **kw)
+        s = three_phase_test(layerwise_cosine(x), units=units_of(table), **kw)
         s["effect"], s["effect_p"] = s["margin"], s["p"]
     else:
         raise ValueError(f"unknown paper-1 test {name!r}")

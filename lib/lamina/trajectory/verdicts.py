@@ -9,17 +9,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lamina.evidence.claims import Claim, claim_id, vanish_decide
+from lamina.evidence.claims import SUPPORTED, Claim, claim_id, vanish_decide
 
 __all__ = [
     "BIFURCATION",
     "CONVERGENCE",
     "CURVATURE",
+    "PAPER_SIM_RANGES",
+    "PHASE_MARGIN",
     "THREE_PHASE",
+    "IID_RANDOM_INPUTS",
+    "VANISH_CONTROLS",
     "bifurcation_claims",
     "convergence_claims",
     "curvature_claims",
     "three_phase_claims",
+    "universal_claim",
     "vanish_claim",
 ]
 
@@ -41,14 +46,31 @@ THREE_PHASE = (
 )
 CI_RANGE = (0.41, 0.58)
 CI_ALPHA = 0.001  # the abstract: p<0.001
-DEPTH_RANGE = (1 / 3, 1.0)  # "middle-to-late layers" (reimplementation choice)
+# A permutation p decides at alpha only when an exact p of alpha would show this many
+# exceedances: B + 1 >= MIN_EXCEEDANCES / alpha (10,000 permutations at alpha = 0.001; the
+# Monte-Carlo SE of p at alpha is then about alpha / sqrt(10), i.e. +/- 0.0003).
+MIN_EXCEEDANCES = 10
+# "middle-to-late layers" (reimplementation choice): at least a third of the depth. Open-ended
+# with tolerance 0, so the depth CI itself must clear 1/3 (a closed (1/3, 1) range widened
+# by half its width is [0, 1.33]: no depth CI could fail it).
+DEPTH_RANGE = (1 / 3, math.inf)
 REASONING_RANGE = (0.71, 0.83)
 LEXICAL_RANGE = (0.27, 0.31)
 GAP = (REASONING_RANGE[0] - LEXICAL_RANGE[1], math.inf)  # at least 0.40 rad
 RATIO = (4.9, math.inf)  # at least the smallest quoted ratio (4.9x TinyLlama; "up to 5.6x")
 RATIO_TOLERANCE = 0.35  # half the spread of the quoted ratios 4.9-5.6
 CONTROL_RATIO = (1.0, 1.2)  # claimed 1.1x
+# The homograph's ratio over its matched control's: at least the smallest quoted homograph
+# ratio over the largest control ratio the claimed ~1.1x allows (4.9 / 1.2 = 4.08).
+EXCESS = (RATIO[0] / CONTROL_RATIO[1], math.inf)
 ONSET_RANGE = (0.17, 0.27)  # "about 22% of depth"
+PAPER_SIM_RANGES = ((0.35, 0.55), (0.70, 0.85), (0.60, 0.70))  # GPT-2, per fixed band
+_MID = [(lo + hi) / 2 for lo, hi in PAPER_SIM_RANGES]
+# Three phases need three distinguishable bands, not a direction: elaboration must exceed
+# both neighbours by at least half the smallest gap between GPT-2's quoted band middles
+# (min(0.775 - 0.45, 0.775 - 0.65) / 2 = 0.0625 cosine), and the whole CI must clear it.
+PHASE_MARGIN = min(_MID[1] - _MID[0], _MID[1] - _MID[2]) / 2
+MIN_ARCHITECTURES = 3  # "consistent across all three architectures"
 
 
 def convergence_claims(
@@ -59,9 +81,11 @@ def convergence_claims(
     the re-selected peaks). The paper's own p < 0.001 is a Mann-Whitney U of between- vs
     within-category distances at the final layer (released ``convergence_tests.csv``),
     which tests separation at one layer, not the peak."""
-    need = None if s["n_permutations"] + 1 >= 1 / CI_ALPHA else (
-        f"{s['n_permutations']} permutations cannot give p < {CI_ALPHA:g}"
+    need = None if s["n_permutations"] + 1 >= MIN_EXCEEDANCES / CI_ALPHA else (
+        f"{s['n_permutations']} permutations: a decision at p < {CI_ALPHA:g} needs "
+        f"{MIN_EXCEEDANCES / CI_ALPHA - 1:.0f} (>= {MIN_EXCEEDANCES} exceedances at alpha)"
     )
+    mc = s.get("p_mc_error", math.nan)
     common: dict[str, Any] = {"model": model, "convention": convention}
     peak = Claim.tested(
         claim_id=claim_id(1, chapter, "peak"),
@@ -72,7 +96,8 @@ def convergence_claims(
         ci_high=s["ci_high"],
         p=s["p"],
         alpha=CI_ALPHA,
-        test="label permutation of the maximum over layers (peak re-selected in the bootstrap)",
+        test=f"label permutation of the maximum over layers, by item ({s['n_permutations']} "
+        f"permutations, Monte-Carlo SE of p {mc:.2g}; peak re-selected in the bootstrap)",
         effect_size=s["rank_biserial"],
         effect_name="matched-pairs rank-biserial, peak vs first layer",
         unit="chord distance on the unit sphere",
@@ -82,7 +107,7 @@ def convergence_claims(
         main=True,
         **common,
     )
-    present = peak.verdict in ("reproduced", "partially")
+    present = peak.verdict in SUPPORTED
     depth = Claim.tested(
         claim_id=claim_id(1, chapter, "peak-depth"),
         claim="The convergence peak lies in middle-to-late layers",
@@ -93,6 +118,7 @@ def convergence_claims(
         effect_name="depth of the peak (layer / last layer)",
         unit="fraction of depth",
         claimed=DEPTH_RANGE,
+        tolerance=0.0,
         untestable=None if present else "no convergence to locate",
         **common,
     )
@@ -176,31 +202,58 @@ def curvature_claims(
 
 
 def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
-    """The ratio (main; median delta(L)/delta(base) of homographs >= 4.9x, Wilcoxon
-    signed-rank of the paired log-ratio difference over all pairs, alpha 0.05), the
-    controls' ~1.1x, and the onset on the paired difference (testable when the ratio is)."""
+    """The excess (main): median over pairs of r_amb / r_ctl, the homograph's separation
+    ratio over its matched control's, >= 4.9 / 1.2 (the smallest quoted homograph ratio over
+    the largest control ratio in the claimed ~1.1x), Wilcoxon signed-rank of the paired log
+    ratios, alpha 0.05. The excess does not depend on where the baseline layer falls, so it
+    cannot be manufactured on rotary models (delta(0) = 0, baseline at layer 1, where any pair
+    reaches a large ratio). Then the paper's own ratios (homographs >= 4.9x, controls ~1.1x),
+    testable only where delta(0) > 0 for every pair (else the ratio is undefined), and the
+    onset on the paired difference (testable when the excess is present)."""
     common: dict[str, Any] = {"model": model, "convention": convention}
-    ratio = Claim.tested(
+    excess = Claim.tested(
         claim_id=claim_id(1, "bifurcation", "ratio"),
         claim=BIFURCATION,
         paper_value="5.6x (GPT-2), 4.9x, 5.1x; controls 1.1x",
-        measured=s["ratio"],
-        ci_low=s["ratio_low"],
-        ci_high=s["ratio_high"],
+        measured=s["excess"],
+        ci_low=s["excess_low"],
+        ci_high=s["excess_high"],
         p=s["p"],
         test="Wilcoxon signed-rank, log ratio homograph - control, over pairs",
         effect_size=s["rank_biserial"],
-        effect_name="matched-pairs rank-biserial",
-        unit="x (ratio)",
-        claimed=RATIO,
-        tolerance=RATIO_TOLERANCE,
-        direction=1 if s["log_ratio_difference"] > 0 else -1,
+        effect_name="median over pairs of the homograph's ratio over its control's",
+        unit="x (ratio of ratios)",
+        claimed=EXCESS,
+        tolerance=RATIO_TOLERANCE / CONTROL_RATIO[1],
+        direction=1,
+        null=1.0,
         main=True,
         **common,
     )
-    present = ratio.verdict in ("reproduced", "partially")
+    present = excess.verdict in SUPPORTED
+    undefined = None if s.get("base_defined", s["base_layer"] == 0) else (
+        f"delta(0) = 0 for {s.get('n_zero_base', 'some')} of {s['n_pairs']} pairs (no position "
+        "signal in the embedding layer): delta(L)/delta(0) is undefined, and a later baseline "
+        "gives any pair a large ratio"
+    )
     return [
-        ratio,
+        excess,
+        Claim.tested(
+            claim_id=claim_id(1, "bifurcation", "homograph-ratio"),
+            claim="Homographs separate up to 5.6x (at least 4.9x) by the final layer",
+            paper_value="5.6x (GPT-2), 4.9x, 5.1x",
+            measured=s["ratio"],
+            ci_low=s["ratio_low"],
+            ci_high=s["ratio_high"],
+            effect_name="median delta(L)/delta(0) of homograph pairs",
+            unit="x (ratio)",
+            claimed=RATIO,
+            tolerance=RATIO_TOLERANCE,
+            direction=1,
+            null=1.0,
+            untestable=undefined,
+            **common,
+        ),
         Claim.tested(
             claim_id=claim_id(1, "bifurcation", "control-ratio"),
             claim="Unambiguous controls separate ~1.1x",
@@ -208,10 +261,10 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
             measured=s["control_ratio"],
             ci_low=s["control_low"],
             ci_high=s["control_high"],
-            effect_name="median delta(L)/delta(base) of control pairs",
+            effect_name="median delta(L)/delta(0) of control pairs",
             unit="x (ratio)",
             claimed=CONTROL_RATIO,
-            untestable=None if present else "no bifurcation for the controls to lack",
+            untestable=undefined or (None if present else "no bifurcation for the controls to lack"),
             **common,
         ),
         Claim.tested(
@@ -231,13 +284,16 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
 
 
 def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
-    """The fixed bands (main): elaboration's mean SIM exceeds both neighbouring bands
-    (margin > 0, intersection-union of two paired Wilcoxon tests, alpha 0.05)."""
+    """The fixed bands (main): elaboration's mean SIM exceeds both neighbouring bands by at
+    least :data:`PHASE_MARGIN` (the whole CI above it; intersection-union of two paired
+    Wilcoxon tests over independent units, alpha 0.05). A margin of 0.006 is a direction, not
+    three phases."""
     return [
         Claim.tested(
             claim_id=claim_id(1, "three-phase", "bands"),
             claim=THREE_PHASE,
-            paper_value="encoding < elaboration > output preparation",
+            paper_value="encoding < elaboration > output preparation "
+            f"(margin >= {PHASE_MARGIN:.4g}, half the smallest gap of GPT-2's band middles)",
             model=model,
             measured=s["margin"],
             ci_low=s["margin_low"],
@@ -247,13 +303,51 @@ def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[C
             effect_size=s.get("rank_biserial", math.nan),
             effect_name="SIM margin of elaboration over both neighbours",
             unit="cosine",
-            claimed=(0.0, math.inf),  # a direction-only claim: the CI must exclude 0 to match
+            claimed=(PHASE_MARGIN, math.inf),
+            tolerance=0.0,
             direction=1,
             untestable=None if s["p"] is not None else "fewer than 3 bands",
             convention=convention,
             main=True,
         )
     ]
+
+
+def universal_claim(bands: list[Claim], *, chapter: str = "three-phase") -> Claim:
+    """"Consistent across all three architectures" as its own row over the sources of the
+    book: ``bands`` holds each source's main bands row. Not testable with fewer than
+    :data:`MIN_ARCHITECTURES` sources judged (testable rows); reproduced when every judged
+    source reproduces the bands; not reproduced otherwise (naming the sources that do not).
+    measured: the share of judged sources that reproduce."""
+    judged = [c for c in bands if c.verdict != "not testable"]
+    ok = [c.model for c in judged if c.verdict == "reproduced"]
+    bad = [c.model for c in judged if c.verdict != "reproduced"]
+    if len(judged) < MIN_ARCHITECTURES:
+        verdict = "not testable"
+        reason = f"{len(judged)} source(s) judged; the claim names {MIN_ARCHITECTURES} architectures"
+    elif bad:
+        verdict, reason = "not reproduced", f"not reproduced on {', '.join(bad)}"
+    else:
+        verdict, reason = "reproduced", f"reproduced on all {len(ok)} sources judged"
+    return Claim(
+        claim_id=claim_id(1, chapter, "universal"),
+        claim="The three-phase structure is consistent across architectures",
+        paper_value="all three architectures",
+        model="all sources",
+        measured=len(ok) / len(judged) if judged else math.nan,
+        verdict=verdict,
+        reason=reason,
+        effect_name="share of the sources judged whose bands row is reproduced",
+        unit="share",
+        convention=bands[0].convention if bands else "",
+    )
+
+
+VANISH_CONTROLS = ("shuffled layers", "random embeddings")  # the abstract's two controls
+IID_RANDOM_INPUTS = (
+    "its random input embeddings are drawn independently for every prompt, so no category or "
+    "pair structure can survive it whatever the model does"
+)
 
 
 def vanish_claim(
@@ -263,15 +357,32 @@ def vanish_claim(
     controls: dict[str, tuple[float, float | None]],
     *,
     alpha: float = 0.05,
+    cannot_fail: dict[str, str] | None = None,
 ) -> Claim:
     """"<what> vanishes under shuffled-layer and random-embedding controls": controls maps a
     control's name to (its effect / the real effect, its p). Judged by
-    :func:`lamina.evidence.claims.vanish_decide`: not testable unless the real effect is present."""
-    names = [k for k in controls if k in ("shuffled layers", "random embeddings")]
-    fr = [controls[k][0] for k in names]
-    ps = [controls[k][1] for k in names]
-    verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha, names=names)
-    finite = [f for f in fr if f is not None and math.isfinite(f)]
+    :func:`lamina.evidence.claims.vanish_decide` over *every* control the claim names
+    (:data:`VANISH_CONTROLS`): a named control that is missing, or whose effect is undefined,
+    makes the row "not testable" naming it (never a verdict on the others alone); not
+    testable either unless the real effect is present. ``cannot_fail`` maps a control to the
+    reason it removes this effect by construction (e.g. random-embedding draws independent per
+    prompt, for a claim that compares categories): such a control is no evidence, and the
+    row reads "not testable" giving that reason."""
+    names = list(VANISH_CONTROLS)
+    missing = [k for k in names if k not in controls or not _finite(controls[k][0])]
+    fr = [controls[k][0] if k in controls else math.nan for k in names]
+    ps = [controls[k][1] if k in controls else None for k in names]
+    void = {k: v for k, v in (cannot_fail or {}).items() if k in names}
+    if void and real.verdict in SUPPORTED:
+        verdict = "not testable"
+        reason = "; ".join(f"the {k} control cannot fail here: {v}" for k, v in void.items())
+    elif missing and real.verdict in SUPPORTED:
+        verdict, reason = "not testable", f"the {' and '.join(missing)} control is missing " + (
+            "(the claim names both controls)"
+        )
+    else:
+        verdict, reason = vanish_decide(real.verdict, fr, ps, alpha=alpha, names=names)
+    finite = [f for f in fr if _finite(f)]
     return Claim(
         claim_id=claim_id(1, chapter, "controls-vanish"),
         claim=f"{what} vanishes under shuffled-layer and random-embedding controls",
@@ -285,3 +396,7 @@ def vanish_claim(
         unit="share of the real effect",
         convention=real.convention,
     )
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
