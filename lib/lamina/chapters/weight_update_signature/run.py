@@ -13,6 +13,7 @@ import torch
 
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.weight_update_signature.causal import (
+    null_stages,
     single_group_adaptation,
     write_edit_effects,
 )
@@ -25,6 +26,7 @@ from lamina.chapters.weight_update_signature.config import (
     real_budget,
 )
 from lamina.chapters.weight_update_signature.deltas import organism_deltas
+from lamina.chapters.weight_update_signature.gate import passed
 from lamina.chapters.weight_update_signature.mechanism import (
     adam_signature,
     objective_gradients,
@@ -129,6 +131,9 @@ def _run(
         if isinstance(ck, SingleCheckpoint):
             tables.setdefault("finetune", []).append(ck.curves())
             notes.append(f"{name}: the unembedding write edit is tested {ck.edit_scope}")
+        gates = ck.gates()  # {sft/dpo: behavioural gate}; {} = not measured
+        notes += [f"{name} @{s} alignment gate: {'passed' if g.passed else 'failed'} "
+                  f"({g.describe()}; {g.reason})" for s, g in gates.items()]  # fmt: skip
         cache: dict = {}
         parts: dict[str, pd.DataFrame] = {}
         steps: dict[str, tuple[Callable[..., pd.DataFrame], tuple]] = {
@@ -136,7 +141,7 @@ def _run(
             "gradients": (objective_gradients, (ck, texts, config, cache, grad_texts)),
             "write_gradients": (write_gradients_across_training, (ck, grad_texts, config)),
             "adam": (adam_signature, (ck, texts, config, cache)),
-            "edits": (write_edit_effects, (ck, texts, config)),
+            "edits": (write_edit_effects, (ck, texts, config, passed(gates, null_stages(ck, config)))),
             "adaptation": (single_group_adaptation, (ck, config)),
         }
         for part, (fn, args) in steps.items():
@@ -146,7 +151,7 @@ def _run(
             config.timings[f"{name}:{part}"] = round(time.perf_counter() - t0, 2)
             tables.setdefault(part, []).append(parts[part])
         tables.setdefault("sensitivity", []).append(sensitivity(name, parts["deltas"], config))
-        claims.append(all_claims(name, parts, config, ck))
+        claims.append(all_claims(name, parts, config, ck, gate=gates))
     claim_table = pd.concat(claims, ignore_index=True) if claims else pd.DataFrame()
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     out.setdefault("finetune", SingleCheckpoint.empty_curves())

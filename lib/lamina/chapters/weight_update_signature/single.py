@@ -34,12 +34,19 @@ import pandas as pd
 import torch
 from torch import nn
 
+from lamina.chapters.weight_update_signature.alignment import (
+    aligned_curves,
+    aligned_folder,
+    aligned_model,
+    real_gates,
+)
 from lamina.chapters.weight_update_signature.config import (
     SignatureConfig,
     context_length,
     real_budget,
 )
 from lamina.chapters.weight_update_signature.deltas import probed_maps
+from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.chapters.weight_update_signature.units import TEXT_ORGANISM, BorrowedText
 from lamina.sources.models import get_adapter, load_model
 from lamina.sources.organisms.configs import ORGANISMS
@@ -102,6 +109,7 @@ class SingleCheckpoint(BorrowedText):
         self._states: dict[str, dict[str, dict]] = {}
         self._curves: list[dict[str, Any]] = []
         self._config: SignatureConfig | None = None
+        self._aligned: Path | None = None
 
     # -- the Units interface ----------------------------------------------------------------
     def spec(self, checkpoint: str) -> str:
@@ -120,7 +128,9 @@ class SingleCheckpoint(BorrowedText):
 
     def load(self, spec: str) -> tuple[nn.Module, Any]:
         """The checkpoint (loaded once, eval mode) or, for a target, the checkpoint after that
-        objective (trained on first use with :meth:`run_config`'s budget)."""
+        objective: ``sft`` and ``dpo`` from the cached aligned build (:func:`~.alignment.
+        aligned_folder`; built on first use when ``make aligned`` has not run), ``lm`` trained
+        on first use with :meth:`run_config`'s budget."""
         spec = self.spec(spec)
         if spec not in self._models:
             if spec == self.label:
@@ -129,9 +139,30 @@ class SingleCheckpoint(BorrowedText):
                 hf_logging.disable_progress_bar()
                 model, tok = load_model(self.source[0], revision=self.source[1])
                 self._models[spec] = (model.eval(), tok)
+            elif spec.rsplit("+", 1)[1] in ("sft", "dpo"):
+                base, tok = self.load(self.label)
+                stage = spec.rsplit("+", 1)[1]
+                self._models[spec] = (aligned_model(base, self.aligned, stage), tok)
             else:
                 self._models[spec] = self._train(spec.rsplit("+", 1)[1])
         return self._models[spec]
+
+    @property
+    def aligned(self) -> Path:
+        """The folder of this checkpoint's cached SFT and DPO build (built when missing)."""
+        if self._aligned is None:
+            if self.source[1] is not None:
+                raise ValueError(f"{self.label}: aligned builds are keyed by model name; a "
+                                 "revision is not supported for the sft/dpo targets")  # fmt: skip
+            self._aligned = aligned_folder(self.source[0])
+        return self._aligned
+
+    def gates(self) -> dict[str, AlignmentGate]:
+        """{``sft``/``dpo``: the behavioural gate of the cached aligned build} for the targets
+        this unit runs (:func:`~.alignment.real_gates`); the released checkpoint itself has no
+        measured gate."""
+        wanted = [t for t in self.user_config.targets if t in ("sft", "dpo")]
+        return {t: g for t, g in real_gates(self.aligned).items() if t in wanted} if wanted else {}
 
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         """AdamW state (probed maps only) of an applied objective; None for the checkpoint."""
@@ -228,7 +259,17 @@ class SingleCheckpoint(BorrowedText):
         """Training curve of every applied objective: model, objective, step, lr, loss
         (nats, before the step), examples and tokens (non-padding tokens the step's forward
         passes read: DPO reads chosen and rejected)."""
-        return pd.DataFrame(self._curves, columns=CURVE_COLUMNS)
+        own = pd.DataFrame(self._curves, columns=CURVE_COLUMNS)
+        if not any(t in ("sft", "dpo") for t in self.user_config.targets):
+            return own
+        built = aligned_curves(self.aligned, self.label, self._aligned_batch())
+        built = built[built["objective"].isin(self.user_config.targets)]
+        return pd.concat([own, built], ignore_index=True) if len(own) else built
+
+    def _aligned_batch(self) -> int:
+        import json
+
+        return int(json.loads((self.aligned / "build.json").read_text())["config"]["batch_size"])
 
     @staticmethod
     def empty_curves() -> pd.DataFrame:

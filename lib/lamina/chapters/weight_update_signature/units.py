@@ -31,7 +31,9 @@ from typing import Any, Protocol
 import pandas as pd
 from torch import nn
 
+from lamina.chapters.weight_update_signature.alignment import organism_gates
 from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
+from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.sources import organisms
 from lamina.sources.models import load_model
 from lamina.sources.organisms.configs import ORGANISMS, organism_config
@@ -96,6 +98,8 @@ class Units(Protocol):
     def load(self, spec: str) -> tuple[nn.Module, Any]: ...
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         """{parameter name: AdamW state} saved with a checkpoint, None without one."""
+    def gates(self) -> dict[str, AlignmentGate]:
+        """{aligned stage: its behavioural gate}; {} when none was measured."""
     def corpus(self) -> Any: ...
     def documents(self, source: str) -> list[str]: ...
     @property
@@ -179,6 +183,11 @@ class ModelPair(BorrowedText):
 
     has_optimizer_state = False
     untestable = UNTESTABLE
+
+    def gates(self) -> dict[str, AlignmentGate]:
+        """A released pair has no measured behavioural gate (its alignment claims read "not
+        testable: alignment gate not measured")."""
+        return {}
 
     def __init__(
         self,
@@ -305,6 +314,11 @@ class Checkpoints:
 
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         return organisms.load_optimizer_state(spec)
+
+    def gates(self) -> dict[str, AlignmentGate]:
+        """{``sft``/``dpo``: gate} recorded by the organism's build (:func:`~.alignment.
+        organism_gates`); {} for a build without gates (alignment claims: not measured)."""
+        return organism_gates(self.name)
 
     def step_of(self, spec: str) -> int | None:
         for step, s in self.steps.items():
