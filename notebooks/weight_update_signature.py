@@ -101,70 +101,13 @@ seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
 # %% tags=["hide-input"]
-import altair as alt
-from IPython.display import Markdown, display
-
-from lamina.book import glue, setup_altair
-from lamina.book.charts import facet, grid, show_figure
-from lamina.chapters.weight_update_signature import SignatureConfig, run_weight_signature
-from lamina.chapters.weight_update_signature.figures import (
-    describe,
-    enrichment_curves,
-    finetune_summary,
-    mechanism_summary,
-    objective_signatures,
-    pretraining_trajectory,
-)
-from lamina.chapters.weight_update_signature.verdicts import CLAIMS
+from lamina.book import setup_altair
+from lamina.chapters.weight_update_signature import views as V
+from lamina.chapters.weight_update_signature.notebook import run_signature, signature_config
 
 setup_altair()
-# shown instead of the charts that need a training history
-NO_HISTORY = Markdown(
-    "*Not testable on a real pair or a single real checkpoint: it needs the training history.*"
-)
-config = SignatureConfig(
-    model=model,
-    base=base,
-    targets=tuple(targets),
-    target=target,
-    base_revision=base_revision,
-    target_revision=target_revision,
-    base_model=base_model,
-    aligned_model=aligned_model,
-    k=k,
-    k_sweep=tuple(k_sweep),
-    n_tokens=n_tokens,
-    text_source=text_source,
-    centred=centred,
-    real_steps=real_steps,
-    real_batch=real_batch,
-    real_lr=real_lr,
-    real_tokens=real_tokens,
-    real_max_length=real_max_length,
-    real_layers=real_layers,
-    **({} if model_budgets is None else {"model_budgets": model_budgets}),
-    seed=seed,
-    quick=quick,
-)
-result = run_weight_signature(config)
-paths = result.write()
-claims = result.claims
-for cid in CLAIMS:
-    glue(f"ws_{cid}", describe(claims, cid))
-glue("ws_models", ", ".join(result.models) or "none")
-glue("ws_k", config.k)
-glue("ws_margin", config.random_margin)
-glue("ws_n_tokens", config.n_tokens)
-glue("ws_early_fraction", f"{config.early_fraction:.0%}")
-glue("ws_edit_scale", config.edit_scale)
-glue("ws_notes", "; ".join(result.notes) or "none")
-glue(
-    "ws_text",
-    "the organisms' held-out text"
-    if config.text_source == "heldout"
-    else "the organisms' curriculum documents",
-)
-glue("ws_seconds", round(sum(config.timings.values()), 1))
+config = signature_config(globals())  # the parameters above
+result = run_signature(config)  # measures, writes the results, glues the values quoted below
 
 # %% [markdown]
 # ## Method
@@ -181,7 +124,8 @@ glue("ws_seconds", round(sum(config.timings.values()), 1))
 # and Wilcoxon signed-rank tests; "close to random" means the CI lies within
 # [1/m, m] with m = {glue:text}`ws_margin` (reimplementation choice). Models:
 # {glue:text}`ws_models` (notes: {glue:text}`ws_notes`). All the computation is in
-# `lamina.chapters.weight_update_signature`; this run took {glue:text}`ws_seconds` s.
+# `lamina.chapters.weight_update_signature` (its `views` module draws every figure and table
+# below from the run's tables); this run took {glue:text}`ws_seconds` s.
 
 # %% [markdown]
 # ## Where alignment puts its updates
@@ -195,49 +139,7 @@ glue("ws_seconds", round(sum(config.timings.values()), 1))
 # :::
 
 # %% tags=["hide-input"]
-curves = enrichment_curves(result.tables["deltas"], config)
-band = (
-    alt.Chart(curves)
-    .mark_area(opacity=0.25, color="gray")
-    .encode(
-        x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)),
-        y="null_low:Q",
-        y2="null_high:Q",
-        detail="pair:N",
-    )
-)
-lines = (
-    alt.Chart(curves)
-    .mark_line(point=True)
-    .encode(
-        x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace dimension k"),
-        y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title="enrichment RSF / (k/d)"),
-        color=alt.Color("pair:N", title="ΔW"),
-        tooltip=["model", "pair", "group", "k", alt.Tooltip("enrichment:Q", format=".2f")],
-    )
-)
-rand = (
-    alt.Chart(curves)
-    .mark_line(strokeDash=[4, 3], color="black")
-    .encode(x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)), y="random_matrix:Q", detail="pair:N")
-)
-show_figure(
-    grid(
-        alt.layer(band, rand, lines, data=curves),
-        "group",
-        "model",
-        curves["group"],
-        curves["model"],
-        height=140,
-        title="Enrichment of each weight change in its subspace, across k",
-    ),
-    what="The enrichment of each weight change ΔW in the top-k subspace (its input principal "
-    "subspace for read matrices, the prediction subspace for writes) against k, one row per "
-    "matrix group and one column per model; grey: random subspaces, dashed: random matrices.",
-    look_at="how far each line sits above 1 and above the grey band",
-    claims=claims,
-    claim_id="P2.align_qk_enriched",
-)
+V.enrichment_figure(result)
 
 # %% [markdown]
 # The grey band is the 2.5–97.5 % range of the same ΔW against random k-subspaces; the dashed
@@ -264,40 +166,17 @@ show_figure(
 # matrix group, for each objective applied to one checkpoint (equal budgets), per model.
 
 # %% tags=["hide-input"]
-objective_signatures(result.tables["deltas"], config).round(3)
+V.objective_table(result)
 
 # %% [markdown]
 # The short runs on a real checkpoint (first and last training loss, tokens read; every
 # objective had the same steps and examples):
 
 # %% tags=["hide-input"]
-finetune_summary(result.tables["finetune"])
+V.finetune_table(result)
 
 # %% tags=["hide-input"]
-traj = pretraining_trajectory(result.tables["deltas"], config)
-if len(traj):
-    traj_line = alt.Chart(traj).mark_line(point=True).encode(
-        x=alt.X("step_end:Q", scale=alt.Scale(type="symlog"), title="pretraining step (end of ΔW)"),
-        y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title=f"enrichment at k = {config.k}"),
-        color=alt.Color("group:N", title="matrices"),
-        tooltip=["pair", "phase", "group", alt.Tooltip("enrichment:Q", format=".2f")],
-    )
-    show_figure(
-        facet(
-            traj_line,
-            "model",
-            traj["model"],
-            height=200,
-            title="Enrichment of consecutive pretraining updates across training time",
-        ),
-        what="The enrichment of each consecutive pretraining update, by matrix group, against "
-        "the step at which it ends, one panel per model.",
-        look_at="whether the late updates keep the alignment stages' pattern",
-        claims=claims,
-        claim_id="P2.late_pretraining_signature",
-    )
-else:
-    display(NO_HISTORY)
+V.pretraining_figure(result)
 
 # %% [markdown]
 # ## The mechanism: gradients as sums of outer products
@@ -315,29 +194,7 @@ else:
 # :::
 
 # %% tags=["hide-input"]
-grads = result.tables["gradients"]
-read = grads[grads["kind"] == "read"]
-read_points = alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
-    x=alt.X("activation_share:Q", title="activation energy in the top-k directions"),
-    y=alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
-    color=alt.Color("objective:N"),
-    shape=alt.Shape("role:N"),
-    tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
-)
-show_figure(
-    facet(
-        read_points,
-        "model",
-        read["model"],
-        height=220,
-        title="Summed read gradients against the activation energy they inherit",
-    ),
-    what="Each point is a read matrix under one objective: the share of its input activation "
-    "energy in the top-k directions against the fraction of its summed gradient there.",
-    look_at="whether the points follow the diagonal under every objective",
-    claims=claims,
-    claim_id="P2.read_grad_inherits",
-)
+V.read_gradient_figure(result)
 
 # %% [markdown]
 # :::{admonition} Verdict: the optimiser attenuates the concentration it inherits
@@ -362,36 +219,10 @@ show_figure(
 # the base checkpoint under the LM objective.
 
 # %% tags=["hide-input"]
-mechanism_summary(result.tables["gradients"], result.tables["adam"], config).round(3)
+V.mechanism_table(result)
 
 # %% tags=["hide-input"]
-adam = result.tables["adam"]
-if len(adam):
-    adam_read = adam[adam["kind"] == "read"]
-    adam_points = alt.Chart(adam_read).mark_point(filled=True, opacity=0.6).encode(
-        x=alt.X("enrichment_momentum:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's m"),
-        y=alt.Y(
-            "enrichment_update:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's update"
-        ),
-        color=alt.Color("state:N", title="optimiser state"),
-        tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
-    )
-    show_figure(
-        facet(
-            adam_points,
-            "model",
-            adam_read["model"],
-            height=220,
-            title="Adam's update against the momentum it normalises, per read matrix",
-        ),
-        what="Each point is a read matrix: the enrichment of Adam's first moment m against that "
-        "of the update it makes.",
-        look_at="whether the points fall below the diagonal (the update less concentrated than m)",
-        claims=claims,
-        claim_id="P2.optimizer_attenuates",
-    )
-else:
-    display(NO_HISTORY)
+V.adam_figure(result)
 
 # %% [markdown]
 # :::{admonition} Verdict: write gradients point into the prediction subspace only early
@@ -403,34 +234,7 @@ else:
 # :::
 
 # %% tags=["hide-input"]
-wg = result.tables["write_gradients"]
-wg_long = wg.melt(
-    id_vars=["model", "step", "key"],
-    value_vars=["enrichment_summed", "weight_enrichment"],
-    var_name="quantity",
-).replace({"enrichment_summed": "LM gradient", "weight_enrichment": "weight itself"})
-if len(wg):
-    wg_line = alt.Chart(wg_long).mark_line(point=True).encode(
-        x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="pretraining step"),
-        y=alt.Y("median(value):Q", scale=alt.Scale(type="log"), title="enrichment (median over W)"),
-        color=alt.Color("quantity:N"),
-    )
-    show_figure(
-        facet(
-            wg_line,
-            "model",
-            wg_long["model"],
-            height=200,
-            title="Write matrices against the prediction subspace across pretraining",
-        ),
-        what="The enrichment in the prediction subspace of the write matrices' LM gradient and of "
-        "the weights themselves, across pretraining, one panel per model.",
-        look_at="when the gradient's enrichment falls, and when the weights' rises",
-        claims=claims,
-        claim_id="P2.write_grad_early_only",
-    )
-else:
-    display(NO_HISTORY)
+V.write_gradient_figure(result)
 
 # %% [markdown]
 # ## Causal tests
@@ -450,58 +254,10 @@ else:
 # :::
 
 # %% tags=["hide-input"]
-edits = result.tables["edits"]
-ticks = alt.Chart(edits).mark_tick(thickness=2).encode(
-    x=alt.X("delta_logp:Q", title="Δ log p(target token), nats"),
-    y=alt.Y("direction:N", title=None),
-    color=alt.Color("direction:N", legend=None),
-)
-show_figure(
-    grid(
-        ticks,
-        "stage",
-        "model",
-        edits["stage"],
-        edits["model"],
-        legend=False,
-        height=50,
-        title="Change in the target token's log-probability after a rank-1 write edit",
-    ),
-    what="Each tick is one edit: the change in its target token's log-probability, for writes "
-    "along the token's unembedding row and along random directions of the same norm, one row "
-    "per stage.",
-    look_at="the gap between the unembedding ticks and the random ones after alignment",
-    claims=claims,
-    claim_id="P2.write_edit_after_alignment",
-)
+V.edits_figure(result)
 
 # %% tags=["hide-input"]
-adapt = result.tables["adaptation"]
-gain = (
-    adapt.assign(reduction=adapt["loss_before"] - adapt["loss_after"])
-    .groupby(["model", "group"], as_index=False)
-    .agg(reduction=("reduction", "mean"), n_params=("n_params", "first"))
-)
-gain_bars = alt.Chart(gain).mark_bar().encode(
-    x=alt.X("reduction:Q", title="mean SFT eval-loss reduction, nats"),
-    y=alt.Y("group:N", title="trained group", sort=["qk", "vo", "mlp_in", "mlp_out", "all"]),
-    tooltip=["group", "n_params", alt.Tooltip("reduction:Q", format=".3f")],
-)
-show_figure(
-    facet(
-        gain_bars,
-        "model",
-        gain["model"],
-        legend=False,
-        height=120,
-        title="SFT loss reduction when training a single group of matrices",
-    ),
-    what="The mean reduction of the SFT evaluation loss when only one group of matrices is "
-    "trained, against full fine-tuning (all), with one budget.",
-    look_at="each group's bar against the bar of full fine-tuning",
-    claims=claims,
-    claim_id="P2.single_group_effective",
-)
+V.adaptation_figure(result)
 
 # %% [markdown]
 # :::{admonition} Verdict: where training places updates, not which matrices can carry them
@@ -516,37 +272,10 @@ show_figure(
 # raises every logit alike, which the softmax ignores.
 
 # %% tags=["hide-input"]
-sens = result.tables["sensitivity"]
-main_sens = sens[sens["prediction"] == "W_U"]
-sens_long = main_sens.melt(
-    id_vars=["model", "stage", "k", "moment"],
-    value_vars=["qk_enrichment", "write_enrichment"],
-    var_name="matrices",
-).replace({"qk_enrichment": "Q, K", "write_enrichment": "writes"})
-sens_lines = alt.Chart(sens_long).mark_line(point=True).encode(
-    x=alt.X("k:Q", scale=alt.Scale(type="log", base=2)),
-    y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="enrichment (geo-mean)"),
-    color=alt.Color("stage:N"),
-    strokeDash=alt.StrokeDash("moment:N"),
-)
-show_figure(
-    grid(
-        sens_lines,
-        "model",
-        "matrices",
-        sens_long["model"],
-        sens_long["matrices"],
-        title="Stage signatures with raw (solid) and centred (dashed) subspaces",
-    ),
-    what="The geometric-mean enrichment of Q, K and of the write matrices for each stage, "
-    "across k, with raw and centred subspaces, one row per model.",
-    look_at="whether the order of the stages changes with k or with centring",
-)
+V.sensitivity_figure(result)
 
 # %% tags=["hide-input"]
-main_sens.pivot_table(
-    index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
-)
+V.sensitivity_table(result)
 
 # %% [markdown]
 # Two baselines beside the stage verdicts, at k = {glue:text}`ws_k`. **RSF of W itself**: the
@@ -558,10 +287,7 @@ main_sens.pivot_table(
 # "W_U diag(gamma)" redo the write verdict with γ folded into W_U.
 
 # %% tags=["hide-input"]
-sens[sens["k"] == k][
-    ["model", "stage", "moment", "prediction", "qk_enrichment", "qk_verdict", "qk_vs_weight",
-     "qk_vs_weight_verdict", "write_enrichment", "write_verdict"]
-].round(3)
+V.baselines_table(result)
 
 # %% [markdown]
 # ## All verdicts
@@ -569,10 +295,7 @@ sens[sens["k"] == k][
 # The claims table written to the results file (one row per claim and model or stage):
 
 # %% tags=["hide-input"]
-claims[
-    ["model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict",
-     "effect_size", "effect_name", "note"]
-].round(4)
+V.claims_view(result)
 
 # %% [markdown]
 # ## Caveats

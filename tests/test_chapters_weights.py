@@ -183,6 +183,14 @@ def test_pipeline_on_gpt2_micro_splits_fused_qkv_and_decides_every_claim(micro_d
     assert unemb > rand  # the unembedding write raises its own token more than random ones move it
 
 
+def _written(model_dir: Path, suffix: str = ".json") -> Path:
+    """The one ``weight_update_signature<suffix>`` under a model's results folder: a run whose
+    parameters differ from the book's (quick mode) writes into ``<model>/<namespace>/``."""
+    found = sorted(model_dir.rglob(f"weight_update_signature{suffix}"))
+    assert len(found) == 1, f"expected one weight_update_signature{suffix}: {found}"
+    return found[0]
+
+
 @pytest.mark.slow
 def test_chapter_executes_in_quick_mode_and_writes_results(micro_data, tmp_path):
     from lamina.book import execute_chapter
@@ -194,19 +202,12 @@ def test_chapter_executes_in_quick_mode_and_writes_results(micro_data, tmp_path)
         progress=False,
     )
     assert out.is_file()
-    record = json.loads(
-        (
-            Path(micro_data) / "results" / "organism-llama-micro" / "weight_update_signature.json"
-        ).read_text()
-    )
+    record = json.loads(_written(Path(micro_data) / "results" / "organism-llama-micro").read_text())
     assert record["config"]["quick"] is True and record["provenance"]["lamina_version"]
     ids = {row["claim_id"] for row in record["summary"]["claims"]}
     assert ids == {f"P2.{c}" for c in CLAIMS}
     claims = pd.read_parquet(
-        Path(micro_data)
-        / "results"
-        / "organism-llama-micro"
-        / "weight_update_signature.claims.parquet"
+        _written(Path(micro_data) / "results" / "organism-llama-micro", ".claims.parquet")
     )
     assert set(claims["verdict"]) <= VERDICTS
     notebook = out.read_text()
@@ -374,11 +375,7 @@ def test_chapter_executes_on_a_real_pair_with_model_as_base(pair_dirs, tmp_path,
     text = notebook.read_text()
     assert '"ename"' not in text and "image/svg+xml" in text
     assert "Not testable on a real pair" in text
-    record = json.loads(
-        (
-            tmp_path / "results" / "llama-base_llama-target" / "weight_update_signature.json"
-        ).read_text()
-    )
+    record = json.loads(_written(tmp_path / "results" / "llama-base_llama-target").read_text())
     verdicts = {r["claim_id"]: r["verdict"] for r in record["summary"]["claims"]}
     assert verdicts["P2.optimizer_attenuates"] == "not testable"
     assert verdicts["P2.align_write_random"] == "not testable"  # no alignment gate measured

@@ -1,4 +1,5 @@
-"""Figure data and verdict sentences for the weight-update-signature chapter."""
+"""Figure data, tables and verdict sentences for the weight-update-signature chapter (pure
+pandas; the charts that show them are in :mod:`~.views`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ from lamina.chapters.weight_update_signature.config import SignatureConfig
 from lamina.chapters.weight_update_signature.verdicts import keep_layers
 
 __all__ = [
+    "CLAIM_COLUMNS",
     "ROLE_GROUPS",
+    "adaptation_gain",
+    "claims_table",
     "describe",
     "enrichment_curves",
     "finetune_summary",
     "mechanism_summary",
     "objective_signatures",
     "pretraining_trajectory",
+    "sensitivity_baselines",
+    "sensitivity_course",
+    "sensitivity_verdicts",
+    "write_gradient_course",
 ]
 
 
@@ -160,3 +168,66 @@ def finetune_summary(curves: pd.DataFrame) -> pd.DataFrame:
         tokens=("tokens", "sum"),
         **{"first loss": ("loss", "first"), "last loss": ("loss", "last")},
     ).reset_index().round(4)
+
+
+def write_gradient_course(write_gradients: pd.DataFrame) -> pd.DataFrame:
+    """The write matrices across pretraining, long: one row per model × step × matrix key ×
+    quantity ("LM gradient": enrichment of the summed LM gradient in the prediction subspace;
+    "weight itself": the weight's own enrichment there), the enrichment in ``value``."""
+    return write_gradients.melt(
+        id_vars=["model", "step", "key"],
+        value_vars=["enrichment_summed", "weight_enrichment"],
+        var_name="quantity",
+    ).replace({"enrichment_summed": "LM gradient", "weight_enrichment": "weight itself"})
+
+
+def adaptation_gain(adaptation: pd.DataFrame) -> pd.DataFrame:
+    """Per model × trained group: the mean reduction of the SFT eval loss (nats, before minus
+    after, over the adaptation's rows) and the group's parameter count (``n_params``)."""
+    reduction = adaptation["loss_before"] - adaptation["loss_after"]
+    return (
+        adaptation.assign(reduction=reduction)
+        .groupby(["model", "group"], as_index=False)
+        .agg(reduction=("reduction", "mean"), n_params=("n_params", "first"))
+    )
+
+
+def sensitivity_course(sens: pd.DataFrame) -> pd.DataFrame:
+    """The sensitivity rows with prediction basis W_U, long: one row per model × stage × k ×
+    moment × matrices ("Q, K" or "writes"), the geometric-mean enrichment in ``value``."""
+    main = sens[sens["prediction"] == "W_U"]
+    return main.melt(
+        id_vars=["model", "stage", "k", "moment"],
+        value_vars=["qk_enrichment", "write_enrichment"],
+        var_name="matrices",
+    ).replace({"qk_enrichment": "Q, K", "write_enrichment": "writes"})
+
+
+def sensitivity_verdicts(sens: pd.DataFrame) -> pd.DataFrame:
+    """The Q/K stage verdict (prediction basis W_U) per model × stage × moment (rows) and k
+    (columns)."""
+    main = sens[sens["prediction"] == "W_U"]
+    return main.pivot_table(
+        index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
+    )
+
+
+def sensitivity_baselines(sens: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The sensitivity rows at ``k`` with both baselines (RSF of W itself: ``qk_vs_weight``;
+    the final-norm gain: the prediction "W_U diag(gamma)" rows), rounded to 3 decimals."""
+    columns = [
+        "model", "stage", "moment", "prediction", "qk_enrichment", "qk_verdict", "qk_vs_weight",
+        "qk_vs_weight_verdict", "write_enrichment", "write_verdict",
+    ]  # fmt: skip
+    return sens[sens["k"] == k][columns].round(3)
+
+
+CLAIM_COLUMNS = [
+    "model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict", "effect_size",
+    "effect_name", "note",
+]  # fmt: skip
+
+
+def claims_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims table as the chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals."""
+    return claims[CLAIM_COLUMNS].round(4)
