@@ -19,7 +19,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test test-fast typecheck lint book organisms chapters methods html chapter benchmarks check-book clean
+.PHONY: install test test-fast typecheck lint book organisms aligned chapters methods html chapter benchmarks check-book clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ SEEDS ?= 0
 organisms: $(STAMP)
 	$(PY) -m lamina.sources.organisms build --seeds $(SEEDS) --jobs 2
 
+# the offline real models after SFT and DPO on the organisms' instruction data (weight-update
+# chapter), each built once per (model, config hash) into data/aligned/ with its behavioural gates
+ALIGNED ?= smollm2-135m-instruct gemma-3-270m
+aligned: $(STAMP)
+	$(PY) -m lamina.sources.organisms.pretrained $(ALIGNED)
+
 # the methods page's quoted definitions, and the scorecard / comparison / reproducibility
 # pages assembled from the results files
 methods: $(STAMP)
@@ -64,7 +70,7 @@ methods: $(STAMP)
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again
-chapters: $(STAMP) organisms
+chapters: $(STAMP) organisms aligned
 	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
 
 # Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
