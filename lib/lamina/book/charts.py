@@ -73,6 +73,7 @@ MODEL_COLORS: dict[str, str] = {
     "gemma-3-270m": "#56B4E9",
     "synthetic-null": "#7F7F7F",
     "synthetic-planted": "#332288",
+    "synthetic-planted-half": "#6699CC",
 }
 FALLBACK_COLORS: tuple[str, ...] = (
     "#117733",

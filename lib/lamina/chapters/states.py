@@ -276,8 +276,9 @@ def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
     real = synthetic_states(table, kind, seed)
     notes = [
         f"{name}: a known-answer source (seed {seed}), not a model: "
-        + ("no effect is planted." if kind == "null" else "paper 1's effects are planted at the "
-           "abstract's sizes.")
+        + {"null": "no effect is planted.",
+           "planted": "paper 1's effects are planted at the abstract's sizes.",
+           "planted-half": "paper 1's effects are planted at half the abstract's sizes."}[kind]
     ]
     return ModelStates(
         name,

@@ -224,7 +224,7 @@ def available_offline() -> list[str]:
     return names + chapter_sources()
 
 
-SYNTHETIC_SOURCES = ("synthetic-null", "synthetic-planted")
+SYNTHETIC_SOURCES = ("synthetic-null", "synthetic-planted", "synthetic-planted-half")
 """The trajectory chapters' synthetic sources (``lamina.trajectory.synthetic.SYNTHETIC``, a
 higher layer; a test keeps the two equal)."""
 

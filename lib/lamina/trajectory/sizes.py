@@ -7,12 +7,14 @@ constants).
 chapter's notebook (bifurcation pools the last token, so it uses only the pairs whose
 homograph is the last word: ``word_last``). Sizes follow from the prompt files: convergence
 180 prompts (60 items x 3 frames), curvature 88, bifurcation 20 pairs (last token), three
-phases 184.
+phases 184. :func:`chapter_prompts` builds a chapter's table from them.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING"]
+import pandas as pd
+
+__all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_prompts"]
 
 CHAPTER_FAMILIES: dict[str, tuple[str, ...]] = {
     "convergence": ("semantic", "semantic_neutral"),
@@ -26,3 +28,21 @@ CHAPTER_POOLING: dict[str, str] = {
     "bifurcation": "last",
     "three_phase": "mean",
 }
+
+
+def chapter_prompts(name: str, tables: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """The chapter's own prompt table: its families (``tables``, or loaded from
+    ``data/prompts``), and for bifurcation the long table of pairs its pooling uses
+    (``word_last`` pairs under last-token pooling)."""
+    from lamina.sources.prompts import bifurcation_prompts, load_prompts
+
+    if name not in CHAPTER_FAMILIES:
+        raise ValueError(f"unknown paper-1 chapter {name!r}; choose one of {list(CHAPTER_FAMILIES)}")
+    tb = tables or {}
+    get = lambda f: tb[f] if f in tb else load_prompts(f)  # noqa: E731
+    if name == "bifurcation":
+        t = bifurcation_prompts(get("ambiguous"))
+        if CHAPTER_POOLING[name] == "last" and "word_last" in t:
+            t = t[t["word_last"].astype(bool)].reset_index(drop=True)
+        return t
+    return pd.concat([get(f) for f in CHAPTER_FAMILIES[name]], ignore_index=True)

@@ -1,4 +1,8 @@
-"""Known-answer sources for paper 1's chapters: ``synthetic-null`` and ``synthetic-planted``.
+"""Known-answer sources for paper 1's chapters: ``synthetic-null``, ``synthetic-planted`` and
+``synthetic-planted-half``: realistic states (:mod:`lamina.trajectory.realistic`: a background
+fitted to SmolLM2's states, the paper's effects planted at full and half size), dispatched by
+:func:`synthetic_states`. The isotropic sources below (kinds "isotropic-null" and
+"isotropic-planted") are the earlier, easy ones, kept for comparison only.
 
 Both return states (n, L+1, d) for any prompt table of lamina's families, so the trajectory
 chapters run on them exactly as on a model (``load_model_states`` dispatches here). They
@@ -43,10 +47,11 @@ import numpy as np
 import pandas as pd
 
 from lamina.trajectory.phases import fixed_phase_bands
+from lamina.trajectory.realistic import KINDS, realistic_states
 
 __all__ = ["SYNTHETIC", "SyntheticSpec", "synthetic_states", "word_counts"]
 
-SYNTHETIC = ("synthetic-null", "synthetic-planted")
+SYNTHETIC = ("synthetic-null", "synthetic-planted", "synthetic-planted-half")
 
 
 class SyntheticSpec:
@@ -148,10 +153,17 @@ def synthetic_states(
     prompts: pd.DataFrame, kind: str, seed: int = 0, spec: type[SyntheticSpec] = SyntheticSpec
 ) -> np.ndarray:
     """States (n, L+1, d) float64 for the rows of ``prompts`` (columns ``prompt`` and, where
-    present, ``family``, ``category``, ``role``, ``pair_id``, ``sense``); kind "null" or
-    "planted" (module docstring). Deterministic in ``seed``."""
-    if kind not in ("null", "planted"):
-        raise ValueError(f"synthetic kind must be 'null' or 'planted'; got {kind!r}")
+    present, ``family``, ``category``, ``item``, ``base``, ``role``, ``pair_id``, ``sense``).
+    kind "null", "planted" or "planted-half": the realistic sources
+    (:func:`lamina.trajectory.realistic.realistic_states`); "isotropic-null" /
+    "isotropic-planted": the isotropic ones of this module's docstring. Deterministic in
+    ``seed``."""
+    if kind in KINDS:
+        return realistic_states(prompts, kind, seed)
+    if kind not in ("isotropic-null", "isotropic-planted"):
+        raise ValueError(f"synthetic kind must be one of {(*KINDS, 'isotropic-null', "
+                         f"'isotropic-planted')}; got {kind!r}")
+    kind = kind.removeprefix("isotropic-")
     n = len(prompts)
     if n == 0:
         raise ValueError("synthetic_states needs at least one prompt")

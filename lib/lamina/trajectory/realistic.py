@@ -1,0 +1,448 @@
+"""Realistic known-answer states: a background with the statistics of a real model's states,
+fitted to SmolLM2-135M-Instruct, and paper 1's four effects planted on it at a chosen size.
+
+**Background** (every kind). For prompt i at layer l = 0..L (L = 12), in d = 128 dimensions:
+
+    h_i(l) = n(l) [ (c(l) + f(l) / T_i) u(l) + z_i(l) ]
+    z_i(l) = sqrt(w(l)) a_unit(i)(l) + sqrt(1 - w(l)) e_i(l),   a, e ~ AR(1) over layers
+
+* a common direction u(l) with share c(l) (the mean state's projection over the spread of
+  the states around it), and a first-token outlier along it that mean pooling divides by the
+  prompt's length: f(l) / T_i, T_i = tokens per word x the prompt's whitespace words;
+* fluctuations z with E||z||^2 = 1 and covariance spectrum lambda_k ~ k^-alpha in a random
+  basis (alpha the mean log-log slope of the real centred states' top 60 eigenvalues);
+* item clustering: prompts of one unit (the item of a semantic prompt across its frames; the
+  base word of a lexical variant; a homograph pair's two contexts, a control pair's two)
+  share the component a with weight w(l); e is each prompt's own;
+* persistence: a(l) = rho(l) a(l-1) + sqrt(1 - rho(l)^2) eps(l) (and e alike), rho(l) the
+  real states' mean cosine of the centred states of consecutive layers;
+* n(l): the real RMS norm of the states, over that of layer 0.
+
+**The fit** (:func:`fit_background`, numbers in :data:`SMOLLM2_FIT`): mean-pooled states of
+SmolLM2-135M-Instruct (GGUF Q4_1 dequantised to fp32; 30 blocks) for lamina's own prompts
+(semantic 60, semantic_neutral 120, reasoning 40, lexical 48, analogies 36, the 160
+bifurcation texts: 464 prompts), taken with ``lamina.extract(pool="mean")``. Per layer: u =
+the mean state's direction; the projection on u regressed on 1/T (tokens) gives c and f in
+units of s = the RMS norm of the states' part orthogonal to u; rho, w (mean cosine of the
+orthogonal parts within a unit minus that between units of one category / family: the shared
+item component, category effects removed) and alpha from those parts. The per-layer values are
+interpolated from relative depth l/30 onto l/12. SmolLM2 rather than the released GPT-2
+states: its states are lamina's own prompts, so items, base words and pairs are known (the
+release's prompts carry no items), and extracting them took about 70 s.
+
+**Null** (``kind="null"``): the background only. No category, family or ambiguity effect; u
+fixed, so the SIM profile is the fitted model's.
+
+**Planted** (``"planted"`` at the paper's sizes, ``"planted-half"`` at half of each effect),
+each effect on its own lever, the lever's gain solved by bisection on a reference sample of
+the chapter's own prompt set (:mod:`lamina.trajectory.sizes`; two reference seeds, fixed) so
+that the expected measured effect equals the target:
+
+* three phases: u(l) turns in a fixed plane by phi per transition in the encoding and output
+  bands (none in elaboration), so that elaboration's mean SIM exceeds each neighbour band's by
+  the margin 0.125 (GPT-2's quoted band middles 0.45, 0.775, 0.65; half: 0.0625);
+* curvature: each reasoning / lexical prompt gets a circle of radius A = 1 in its own random
+  plane, turning theta_f per layer, theta_f solved so the family's mean curvature is 0.77 /
+  0.29 rad (the middles of the quoted ranges; half: reasoning 0.53, the gap halved);
+* convergence: category directions mu_k (orthonormal) added with gain g exp(-((l/L - 0.67) /
+  0.25)^2) to the semantic prompts, g solved so the peak of the convergence-index profile
+  is 0.495 (the middle of 0.41-0.58; half 0.2475);
+* bifurcation: a homograph pair's two contexts get +/- D(l)/2 v along a pair direction v,
+  D rising linearly from layer round(0.22 L) - 1 to L, D(L) solved so that the median over
+  pairs of r_amb / r_ctl is 5.6 / 1.1 (half: 3.3 / 1.05; r = delta(L) / delta(0)); control
+  pairs get nothing.
+
+All planted directions are orthogonal to the plane of u. Deterministic in the seed.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from lamina.trajectory.metrics import layerwise_cosine, mean_curvature
+from lamina.trajectory.phases import fixed_phase_bands
+
+__all__ = [
+    "KINDS",
+    "SMOLLM2_FIT",
+    "Background",
+    "fit_background",
+    "realistic_states",
+    "targets",
+    "unit_keys",
+]
+
+KINDS = ("null", "planted", "planted-half")
+
+
+@dataclass(frozen=True)
+class Background:
+    """Fitted background parameters (module docstring), each per layer l = 0..L (tuples of
+    L+1 floats; rho[0] unused); alpha the spectrum's slope; tokens_per_word the real
+    tokenizer's median tokens per whitespace word."""
+
+    common: tuple[float, ...]
+    first: tuple[float, ...]
+    first_cos: tuple[float, ...]
+    rho: tuple[float, ...]
+    item: tuple[float, ...]
+    norm: tuple[float, ...]
+    alpha: float
+    tokens_per_word: float
+    d_model: int = 128
+    source: str = ""
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.common) - 1
+
+
+def unit_keys(table: pd.DataFrame) -> np.ndarray:
+    """(n,) the unit whose component a prompt shares: "item:<category>:<item>" for a prompt
+    with an item, "base:<base>" for a lexical variant, "<role>:<pair_id>" for the two contexts
+    of a homograph or control pair, else "row:<i>" (its own)."""
+    t = table.reset_index(drop=True)
+    out = np.array([f"row:{i}" for i in range(len(t))], dtype=object)
+    for i, r in t.iterrows():
+        if "item" in t and pd.notna(r.get("item")) and "category" in t:
+            out[i] = f"item:{r['category']}:{r['item']}"
+        elif "base" in t and pd.notna(r.get("base")) and r.get("family") == "lexical":
+            out[i] = f"base:{r['base']}"
+        elif {"role", "pair_id"} <= set(t.columns) and pd.notna(r.get("pair_id")):
+            out[i] = f"{r['role']}:{r['pair_id']}"
+    return out.astype(str)
+
+
+def _groups(table: pd.DataFrame) -> np.ndarray:
+    """(n,) the comparison group of a unit (category, else family, else role)."""
+    t = table.reset_index(drop=True)
+    g = pd.Series([""] * len(t))
+    for col in ("role", "family", "category"):  # later columns win where present
+        if col in t:
+            g = t[col].astype(str).where(t[col].notna(), g)
+    return g.to_numpy().astype(str)
+
+
+def _layer_fit(x: np.ndarray, inv_t: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+    """(c, f, kappa, R) at one layer: x (n, d) = A + B / T_i + R_i by least squares (R: what
+    length does not explain); c = |A| / s, f = |B| / s with s the RMS norm of R, kappa =
+    cos(A, B)."""
+    X = np.column_stack([np.ones_like(inv_t), inv_t])  # (n, 2)
+    coef = np.linalg.lstsq(X, x, rcond=None)[0]  # (2, d)
+    r = x - X @ coef
+    s = float(np.sqrt(np.mean(np.sum(r**2, axis=1))))
+    na, nb = (float(np.linalg.norm(v)) for v in coef)
+    return na / s, nb / s, float(coef[0] @ coef[1] / max(na * nb, 1e-30)), r
+
+
+def _unit_cos(r: np.ndarray) -> np.ndarray:
+    return r / np.linalg.norm(r, axis=1, keepdims=True).clip(1e-30)
+
+
+def fit_background(
+    states: np.ndarray, table: pd.DataFrame, n_tokens: Any, n_layers: int = 12,
+    source: str = "",
+) -> Background:
+    """Fit :class:`Background` to mean-pooled real states (n, L_real+1, d) of the rows of
+    ``table`` with ``n_tokens`` (n,) tokens each; per-layer values interpolated onto
+    ``n_layers`` + 1 layers by relative depth (module docstring)."""
+    x = np.asarray(states, dtype=np.float64)
+    tok = np.asarray(n_tokens, dtype=float)
+    inv_t = 1.0 / tok
+    units, groups = unit_keys(table), _groups(table)
+    # the shared component is measured on lexical base words (variants of one sentence):
+    # semantic items sit in different frames, and frame, not item, dominates their cosines
+    base = np.char.startswith(units, "base:")
+    pick = base if base.sum() > 2 else np.ones(len(units), bool)
+    same_unit = (units[:, None] == units[None, :]) & pick[:, None] & pick[None, :]
+    same_group = (groups[:, None] == groups[None, :]) & ~same_unit & pick[:, None] & pick[None, :]
+    np.fill_diagonal(same_unit, False)
+    m = x.shape[1]
+    c, f, kap, w, rho, alpha, norm = (np.zeros(m) for _ in range(7))
+    prev = None
+    for layer in range(m):
+        c[layer], f[layer], kap[layer], r = _layer_fit(x[:, layer], inv_t)
+        ur = _unit_cos(r)
+        g = ur @ ur.T
+        w[layer] = max(float(g[same_unit].mean() - g[same_group].mean()), 0.0)
+        if prev is not None:
+            rho[layer] = float(np.mean(np.sum(prev * ur, axis=1)))
+        prev = ur
+        lam = np.linalg.svd(r - r.mean(0), compute_uv=False) ** 2
+        k = np.arange(1, 61)
+        alpha[layer] = -np.polyfit(np.log(k), np.log(lam[:60]), 1)[0]
+        norm[layer] = float(np.sqrt(np.mean(np.sum(x[:, layer] ** 2, axis=1))))
+    words = np.array([max(len(str(p).split()), 1) for p in table["prompt"]])
+    real, syn = np.arange(m) / (m - 1), np.arange(n_layers + 1) / n_layers
+
+    def on(v: np.ndarray) -> tuple[float, ...]:
+        return tuple(float(round(y, 4)) for y in np.interp(syn, real, v))
+
+    rho[0] = rho[1]
+    return Background(
+        common=on(c), first=on(f), first_cos=on(kap), rho=on(np.clip(rho, 0.0, 0.999)), item=on(w),
+        norm=on(norm / norm[0]), alpha=round(float(alpha.mean()), 4),
+        tokens_per_word=round(float(np.median(tok / words)), 4), source=source,
+    )
+
+
+SMOLLM2_FIT = Background(
+    common=(0.9499, 1.9566, 1.8509, 2.0073, 3.1321, 0.1869, 0.2061, 0.2499, 0.2809, 0.3865,
+            0.6766, 0.9192, 1.3332),
+    first=(2.5191, 12.3001, 16.8893, 15.8482, 3.8681, 50.0551, 49.8922, 49.7527, 49.5961,
+           49.2392, 48.5384, 47.4246, 11.8243),
+    first_cos=(-0.4104, 0.7745, 0.8087, 0.7902, 0.0137, -0.2781, -0.0444, 0.0309, 0.2222,
+               0.4901, 0.3867, 0.2728, 0.2965),
+    rho=(0.0538, 0.6887, 0.9677, 0.9681, 0.8863, 0.6746, 0.9886, 0.9864, 0.9789, 0.9651,
+         0.9715, 0.9642, 0.7579),
+    item=(0.3335, 0.1156, 0.1737, 0.1819, 0.3071, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    norm=(1.0, 131.0328, 188.9516, 189.5662, 95.4345, 4457.7464, 4459.5283, 4454.8464,
+          4458.7127, 4479.2565, 4489.0462, 4472.3, 1231.0406),
+    alpha=1.3217,
+    tokens_per_word=1.0,
+    source="smollm2-135m-instruct, mean pooling, 464 prompts (fit_background)",
+)
+"""The fit to SmolLM2-135M-Instruct (module docstring), as printed by :func:`fit_background`."""
+
+
+# ----------------------------------------------------------------------------- generation
+@dataclass
+class _Frame:
+    """One draw's fixed directions: basis Q (d, d); u0, u1 span the plane of u; v the
+    first-token direction's part orthogonal to u0; rest: the other columns."""
+
+    Q: np.ndarray
+    scale: np.ndarray  # (d - 3,) sqrt of the spectrum
+
+    @property
+    def rest(self) -> np.ndarray:
+        return self.Q[:, 4:]
+
+
+def _ar(rng: np.random.Generator, k: int, rho: np.ndarray, dim: int) -> np.ndarray:
+    """(k, L+1, dim) unit-variance Gaussian AR(1) over layers with per-layer rho."""
+    out = np.empty((k, len(rho), dim))
+    out[:, 0] = rng.standard_normal((k, dim))
+    for layer in range(1, len(rho)):
+        r = rho[layer]
+        out[:, layer] = r * out[:, layer - 1] + np.sqrt(1 - r * r) * rng.standard_normal((k, dim))
+    return out
+
+
+def _background(
+    rng: np.random.Generator, table: pd.DataFrame, bg: Background
+) -> tuple[np.ndarray, np.ndarray, _Frame]:
+    """(z (n, L+1, d), coef (n, L+1, 2): weights of u and of the first-token direction,
+    frame) of the module docstring's background."""
+    d = bg.d_model
+    Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    lam = np.arange(1, d - 3) ** -bg.alpha
+    frame = _Frame(Q, np.sqrt(lam / lam.sum()))
+    units = unit_keys(table)
+    _, inv = np.unique(units, return_inverse=True)
+    rho, w = np.asarray(bg.rho), np.asarray(bg.item)[None, :, None]
+    a = _ar(rng, int(inv.max()) + 1, rho, d - 4)[inv]
+    e = _ar(rng, len(table), rho, d - 4)
+    z = ((np.sqrt(w) * a + np.sqrt(1 - w) * e) * frame.scale) @ frame.rest.T  # (n, L+1, d)
+    T = bg.tokens_per_word * _words(table)
+    coef = np.stack(np.broadcast_arrays(
+        np.asarray(bg.common)[None, :], np.asarray(bg.first)[None, :] / T[:, None]), axis=-1)
+    return z, coef, frame
+
+
+def _col(table: pd.DataFrame, name: str) -> np.ndarray:
+    """(n,) column ``name`` as str ("" where missing or absent)."""
+    if name not in table:
+        return np.full(len(table), "", dtype=object).astype(str)
+    return np.array(["" if pd.isna(v) else str(v) for v in table[name]])
+
+
+def _words(table: pd.DataFrame) -> np.ndarray:
+    return np.array([max(len(str(p).split()), 1) for p in table["prompt"]], dtype=float)
+
+
+def _orth_unit(rng: np.random.Generator, frame: _Frame, k: int) -> np.ndarray:
+    """(k, d) random unit vectors in the span of ``frame.rest`` (orthogonal to u0, u1, v)."""
+    v = rng.standard_normal((k, frame.rest.shape[1])) @ frame.rest.T
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@dataclass
+class _Draw:
+    """Everything random of one (table, seed): the background and the planted directions."""
+
+    z: np.ndarray
+    coef: np.ndarray
+    frame: _Frame
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _draw(table: pd.DataFrame, seed: int, bg: Background) -> _Draw:
+    rng = np.random.default_rng([seed, 7_417])
+    z, coef, frame = _background(rng, table, bg)
+    n = len(table)
+    extra = {"drift": _orth_unit(rng, frame, n)}
+    cats = sorted(set(_col(table, "category")) - {""})
+    if cats:
+        mu = np.linalg.qr(rng.standard_normal((frame.rest.shape[1], len(cats))))[0].T
+        extra["categories"] = mu @ frame.rest.T  # (K, d) orthonormal
+    extra["pairs"] = _orth_unit(rng, frame, n)  # one per row; a pair uses its ctx1 row's
+    return _Draw(z, coef, frame, extra)
+
+
+def flat(bg: Background) -> Background:
+    """``bg`` with every per-layer value replaced by its mean over layers 1..L (norm: 1): the
+    background both kinds use, so that the null has no phase structure of its own."""
+    def m(v: tuple[float, ...]) -> tuple[float, ...]:
+        return (float(np.mean(v[1:])),) * len(v)
+    return Background(common=m(bg.common), first=m(bg.first), first_cos=m(bg.first_cos),
+                      rho=m(bg.rho), item=m(bg.item), norm=(1.0,) * len(bg.norm),
+                      alpha=bg.alpha, tokens_per_word=bg.tokens_per_word, d_model=bg.d_model,
+                      source=f"depth-averaged {bg.source}")
+
+
+@dataclass(frozen=True)
+class Levers:
+    """The planted effects' gains (module docstring): phi (rad per transition, encoding and
+    output bands), drift (lexical drift per layer, z units), gain (convergence), split
+    (bifurcation D(L), z units). All zero: the null."""
+
+    phi: float = 0.0
+    drift: float = 0.0
+    gain: float = 0.0
+    split: float = 0.0
+
+
+def _compose(t: pd.DataFrame, draw: _Draw, bg: Background, lv: Levers) -> np.ndarray:
+    """States (n, L+1, d) of one draw with the levers ``lv``."""
+    L = bg.n_layers
+    Q, n = draw.frame.Q, len(t)
+    kap = np.asarray(bg.first_cos)
+    # fixed part in the (Q0, Q2) plane, its copy in (Q1, Q3); turned by Phi(l)
+    a0 = draw.coef[..., 0] + draw.coef[..., 1] * kap  # (n, L+1) along Q0
+    a2 = draw.coef[..., 1] * np.sqrt(1 - kap**2)  # along Q2
+    steps = np.where(fixed_phase_bands(L) == 1, 0.0, lv.phi)  # transition l -> l+1
+    Phi = np.concatenate([[0.0], np.cumsum(steps)])  # (L+1,)
+    cos, sin = np.cos(Phi)[None, :, None], np.sin(Phi)[None, :, None]
+    h = draw.z + cos * (a0[..., None] * Q[:, 0] + a2[..., None] * Q[:, 2])
+    h = h + sin * (a0[..., None] * Q[:, 1] + a2[..., None] * Q[:, 3])
+    layers = np.arange(L + 1)
+    fam = _col(t, "family")
+    lex = fam == "lexical"
+    h[lex] += lv.drift * layers[None, :, None] * draw.extra["drift"][lex][:, None, :]
+    if lv.gain and "categories" in draw.extra:
+        sem = np.flatnonzero(np.char.startswith(fam, "semantic") & (_col(t, "category") != ""))
+        names = sorted(set(_col(t, "category")) - {""})
+        k = np.array([names.index(c) for c in _col(t, "category")[sem]], dtype=int)
+        bump = np.exp(-(((layers / L - 0.67) / 0.25) ** 2))
+        h[sem] += lv.gain * bump[None, :, None] * draw.extra["categories"][k][:, None, :]
+    if lv.split and {"role", "pair_id", "sense"} <= set(t.columns):
+        start = round(0.22 * L) - 1
+        D = lv.split * np.clip((layers - start) / (L - start), 0, 1)  # (L+1,)
+        for _pair, rows in t[t["role"] == "ambiguous"].groupby("pair_id").groups.items():
+            r1 = [r for r in rows if t.at[r, "sense"] == "ctx1"]
+            r2 = [r for r in rows if t.at[r, "sense"] == "ctx2"]
+            if r1 and r2:
+                v = draw.extra["pairs"][r1[0]]
+                h[r1[0]] += 0.5 * D[:, None] * v
+                h[r2[0]] -= 0.5 * D[:, None] * v
+    return h * np.asarray(bg.norm)[None, :, None]
+
+
+# ----------------------------------------------------------------------------- targets
+def targets(kind: str) -> dict[str, float]:
+    """The planted sizes of ``kind``: SIM margin (cosine), curvature gap (rad), peak CI
+    (chord), excess r_amb / r_ctl. "planted": the paper's; "planted-half": half of each
+    effect (ratios: 1 + half the excess over 1, each)."""
+    if kind == "planted":
+        return {"margin": 0.125, "gap": 0.48, "peak": 0.495, "excess": 5.6 / 1.1}
+    if kind == "planted-half":
+        return {"margin": 0.0625, "gap": 0.24, "peak": 0.2475, "excess": 3.3 / 1.05}
+    raise ValueError(f"no planted sizes for kind {kind!r}; choose 'planted' or 'planted-half'")
+
+
+def _bisect(f: Callable[[float], float], target: float, hi: float, iters: int = 28) -> float:
+    """x in [0, hi] with f(x) = target, f increasing (f(0) >= target: 0)."""
+    lo = 0.0
+    if f(lo) >= target:
+        return 0.0
+    while f(hi) < target and hi < 1e6:
+        hi *= 2
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+REFERENCE_SEEDS = (990_001, 990_002)  # the reference draws the levers are solved on
+FLAT = flat(SMOLLM2_FIT)
+
+
+def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
+    """The measured effect of each lever on a chapter's states (as the chapters measure it)."""
+    from lamina.trajectory.stat_tests import bifurcation_rows, ci_profile, distance_stack
+
+    def margin(x: np.ndarray, t: pd.DataFrame) -> float:
+        bands = fixed_phase_bands(x.shape[1] - 1)
+        m = layerwise_cosine(x).mean(0)
+        b = [m[bands == k].mean() for k in range(3)]
+        return float(min(b[1] - b[0], b[1] - b[2]))
+
+    def gap(x: np.ndarray, t: pd.DataFrame) -> float:
+        mc, fam = mean_curvature(x), t["family"].to_numpy()
+        return float(mc[fam == "reasoning"].mean() - mc[fam == "lexical"].mean())
+
+    def peak(x: np.ndarray, t: pd.DataFrame) -> float:
+        return float(np.nanmax(ci_profile(distance_stack(x), t["category"].to_numpy())))
+
+    def excess(x: np.ndarray, t: pd.DataFrame) -> float:
+        from lamina.trajectory import bifurcation
+
+        a, b, ca, cb = bifurcation_rows(t)
+        da, dc = bifurcation(x[a], x[b]).delta, bifurcation(x[ca], x[cb]).delta
+        return float(np.median((da[:, -1] / da[:, 0]) / (dc[:, -1] / dc[:, 0])))
+
+    return {"three_phase": margin, "curvature": gap, "convergence": peak,
+            "bifurcation": excess}[name]
+
+
+@functools.lru_cache(maxsize=4)
+def levers(kind: str) -> Levers:
+    """The levers that plant ``kind``'s :func:`targets`, solved by bisection on the chapters'
+    own prompt sets at :data:`REFERENCE_SEEDS` (mean over the seeds); cached per process."""
+    from lamina.trajectory.sizes import chapter_prompts
+
+    goal = targets(kind)
+    lv = Levers()
+    plan = (("three_phase", "phi", "margin", 0.5), ("curvature", "drift", "gap", 0.5),
+            ("convergence", "gain", "peak", 2.0), ("bifurcation", "split", "excess", 4.0))
+    for chapter, knob, key, hi in plan * 2:  # twice: the levers interact a little
+        t = chapter_prompts(chapter)
+        draws = [_draw(t, s, FLAT) for s in REFERENCE_SEEDS]
+        stat = _stats(chapter)
+        base = lv
+
+        def f(v: float, base: Levers = base, knob: str = knob) -> float:
+            trial = Levers(**{**base.__dict__, knob: v})
+            return float(np.mean([stat(_compose(t, dr, FLAT, trial), t) for dr in draws]))
+
+        lv = Levers(**{**lv.__dict__, knob: _bisect(f, goal[key], hi, iters=20)})
+    return lv
+
+
+def realistic_states(prompts: pd.DataFrame, kind: str, seed: int = 0) -> np.ndarray:
+    """States (n, L+1, d) float64 for the rows of ``prompts`` (columns ``prompt`` and, where
+    present, ``family``, ``category``, ``item``, ``base``, ``role``, ``pair_id``,
+    ``sense``); kind in :data:`KINDS` (module docstring). Deterministic in ``seed``."""
+    if kind not in KINDS:
+        raise ValueError(f"realistic kind must be one of {KINDS}; got {kind!r}")
+    t = prompts.reset_index(drop=True)
+    if len(t) == 0:
+        raise ValueError("realistic_states needs at least one prompt")
+    lv = Levers() if kind == "null" else levers(kind)
+    return _compose(t, _draw(t, seed, FLAT), FLAT, lv)
