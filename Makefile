@@ -7,6 +7,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# calibration seeds: about 15 s per seed for the three known-answer sources on one core
+# (measured on the 2-core build machine under load); 40 seeds: about 10 minutes
+CALIBRATION_SEEDS ?= 40
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
 # offline pretrained models (see lamina.sources.gguf_models.OFFLINE_GGUF)
@@ -66,7 +69,7 @@ aligned: $(STAMP)
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
-	$(PY) -m lamina.trajectory.calibration page book/generated/calibration.md 20
+	$(PY) -m lamina.trajectory.calibration page book/generated/calibration.md $(CALIBRATION_SEEDS)
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again

@@ -22,13 +22,13 @@ def test_synthetic_sources_flow_through_the_state_loader():
     t = pd.DataFrame({"prompt": ["a cat", "two dogs ran"], "family": ["lexical", "reasoning"]})
     ms = load_model_states("synthetic-planted", t, TrajectoryConfig(model="synthetic-planted"))
     x, layers = ms.pools["mean"].states(Convention("mean"))
-    assert x.shape == (2, 13, 64) and layers == list(range(13))
+    assert x.shape == (2, 13, 128) and layers == list(range(13))
     assert list(ms.pools["mean"].n_tokens) == [2, 3]
     assert ms.random_input is not None and ms.control is not None
     a = synthetic_states(t, "null", 3)
     assert np.array_equal(a, synthetic_states(t, "null", 3))
     assert not np.array_equal(a, synthetic_states(t, "null", 4))
-    with pytest.raises(ValueError, match="synthetic kind"):
+    with pytest.raises(ValueError, match="kind"):
         synthetic_states(t, "planted-ish", 0)
 
 
@@ -38,15 +38,29 @@ def test_known_answers(seed):
     null = run_seed("null", seed, n_bootstrap=100)
     assert [c.claim_id for c in null if c.verdict == "reproduced"] == []
     planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, n_bootstrap=100)}
-    assert {k: planted[k] for k in MAIN} == dict.fromkeys(MAIN, "reproduced")
+    main = MAIN - {"p1-bifurcation-ratio"}
+    assert {k: planted[k] for k in main} == dict.fromkeys(main, "reproduced")
+
+
+@pytest.mark.xfail(strict=True, reason="on the realistic planted source at the paper's size the "
+                   "bifurcation excess (median 4.9, target 5.09) over the chapter's 20 pairs has a "
+                   "CI too wide for the claimed range: 'partially' (reported to the lead, not tuned)")
+def test_bifurcation_reproduced_on_the_realistic_planted_source():
+    planted = {c.claim_id: c.verdict
+               for c in run_seed("planted", 0, ("bifurcation",), n_bootstrap=100, vanish=False)}
+    assert planted["p1-bifurcation-ratio"] == "reproduced"
 
 
 def test_calibration_summary_shape_and_wilson():
     runs = calibrate(range(2), tests=("bifurcation", "three_phase"), n_bootstrap=50)
     s = summarise(runs).set_index("claim_id")
     assert s.loc["p1-bifurcation-ratio", "n_seeds"] == 2
-    assert s.loc["p1-bifurcation-ratio", "power"] == 1.0
-    assert s.loc["p1-three-phase-bands", "fpr"] == 0.0
+    assert {"power", "power_half", "fpr_halfwidth", "calibrated"} <= set(s.columns)
+    # a row "not testable" on the null is not calibrated (not 0% FPR), naming why
+    assert not s.loc["p1-bifurcation-onset", "calibrated"]
+    assert "no bifurcation" in s.loc["p1-bifurcation-onset", "not_calibrated"]
+    assert np.isnan(s.loc["p1-bifurcation-onset", "fpr"])
+    assert s.loc["p1-three-phase-bands", "calibrated"]
     _, lo, hi = wilson(0, 20)
     assert lo == pytest.approx(0.0, abs=1e-12) and 0.1 < hi < 0.2
 

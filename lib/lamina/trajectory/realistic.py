@@ -58,8 +58,9 @@ All planted directions are orthogonal to the plane of u. Deterministic in the se
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -321,7 +322,7 @@ class Levers:
 def _compose(t: pd.DataFrame, draw: _Draw, bg: Background, lv: Levers) -> np.ndarray:
     """States (n, L+1, d) of one draw with the levers ``lv``."""
     L = bg.n_layers
-    Q, n = draw.frame.Q, len(t)
+    Q = draw.frame.Q
     kap = np.asarray(bg.first_cos)
     # fixed part in the (Q0, Q2) plane, its copy in (Q1, Q3); turned by Phi(l)
     a0 = draw.coef[..., 0] + draw.coef[..., 1] * kap  # (n, L+1) along Q0
@@ -411,27 +412,32 @@ def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
             "bifurcation": excess}[name]
 
 
+def _solve(chapter: str, knob: str, target: float, hi: float, lv: Levers) -> float:
+    """The value of lever ``knob`` (others as in ``lv``) whose mean effect over the reference
+    draws of ``chapter``'s prompt set is ``target``."""
+    from lamina.trajectory.sizes import chapter_prompts
+
+    t = chapter_prompts(chapter)
+    draws = [_draw(t, s, FLAT) for s in REFERENCE_SEEDS]
+    stat = _stats(chapter)
+
+    def f(v: float) -> float:
+        trial = Levers(**{**lv.__dict__, knob: v})
+        return float(np.mean([stat(_compose(t, dr, FLAT, trial), t) for dr in draws]))
+
+    return _bisect(f, target, hi, iters=20)
+
+
 @functools.lru_cache(maxsize=4)
 def levers(kind: str) -> Levers:
     """The levers that plant ``kind``'s :func:`targets`, solved by bisection on the chapters'
     own prompt sets at :data:`REFERENCE_SEEDS` (mean over the seeds); cached per process."""
-    from lamina.trajectory.sizes import chapter_prompts
-
     goal = targets(kind)
     lv = Levers()
     plan = (("three_phase", "phi", "margin", 0.5), ("curvature", "drift", "gap", 0.5),
             ("convergence", "gain", "peak", 2.0), ("bifurcation", "split", "excess", 4.0))
     for chapter, knob, key, hi in plan * 2:  # twice: the levers interact a little
-        t = chapter_prompts(chapter)
-        draws = [_draw(t, s, FLAT) for s in REFERENCE_SEEDS]
-        stat = _stats(chapter)
-        base = lv
-
-        def f(v: float, base: Levers = base, knob: str = knob) -> float:
-            trial = Levers(**{**base.__dict__, knob: v})
-            return float(np.mean([stat(_compose(t, dr, FLAT, trial), t) for dr in draws]))
-
-        lv = Levers(**{**lv.__dict__, knob: _bisect(f, goal[key], hi, iters=20)})
+        lv = Levers(**{**lv.__dict__, knob: _solve(chapter, knob, goal[key], hi, lv)})
     return lv
 
 

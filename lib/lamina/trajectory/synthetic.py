@@ -161,8 +161,8 @@ def synthetic_states(
     if kind in KINDS:
         return realistic_states(prompts, kind, seed)
     if kind not in ("isotropic-null", "isotropic-planted"):
-        raise ValueError(f"synthetic kind must be one of {(*KINDS, 'isotropic-null', "
-                         f"'isotropic-planted')}; got {kind!r}")
+        known = (*KINDS, "isotropic-null", "isotropic-planted")
+        raise ValueError(f"synthetic kind must be one of {known}; got {kind!r}")
     kind = kind.removeprefix("isotropic-")
     n = len(prompts)
     if n == 0:

@@ -1,0 +1,74 @@
+"""Realistic known-answer sources (lamina.trajectory.realistic): the fit recovers what it is
+given, the null carries no effect, the planted sources carry each effect at their size."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lamina.trajectory.realistic import (
+    SMOLLM2_FIT,
+    _stats,
+    fit_background,
+    realistic_states,
+    targets,
+    unit_keys,
+)
+from lamina.trajectory.sizes import chapter_prompts
+
+
+def test_unit_keys_share_items_bases_and_pairs():
+    t = pd.DataFrame({
+        "prompt": ["a", "b", "c", "d", "e", "f"],
+        "family": ["semantic", "semantic_neutral", "lexical", "lexical", "reasoning", "x"],
+        "category": ["animal", "animal", None, None, None, None],
+        "item": ["cat", "cat", None, None, None, None],
+        "base": [None, None, "run", "run", None, None],
+    })
+    k = unit_keys(t)
+    assert k[0] == k[1] == "item:animal:cat" and k[2] == k[3] == "base:run"
+    assert len({k[4], k[5], k[0], k[2]}) == 4
+
+
+def test_fit_recovers_the_background_it_is_given():
+    """Fitting the realistic generator's own states (undamped by flattening) gives back its
+    persistence, spectrum slope and shared-item weight on lexical bases."""
+    from lamina.trajectory.realistic import Levers, _compose, _draw
+
+    t = pd.concat([chapter_prompts("three_phase"), chapter_prompts("curvature")],
+                  ignore_index=True)
+    x = _compose(t, _draw(t, 3, SMOLLM2_FIT), SMOLLM2_FIT, Levers())
+    words = np.array([len(p.split()) for p in t["prompt"]])
+    fit = fit_background(x, t, words, n_layers=SMOLLM2_FIT.n_layers)
+    assert np.allclose(fit.rho[2:], SMOLLM2_FIT.rho[2:], atol=0.12)  # 0.58 vs 0.67 at layer 5
+    assert abs(fit.alpha - SMOLLM2_FIT.alpha) < 0.3
+    assert np.allclose(fit.common[1:], SMOLLM2_FIT.common[1:], rtol=0.25, atol=0.1)
+    assert fit.item[0] == pytest.approx(SMOLLM2_FIT.item[0], abs=0.1)
+
+
+@pytest.mark.parametrize("chapter,key,null_size", [
+    ("convergence", "peak", 0.02), ("curvature", "gap", 0.1),
+    ("bifurcation", "excess", None), ("three_phase", "margin", 0.02),
+])
+def test_planted_sizes_and_an_empty_null(chapter, key, null_size):
+    t = chapter_prompts(chapter)
+    stat = _stats(chapter)
+    for kind in ("planted", "planted-half"):
+        got = np.mean([stat(realistic_states(t, kind, s), t) for s in (0, 1, 2)])
+        assert got == pytest.approx(targets(kind)[key], rel=0.2), (kind, got)
+    null = np.mean([stat(realistic_states(t, "null", s), t) for s in (0, 1, 2)])
+    if null_size is None:  # a ratio: no effect is 1
+        assert null == pytest.approx(1.0, abs=0.25)
+    else:
+        assert abs(null) < null_size
+
+
+def test_realistic_states_are_deterministic_and_anisotropic():
+    t = chapter_prompts("curvature")
+    a = realistic_states(t, "null", 5)
+    assert np.array_equal(a, realistic_states(t, "null", 5))
+    assert not np.array_equal(a, realistic_states(t, "null", 6))
+    u = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    # a common direction and a first-token outlier: states far from isotropic
+    assert np.mean(u[:, 6] @ u[:, 6].T) > 0.3
+    with pytest.raises(ValueError, match="realistic kind"):
+        realistic_states(t, "planted-double", 0)
