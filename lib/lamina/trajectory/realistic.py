@@ -390,7 +390,7 @@ def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
 
     def margin(x: np.ndarray, t: pd.DataFrame) -> float:
         bands = fixed_phase_bands(x.shape[1] - 1)
-        m = layerwise_cosine(x).mean(0)
+        m = np.asarray(layerwise_cosine(x)).mean(0)
         b = [m[bands == k].mean() for k in range(3)]
         return float(min(b[1] - b[0], b[1] - b[2]))
 
