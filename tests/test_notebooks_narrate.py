@@ -15,11 +15,9 @@ MAX_CODE_LINES = 150  # "at most about 150 code lines" (issue 24)
 SLIM = ["weight_update_signature", "organisms", "reanalysis"]
 # Notebooks held to no loops only (their figures are drawn per model by their chapter's views).
 LOOPLESS = ["layer_anatomy"]
-# Known failures, with the counts measured when this test was written (count_code).
+# Known failures (strict xfail), each with its counts (count_code); none left.
 DEFS_KNOWN: dict[str, str] = {}
-SIZE_KNOWN = {
-    "reanalysis": "notebooks/reanalysis.py has 179 code lines and 2 loops (issue 24 item 4, open)",
-}
+SIZE_KNOWN: dict[str, str] = {}
 
 
 class Counts(NamedTuple):
