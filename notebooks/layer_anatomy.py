@@ -60,9 +60,9 @@ from IPython.display import display
 
 from lamina.book import setup_altair
 from lamina.book.chapter import claims_view, show_notes
-from lamina.book.charts import show_figure
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
 from lamina.chapters.layer_anatomy import figures as F
+from lamina.chapters.layer_anatomy import views as V
 
 setup_altair()
 config = AnatomyConfig.from_params(
@@ -72,11 +72,6 @@ result = run_anatomy(config)
 paths = result.write()
 lead = F.glue_anatomy(result, "anat")
 show_notes(result.notes)
-
-
-def show(fig: F.Figure, claims) -> None:
-    show_figure(fig.chart, what=fig.what, look_at=fig.look_at, claims=claims,
-                claim_id=fig.claim_id)  # fmt: skip
 
 
 # %% [markdown]
@@ -101,9 +96,7 @@ def show(fig: F.Figure, claims) -> None:
 # ## (2) Importance: how unequal are the layers?
 
 # %% tags=["hide-input"]
-for m in result.models:
-    T, C = F.model_slice(result, m)
-    show(F.importance_figure(T["sweep"], m), C)
+V.importance_figures(result)
 
 # %% [markdown]
 # :::{admonition} Verdicts on {glue:text}`anat_model`: importance
@@ -136,9 +129,7 @@ for m in result.models:
 # ## (4) Manipulation robustness: which edits does a layer survive?
 
 # %% tags=["hide-input"]
-for m in result.models:
-    T, C = F.model_slice(result, m)
-    show(F.robustness_figure(T["sweep"], m, config.surgeries), C)
+V.robustness_figures(result)
 
 # %% [markdown]
 # :::{admonition} Verdict on {glue:text}`anat_model`: only scaling preserves quality
@@ -151,14 +142,7 @@ for m in result.models:
 # ## (1) Weight predictability across depth
 
 # %% tags=["hide-input"]
-for m in result.models:
-    T, C = F.model_slice(result, m)
-    if T.get("predictability") is None or T["predictability"].empty:
-        continue
-    show(F.predictability_figure(T["predictability"], m), C)
-    gap_ci = C.loc["P3-delta-structure", ["ci_low", "ci_high"]].astype(float)
-    show(F.delta_figure(T["delta"], m, (gap_ci.iloc[0], gap_ci.iloc[1])), C)
-    show(F.replacement_figure(T["replacement"], m), C)
+V.predictability_figures(result)
 
 # %% [markdown]
 # Under independence, corr(W(l+1) − W(l), W(l+2) − W(l+1)) is −s²(l+1) / √((s²(l) + s²(l+1))
@@ -198,11 +182,7 @@ for m in result.models:
 # ## (3) Recovery speed
 
 # %% tags=["hide-input"]
-for m in result.models:
-    T, C = F.model_slice(result, m)
-    if T["recovery"].empty:  # this model's budget ran no recovery fine-tune (see the notes)
-        continue
-    show(F.recovery_figure(T["recovery"], T["sweep"], m), C)
+V.recovery_figures(result)  # a model whose budget ran no recovery fine-tune is skipped
 
 # %% [markdown]
 # :::{admonition} Verdict on {glue:text}`anat_model`: recovery correlates with importance
@@ -229,9 +209,7 @@ for m in result.models:
 # ## Structure
 
 # %% tags=["hide-input"]
-for m in result.models:
-    T, C = F.model_slice(result, m)
-    show(F.structure_figure(T["structure"], m), C)
+V.structure_figures(result)
 
 # %% [markdown]
 # ## Verdicts by model

@@ -35,25 +35,12 @@ real_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # also run the released
 results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
 # %% tags=["hide-input"]
-import altair as alt
-from IPython.display import HTML, Markdown, display
-
-from lamina.book import glue, setup_altair
-from lamina.book.chapter import finding_title
-from lamina.book.charts import caption_html, show_figure
-from lamina.chapters.reanalysis import peer_available, run_reanalysis
-from lamina.chapters.reanalysis_models import curvature_range_summary, headline_table
-from lamina.chapters.trajectory import TrajectoryConfig
+from lamina.book import setup_altair
+from lamina.chapters import reanalysis_views as V
 
 setup_altair()
-config = TrajectoryConfig(
-    model=model, pooling=pooling, seed=seed, quick=quick, peer_root=peer_root, n_bootstrap=n_bootstrap
-)
-available = peer_available(config)
-result = run_reanalysis(config, real_models) if available else None
-if result is not None:
-    result.write(results_root)
-glue("re_available", "present" if available else "absent")
+config = V.reanalysis_config(globals())  # the parameters above
+result = V.run_page(config, real_models, results_root)  # None when the released data are absent
 
 # %% [markdown]
 # The released data are {glue:text}`re_available`. When they are absent, this page only says so:
@@ -66,49 +53,7 @@ glue("re_available", "present" if available else "absent")
 # ## Curvature: which convention gives which number
 
 # %% tags=["hide-input"]
-if result is None:
-    display(Markdown("*The released states are absent; nothing to reanalyse.*"))
-else:
-    claims = result.claims
-    curv = result.tables["curvature"]
-    chart = (
-        alt.Chart(curv)
-        .mark_bar()
-        .encode(
-            x=alt.X("mean_curvature:Q", title="mean curvature (rad)"),
-            y=alt.Y("convention:N", title=None),
-            color="category:N",
-            yOffset="category:N",
-        )
-        .properties(title="Mean curvature per category under each representation convention")
-    )
-    display(chart)
-    display(
-        HTML(
-            caption_html(
-                "The mean curvature (radians) of each released prompt category under each "
-                "representation convention.",
-                "which conventions put reasoning in the paper's 0.71-0.83 rad and lexical "
-                "variation in its 0.27-0.31 rad",
-                claims=claims,
-                claim_id="p1-reanalysis-gap",
-            )
-        )
-    )
-    display(
-        Markdown(
-            "Paper 1's curvature claim has three parts: reasoning in 0.71–0.83 rad, lexical "
-            "variation (here the released single-word prompts) in 0.27–0.31 rad, and a gap of at "
-            "least 0.40 rad. Each convention, with single-token prompts excluded (released "
-            "`metadata.parquet` token counts, or a position-0 state recognised by its norm) and "
-            "included:"
-        )
-    )
-    display(result.tables["curvature_parts"].round(3))
-    display(
-        Markdown("Per-prompt agreement with the released metrics table (max absolute difference):")
-    )
-    display(result.tables["per_prompt_match"].round(6))
+V.curvature_section(result)
 
 # %% [markdown]
 # ## The released bootstrap table
@@ -117,63 +62,16 @@ else:
 # (`gpt2_trajectory_metrics.csv`) and over all 170 released trajectories.
 
 # %% tags=["hide-input"]
-if result is not None:
-    display(result.tables["bootstrap_source"].round(4))
+V.bootstrap_table(result)
 
 # %% [markdown]
 # ## Convergence index profile
 
 # %% tags=["hide-input"]
-if result is not None:
-    ci = result.tables["convergence"]
-    display(
-        alt.Chart(ci)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("layer:Q"),
-            y=alt.Y("ci:Q", title="mean per-prompt CI"),
-            color="convention:N",
-        )
-        .properties(
-            title=finding_title(claims, "p1-reanalysis-peak", "Highest peak CI over conventions")
-        )
-    )
-    display(
-        HTML(
-            caption_html(
-                "The mean per-prompt convergence index at each layer of the released GPT-2 "
-                "states, one line per representation convention.",
-                "the height of each peak against the paper's 0.41-0.58",
-                claims=claims,
-                claim_id="p1-reanalysis-peak",
-            )
-        )
-    )
-    display(result.tables["sensitivity"].drop(columns=["definition"]).round(4))
+V.convergence_section(result)
 
 # %% tags=["hide-input"]
-names = {
-    "self-reanalysis-released-curvature": "re_curv",
-    "self-reanalysis-bootstrap-table-source": "re_boot",
-    "self-reanalysis-released-ci": "re_ci",
-    "p1-reanalysis-gap": "re_gap",
-    "p1-reanalysis-reasoning-range": "re_reason",
-    "p1-reanalysis-lexical-range": "re_lex",
-    "p1-reanalysis-peak": "re_peak",
-}
-for cid, key in names.items():
-    rows = result.claims[result.claims["claim_id"] == cid] if result is not None else []
-    found = len(rows) > 0
-    glue(key, float(rows["measured"].iloc[0]) if found else float("nan"))
-    glue(key + "_verdict", str(rows["verdict"].iloc[0]) if found else "not testable")
-    glue(key + "_reason", str(rows["reason"].iloc[0]) if found else "released data absent")
-if result is not None:
-    match = result.tables["per_prompt_match"]
-    others = match[match["convention"] != "released code"]["curvature_max_diff"]
-    glue("re_other_min_diff", float(others.min()) if len(others) else float("nan"))
-    display(result.claims.drop(columns=["claim"]).round(4))
-else:
-    glue("re_other_min_diff", float("nan"))
+V.claims_table(result)
 
 # %% [markdown]
 # ## The released prompts on other models
@@ -185,68 +83,7 @@ else:
 # the peak convergence index re-selects its peak layer in every resample.
 
 # %% tags=["hide-input"]
-if result is None:
-    display(Markdown("*Not testable: released prompts absent.*"))
-else:
-    real = result.tables["real_models"]
-    ran = [m for m in real["model"].unique() if m != "peer-gpt2"]
-    for note in result.notes:
-        if any(note.startswith(m) for m in real_models):
-            display(Markdown(f"*{note}*"))
-    display(Markdown(
-        "Models run on the released prompts: " + (", ".join(f"`{m}`" for m in ran) or "none")
-        + ". Row kinds: " + "; ".join(
-            f"**{m}**: {r}" for m, r in real.groupby("model", sort=False)["role"].first().items())
-        + "."
-    ))
-    # length is in each model's own state units: in the tables below, not on a shared axis
-    headline = real[(real["category"] == "all") & (real["metric"] != "length")].copy()
-    headline["what"] = headline["metric"]
-    chart = (
-        (
-            alt.Chart()
-            .mark_point(filled=True)
-            .encode(
-                x=alt.X("estimate:Q", title="value (95% CI)", scale=alt.Scale(zero=False)),
-                y=alt.Y("convention:N", title=None),
-                color=alt.Color("model:N", title="model", sort=list(real["model"].unique())),
-                yOffset=alt.YOffset("model:N", sort=list(real["model"].unique())),
-                tooltip=["model", "convention", "metric", "n_prompts",
-                         alt.Tooltip("estimate:Q", format=".3f"),
-                         alt.Tooltip("ci_low:Q", format=".3f"),
-                         alt.Tooltip("ci_high:Q", format=".3f")],
-            )
-            + alt.Chart().mark_rule().encode(
-                x="ci_low:Q", x2="ci_high:Q", y="convention:N",
-                color=alt.Color("model:N", sort=list(real["model"].unique())),
-                yOffset=alt.YOffset("model:N", sort=list(real["model"].unique())),
-            )
-        )
-        .properties(width=320, height=220)
-        .facet(column=alt.Column("what:N", title=None), data=headline)
-        .resolve_scale(x="independent")
-        .properties(title="Curvature and peak convergence index per convention and model")
-    )
-    show_figure(
-        chart,
-        what="Over all released prompts of each convention's pooling: mean curvature (rad) and "
-        "the peak of the prompt-mean convergence index (chord units), per model (" + ", ".join(real["model"].unique()) + ").",
-        look_at="where the other models' curvature falls against peer-gpt2's under the same "
-        "convention, and against 0.27-0.83 rad (paper text) and 0.94-1.27 rad (released)",
-    )
-    display(Markdown("\n".join(f"- {line}" for line in curvature_range_summary(real))))
-    if not ran:
-        display(Markdown("*No other model was run (`real_models` is empty).*"))
-    display(Markdown("All prompts, estimate [95% CI], per convention (peer-gpt2 first):"))
-    display(headline_table(real))
-    display(Markdown("Curvature (rad) per released category, estimate [95% CI]:"))
-    per_cat = real[(real["metric"] == "curvature (rad)") & (real["category"] != "all")]
-    display(
-        per_cat.assign(value=[f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in zip(
-            per_cat["estimate"], per_cat["ci_low"], per_cat["ci_high"], strict=True)])
-        .pivot_table(index=["convention", "model"], columns="category", values="value",
-                     aggfunc="first", sort=False)
-    )
+V.real_models_section(result, real_models)
 
 # %% [markdown]
 # :::{admonition} Self-checks (lamina against the released numbers)

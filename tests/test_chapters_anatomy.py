@@ -238,7 +238,7 @@ def test_layer_anatomy_chapter_executes_in_quick_mode(micro_data, tiny_model_dir
     execute_chapter(
         "layer_anatomy", tmp_path, {"model": model, "corpus": MICRO, "quick": True}, progress=False
     )
-    found = list((micro_data / "results").glob("*/layer_anatomy.json"))
+    found = list((micro_data / "results").rglob("layer_anatomy.json"))  # <model>/<namespace>/
     assert len(found) == 1
     record = _check_results(found[0], "layer_anatomy")
     assert {c["claim_id"] for c in record["summary"]["claims"]} == CLAIM_IDS
@@ -250,7 +250,7 @@ def test_growth_chapter_executes_in_quick_mode(micro_data, tmp_path):
     from lamina.book import execute_chapter
 
     execute_chapter("growth_training", tmp_path, {"model": MICRO, "quick": True}, progress=False)
-    found = list((micro_data / "results").glob("*/growth_training.json"))
+    found = list((micro_data / "results").rglob("growth_training.json"))  # <model>/<namespace>/
     assert len(found) == 1
     record = _check_results(found[0], "growth_training")
     ids = {c["claim_id"] for c in record["summary"]["claims"]}

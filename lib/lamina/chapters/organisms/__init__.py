@@ -1,6 +1,8 @@
 """The organisms appendix chapter (``notebooks/organisms.py``): the run (:mod:`~.run`) and
 the generation and homograph probes (:mod:`~.probes`), and bits per byte beside pretrained
-reference models (:mod:`~.reference`)."""
+reference models (:mod:`~.reference`). The notebook enters through :mod:`~.views` (the run
+with its results written and glued, then one call per table or figure); the sentences its
+prose quotes are in :mod:`~.narrative`, the figures in :mod:`~.figures`."""
 
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (

@@ -1,0 +1,338 @@
+"""The organisms appendix's figures, each drawn from a run (:class:`~.run.OrganismsResult`) and
+displayed with its caption (``lamina.book.charts.show_figure``). Captions describe the encoding
+and what to look at, never a finding. The notebook calls them through :mod:`~.views`.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+
+from lamina.book.charts import facet, grid, model_color, show_figure
+from lamina.chapters.organisms.narrative import pick, shown_bpb
+from lamina.chapters.organisms.run import TARGETS, OrganismsResult
+
+__all__ = [
+    "bpb_figure",
+    "dpo_figure",
+    "homograph_figure",
+    "homograph_layers_figure",
+    "margin_curve_figure",
+    "perplexity_figure",
+    "pretraining_figure",
+    "sft_figure",
+    "stages_figure",
+]
+
+SFT_ORDER = ["majority answer", "final", "lm", "sft", "dpo"]  # rows of the SFT figure and table
+
+
+def _layer(*charts: alt.Chart) -> alt.LayerChart:
+    """``alt.layer(*charts)``, which is a LayerChart when no chart has a facet encoding (as
+    here); TypeError otherwise."""
+    layered = alt.layer(*charts)
+    if not isinstance(layered, alt.LayerChart):
+        raise TypeError("a layer of faceted charts cannot be faceted again")
+    return layered
+
+
+def pretraining_figure(result: OrganismsResult) -> None:
+    """Pretraining loss (nats per token) against training tokens, training and validation, one
+    panel per organism, over the unigram baseline's loss (dashed)."""
+    curves, quality = result.tables["curves"], result.tables["quality"]
+    unigram_loss = np.log(pick(quality, checkpoint="final").set_index("model")["unigram_perplexity"])
+    pre = curves[curves["phase"] == "pretrain"].assign(
+        unigram_loss=lambda d: d["model"].map(unigram_loss)
+    )
+    lines = (
+        alt.Chart()
+        .mark_line()
+        .encode(
+            x=alt.X("amount:Q", title="training tokens"),
+            y=alt.Y("loss:Q", title="loss (nats per token)"),
+            color=alt.Color("split:N", title=None),
+            tooltip=["step", "amount", "split", "loss"],
+        )
+    )
+    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
+    show_figure(
+        facet(
+            _layer(lines, rule),
+            "model",
+            pre["model"],
+            data=pre,
+            title="Pretraining loss against the unigram baseline",
+        ),
+        what="Training and validation loss (nats per token) against training tokens; the dashed "
+        "line is the unigram baseline's loss.",
+        look_at="how far below the dashed line each curve ends",
+    )
+
+
+def stages_figure(result: OrganismsResult) -> None:
+    """Training and held-out loss (nats) of each alignment stage against its step: stages in
+    rows, organisms in columns, independent y scales."""
+    curves = result.tables["curves"]
+    stages = curves[curves["phase"] != "pretrain"]
+    stage_lines = alt.Chart(stages).mark_line().encode(
+        x=alt.X("step:Q", title="alignment step"),
+        y=alt.Y("loss:Q", title="loss (nats)", scale=alt.Scale(zero=False)),
+        color=alt.Color("split:N", title=None),
+        tooltip=["step", "split", "loss"],
+    )
+    show_figure(
+        grid(
+            stage_lines,
+            "phase",
+            "model",
+            ["lm", "sft", "dpo"],
+            stages["model"],
+            height=130,
+            title="Alignment stages: training and held-out losses",
+        ).resolve_scale(y="independent"),
+        what="Training and held-out loss of each alignment stage (rows) on its own objective, per "
+        "organism (columns); for DPO, ln 2 ≈ 0.693 is no preference.",
+        look_at="whether the held-out curves fall along with the training curves",
+    )
+
+
+def perplexity_figure(result: OrganismsResult) -> None:
+    """Validation perplexity (log scale) of each checkpoint, one panel per organism, over the
+    unigram baseline's (dashed)."""
+    quality = result.tables["quality"]
+    bars = (
+        alt.Chart()
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=alt.X("checkpoint:N", sort=["final", "lm", "sft", "dpo"], title=None),
+            y=alt.Y("val_perplexity:Q", title="validation perplexity (log scale)").scale(type="log"),
+            color=alt.Color("checkpoint:N", legend=None),
+            tooltip=["model", "checkpoint", alt.Tooltip("val_perplexity:Q", format=".1f")],
+        )
+    )
+    uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(
+        y="mean(unigram_perplexity):Q"
+    )
+    show_figure(
+        facet(
+            _layer(bars, uni),
+            "model",
+            quality["model"],
+            data=quality,
+            legend=False,
+            title="Validation perplexity of each checkpoint against the unigram baseline",
+        ),
+        what="Validation perplexity (log scale) at the end of pretraining and after each alignment "
+        "stage; the dashed line is the unigram baseline.",
+        look_at="each checkpoint's distance below the dashed line",
+    )
+
+
+def bpb_figure(result: OrganismsResult) -> None:
+    """Bits per byte with 95% CIs of each organism (end of pretraining) and reference model,
+    one panel per source (plays, curriculum)."""
+    shown = shown_bpb(result)
+    sources = [x for x in ("plays", "curriculum") if x in set(shown["source"])]
+    order = list(dict.fromkeys(shown["model"]))
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("bits_per_byte:Q", title="bits per byte (95% CI)", scale=alt.Scale(zero=False)),
+            y=alt.Y("model:N", title=None, sort=order),
+            color=model_color(shown, title=None, legend=False),
+            tooltip=["model", "checkpoint", "source", alt.Tooltip("bits_per_byte:Q", format=".3f"),
+                     "documents", "bytes", "tokens"],
+        )
+    )  # fmt: skip
+    errs = (
+        alt.Chart()
+        .mark_errorbar()
+        .encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("model:N", sort=order))
+    )
+    show_figure(
+        facet(
+            _layer(errs, points),
+            "source",
+            sources,
+            data=shown[shown["source"].isin(sources)],
+            legend=False,
+            height=30 + 22 * shown["model"].nunique(),
+            title="Bits per byte on the organisms' validation text",
+        ),
+        what="Bits per byte (lower is better) of each organism at the end of pretraining and of "
+        "each pretrained reference model, on the same validation passages, per source; bars are "
+        "95% CIs over documents. The table below also pools both sources (\"all\"), a number "
+        "that depends on this sample's mix of plays and curriculum.",
+        look_at="the gap between the organisms and the pretrained models in each panel",
+    )
+
+
+def sft_figure(result: OrganismsResult) -> None:
+    """Held-out exact-answer accuracy with Wilson 95% CIs per checkpoint and for the
+    majority-answer baseline, one panel per organism."""
+    sft_all = pick(result.tables["sft_accuracy"], component="all")
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X(
+                "accuracy:Q",
+                title="held-out accuracy (Wilson 95% CI)",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            y=alt.Y("checkpoint:N", sort=SFT_ORDER, title=None),
+            color=alt.Color("checkpoint:N", legend=None),
+        )
+    )
+    errs = (
+        alt.Chart()
+        .mark_errorbar()
+        .encode(
+            x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=SFT_ORDER)
+        )
+    )
+    show_figure(
+        facet(
+            _layer(errs, points),
+            "model",
+            sft_all["model"],
+            data=sft_all,
+            legend=False,
+            height=140,
+            title="Held-out answer accuracy per checkpoint, and the majority-answer baseline",
+        ),
+        what="Exact-answer accuracy on held-out questions (Wilson 95% CIs) for each checkpoint and "
+        "for the majority-answer baseline.",
+        look_at="the @sft point against the majority-answer point",
+    )
+
+
+def dpo_figure(result: OrganismsResult) -> None:
+    """Held-out preference accuracy with Wilson 95% CIs by kind of question and checkpoint,
+    one panel per organism, against ``TARGETS["dpo_preference_accuracy"]`` (dashed)."""
+    target = TARGETS["dpo_preference_accuracy"]
+    dpo = result.tables["dpo_accuracy"].assign(target=target)
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X(
+                "accuracy:Q",
+                title="preference accuracy (Wilson 95% CI)",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            y=alt.Y("component:N", title=None),
+            color=alt.Color("checkpoint:N", title=None),
+            yOffset="checkpoint:N",
+        )
+    )
+    errs = (
+        alt.Chart()
+        .mark_errorbar()
+        .encode(
+            x=alt.X("ci_low:Q", title=""),
+            x2="ci_high:Q",
+            y="component:N",
+            yOffset="checkpoint:N",
+            color="checkpoint:N",
+        )
+    )
+    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(target):Q")
+    show_figure(
+        facet(
+            _layer(errs, points, rule),
+            "model",
+            dpo["model"],
+            data=dpo,
+            height=160,
+            title="Held-out preference accuracy by kind of question",
+        ),
+        what="How often each checkpoint gives the chosen answer the higher log-probability on "
+        "held-out preference pairs, by kind of question (Wilson 95% CIs); the dashed line is the "
+        f"target of {target}.",
+        look_at="the @dpo points against the base, @sft and the dashed line",
+    )
+
+
+def margin_curve_figure(result: OrganismsResult) -> None:
+    """Mean DPO reward margin (nats) against the DPO step, training and held-out pairs, one
+    panel per organism."""
+    mcurve = result.tables["margin_curve"]
+    show_figure(
+        facet(
+            alt.Chart(mcurve)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("step:Q", title="DPO step"),
+                y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
+                color=alt.Color("pairs:N", title=None),
+                tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
+            ),
+            "model",
+            mcurve["model"],
+            height=180,
+            title="DPO reward margin during training (64 training and 64 held-out pairs)",
+        ),
+        what="Mean implicit reward margin β[(log π − log π_ref)(chosen) − (log π − log π_ref)"
+        "(rejected)] against @sft, logged during DPO on training and on held-out pairs.",
+        look_at="whether the held-out margin rises with the training margin",
+    )
+
+
+def homograph_figure(result: OrganismsResult) -> None:
+    """Each homograph's final-layer δ(senses) / δ(control), coloured by organism, against a
+    ratio of 1 (dashed)."""
+    words = result.tables["homographs"]
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X(
+                "ratio:Q",
+                title="δ(senses) / δ(control) at the final layer",
+                scale=alt.Scale(zero=False),
+            ),
+            y=alt.Y(
+                "word:N",
+                title=None,
+                sort=alt.EncodingSortField("ratio", op="median", order="descending"),
+            ),
+            color=model_color(words, title=None),
+            tooltip=["model", "word", "senses", "control_word",
+                     alt.Tooltip("ratio:Q", format=".2f")],
+        )
+    )  # fmt: skip
+    one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(even):Q")
+    show_figure(
+        alt.layer(points, one, data=words.assign(even=1.0)).properties(
+            title="Separation of each homograph's senses relative to its control (1 = no difference)"
+        ),
+        what="For each homograph, the final-layer distance between its two senses over the "
+        "distance between its control pair; the dashed line is a ratio of 1.",
+        look_at="how many points sit right of the dashed line",
+    )
+
+
+def homograph_layers_figure(result: OrganismsResult) -> None:
+    """Median δ over the homograph pairs and over their control pairs at each layer, one
+    panel per organism."""
+    hl = result.tables["homograph_layers"]
+    show_figure(
+        facet(
+            alt.Chart(hl)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("layer:Q", title="layer (0 = embedding output)"),
+                y=alt.Y("separation:Q", title="median δ over the homographs"),
+                color=alt.Color("role:N", title=None),
+            ),
+            "model",
+            hl["model"],
+            height=180,
+            title="Median separation of homograph and control pairs by layer",
+        ),
+        what="The median distance δ between the two contexts' states at each layer, for homograph "
+        "pairs and their controls.",
+        look_at="whether the homograph line leaves the control line, and where",
+    )

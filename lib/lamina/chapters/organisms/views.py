@@ -1,0 +1,190 @@
+"""The organisms appendix as the notebook shows it: :func:`run_page` (the run, its results
+written, the prose's values glued), then one call per displayed table (returned, so the cell
+shows it) or figure (:mod:`~.figures`, displayed with its caption). The notebook only narrates
+(issue 24 item 4).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from lamina.chapters.organisms.figures import (
+    SFT_ORDER,
+    bpb_figure,
+    dpo_figure,
+    homograph_figure,
+    homograph_layers_figure,
+    margin_curve_figure,
+    perplexity_figure,
+    pretraining_figure,
+    sft_figure,
+    stages_figure,
+)
+from lamina.chapters.organisms.narrative import glue_organisms, organisms_config, targets_table
+from lamina.chapters.organisms.run import TARGETS, OrganismsConfig, OrganismsResult, run_organisms
+
+__all__ = [
+    "GATE_COLUMNS",
+    "bpb_figure",
+    "bpb_table",
+    "build_table",
+    "corpus_table",
+    "dpo_figure",
+    "dpo_table",
+    "dw_table",
+    "gates_table",
+    "homograph_figure",
+    "homograph_layers_figure",
+    "homograph_table",
+    "margin_curve_figure",
+    "margins_table",
+    "notes",
+    "organisms_config",
+    "overlap_table",
+    "perplexity_figure",
+    "pretraining_figure",
+    "problems",
+    "quality_table",
+    "run_page",
+    "samples_table",
+    "seeds_table",
+    "sft_figure",
+    "sft_table",
+    "stages_figure",
+    "targets_view",
+]
+
+GATE_COLUMNS = ("model", "checkpoint", "gate", "passed", "preference_accuracy",
+                "preference_ci_low", "preference_ci_high", "content_probe", "content_ci_low",
+                "content_ci_high", "constant_style_baseline",
+                "preference_accuracy_whole_content", "content_probe_whole_content",
+                "sft_accuracy", "majority_baseline", "difference", "difference_ci_low",
+                "difference_ci_high")  # fmt: skip
+"""The gates table's columns, in order (those the run has)."""
+
+
+def run_page(
+    config: OrganismsConfig, results_root: str | os.PathLike | None = None
+) -> OrganismsResult:
+    """The chapter's run (:func:`~.run.run_organisms`), its results written under
+    ``results_root`` (None: ``lamina.states.io.results_dir()``), and every value the prose
+    quotes glued (:func:`~.narrative.glue_organisms`)."""
+    result = run_organisms(config)
+    result.write(results_root)
+    glue_organisms(result)
+    return result
+
+
+def notes(result: OrganismsResult) -> None:
+    """Each distinct note of the run, once, as a Markdown bullet."""
+    from IPython.display import Markdown, display
+
+    for note in dict.fromkeys(result.notes):
+        display(Markdown(f"- *Note:* {note}"))
+
+
+def build_table(result: OrganismsResult) -> pd.DataFrame:
+    """The builds, one column per organism: wall and CPU time in minutes, the rest as
+    recorded (numbers to 2 decimals, learning rates in full)."""
+    build = result.tables["build"].copy()
+    build["build_minutes"] = build["build_seconds"] / 60
+    build["cpu_minutes"] = build["cpu_seconds"] / 60
+    return build.drop(columns=["build_seconds", "cpu_seconds"]).round(
+        {c: 2 for c in build.columns if not c.endswith("_lr")}
+    ).T
+
+
+def corpus_table(result: OrganismsResult) -> pd.DataFrame:
+    """The corpus cards, one row per distinct card with the organisms that share it."""
+    corpus = result.tables["corpus"]
+    return (
+        corpus.groupby([c for c in corpus.columns if c != "model"], dropna=False, sort=False)[
+            "model"
+        ]
+        .agg(", ".join)
+        .reset_index()
+        .rename(columns={"model": "organisms"})
+    )
+
+
+def overlap_table(result: OrganismsResult) -> pd.DataFrame:
+    """The shared word 8-grams per training text, as the builds counted them."""
+    return result.tables["overlap"]
+
+
+def quality_table(result: OrganismsResult) -> pd.DataFrame:
+    """Perplexities per checkpoint (3 decimals)."""
+    return result.tables["quality"].round(3)
+
+
+def bpb_table(result: OrganismsResult) -> pd.DataFrame:
+    """Bits per byte of every model, checkpoint and source, with CIs (3 decimals)."""
+    return result.tables["bits_per_byte"].drop(columns=["passages"]).round(3)
+
+
+def samples_table(result: OrganismsResult) -> None:
+    """The generated samples, displayed with columns up to 200 characters wide."""
+    from IPython.display import display
+
+    with pd.option_context("display.max_colwidth", 200):
+        display(result.tables["samples"].fillna(""))
+
+
+def sft_table(result: OrganismsResult) -> pd.DataFrame:
+    """Held-out SFT accuracy: a row per organism, component and n, a column per checkpoint and
+    the majority answer (3 decimals)."""
+    table = result.tables["sft_accuracy"].pivot_table(
+        index=["model", "component", "n"], columns="checkpoint", values="accuracy", sort=False
+    ).reset_index()
+    return table[["model", "component", "n", *[c for c in SFT_ORDER if c in table.columns]]].round(3)
+
+
+def margins_table(result: OrganismsResult) -> pd.DataFrame:
+    """DPO reward margins on training and held-out pairs (3 decimals)."""
+    return result.tables["dpo_margins"].round(3)
+
+
+def dpo_table(result: OrganismsResult) -> pd.DataFrame:
+    """Preference accuracy per organism, checkpoint and kind of question, with the ``target``
+    it is compared with (3 decimals)."""
+    return result.tables["dpo_accuracy"].assign(target=TARGETS["dpo_preference_accuracy"]).round(3)
+
+
+def gates_table(result: OrganismsResult) -> pd.DataFrame:
+    """The behavioural gates: :data:`GATE_COLUMNS` that the run has (3 decimals)."""
+    gates = result.tables["gates"]
+    return gates[[c for c in GATE_COLUMNS if c in gates.columns]].round(3)
+
+
+def dw_table(result: OrganismsResult) -> pd.DataFrame:
+    """‖ΔW‖/‖W‖ per matrix group of each gated checkpoint against the base (4 decimals)."""
+    gates = result.tables["gates"]
+    dw = gates[gates["gate"] == "preference"].filter(regex=r"^(model|checkpoint|dW_rel/.*)$")
+    return dw.round(4)
+
+
+def seeds_table(result: OrganismsResult) -> pd.DataFrame:
+    """Each built training seed's build-time numbers (3 decimals)."""
+    return result.tables["seeds"].round(3)
+
+
+def homograph_table(result: OrganismsResult) -> pd.DataFrame:
+    """Each homograph's separation and its control's (3 decimals)."""
+    return result.tables["homographs"].round(3)
+
+
+def targets_view(result: OrganismsResult) -> pd.DataFrame:
+    """Every target of every organism with its value, threshold and whether it was met."""
+    return targets_table(result)
+
+
+def problems(result: OrganismsResult) -> None:
+    """The run's ``problems`` per organism as a Markdown list, or a line saying there are
+    none."""
+    from IPython.display import Markdown, display
+
+    S = result.summaries
+    lines = [f"- `{m}`: {p}" for m in S for p in S[m]["problems"]]
+    display(Markdown("\n".join(lines) if lines else "Nothing: every check passed."))
