@@ -460,7 +460,7 @@ def paper1_test(
         s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
         s["effect"], s["effect_p"] = s["excess"] - 1, s["p"]
     elif name == "three_phase":
-        s = three_phase_test(layerwise_cosine(x), units=units_of(table), **kw)
+        s = three_phase_test(np.asarray(layerwise_cosine(x)), units=units_of(table), **kw)
         s["effect"], s["effect_p"] = s["margin"], s["p"]
     else:
         raise ValueError(f"unknown paper-1 test {name!r}")
