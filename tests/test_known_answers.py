@@ -49,12 +49,18 @@ def test_nothing_reproduces_on_the_null(chapter: str, seed: int) -> None:
     assert reproduced == [], (chapter, seed, reproduced)
 
 
+_PLANTED = [
+    pytest.param(c, marks=pytest.mark.xfail(reason=_UNDERPOWERED[c], strict=False))
+    if c in _UNDERPOWERED
+    else c
+    for c in RUNS
+]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize("chapter", list(RUNS))
+@pytest.mark.parametrize("chapter", _PLANTED)
 def test_the_main_claim_reproduces_on_the_planted_source(chapter: str, seed: int) -> None:
-    if chapter in _UNDERPOWERED:
-        pytest.xfail(_UNDERPOWERED[chapter])
     run, main = RUNS[chapter]
     planted = run(_config("planted", seed)).claims.set_index("claim_id")
     assert planted.loc[main, "verdict"] == "reproduced", (chapter, seed, planted.loc[main])
