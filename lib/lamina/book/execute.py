@@ -278,7 +278,8 @@ def _safe_dirname(model: str) -> str:
     return name
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m lamina.book``: execute, pages, methods."""
     parser = argparse.ArgumentParser(prog="python -m lamina.book")
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("execute", help="execute chapters with papermill")
@@ -303,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     me = sub.add_parser("methods", help="write the methods page's quoted definitions")
     me.add_argument("--out", default=None, help="default book/generated/definitions.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     absolute_env_paths()  # relative LAMINA_* folders: against the caller's directory
