@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -133,15 +133,20 @@ Batches = list[tuple[np.ndarray, torch.Tensor]]  # (sequence indices, token ids 
 Sweep = dict[tuple[str, int], np.ndarray]  # (surgery, layer) -> summed NLL (n_seq,), nats
 
 
-def _naive_sweep(
-    model: nn.Module,
-    batches: Batches,
-    n: int,
-    surgeries: list[str],
-    layers: list[int],
-    options: dict[str, dict[str, SurgeryOption]],
-) -> tuple[np.ndarray, np.ndarray, Sweep]:
+class _Job(NamedTuple):
+    """What a sweep runs: the batches of n sequences, the surgeries (with their options by
+    name) and the layers."""
+
+    batches: Batches
+    n: int
+    surgeries: list[str]
+    layers: list[int]
+    options: dict[str, dict[str, SurgeryOption]]
+
+
+def _naive_sweep(model: nn.Module, job: _Job) -> tuple[np.ndarray, np.ndarray, Sweep]:
     """:func:`sweep_nll` with a full forward pass per ablation (the reference method)."""
+    batches, n, surgeries, layers, options = job
     clean, counts = np.zeros(n), np.zeros(n)
     for idx, ids in batches:
         clean[idx] = sequence_nll(model(input_ids=ids, use_cache=False).logits, ids)
@@ -181,16 +186,11 @@ def _ablate_from(
 
 
 def _prefix_sweep(
-    model: nn.Module,
-    batches: Batches,
-    n: int,
-    surgeries: list[str],
-    layers: list[int],
-    options: dict[str, dict[str, SurgeryOption]],
-    cache_limit_mb: float,
+    model: nn.Module, job: _Job, cache_limit_mb: float
 ) -> tuple[np.ndarray, np.ndarray, Sweep]:
     """:func:`sweep_nll` reusing the clean prefix (the streams entering every block, or only
     the current one when all would exceed ``cache_limit_mb``)."""
+    batches, n, surgeries, layers, options = job
     adapter = get_adapter(model)
     n_layers = adapter.n_layers(model)
     itemsize = next(model.parameters()).element_size()
@@ -250,10 +250,11 @@ def sweep_nll(
     batches, n = sequence_batches(token_ids, batch_size)
     device = next(model.parameters()).device
     batches = [(idx, ids.to(device)) for idx, ids in batches]
+    job = _Job(batches, n, surgeries, layers, options)
     with eval_mode(model):
         if method == "naive":
-            return _naive_sweep(model, batches, n, surgeries, layers, options)
-        return _prefix_sweep(model, batches, n, surgeries, layers, options, cache_limit_mb)
+            return _naive_sweep(model, job)
+        return _prefix_sweep(model, job, cache_limit_mb)
 
 
 def _sweep_row(
