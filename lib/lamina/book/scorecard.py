@@ -150,7 +150,7 @@ def _claim_row(
     }
 
 
-def _not_run_row(chapter: str, paper: str) -> dict[str, Any]:
+def _not_run_row(chapter: str, paper: int) -> dict[str, Any]:
     """The :func:`claims_table` row of a chapter without results."""
     return {
         "paper": paper,

@@ -403,6 +403,7 @@ def _ensure_cache(
                 manifest = verify(target)[0]
         if manifest is None:
             raise GGUFError(f"the cache {target} was not completed; remove it and retry")
+    assert manifest is not None  # verified, or completed above when cold
     return manifest, cold
 
 

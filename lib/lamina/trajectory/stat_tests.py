@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.core.types import Profile
 from lamina.evidence.stats import (
     index_bootstrap,
     mann_whitney,
@@ -114,7 +115,7 @@ def _depth_interval(depth: np.ndarray, share: np.ndarray) -> tuple[float, float]
     return lo, depth[min(int(np.searchsorted(cdf, 0.975)), len(depth) - 1)]
 
 
-def _peak_vs_first(per: np.ndarray, k: int) -> tuple[float, float]:
+def _peak_vs_first(per: Profile, k: int) -> tuple[float, float]:
     """(p, rank-biserial) of the Wilcoxon signed-rank test of per-prompt values ``per``
     (n, m) at layer index ``k`` vs index 0; (1, 0) when the peak is the first layer."""
     if k == 0:

@@ -7,6 +7,8 @@ the encoding or what to look at, never a finding. A figure that needs a training
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -159,7 +161,7 @@ def pretraining_figure(result: ExperimentResult) -> None:
 
 
 def _read_points(
-    read: pd.DataFrame, x: alt.X, y: alt.Y, color: alt.Color, **encode: object
+    read: pd.DataFrame, x: alt.X, y: alt.Y, color: alt.Color, **encode: Any
 ) -> alt.Chart:
     """One filled point per read matrix (a row of ``read``) at (``x``, ``y``)."""
     return alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(x=x, y=y, color=color, **encode)
