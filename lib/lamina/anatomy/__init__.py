@@ -12,7 +12,6 @@ from lamina.anatomy.ablation import (
     anti_layers,
     critical_core,
     importance_range,
-    naive_ablation_sweep,
     predicted_replacement_curve,
     sweep_nll,
 )
@@ -52,7 +51,6 @@ __all__ = [
     "importance_range",
     "interpolate_neighbours",
     "layer_structure",
-    "naive_ablation_sweep",
     "noise_layer",
     "perplexity",
     "predicted_layer_state",

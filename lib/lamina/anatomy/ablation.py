@@ -2,7 +2,7 @@
 
 An ablation at layer l cannot change the residual stream entering block l, so the prefix
 sweep caches that stream (and each block's call arguments) from one clean pass and reruns
-only blocks l..L-1 per ablation. :func:`naive_ablation_sweep` runs the full model each time
+only blocks l..L-1 per ablation. ``method="naive"`` runs the full model each time
 and is the reference: both give bit-identical NLLs.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from lamina.anatomy.perplexity import (
+    PerplexityResult,
     TokenIds,
     eval_mode,
     paired_diff_ci,
@@ -44,7 +45,6 @@ __all__ = [
     "anti_layers",
     "critical_core",
     "importance_range",
-    "naive_ablation_sweep",
     "predicted_replacement_curve",
     "sweep_nll",
 ]
@@ -129,6 +129,100 @@ def _check_sweep(
     return surgeries, layers
 
 
+Batches = list[tuple[np.ndarray, torch.Tensor]]  # (sequence indices, token ids (b, T))
+Sweep = dict[tuple[str, int], np.ndarray]  # (surgery, layer) -> summed NLL (n_seq,), nats
+
+
+class _Job(NamedTuple):
+    """What a sweep runs: the batches of n sequences, the surgeries (with their options by
+    name) and the layers."""
+
+    batches: Batches
+    n: int
+    surgeries: list[str]
+    layers: list[int]
+    options: dict[str, dict[str, SurgeryOption]]
+
+
+def _naive_sweep(model: nn.Module, job: _Job) -> tuple[np.ndarray, np.ndarray, Sweep]:
+    """:func:`sweep_nll` with a full forward pass per ablation (the reference method)."""
+    batches, n, surgeries, layers, options = job
+    clean, counts = np.zeros(n), np.zeros(n)
+    for idx, ids in batches:
+        clean[idx] = sequence_nll(model(input_ids=ids, use_cache=False).logits, ids)
+        counts[idx] = ids.shape[1] - 1
+    out: Sweep = {}
+    for s in surgeries:
+        for l in layers:
+            sums = np.zeros(n)
+            with apply_surgery(model, s, l, **options.get(s, {})):
+                for idx, ids in batches:
+                    sums[idx] = sequence_nll(model(input_ids=ids, use_cache=False).logits, ids)
+            out[(s, l)] = sums
+    return clean, counts, out
+
+
+def _ablate_from(
+    model: nn.Module,
+    batches: Batches,
+    calls: list[BlockCalls],
+    streams: list[torch.Tensor | None],
+    n: int,
+    s: str,
+    l: int,
+    opts: dict[str, SurgeryOption],
+) -> np.ndarray:
+    """(n,) summed NLL with surgery ``s`` at block ``l``, rerunning blocks l..L-1 from the
+    cached ``streams`` entering block l (``skip``: blocks l+1..L-1 on the same stream)."""
+    sums = np.zeros(n)
+    if s == "skip":  # the stream entering l leaves l unchanged
+        for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
+            sums[idx] = sequence_nll(c.logits_from(l + 1, cast(torch.Tensor, h)), ids)
+        return sums
+    with apply_surgery(model, s, l, **opts):
+        for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
+            sums[idx] = sequence_nll(c.logits_from(l, cast(torch.Tensor, h)), ids)
+    return sums
+
+
+def _prefix_sweep(
+    model: nn.Module, job: _Job, cache_limit_mb: float
+) -> tuple[np.ndarray, np.ndarray, Sweep]:
+    """:func:`sweep_nll` reusing the clean prefix (the streams entering every block, or only
+    the current one when all would exceed ``cache_limit_mb``)."""
+    batches, n, surgeries, layers, options = job
+    adapter = get_adapter(model)
+    n_layers = adapter.n_layers(model)
+    itemsize = next(model.parameters()).element_size()
+    n_tokens = sum(ids.numel() for _, ids in batches)
+    keep_all = n_layers * n_tokens * adapter.d_model(model) * itemsize <= cache_limit_mb * 2**20
+    clean, counts = np.zeros(n), np.zeros(n)
+    calls: list[BlockCalls] = []
+    streams: list[torch.Tensor | None] = []  # None only past the last block, never read
+    for idx, ids in batches:
+        c = BlockCalls(model, ids, keep_all)
+        clean[idx] = sequence_nll(c.clean_logits, ids)
+        counts[idx] = ids.shape[1] - 1
+        del c.clean_logits
+        calls.append(c)
+        streams.append(c.h0)
+    out: Sweep = {}
+    wanted = set(layers)
+    for l in range(max(layers) + 1):
+        if l in wanted:
+            for s in surgeries:
+                opts = options.get(s, {})
+                out[(s, l)] = _ablate_from(model, batches, calls, streams, n, s, l, opts)
+        if keep_all:
+            streams = [c.streams[l + 1] if l + 1 < n_layers else None for c in calls]
+        elif l < max(layers):
+            streams = [
+                c.block(l, cast(torch.Tensor, h)) for c, h in zip(calls, streams, strict=True)
+            ]
+    order = sorted(out, key=lambda k: (surgeries.index(k[0]), k[1]))
+    return clean, counts, {k: out[k] for k in order}
+
+
 def sweep_nll(
     model: nn.Module,
     token_ids: TokenIds,
@@ -156,59 +250,34 @@ def sweep_nll(
     batches, n = sequence_batches(token_ids, batch_size)
     device = next(model.parameters()).device
     batches = [(idx, ids.to(device)) for idx, ids in batches]
-    clean, counts = np.zeros(n), np.zeros(n)
-    out: dict[tuple[str, int], np.ndarray] = {}
+    job = _Job(batches, n, surgeries, layers, options)
     with eval_mode(model):
         if method == "naive":
-            for idx, ids in batches:
-                clean[idx] = sequence_nll(model(input_ids=ids, use_cache=False).logits, ids)
-                counts[idx] = ids.shape[1] - 1
-            for s in surgeries:
-                for l in layers:
-                    sums = np.zeros(n)
-                    with apply_surgery(model, s, l, **options.get(s, {})):
-                        for idx, ids in batches:
-                            sums[idx] = sequence_nll(
-                                model(input_ids=ids, use_cache=False).logits, ids
-                            )
-                    out[(s, l)] = sums
-            return clean, counts, out
-        n_layers = get_adapter(model).n_layers(model)
-        itemsize = next(model.parameters()).element_size()
-        d = get_adapter(model).d_model(model)
-        n_tokens = sum(ids.numel() for _, ids in batches)
-        keep_all = n_layers * n_tokens * d * itemsize <= cache_limit_mb * 2**20
-        calls: list[BlockCalls] = []
-        streams: list[torch.Tensor | None] = []  # None only past the last block, never read
-        for idx, ids in batches:
-            c = BlockCalls(model, ids, keep_all)
-            clean[idx] = sequence_nll(c.clean_logits, ids)
-            counts[idx] = ids.shape[1] - 1
-            del c.clean_logits
-            calls.append(c)
-            streams.append(c.h0)
-        wanted = set(layers)
-        for l in range(max(layers) + 1):
-            if l in wanted:
-                for s in surgeries:
-                    sums = np.zeros(n)
-                    if s == "skip":  # the stream entering l leaves l unchanged
-                        for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
-                            sums[idx] = sequence_nll(c.logits_from(l + 1, cast(torch.Tensor, h)), ids)
-                    else:
-                        with apply_surgery(model, s, l, **options.get(s, {})):
-                            for (idx, ids), c, h in zip(batches, calls, streams, strict=True):
-                                sums[idx] = sequence_nll(c.logits_from(l, cast(torch.Tensor, h)), ids)
-                    out[(s, l)] = sums
-            if keep_all:
-                streams = [c.streams[l + 1] if l + 1 < n_layers else None for c in calls]
-            elif l < max(layers):
-                streams = [c.block(l, cast(torch.Tensor, h)) for c, h in zip(calls, streams, strict=True)]
-    return (
-        clean,
-        counts,
-        {k: out[k] for k in sorted(out, key=lambda k: (surgeries.index(k[0]), k[1]))},
-    )
+            return _naive_sweep(model, job)
+        return _prefix_sweep(model, job, cache_limit_mb)
+
+
+def _sweep_row(
+    s: str, l: int, sums: np.ndarray, clean: np.ndarray, counts: np.ndarray,
+    base: PerplexityResult, n_bootstrap: int, seed: int,
+) -> dict[str, object]:  # fmt: skip
+    """The :func:`ablation_sweep` row of surgery ``s`` at layer ``l`` (sums, clean, counts:
+    (n_seq,) summed NLL in nats and predicted tokens)."""
+    r = perplexity_result(sums, counts, n_bootstrap, seed)
+    lo, hi = paired_diff_ci(sums, clean, counts, n_bootstrap, seed)
+    return {
+        "layer": l,
+        "surgery": s,
+        "ppl": r.ppl,
+        "nll": r.nll,
+        "delta_pct": 100.0 * float(np.expm1(r.nll - base.nll)),
+        "delta_ci_low": 100.0 * float(np.expm1(lo)),
+        "delta_ci_high": 100.0 * float(np.expm1(hi)),
+        "ppl_ci_low": r.ci_low,
+        "ppl_ci_high": r.ci_high,
+        "baseline_ppl": base.ppl,
+        "nll_per_seq": r.nll_per_seq,
+    }
 
 
 def ablation_sweep(
@@ -223,7 +292,8 @@ def ablation_sweep(
     method: str = "prefix",
     **options: dict[str, SurgeryOption],
 ) -> pd.DataFrame:
-    """Perplexity change for every (surgery, layer), reusing the clean prefix.
+    """Perplexity change for every (surgery, layer), reusing the clean prefix
+    (``method="naive"``: a full forward pass per ablation, the reference).
 
     ``options`` give each surgery its keyword arguments by name, e.g.
     ``scale={"alpha": 0.9}, noise={"rel_scale": 0.5, "seed": 0}``.
@@ -244,26 +314,10 @@ def ablation_sweep(
     )
     seconds = time.perf_counter() - t0
     base = perplexity_result(clean, counts, n_bootstrap, seed)
-    rows = []
-    for (s, l), sums in ablated.items():
-        r = perplexity_result(sums, counts, n_bootstrap, seed)
-        lo, hi = paired_diff_ci(sums, clean, counts, n_bootstrap, seed)
-        rows.append(
-            {
-                "layer": l,
-                "surgery": s,
-                "ppl": r.ppl,
-                "nll": r.nll,
-                "delta_pct": 100.0 * float(np.expm1(r.nll - base.nll)),
-                "delta_ci_low": 100.0 * float(np.expm1(lo)),
-                "delta_ci_high": 100.0 * float(np.expm1(hi)),
-                "ppl_ci_low": r.ci_low,
-                "ppl_ci_high": r.ci_high,
-                "baseline_ppl": base.ppl,
-                "nll_per_seq": r.nll_per_seq,
-            }
-        )
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(
+        [_sweep_row(s, l, sums, clean, counts, base, n_bootstrap, seed)
+         for (s, l), sums in ablated.items()]
+    )  # fmt: skip
     df.attrs.update(
         baseline_ppl=base.ppl,
         baseline_nll=base.nll,
@@ -273,24 +327,6 @@ def ablation_sweep(
         method=method,
     )
     return df
-
-
-def naive_ablation_sweep(
-    model: nn.Module,
-    token_ids: TokenIds,
-    surgeries: Sequence[str] = ("skip", "interpolate"),
-    layers: Sequence[int] | None = None,
-    *,
-    batch_size: int = 8,
-    n_bootstrap: int = 2000,
-    seed: int = 0,
-    **options: dict[str, SurgeryOption],
-) -> pd.DataFrame:
-    """:func:`ablation_sweep` with a full forward pass per ablation (the reference)."""
-    return ablation_sweep(
-        model, token_ids, surgeries, layers, batch_size=batch_size, n_bootstrap=n_bootstrap,
-        seed=seed, method="naive", **options,
-    )
 
 
 # ----------------------------------------------------------------------------------------

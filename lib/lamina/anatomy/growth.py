@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,7 @@ __all__ = [
     "Phase",
     "compare_runs",
     "growth_schedule",
+    "next_token_step",
     "step_flops",
     "train_with_schedule",
     "uniform_schedule",
@@ -173,6 +174,95 @@ def _val_loss(model: nn.Module, val_ids: torch.Tensor, batch_size: int) -> float
     return perplexity(model, val_ids, batch_size=batch_size, n_bootstrap=0).nll
 
 
+def _enter_phase(model: nn.Module, phase: Phase) -> list[nn.Parameter]:
+    """Make exactly ``phase``'s parameters trainable (gradients cleared); returns them."""
+    params = _trainable(model, phase)
+    keep = {id(p) for p in params}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in keep)
+        p.grad = None
+    return params
+
+
+def next_token_step(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    params: list[nn.Parameter],
+    ids: torch.Tensor,
+    lr: float,
+    grad_clip: float | None,
+) -> torch.Tensor:
+    """One optimiser step on ``ids`` (batch, T) at learning rate ``lr``: mean next-token NLL
+    (nats), gradients clipped to norm ``grad_clip`` over ``params``; returns the loss."""
+    logits = model(input_ids=ids, use_cache=False).logits
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    for group in opt.param_groups:
+        group["lr"] = lr
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return loss
+
+
+@dataclass
+class _Run:
+    """The state of one :func:`train_with_schedule` call: its data and settings, the
+    cumulative counters (optimiser steps, training seconds, FLOPs) and the log rows."""
+
+    model: nn.Module
+    train_ids: torch.Tensor  # (n, T) long
+    val_ids: torch.Tensor  # (n_val, T) long
+    gen: torch.Generator
+    batch_size: int
+    lr: float
+    lr_scale: Callable[[int], float] | None
+    grad_clip: float | None
+    eval_every: int
+    on_step: Callable[[int, nn.Module], None] | None
+    step: int = 0
+    wall: float = 0.0
+    flops: float = 0.0
+    rows: list[dict[str, object]] = field(default_factory=list)
+
+    def log(self, k: int, name: str, train_loss: float, evaluate: bool) -> None:
+        """Append the row of the current step (validation loss only when ``evaluate``)."""
+        val = _val_loss(self.model, self.val_ids, self.batch_size) if evaluate else np.nan
+        self.rows.append(
+            {
+                "step": self.step,
+                "phase": k,
+                "phase_name": name,
+                "train_loss": train_loss,
+                "val_loss": val,
+                "wall_s": self.wall,
+                "flops": self.flops,
+            }
+        )
+
+    def phase(
+        self, k: int, phase: Phase, opt: torch.optim.Optimizer, params: list[nn.Parameter]
+    ) -> None:
+        """Run phase ``k``'s steps, logging each."""
+        device = next(self.model.parameters()).device
+        cost = step_flops(self.model, phase, self.batch_size, self.train_ids.shape[1])
+        n = self.train_ids.shape[0]
+        for i in range(phase.steps):
+            self.model.train()
+            t0 = time.perf_counter()
+            pick = torch.randint(0, n, (self.batch_size,), generator=self.gen)
+            lr = self.lr if self.lr_scale is None else self.lr * self.lr_scale(self.step)
+            ids = self.train_ids[pick].to(device)
+            loss = next_token_step(self.model, opt, params, ids, lr, self.grad_clip)
+            self.wall += time.perf_counter() - t0
+            self.step, self.flops = self.step + 1, self.flops + cost
+            if self.on_step is not None:
+                self.on_step(self.step, self.model)
+            evaluate = self.step % self.eval_every == 0 or i == phase.steps - 1
+            self.log(k, phase.name, loss.item(), evaluate)
+
+
 def train_with_schedule(
     model: nn.Module,
     schedule: Sequence[Phase],
@@ -208,80 +298,30 @@ def train_with_schedule(
     """
     if not schedule:
         raise ValueError("schedule is empty")
-    train_ids, val_ids = train_ids.long(), val_ids.long()
-    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    run = _Run(model, train_ids.long(), val_ids.long(), gen, batch_size, lr, lr_scale,
+               grad_clip, eval_every, on_step)  # fmt: skip
     flags = {k: p.requires_grad for k, p in model.named_parameters()}
     was_training = model.training
-    gen = torch.Generator().manual_seed(seed)
-    rows = [
-        {
-            "step": 0,
-            "phase": -1,
-            "phase_name": "init",
-            "train_loss": np.nan,
-            "val_loss": _val_loss(model, val_ids, batch_size),
-            "wall_s": 0.0,
-            "flops": 0.0,
-        }
-    ]
-    step, wall, flops = 0, 0.0, 0.0
+    run.log(-1, "init", np.nan, evaluate=True)
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             for k, phase in enumerate(schedule):
-                params = _trainable(model, phase)
-                keep = {id(p) for p in params}
-                for p in model.parameters():
-                    p.requires_grad_(id(p) in keep)
-                    p.grad = None
+                params = _enter_phase(model, phase)
                 if not carry_optimizer or k == 0:
                     opt = torch.optim.AdamW(
                         list(model.parameters()) if carry_optimizer else params,
                         lr=lr,
                         weight_decay=weight_decay,
                     )
-                cost = step_flops(model, phase, batch_size, train_ids.shape[1])
-                for i in range(phase.steps):
-                    model.train()
-                    t0 = time.perf_counter()
-                    ids = train_ids[
-                        torch.randint(0, train_ids.shape[0], (batch_size,), generator=gen)
-                    ].to(device)
-                    logits = model(input_ids=ids, use_cache=False).logits
-                    loss = F.cross_entropy(
-                        logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
-                    )
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    for group in opt.param_groups:
-                        group["lr"] = lr if lr_scale is None else lr * lr_scale(step)
-                    if grad_clip is not None:
-                        torch.nn.utils.clip_grad_norm_(params, grad_clip)
-                    opt.step()
-                    wall += time.perf_counter() - t0
-                    step, flops = step + 1, flops + cost
-                    if on_step is not None:
-                        on_step(step, model)
-                    evaluate = step % eval_every == 0 or i == phase.steps - 1
-                    rows.append(
-                        {
-                            "step": step,
-                            "phase": k,
-                            "phase_name": phase.name,
-                            "train_loss": loss.item(),
-                            "val_loss": _val_loss(model, val_ids, batch_size)
-                            if evaluate
-                            else np.nan,
-                            "wall_s": wall,
-                            "flops": flops,
-                        }
-                    )
+                run.phase(k, phase, opt, params)
     finally:
         for pname, p in model.named_parameters():
             p.requires_grad_(flags[pname])
             p.grad = None
         model.train(was_training)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(run.rows)
 
 
 def _at(evals: pd.DataFrame, column: str, budget: float) -> float:

@@ -3,14 +3,14 @@ returns within a tolerance of the clean model's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypedDict
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from lamina.anatomy.growth import next_token_step
 from lamina.anatomy.layers import check_layer
 from lamina.anatomy.perplexity import TokenIds, perplexity, require_lm
 from lamina.anatomy.surgery import noise_layer
@@ -52,6 +52,37 @@ def restore_all(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
+def _fine_tune_until(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    train: torch.Tensor,
+    batch_size: int,
+    seed: int,
+    eval_ppl: Callable[[], float],
+    target: float,
+    eval_every: int,
+    budget_steps: int,
+    curve: list[tuple[int, float]],
+) -> int | None:
+    """Fine-tune every parameter on random rows of ``train`` (n, T) (seeded) until the eval
+    perplexity, checked every ``eval_every`` steps and at the budget's end (each check appended
+    to ``curve``), is <= ``target``; returns that step, or None after ``budget_steps``."""
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    params = list(model.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    for step in range(1, budget_steps + 1):
+        model.train()
+        rows = torch.randint(0, train.shape[0], (batch_size,), generator=gen)
+        next_token_step(model, opt, params, train[rows].to(device), opt.defaults["lr"], None)
+        if step % eval_every == 0 or step == budget_steps:
+            curve.append((step, eval_ppl()))
+            if curve[-1][1] <= target:
+                return step
+    return None
+
+
 def recovery_steps(
     model: nn.Module,
     token_ids_train: torch.Tensor,
@@ -81,36 +112,22 @@ def recovery_steps(
     require_lm(model)
     if eval_every < 1 or budget_steps < 0:
         raise ValueError("eval_every must be >= 1 and budget_steps >= 0")
-    base = perplexity(model, token_ids_eval, batch_size=batch_size, n_bootstrap=0).ppl
+
+    def eval_ppl() -> float:
+        return perplexity(model, token_ids_eval, batch_size=batch_size, n_bootstrap=0).ppl
+
+    base = eval_ppl()
     target = base * (1 + tolerance_pct / 100)
-    gen = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
     train = token_ids_train.long()
     with restore_all(model), noise_layer(model, layer, rel_noise, seed):
-        ppl = perplexity(model, token_ids_eval, batch_size=batch_size, n_bootstrap=0).ppl
+        ppl = eval_ppl()
         curve, found = [(0, ppl)], 0 if ppl <= target else None
-        params = [p for p in model.parameters()]
-        for p in params:
-            p.requires_grad_(True)
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-        step = 0
-        while found is None and step < budget_steps:
-            step += 1
-            model.train()
-            rows = torch.randint(0, train.shape[0], (batch_size,), generator=gen)
-            ids = train[rows].to(device)
-            logits = model(input_ids=ids, use_cache=False).logits
-            loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if step % eval_every == 0 or step == budget_steps:
-                ppl = perplexity(model, token_ids_eval, batch_size=batch_size, n_bootstrap=0).ppl
-                curve.append((step, ppl))
-                if ppl <= target:
-                    found = step
+        opt = torch.optim.AdamW(list(model.parameters()), lr=lr, weight_decay=weight_decay)
+        if found is None:
+            found = _fine_tune_until(
+                model, opt, train, batch_size, seed, eval_ppl, target, eval_every, budget_steps,
+                curve,
+            )  # fmt: skip
     return {
         "layer": layer,
         "baseline_ppl": base,

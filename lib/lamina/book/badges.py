@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from lamina.evidence.claims import PAPER_VERDICTS
+
 __all__ = [
     "VERDICTS",
     "badge",
@@ -20,18 +22,7 @@ __all__ = [
 ]
 
 # every verdict word the book prints, in the order legends and counts list them
-VERDICTS: tuple[str, ...] = (
-    "reproduced",
-    "partially",
-    "smaller than claimed",
-    "not reproduced",
-    "absent",
-    "reversed",
-    "not testable",
-    "not run",
-    "check passed",
-    "check failed",
-)
+VERDICTS: tuple[str, ...] = (*PAPER_VERDICTS, "not run", "check passed", "check failed")
 
 # claim ids that test lamina's own machinery (e.g. "lamina reproduces the released
 # curvature"), not a claim of the papers; used when a result row carries no ``self_check``

@@ -50,6 +50,7 @@ from lamina.core.provenance import (
     atomic_write_json,
     atomic_write_text,
     repo_root,
+    writable_folder,
 )
 from lamina.states.io import RUN_ENV, ResultsFileError, results_dir
 
@@ -88,15 +89,10 @@ def _run_env(run: _Run) -> str:
 
 def _check_out(out: Path) -> Path:
     """``out`` as a writable folder (created); ValueError naming it otherwise."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a file, not a folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        return writable_folder(out, f"--out {str(out)!r}")
     except OSError as exc:
-        raise ValueError(f"--out {str(out)!r} cannot be created: {exc.strerror}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {str(out)!r} is not writable")
-    return out
+        raise ValueError(str(exc)) from None
 
 
 def _notebooks_dir() -> Path:
@@ -278,7 +274,8 @@ def _safe_dirname(model: str) -> str:
     return name
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m lamina.book``: execute, pages, methods."""
     parser = argparse.ArgumentParser(prog="python -m lamina.book")
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("execute", help="execute chapters with papermill")
@@ -303,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     me = sub.add_parser("methods", help="write the methods page's quoted definitions")
     me.add_argument("--out", default=None, help="default book/generated/definitions.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     absolute_env_paths()  # relative LAMINA_* folders: against the caller's directory

@@ -120,6 +120,60 @@ def load_records(folder: Path, root: Path | None = None) -> list[dict[str, Any]]
     return records
 
 
+def _claim_row(
+    record: dict[str, Any], row: dict[str, Any], chapter: str, label: str
+) -> dict[str, Any]:
+    """The :func:`claims_table` row of one claim row of a chapter's results ``record``."""
+    context = " / ".join(str(row[k]) for k in ("stage",) if row.get(k) not in (None, "", "-"))
+    cid = str(row.get("claim_id", ""))
+    kind = str(row.get("kind") or ("self-check" if cid.startswith("self-") else "paper"))
+    return {
+        "paper": CHAPTER_PAPER[chapter],
+        "chapter": chapter,
+        "kind": kind,
+        "claim_id": cid,
+        "claim": str(row.get("claim", "")),
+        "paper_value": str(row.get("paper_value", "")),
+        "model": str(row.get("model") or record.get("model")) + (f" ({label})" if label else ""),
+        "context": context,
+        "measured": _num(row.get("measured")),
+        "ci_low": _num(row.get("ci_low")),
+        "ci_high": _num(row.get("ci_high")),
+        "p": _num(row.get("p")),
+        "verdict": str(row.get("verdict", "not testable")),
+        "osc": str(row.get("osc") or ""),  # direction and p < 0.05 (claims.osc_replicates)
+        "note": str(row.get("note") or row.get("reason") or ""),
+        "self_check": is_self_check(row),
+        "quant_shift": str(row.get("quant_shift") or ""),
+        "commit": record.get("provenance", {}).get("lamina_commit", ""),
+        "run": label,
+    }
+
+
+def _not_run_row(chapter: str, paper: int) -> dict[str, Any]:
+    """The :func:`claims_table` row of a chapter without results."""
+    return {
+        "paper": paper,
+        "chapter": chapter,
+        "kind": "paper",
+        "claim_id": f"{chapter}:*",
+        "claim": f"every claim of the {chapter.replace('_', ' ')} chapter",
+        "paper_value": "",
+        "model": "–",
+        "context": "",
+        "measured": None,
+        "ci_low": None,
+        "ci_high": None,
+        "p": None,
+        "verdict": "not run",
+        "note": "no results file",
+        "self_check": False,
+        "quant_shift": "",
+        "commit": "",
+        "run": "",
+    }
+
+
 def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFrame:
     """One row per claim row found in the results (claim × model × stage), plus a "not run"
     row for every chapter of :data:`CHAPTER_PAPER` without results. Columns: paper, chapter,
@@ -138,60 +192,9 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
             continue
         label = _run_label(record)
         for row in record.get("summary", {}).get("claims", []) or []:
-            context = " / ".join(
-                str(row[k]) for k in ("stage",) if row.get(k) not in (None, "", "-")
-            )
-            cid = str(row.get("claim_id", ""))
-            kind = str(row.get("kind") or ("self-check" if cid.startswith("self-") else "paper"))
-            rows.append(
-                {
-                    "paper": CHAPTER_PAPER[chapter],
-                    "chapter": chapter,
-                    "kind": kind,
-                    "claim_id": cid,
-                    "claim": str(row.get("claim", "")),
-                    "paper_value": str(row.get("paper_value", "")),
-                    "model": str(row.get("model") or record.get("model"))
-                    + (f" ({label})" if label else ""),
-                    "context": context,
-                    "measured": _num(row.get("measured")),
-                    "ci_low": _num(row.get("ci_low")),
-                    "ci_high": _num(row.get("ci_high")),
-                    "p": _num(row.get("p")),
-                    "verdict": str(row.get("verdict", "not testable")),
-                    "osc": str(row.get("osc") or ""),  # direction and p < 0.05 (claims.osc_replicates)
-                    "note": str(row.get("note") or row.get("reason") or ""),
-                    "self_check": is_self_check(row),
-                    "quant_shift": str(row.get("quant_shift") or ""),
-                    "commit": record.get("provenance", {}).get("lamina_commit", ""),
-                    "run": label,
-                }
-            )
+            rows.append(_claim_row(record, row, chapter, label))
     done = {r["chapter"] for r in rows}
-    for chapter, paper in CHAPTER_PAPER.items():
-        if chapter not in done:
-            rows.append(
-                {
-                    "paper": paper,
-                    "chapter": chapter,
-                    "kind": "paper",
-                    "claim_id": f"{chapter}:*",
-                    "claim": f"every claim of the {chapter.replace('_', ' ')} chapter",
-                    "paper_value": "",
-                    "model": "–",
-                    "context": "",
-                    "measured": None,
-                    "ci_low": None,
-                    "ci_high": None,
-                    "p": None,
-                    "verdict": "not run",
-                    "note": "no results file",
-                    "self_check": False,
-                    "quant_shift": "",
-                    "commit": "",
-                    "run": "",
-                }
-            )
+    rows += [_not_run_row(c, paper) for c, paper in CHAPTER_PAPER.items() if c not in done]
     order = {c: i for i, c in enumerate(CHAPTER_PAPER)}
     frame = pd.DataFrame(rows)
     frame["_order"] = frame["chapter"].map(order)

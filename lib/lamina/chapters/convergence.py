@@ -88,6 +88,55 @@ def _layer_band(per: np.ndarray, seed: int, n: int = 500) -> tuple[np.ndarray, n
     return np.nanpercentile(means, 2.5, 0), np.nanpercentile(means, 97.5, 0)
 
 
+def _test_rows(model: str, s: dict[str, Any], pt: dict[str, float]) -> list[dict[str, Any]]:
+    """The ``tests`` table: the claim's test beside the paired Wilcoxon and the released
+    code's Mann-Whitney U (``pt``, :func:`paper_test`)."""
+    return [
+        {"model": model, "test": "claim: label permutation of the maximum over layers",
+         "role": "the claim's test (peak selection corrected)", "p": s["p"],
+         "effect": s["peak"]},
+        {"model": model, "test": "Wilcoxon signed-rank, peak vs first layer (per prompt)",
+         "role": "paired, not corrected for choosing the peak", "p": s["p_wilcoxon"],
+         "effect": s["rank_biserial"]},
+        {"model": model, "test": "Mann-Whitney U, between- vs within-category distances, "
+         "last layer", "role": "the released code's test (dependent pairs)", "p": pt["p"],
+         "effect": pt["effect"]},
+    ]  # fmt: skip
+
+
+def _frame_rows(
+    model: str, c: Convention, x: np.ndarray, table: pd.DataFrame, layers: list[int],
+    kw: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The ``frames`` table: the claim's test on the topical sentences and on the neutral
+    frames separately (a frame with < 4 prompts or one category is left out)."""
+    frames = []
+    for frame in ("topical", "neutral"):
+        sub = (table["frame"] == frame).to_numpy() if "frame" in table else np.zeros(0, bool)
+        if sub.sum() < 4 or table.loc[sub, "category"].nunique() < 2:
+            continue
+        r = paper1_test("convergence", x[sub], table[sub], layers, **kw)
+        frames.append({"model": model, "frame": frame, "n_prompts": int(sub.sum()),
+                       "peak": r["peak"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                       "peak_layer": r["peak_layer"], "p": r["p"],
+                       "verdict": convergence_claims(r, model, c.label)[0].verdict})  # fmt: skip
+    return frames
+
+
+def _sensitivity(ms: ModelStates, config: TrajectoryConfig) -> list[dict[str, Any]]:
+    """The ``sensitivity`` table: the peak and its verdict in every convention."""
+
+    def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
+        r = paper1_test("convergence", xs, pld.prompts, lay, n_bootstrap=200, seed=config.seed,
+                        n_permutations=min(config.n_permutations, SENSITIVITY_PERMUTATIONS))
+        return {"peak": r["peak"], "peak_layer": r["peak_layer"],
+                "peak_fraction": r["peak_fraction"], "ci_low": r["ci_low"],
+                "ci_high": r["ci_high"], "p": r["p"],
+                "verdict": convergence_claims(r, ms.name, cv.label)[0].verdict}  # fmt: skip
+
+    return sensitivity_rows(ms, measure)
+
+
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
@@ -120,42 +169,13 @@ def analyse_model(
     claims.append(vanish_claim("convergence", "Convergence", claims[0],
                                {k: (v["fraction"], v["p"]) for k, v in effects.items()},
                                cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
-    pt = paper_test(x, labels)
-    tests = [
-        {"model": ms.name, "test": "claim: label permutation of the maximum over layers",
-         "role": "the claim's test (peak selection corrected)", "p": s["p"],
-         "effect": s["peak"]},
-        {"model": ms.name, "test": "Wilcoxon signed-rank, peak vs first layer (per prompt)",
-         "role": "paired, not corrected for choosing the peak", "p": s["p_wilcoxon"],
-         "effect": s["rank_biserial"]},
-        {"model": ms.name, "test": "Mann-Whitney U, between- vs within-category distances, "
-         "last layer", "role": "the released code's test (dependent pairs)", "p": pt["p"],
-         "effect": pt["effect"]},
-    ]
-    frames = []
-    for frame in ("topical", "neutral"):
-        sub = (table["frame"] == frame).to_numpy() if "frame" in table else np.zeros(0, bool)
-        if sub.sum() < 4 or table.loc[sub, "category"].nunique() < 2:
-            continue
-        r = paper1_test("convergence", x[sub], table[sub], layers, **kw)
-        frames.append({"model": ms.name, "frame": frame, "n_prompts": int(sub.sum()),
-                       "peak": r["peak"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                       "peak_layer": r["peak_layer"], "p": r["p"],
-                       "verdict": convergence_claims(r, ms.name, c.label)[0].verdict})
-
-    def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
-        r = paper1_test("convergence", xs, pld.prompts, lay, n_bootstrap=200, seed=config.seed,
-                        n_permutations=min(config.n_permutations, SENSITIVITY_PERMUTATIONS))
-        return {"peak": r["peak"], "peak_layer": r["peak_layer"],
-                "peak_fraction": r["peak_fraction"], "ci_low": r["ci_low"],
-                "ci_high": r["ci_high"], "p": r["p"],
-                "verdict": convergence_claims(r, ms.name, cv.label)[0].verdict}
-
+    tests = _test_rows(ms.name, s, paper_test(x, labels))
+    frames = _frame_rows(ms.name, c, x, table, layers, kw)
     return {
         "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
         "controls": pd.DataFrame(controls),
         "tests": pd.DataFrame(tests),
         "frames": pd.DataFrame(frames),
-        "sensitivity": pd.DataFrame(sensitivity_rows(ms, measure) if config.sensitivity else []),
+        "sensitivity": pd.DataFrame(_sensitivity(ms, config) if config.sensitivity else []),
     }

@@ -80,6 +80,44 @@ def _length_rows(ms: ModelStates, x: np.ndarray, t: pd.DataFrame, seed: int) -> 
     return rows
 
 
+def _control_rows(
+    model: str, s: dict[str, Any], effects: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The ``controls`` table: the real gap, then each control's (``effects``,
+    :func:`lamina.chapters.skeleton.control_effects`)."""
+    controls = [{"model": model, "control": "none (real)", "reasoning": s["reasoning"],
+                 "lexical": s["lexical"], "difference": s["difference"], "p": s["p"],
+                 "fraction_remaining": 1.0}]
+    controls += [{"model": model, "control": k, "reasoning": v["reasoning"],
+                  "lexical": v["lexical"], "difference": v["difference"], "p": v["p"],
+                  "fraction_remaining": v["fraction"]} for k, v in effects.items()]  # fmt: skip
+    return controls
+
+
+def _sensitivity(ms: ModelStates, config: TrajectoryConfig) -> list[dict[str, Any]]:
+    """The ``sensitivity`` table: the gap and its verdict in every convention, with the
+    single-token prompts excluded and included."""
+    sens = []
+    for exclude in (True, False):
+
+        def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention,
+                    exclude: bool = exclude) -> dict:
+            k = keep_rows(pld, exclude)
+            tk = pld.prompts[k].reset_index(drop=True)
+            r = paper1_test("curvature", xs[k], tk, lay, n_tokens=pld.n_tokens[k],
+                            n_bootstrap=500, seed=config.seed)
+            rows = curvature_claims(r, ms.name, cv.label)
+            return {"single_token_prompts": "excluded" if exclude else "included",
+                    "n_prompts": int(k.sum()), "reasoning": r["reasoning"],
+                    "lexical": r["lexical"], "difference": r["difference"],
+                    "diff_low": r["diff_low"], "diff_high": r["diff_high"],
+                    "adjusted": r.get("adjusted", np.nan), "p": r["p"],
+                    "verdict": rows[0].verdict}  # fmt: skip
+
+        sens += sensitivity_rows(ms, measure)
+    return sens
+
+
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
@@ -114,32 +152,10 @@ def analyse_model(
     per_prompt = pd.DataFrame({"model": ms.name, "family": fam, "prompt": t["prompt"],
                                "n_tokens": n_tok, "mean_curvature": mc})
     effects = control_effects("curvature", s, x, ms, c, t, layers, config, keep)
-    controls = [{"model": ms.name, "control": "none (real)", "reasoning": s["reasoning"],
-                 "lexical": s["lexical"], "difference": s["difference"], "p": s["p"],
-                 "fraction_remaining": 1.0}]
-    controls += [{"model": ms.name, "control": k, "reasoning": v["reasoning"],
-                  "lexical": v["lexical"], "difference": v["difference"], "p": v["p"],
-                  "fraction_remaining": v["fraction"]} for k, v in effects.items()]
+    controls = _control_rows(ms.name, s, effects)
     claims.append(vanish_claim("curvature", "The curvature difference", claims[0],
                                {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
-    sens = []
-    for exclude in (True, False) if config.sensitivity else ():
-
-        def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention,
-                    exclude: bool = exclude) -> dict:
-            k = keep_rows(pld, exclude)
-            tk = pld.prompts[k].reset_index(drop=True)
-            r = paper1_test("curvature", xs[k], tk, lay, n_tokens=pld.n_tokens[k],
-                            n_bootstrap=500, seed=config.seed)
-            rows = curvature_claims(r, ms.name, cv.label)
-            return {"single_token_prompts": "excluded" if exclude else "included",
-                    "n_prompts": int(k.sum()), "reasoning": r["reasoning"],
-                    "lexical": r["lexical"], "difference": r["difference"],
-                    "diff_low": r["diff_low"], "diff_high": r["diff_high"],
-                    "adjusted": r.get("adjusted", np.nan), "p": r["p"],
-                    "verdict": rows[0].verdict}
-
-        sens += sensitivity_rows(ms, measure)
+    sens = _sensitivity(ms, config) if config.sensitivity else []
     return {
         "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),

@@ -159,6 +159,42 @@ def _stability_rows(ms: ModelStates, pooled: Any, c: Convention, seed: int) -> l
     return rows
 
 
+def _control_rows(
+    model: str, s: dict[str, Any], effects: dict[str, dict[str, Any]], layers: list[int],
+    transitions: list[str], depth: list[float],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """(``controls`` rows: the real margin, then each control's; the controls' mean SIM
+    profiles as ``profiles`` rows)."""
+    controls = [{"model": model, "control": "none (real)", "margin": s["margin"], "p": s["p"],
+                 "ordered": s["ordered"], "fraction_remaining": 1.0}]  # fmt: skip
+    profiles: list[dict[str, Any]] = []
+    for name, v in effects.items():
+        controls.append({"model": model, "control": name, "margin": v["margin"], "p": v["p"],
+                         "ordered": v["ordered"], "fraction_remaining": v["fraction"]})  # fmt: skip
+        prof = np.nanmean(layerwise_cosine(v["states"]), axis=0)
+        profiles += [
+            {"model": model, "condition": name, "layer": layer, "transition": tr, "depth": d,
+             "sim": float(val), "fixed_band": -1, "detected_phase": -1}
+            for layer, tr, d, val in zip(layers[:-1], transitions, depth, prof, strict=True)
+        ]  # fmt: skip
+    return controls, profiles
+
+
+def _sensitivity(ms: ModelStates, config: TrajectoryConfig) -> list[dict[str, Any]]:
+    """The ``sensitivity`` table: band means, margin and verdict in every convention."""
+
+    def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
+        k = pld.prompts["family"].isin(FAMILIES).to_numpy() & (pld.n_tokens != 1)
+        r = paper1_test("three_phase", xs[k], pld.prompts[k], lay, n_bootstrap=200,
+                        seed=config.seed)
+        bm = r["band_means"] or [math.nan] * 3
+        return {"encoding": bm[0], "elaboration": bm[1], "output": bm[2],
+                "margin": r["margin"], "p": r["p"], "ordered": r["ordered"],
+                "verdict": three_phase_claims(r, ms.name, cv.label)[0].verdict}
+
+    return sensitivity_rows(ms, measure)
+
+
 def analyse_model(
     ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
 ) -> dict[str, pd.DataFrame]:
@@ -197,32 +233,13 @@ def analyse_model(
         for layer, tr, d, v, b, p in zip(layers[:-1], transitions, depth, det["profile"], bands,
                                           det["detected_bands"], strict=True)
     ]
-    controls = [{"model": ms.name, "control": "none (real)", "margin": s["margin"], "p": s["p"],
-                 "ordered": s["ordered"], "fraction_remaining": 1.0}]
-    for name, v in effects.items():
-        controls.append({"model": ms.name, "control": name, "margin": v["margin"], "p": v["p"],
-                         "ordered": v["ordered"], "fraction_remaining": v["fraction"]})
-        prof = np.nanmean(layerwise_cosine(v["states"]), axis=0)
-        profiles += [
-            {"model": ms.name, "condition": name, "layer": layer, "transition": tr, "depth": d,
-             "sim": float(val), "fixed_band": -1, "detected_phase": -1}
-            for layer, tr, d, val in zip(layers[:-1], transitions, depth, prof, strict=True)
-        ]
-
-    def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
-        k = pld.prompts["family"].isin(FAMILIES).to_numpy() & (pld.n_tokens != 1)
-        r = paper1_test("three_phase", xs[k], pld.prompts[k], lay, n_bootstrap=200,
-                        seed=config.seed)
-        bm = r["band_means"] or [math.nan] * 3
-        return {"encoding": bm[0], "elaboration": bm[1], "output": bm[2],
-                "margin": r["margin"], "p": r["p"], "ordered": r["ordered"],
-                "verdict": three_phase_claims(r, ms.name, cv.label)[0].verdict}
-
+    controls, control_profiles = _control_rows(ms.name, s, effects, layers, transitions, depth)
+    profiles += control_profiles
     return {
         "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
         "bands": phase_summary(sim, bands).assign(model=ms.name),
         "controls": pd.DataFrame(controls),
         "stability": pd.DataFrame(_stability_rows(ms, pooled, c, config.seed)),
-        "sensitivity": pd.DataFrame(sensitivity_rows(ms, measure) if config.sensitivity else []),
+        "sensitivity": pd.DataFrame(_sensitivity(ms, config) if config.sensitivity else []),
     }

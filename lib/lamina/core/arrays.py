@@ -1,34 +1,24 @@
-"""Array conventions shared by the library: shape-annotated aliases and the conversion of
-numpy / torch inputs to numpy.
+"""Array conventions shared by the library: the conversion of numpy / torch inputs to numpy,
+and the label alias.
 
-The aliases name an array's role and document its shape; the shape letters are used the same
-way in every docstring:
-
-n: prompts (or sequences); L: blocks, so L+1 states per trajectory (layer 0 = embedding
-output); T: tokens; d: model width; k: subspace dimension.
+The shape-typed aliases of states, profiles and weights are in :mod:`lamina.core.types`; the
+shape letters are used the same way in every docstring: n: prompts (or sequences); L: blocks,
+so L+1 states per trajectory (layer 0 = embedding output); T: tokens; d: model width; k:
+subspace dimension.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:  # torch is optional for the geometry; annotations only
-    import torch
+__all__ = ["Labels", "to_numpy"]
 
-__all__ = ["ArrayIn", "Labels", "Profile", "States", "to_numpy"]
-
-# A numpy array or a torch tensor of any float dtype (converted with :func:`to_numpy`).
-ArrayIn: TypeAlias = "npt.ArrayLike | torch.Tensor"
-# (n, L+1, d) hidden states: n prompts, L+1 layers, width d (numpy or torch, any float dtype).
-States: TypeAlias = "npt.ArrayLike | torch.Tensor"
 # (n,) category labels of the prompts (any hashable values).
 Labels: TypeAlias = "npt.ArrayLike"
-# (n, L) a per-prompt profile over layers or layer transitions (e.g. SIM(l)).
-Profile: TypeAlias = "npt.ArrayLike | torch.Tensor"
 
 
 def to_numpy(x: Any, name: str) -> np.ndarray:

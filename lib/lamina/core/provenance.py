@@ -27,6 +27,7 @@ __all__ = [
     "git_commit",
     "provenance",
     "repo_root",
+    "writable_folder",
 ]
 
 
@@ -80,6 +81,21 @@ def absolute_env_paths() -> dict[str, str]:
             path = Path(value).expanduser()
             os.environ[name] = out[name] = str(path if path.is_absolute() else Path.cwd() / path)
     return out
+
+
+def writable_folder(path: Path, name: str) -> Path:
+    """``path`` as a writable folder, created when missing; the error names it as ``name``:
+    NotADirectoryError (a file is there), OSError (it cannot be created, with the system's
+    reason) or PermissionError (not writable)."""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{name} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"{name} cannot be created: {exc.strerror or exc}") from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"{name} is not writable")
+    return path
 
 
 def data_dir() -> Path:

@@ -376,6 +376,37 @@ def _dequantise(
         build_cache(target, gguf_path, record)
 
 
+def _ensure_cache(
+    target: Path,
+    paths: list[Path],
+    sha: str,
+    file_name: str,
+    package: str | None,
+    supported: Collection[str],
+    progress: bool,
+) -> tuple[dict[str, Any], bool]:
+    """(manifest, cold): the verified fp32 cache entry ``target`` of the GGUF ``paths``
+    (SHA-256 ``sha``), built under a lock when missing or damaged (cold = it was built)."""
+    manifest, damage = verify(target)
+    cold = manifest is None
+    if cold:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with build_lock(target):  # a process that waited here finds the cache complete
+            clean_scratch(target)  # what a killed build of this entry left behind
+            manifest, damage = verify(target)
+            cold = manifest is None
+            if cold:
+                if damage is not None:
+                    warnings.warn(f"GGUF cache: {damage}; rebuilding {target}", stacklevel=3)
+                record = {"file": file_name, "sha256": sha, "package": package}
+                _dequantise(target, paths, record, supported, progress)
+                manifest = verify(target)[0]
+        if manifest is None:
+            raise GGUFError(f"the cache {target} was not completed; remove it and retry")
+    assert manifest is not None  # verified, or completed above when cold
+    return manifest, cold
+
+
 def load_gguf_model(
     name_or_path: str | os.PathLike,
     *,
@@ -410,28 +441,12 @@ def load_gguf_model(
             raise GGUFMissingError(f"GGUF file {path} does not exist")
         paths, sha, stem, package = [path], sha256_files([path]), path.stem, None
     target = gguf_cache_dir() / f"{stem}-{cache_key(sha)}"
-    manifest, damage = verify(target)
-    cold = manifest is None
-    if cold:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with build_lock(target):  # a process that waited here finds the cache complete
-            clean_scratch(target)  # what a killed build of this entry left behind
-            manifest, damage = verify(target)
-            cold = manifest is None
-            if cold:
-                if damage is not None:
-                    warnings.warn(f"GGUF cache: {damage}; rebuilding {target}", stacklevel=2)
-                record = {"file": spec.file_name if spec else paths[0].name, "sha256": sha,
-                          "package": package}  # fmt: skip
-                _dequantise(target, paths, record, supported, progress)
-                manifest = verify(target)[0]
-        if manifest is None:
-            raise GGUFError(f"the cache {target} was not completed; remove it and retry")
+    file_name = spec.file_name if spec else paths[0].name
+    manifest, cold = _ensure_cache(target, paths, sha, file_name, package, supported, progress)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    assert manifest is not None  # completed above when cold
     model = model.to(target_device).eval()  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
     source = {k: v for k, v in manifest.items() if k != "files"}
     source.update(cache=str(target), cold=cold, load_seconds=round(time.perf_counter() - start, 2))

@@ -354,20 +354,17 @@ def load_model(
         )
         get_adapter(model)
         return model, tokenizer
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    return _load_transformers(name_or_path, revision, dtype, device, device_map)
 
-    source, local = _resolve(name_or_path)
-    if local and revision is not None:
-        raise ValueError(
-            f"revision={revision!r} cannot apply to {str(name_or_path)!r}, which is a local "
-            "folder, an alias or an organism (use organism-NAME@STAGE for an organism's "
-            "checkpoints); pass revision only with a hub name"
-        )
-    kwargs: dict = {"revision": revision, "trust_remote_code": False}
-    if local or not hub_reachable():
-        kwargs["local_files_only"] = True
+
+def _hf_config(source: str, name_or_path: str | os.PathLike, revision: str | None,
+               local: bool, kwargs: dict) -> object:  # fmt: skip
+    """The transformers config of ``source``; :class:`ModelNotFoundError` naming the model
+    (and, for a hub name, what is available offline) when it cannot be read."""
+    from transformers import AutoConfig
+
     try:
-        config = AutoConfig.from_pretrained(source, **kwargs)
+        return AutoConfig.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as exc:
         cause = f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:400]}"
         if local:
@@ -381,6 +378,29 @@ def load_model(
             f"organism and could not be loaded from the Hugging Face cache or hub ({cause}). "
             f"Available offline: {offline}."
         ) from exc
+
+
+def _load_transformers(
+    name_or_path: str | os.PathLike,
+    revision: str | None,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    device_map: str | dict | None,
+) -> tuple[nn.Module, object]:
+    """:func:`load_model` for a hub name, local folder, alias or organism (transformers)."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    source, local = _resolve(name_or_path)
+    if local and revision is not None:
+        raise ValueError(
+            f"revision={revision!r} cannot apply to {str(name_or_path)!r}, which is a local "
+            "folder, an alias or an organism (use organism-NAME@STAGE for an organism's "
+            "checkpoints); pass revision only with a hub name"
+        )
+    kwargs: dict = {"revision": revision, "trust_remote_code": False}
+    if local or not hub_reachable():
+        kwargs["local_files_only"] = True
+    config: Any = _hf_config(source, name_or_path, revision, local, kwargs)
     is_causal = any(
         a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in config.architectures or []
     )

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lamina.core.arrays import Labels, States, to_numpy
+from lamina.core.arrays import Labels, to_numpy
+from lamina.core.types import States
 from lamina.sources.models import get_adapter, input_embeddings, weight_of
 from lamina.states import hooks
 

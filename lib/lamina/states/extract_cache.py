@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lamina.core.provenance import data_dir
+from lamina.core.provenance import data_dir, writable_folder
 from lamina.states.trajectories import Trajectories, TrajectoriesFileError
 
 __all__ = [
@@ -99,15 +99,7 @@ def cache_root(cache: bool | str | os.PathLike | None) -> Path | None:
         root = Path(cache).expanduser()
     else:
         raise TypeError(f"cache must be True, False or a folder path; got {cache!r}")
-    if root.exists() and not root.is_dir():
-        raise NotADirectoryError(f"cache={str(root)!r} is a file, not a folder")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(f"cache folder {str(root)!r} cannot be created: {exc}") from exc
-    if not os.access(root, os.W_OK):
-        raise PermissionError(f"cache folder {str(root)!r} is not writable")
-    return root
+    return writable_folder(root, f"cache folder {str(root)!r}")
 
 
 def cache_path(root: Path | None, key: dict[str, Any]) -> Path | None:

@@ -128,6 +128,43 @@ def _fit(y: np.ndarray, cps: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return bands, np.array([y[bands == b].mean() for b in range(len(cps) + 1)])
 
 
+def _bic_criteria(
+    y: np.ndarray, segs: list[list[int] | None], max_phases: int, penalty: float
+) -> dict[int, float]:
+    """{k: T log(RSS_k / T) + penalty (k - 1) log T} for every feasible k (see
+    :func:`detect_phases`; RSS floored at T 1e-12 mean(y^2))."""
+    t = y.size
+    floor = t * 1e-12 * max(float(np.mean(y * y)), 1e-300)
+    crit: dict[int, float] = {}
+    for k in range(1, max_phases + 1):
+        seg = segs[k]
+        if seg is not None:
+            bands, means = _fit(y, seg)
+            rss = max(float(np.sum((y - means[bands]) ** 2)), floor)
+            crit[k] = t * np.log(rss / t) + penalty * (k - 1) * np.log(t)
+    return crit
+
+
+def _cv_criteria(
+    y: np.ndarray, segs: list[list[int] | None], max_phases: int, min_size: int
+) -> dict[int, float]:
+    """{k: summed squared error of order-preserved sample splitting} for every k feasible on
+    the whole profile and on both halves (see :func:`detect_phases`)."""
+    halves = [(y[0::2], y[1::2]), (y[1::2], y[0::2])]
+    fits = [(tr, te, _segment(tr, max_phases, max(1, min_size // 2))) for tr, te in halves]
+    crit: dict[int, float] = {}
+    for k in range(1, max_phases + 1):
+        if segs[k] is None or any(f[2][k] is None for f in fits):
+            continue
+        err = 0.0
+        for tr, te, sg in fits:
+            bands, means = _fit(tr, cast(list[int], sg[k]))  # not None: checked above
+            m = min(tr.size, te.size)
+            err += float(np.sum((te[:m] - means[bands][:m]) ** 2))
+        crit[k] = err
+    return crit
+
+
 def detect_phases(
     profile: Profile | MeanProfile,
     max_phases: int = 6,
@@ -166,27 +203,10 @@ def detect_phases(
     y = p.mean(axis=0) if p.ndim == 2 else p
     t = y.size
     segs = _segment(y, max_phases, min_size)
-    crit: dict[int, float] = {}
     if method == "bic":
-        floor = t * 1e-12 * max(float(np.mean(y * y)), 1e-300)
-        for k in range(1, max_phases + 1):
-            seg = segs[k]
-            if seg is not None:
-                bands, means = _fit(y, seg)
-                rss = max(float(np.sum((y - means[bands]) ** 2)), floor)
-                crit[k] = t * np.log(rss / t) + penalty * (k - 1) * np.log(t)
+        crit = _bic_criteria(y, segs, max_phases, penalty)
     else:
-        halves = [(y[0::2], y[1::2]), (y[1::2], y[0::2])]
-        fits = [(tr, te, _segment(tr, max_phases, max(1, min_size // 2))) for tr, te in halves]
-        for k in range(1, max_phases + 1):
-            if segs[k] is None or any(f[2][k] is None for f in fits):
-                continue
-            err = 0.0
-            for tr, te, sg in fits:
-                bands, means = _fit(tr, cast(list[int], sg[k]))  # not None: checked above
-                m = min(tr.size, te.size)
-                err += float(np.sum((te[:m] - means[bands][:m]) ** 2))
-            crit[k] = err
+        crit = _cv_criteria(y, segs, max_phases, min_size)
     if not crit:
         raise ValueError(f"a profile of length {t} cannot be split with min_size={min_size}")
     k_best = min(crit, key=lambda k: (crit[k], k))

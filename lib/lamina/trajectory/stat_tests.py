@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.core.types import Profile
 from lamina.evidence.stats import (
     index_bootstrap,
     mann_whitney,
@@ -103,6 +104,60 @@ def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.nda
     return out
 
 
+def _depth_interval(depth: np.ndarray, share: np.ndarray) -> tuple[float, float]:
+    """The 2.5 and 97.5 percentiles of the re-selected peak's depth: depth (m,) of each layer
+    as a fraction of the last, share (m,) the share of bootstrap resamples peaking there
+    (NaN, NaN when no resample has a peak)."""
+    cdf = np.cumsum(share)
+    if not cdf[-1] > 0:
+        return np.nan, np.nan
+    lo = depth[int(np.searchsorted(cdf, 0.025))]
+    return lo, depth[min(int(np.searchsorted(cdf, 0.975)), len(depth) - 1)]
+
+
+def _peak_vs_first(per: Profile, k: int) -> tuple[float, float]:
+    """(p, rank-biserial) of the Wilcoxon signed-rank test of per-prompt values ``per``
+    (n, m) at layer index ``k`` vs index 0; (1, 0) when the peak is the first layer."""
+    if k == 0:
+        return 1.0, 0.0
+    w = wilcoxon(per[:, k], per[:, 0]).iloc[0]
+    return float(w["p_value"]), float(w["rank_biserial"])
+
+
+def _check_labelled(x: np.ndarray, lab: np.ndarray) -> None:
+    """ValueError unless x is (n, m, d) with n labels of at least 2 categories."""
+    if x.ndim != 3 or lab.shape != (x.shape[0],):
+        raise ValueError(
+            f"convergence_test needs states (n, m, d) and n labels; got states {x.shape} and "
+            f"labels of length {lab.size}"
+        )
+    if len(np.unique(lab)) < 2:
+        raise ValueError("convergence_test needs at least 2 categories")
+
+
+def _peak_resampling(
+    D: np.ndarray, lab: np.ndarray, units: Any | None, n_permutations: int, n_bootstrap: int,
+    seed: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """(permutation test, bootstrap) of the convergence-index profile's peak from the
+    distance stack D (m, n, n): labels permuted by unit, units resampled within category."""
+    n = len(lab)
+
+    def resampled(idx: list[np.ndarray]) -> np.ndarray:  # B resamples -> (B, m)
+        counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
+        return ci_profiles(D, np.broadcast_to(lab, counts.shape), counts)
+
+    perm = max_permutation_test(
+        lambda y: ci_profile(D, y), lab, n_permutations, seed,
+        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)), blocks=units,
+    )  # fmt: skip
+    boot = peak_bootstrap(
+        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, clusters=units,
+        profiles=resampled,
+    )  # fmt: skip
+    return perm, boot
+
+
 def convergence_test(
     x: np.ndarray,
     labels: Any,
@@ -129,41 +184,16 @@ def convergence_test(
     """
     lab = np.asarray(labels)
     x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 3 or lab.shape != (x.shape[0],):
-        raise ValueError(
-            f"convergence_test needs states (n, m, d) and n labels; got states {x.shape} and "
-            f"labels of length {lab.size}"
-        )
-    if len(np.unique(lab)) < 2:
-        raise ValueError("convergence_test needs at least 2 categories")
+    _check_labelled(x, lab)
     D = distance_stack(x)
     n = len(lab)
-
-    def resampled(idx: list[np.ndarray]) -> np.ndarray:  # B resamples -> (B, m)
-        counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
-        return ci_profiles(D, np.broadcast_to(lab, counts.shape), counts)
-
-    perm = max_permutation_test(
-        lambda y: ci_profile(D, y), lab, n_permutations, seed,
-        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape)), blocks=units,
-    )  # fmt: skip
-    boot = peak_bootstrap(
-        lambda i: ci_profile(D, lab, i), n, n_bootstrap, seed, strata=lab, clusters=units,
-        profiles=resampled,
-    )  # fmt: skip
+    perm, boot = _peak_resampling(D, lab, units, n_permutations, n_bootstrap, seed)
     profile = ci_profile(D, lab)
     k = int(np.nanargmax(profile))
     depth = np.asarray(layers, dtype=float) / layers[-1]
-    share = boot["peak_share"]
-    cdf = np.cumsum(share)
-    frac_lo = depth[int(np.searchsorted(cdf, 0.025))] if cdf[-1] > 0 else np.nan
-    frac_hi = depth[min(int(np.searchsorted(cdf, 0.975)), len(depth) - 1)] if cdf[-1] > 0 else np.nan
+    frac_lo, frac_hi = _depth_interval(depth, boot["peak_share"])
     per = convergence_index_per_prompt(x, lab)
-    if k > 0:
-        w = wilcoxon(per[:, k], per[:, 0]).iloc[0]
-        pw, rb = float(w["p_value"]), float(w["rank_biserial"])
-    else:
-        pw, rb = 1.0, 0.0
+    pw, rb = _peak_vs_first(per, k)
     return {
         "peak": float(profile[k]),
         "peak_layer": int(layers[k]),
@@ -282,6 +312,11 @@ def onset_from_difference(diff: np.ndarray, base: int, threshold: float = 0.1) -
     return float(hit[0] + base + 1) if hit.size else np.nan
 
 
+def _ci_keys(boot: dict[str, Any], name: str) -> dict[str, float]:
+    """``{name}_low`` / ``{name}_high``: the CI of a bootstrap result."""
+    return {f"{name}_low": boot["ci_low"], f"{name}_high": boot["ci_high"]}
+
+
 def bifurcation_test(
     a: np.ndarray,
     b: np.ndarray,
@@ -323,20 +358,16 @@ def bifurcation_test(
     )
     return {
         "ratio": float(np.median(ra)),
-        "ratio_low": ba["ci_low"],
-        "ratio_high": ba["ci_high"],
+        **_ci_keys(ba, "ratio"),
         "control_ratio": float(np.median(rc)),
-        "control_low": bc["ci_low"],
-        "control_high": bc["ci_high"],
+        **_ci_keys(bc, "control"),
         "excess": be["estimate"],
-        "excess_low": be["ci_low"],
-        "excess_high": be["ci_high"],
+        **_ci_keys(be, "excess"),
         "log_ratio_difference": float(w["median_difference"]),
         "p": float(w["p_value"]),
         "rank_biserial": float(w["rank_biserial"]),
         "onset": bo["estimate"],
-        "onset_low": bo["ci_low"],
-        "onset_high": bo["ci_high"],
+        **_ci_keys(bo, "onset"),
         "base_layer": base,
         "base_defined": base == 0,
         "n_zero_base": int(np.sum((da[:, 0] <= 1e-6) | (dc[:, 0] <= 1e-6))),

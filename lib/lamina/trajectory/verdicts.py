@@ -7,6 +7,7 @@ and what its alpha is. The chapters and the calibration harness share these func
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from lamina.evidence.claims import SUPPORTED, Claim, claim_id, vanish_decide
@@ -15,6 +16,7 @@ __all__ = [
     "BIFURCATION",
     "CONVERGENCE",
     "CURVATURE",
+    "Declared",
     "PAPER_SIM_RANGES",
     "PHASE_MARGIN",
     "THREE_PHASE",
@@ -73,6 +75,126 @@ PHASE_MARGIN = min(_MID[1] - _MID[0], _MID[1] - _MID[2]) / 2
 MIN_ARCHITECTURES = 3  # "consistent across all three architectures"
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A paper-1 claim row as data: its wording, the paper's value and the claimed range
+    (with the tolerance, direction and null of :func:`lamina.evidence.claims.decide`), and
+    the keys of a :mod:`lamina.trajectory.stat_tests` summary that hold its estimate, 95% CI,
+    p and effect size. :meth:`judge` turns it into a :class:`Claim`."""
+
+    slug: str
+    claim: str
+    paper_value: str
+    measured: str  # summary key of the estimate
+    ci: tuple[str, str]  # summary keys of the CI's low and high ends
+    effect_name: str
+    unit: str
+    claimed: tuple[float, float]
+    tolerance: float = 0.0
+    direction: int = 0
+    null: float = 0.0
+    p: str | None = None  # summary key of the test's p
+    effect_size: str | None = None  # summary key of the effect size
+    test: str | None = None
+    main: bool = False
+
+    def judge(
+        self,
+        s: dict[str, Any],
+        chapter: str,
+        common: dict[str, Any],
+        untestable: str | None = None,
+        **override: Any,
+    ) -> Claim:
+        """The row judged from summary ``s`` (``override``: fields computed per call)."""
+        fields: dict[str, Any] = {
+            "claim_id": claim_id(1, chapter, self.slug),
+            "claim": self.claim,
+            "paper_value": self.paper_value,
+            "measured": s[self.measured],
+            "ci_low": s[self.ci[0]],
+            "ci_high": s[self.ci[1]],
+            "effect_name": self.effect_name,
+            "unit": self.unit,
+        }
+        if self.p is not None:
+            fields["p"] = s[self.p]
+        if self.effect_size is not None:
+            fields["effect_size"] = s[self.effect_size]
+        if self.test is not None:
+            fields["test"] = self.test
+        if self.main:
+            fields["main"] = True
+        fields |= common | override
+        return Claim.tested(
+            claimed=self.claimed, direction=self.direction, tolerance=self.tolerance,
+            null=self.null, untestable=untestable, **fields,
+        )  # fmt: skip
+
+
+# ----------------------------------------------------------------------- the declarations
+PEAK = Declared(
+    "peak", CONVERGENCE, "peak CI 0.41-0.58, p<0.001", "peak", ("ci_low", "ci_high"),
+    "matched-pairs rank-biserial, peak vs first layer", "chord distance on the unit sphere",
+    CI_RANGE, direction=1, p="p", effect_size="rank_biserial", main=True,
+)  # fmt: skip
+PEAK_DEPTH = Declared(
+    "peak-depth", "The convergence peak lies in middle-to-late layers", "middle-to-late layers",
+    "peak_fraction", ("fraction_low", "fraction_high"),
+    "depth of the peak (layer / last layer)", "fraction of depth", DEPTH_RANGE,
+)  # fmt: skip
+GAP_CLAIM = Declared(
+    "gap", CURVATURE, "difference >= 0.40 rad (0.71-0.83 vs 0.27-0.31)", "difference",
+    ("diff_low", "diff_high"), "rank-biserial", "rad", GAP, tolerance=0.05, direction=1,
+    p="p", effect_size="rank_biserial", main=True,
+    test="Mann-Whitney U on unit means (lexical base words, reasoning prompts)",
+)  # fmt: skip
+REASONING_CLAIM = Declared(
+    "reasoning-range", "Reasoning curvature is 0.71-0.83 rad", "0.71-0.83 rad", "reasoning",
+    ("reasoning_low", "reasoning_high"), "mean curvature (rad)", "rad", REASONING_RANGE,
+)  # fmt: skip
+LEXICAL_CLAIM = Declared(
+    "lexical-range", "Lexical-variation curvature is 0.27-0.31 rad", "0.27-0.31 rad", "lexical",
+    ("lexical_low", "lexical_high"), "mean curvature (rad), base-word bootstrap", "rad",
+    LEXICAL_RANGE,
+)  # fmt: skip
+ADJUSTED_GAP = Declared(
+    "gap-length-adjusted", "Reasoning curves more than lexical variation at equal length",
+    "difference >= 0.40 rad", "adjusted", ("adj_low", "adj_high"),
+    "family coefficient, OLS on log(tokens)", "rad", GAP, tolerance=0.05, direction=1,
+)  # fmt: skip
+EXCESS_CLAIM = Declared(
+    "ratio", BIFURCATION, "5.6x (GPT-2), 4.9x, 5.1x; controls 1.1x", "excess",
+    ("excess_low", "excess_high"), "median over pairs of the homograph's ratio over its control's",
+    "x (ratio of ratios)", EXCESS, tolerance=RATIO_TOLERANCE / CONTROL_RATIO[1], direction=1,
+    null=1.0, p="p", effect_size="rank_biserial", main=True,
+    test="Wilcoxon signed-rank, log ratio homograph - control, over pairs",
+)  # fmt: skip
+HOMOGRAPH_RATIO = Declared(
+    "homograph-ratio", "Homographs separate up to 5.6x (at least 4.9x) by the final layer",
+    "5.6x (GPT-2), 4.9x, 5.1x", "ratio", ("ratio_low", "ratio_high"),
+    "median delta(L)/delta(0) of homograph pairs", "x (ratio)", RATIO,
+    tolerance=RATIO_TOLERANCE, direction=1, null=1.0,
+)  # fmt: skip
+CONTROL_RATIO_CLAIM = Declared(
+    "control-ratio", "Unambiguous controls separate ~1.1x", "1.1x", "control_ratio",
+    ("control_low", "control_high"), "median delta(L)/delta(0) of control pairs", "x (ratio)",
+    CONTROL_RATIO,
+)  # fmt: skip
+ONSET = Declared(
+    "onset", "Bifurcation begins at about 22% of depth", "~0.22 of depth", "onset",
+    ("onset_low", "onset_high"), "onset of delta_amb - delta_ctl (layer / last layer)",
+    "fraction of depth", ONSET_RANGE,
+)  # fmt: skip
+BANDS = Declared(
+    "bands", THREE_PHASE, "encoding < elaboration > output preparation "
+    f"(margin >= {PHASE_MARGIN:.4g}, half the smallest gap of GPT-2's band middles)",
+    "margin", ("margin_low", "margin_high"), "SIM margin of elaboration over both neighbours",
+    "cosine", (PHASE_MARGIN, math.inf), direction=1, p="p", main=True,
+    test="paired Wilcoxon, elaboration vs each neighbour band (max p)",
+)  # fmt: skip
+
+
 def convergence_claims(
     s: dict[str, Any], model: str, convention: str, *, chapter: str = "convergence"
 ) -> list[Claim]:
@@ -87,41 +209,13 @@ def convergence_claims(
     )
     mc = s.get("p_mc_error", math.nan)
     common: dict[str, Any] = {"model": model, "convention": convention}
-    peak = Claim.tested(
-        claim_id=claim_id(1, chapter, "peak"),
-        claim=CONVERGENCE,
-        paper_value="peak CI 0.41-0.58, p<0.001",
-        measured=s["peak"],
-        ci_low=s["ci_low"],
-        ci_high=s["ci_high"],
-        p=s["p"],
-        alpha=CI_ALPHA,
-        test=f"label permutation of the maximum over layers, by item ({s['n_permutations']} "
-        f"permutations, Monte-Carlo SE of p {mc:.2g}; peak re-selected in the bootstrap)",
-        effect_size=s["rank_biserial"],
-        effect_name="matched-pairs rank-biserial, peak vs first layer",
-        unit="chord distance on the unit sphere",
-        claimed=CI_RANGE,
-        direction=1,
-        untestable=need,
-        main=True,
-        **common,
+    test = (
+        f"label permutation of the maximum over layers, by item ({s['n_permutations']} "
+        f"permutations, Monte-Carlo SE of p {mc:.2g}; peak re-selected in the bootstrap)"
     )
+    peak = PEAK.judge(s, chapter, common, need, alpha=CI_ALPHA, test=test)
     present = peak.verdict in SUPPORTED
-    depth = Claim.tested(
-        claim_id=claim_id(1, chapter, "peak-depth"),
-        claim="The convergence peak lies in middle-to-late layers",
-        paper_value="middle-to-late layers",
-        measured=s["peak_fraction"],
-        ci_low=s["fraction_low"],
-        ci_high=s["fraction_high"],
-        effect_name="depth of the peak (layer / last layer)",
-        unit="fraction of depth",
-        claimed=DEPTH_RANGE,
-        tolerance=0.0,
-        untestable=None if present else "no convergence to locate",
-        **common,
-    )
+    depth = PEAK_DEPTH.judge(s, chapter, common, None if present else "no convergence to locate")
     return [peak, depth]
 
 
@@ -132,72 +226,11 @@ def curvature_claims(
     independent units, alpha 0.05), the two ranges, and the length-adjusted gap when
     token counts are known."""
     common: dict[str, Any] = {"model": model, "convention": convention}
-    rows = [
-        Claim.tested(
-            claim_id=claim_id(1, chapter, "gap"),
-            claim=CURVATURE,
-            paper_value="difference >= 0.40 rad (0.71-0.83 vs 0.27-0.31)",
-            measured=s["difference"],
-            ci_low=s["diff_low"],
-            ci_high=s["diff_high"],
-            p=s["p"],
-            test="Mann-Whitney U on unit means (lexical base words, reasoning prompts)",
-            effect_size=s["rank_biserial"],
-            effect_name="rank-biserial",
-            unit="rad",
-            claimed=GAP,
-            tolerance=0.05,
-            direction=1,
-            main=True,
-            **common,
-        ),
-        Claim.tested(
-            claim_id=claim_id(1, chapter, "reasoning-range"),
-            claim="Reasoning curvature is 0.71-0.83 rad",
-            paper_value="0.71-0.83 rad",
-            measured=s["reasoning"],
-            ci_low=s["reasoning_low"],
-            ci_high=s["reasoning_high"],
-            effect_name="mean curvature (rad)",
-            unit="rad",
-            claimed=REASONING_RANGE,
-            **common,
-        ),
-        Claim.tested(
-            claim_id=claim_id(1, chapter, "lexical-range"),
-            claim="Lexical-variation curvature is 0.27-0.31 rad",
-            paper_value="0.27-0.31 rad",
-            measured=s["lexical"],
-            ci_low=s["lexical_low"],
-            ci_high=s["lexical_high"],
-            effect_name="mean curvature (rad), base-word bootstrap",
-            unit="rad",
-            claimed=LEXICAL_RANGE,
-            **common,
-        ),
-    ]
+    rows = [d.judge(s, chapter, common) for d in (GAP_CLAIM, REASONING_CLAIM, LEXICAL_CLAIM)]
     if "adjusted" in s:
-        why = None
-        if not math.isfinite(s["adjusted"]):
-            why = "token counts unknown or constant"
-        rows.append(
-            Claim.tested(
-                claim_id=claim_id(1, chapter, "gap-length-adjusted"),
-                claim="Reasoning curves more than lexical variation at equal length",
-                paper_value="difference >= 0.40 rad",
-                measured=s["adjusted"],
-                ci_low=s["adj_low"],
-                ci_high=s["adj_high"],
-                effect_name=f"family coefficient, OLS on log(tokens); {s['length_overlap']} "
-                "prompts in the shared length range",
-                unit="rad",
-                claimed=GAP,
-                tolerance=0.05,
-                direction=1,
-                untestable=why,
-                **common,
-            )
-        )
+        why = None if math.isfinite(s["adjusted"]) else "token counts unknown or constant"
+        name = f"{ADJUSTED_GAP.effect_name}; {s['length_overlap']} prompts in the shared length range"
+        rows.append(ADJUSTED_GAP.judge(s, chapter, common, why, effect_name=name))
     return rows
 
 
@@ -211,75 +244,20 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     testable only where delta(0) > 0 for every pair (else the ratio is undefined), and the
     onset on the paired difference (testable when the excess is present)."""
     common: dict[str, Any] = {"model": model, "convention": convention}
-    excess = Claim.tested(
-        claim_id=claim_id(1, "bifurcation", "ratio"),
-        claim=BIFURCATION,
-        paper_value="5.6x (GPT-2), 4.9x, 5.1x; controls 1.1x",
-        measured=s["excess"],
-        ci_low=s["excess_low"],
-        ci_high=s["excess_high"],
-        p=s["p"],
-        test="Wilcoxon signed-rank, log ratio homograph - control, over pairs",
-        effect_size=s["rank_biserial"],
-        effect_name="median over pairs of the homograph's ratio over its control's",
-        unit="x (ratio of ratios)",
-        claimed=EXCESS,
-        tolerance=RATIO_TOLERANCE / CONTROL_RATIO[1],
-        direction=1,
-        null=1.0,
-        main=True,
-        **common,
-    )
+    excess = EXCESS_CLAIM.judge(s, "bifurcation", common)
     present = excess.verdict in SUPPORTED
     undefined = None if s.get("base_defined", s["base_layer"] == 0) else (
         f"delta(0) = 0 for {s.get('n_zero_base', 'some')} of {s['n_pairs']} pairs (no position "
         "signal in the embedding layer): delta(L)/delta(0) is undefined, and a later baseline "
         "gives any pair a large ratio"
     )
+    lacks = undefined or (None if present else "no bifurcation for the controls to lack")
     return [
         excess,
-        Claim.tested(
-            claim_id=claim_id(1, "bifurcation", "homograph-ratio"),
-            claim="Homographs separate up to 5.6x (at least 4.9x) by the final layer",
-            paper_value="5.6x (GPT-2), 4.9x, 5.1x",
-            measured=s["ratio"],
-            ci_low=s["ratio_low"],
-            ci_high=s["ratio_high"],
-            effect_name="median delta(L)/delta(0) of homograph pairs",
-            unit="x (ratio)",
-            claimed=RATIO,
-            tolerance=RATIO_TOLERANCE,
-            direction=1,
-            null=1.0,
-            untestable=undefined,
-            **common,
-        ),
-        Claim.tested(
-            claim_id=claim_id(1, "bifurcation", "control-ratio"),
-            claim="Unambiguous controls separate ~1.1x",
-            paper_value="1.1x",
-            measured=s["control_ratio"],
-            ci_low=s["control_low"],
-            ci_high=s["control_high"],
-            effect_name="median delta(L)/delta(0) of control pairs",
-            unit="x (ratio)",
-            claimed=CONTROL_RATIO,
-            untestable=undefined or (None if present else "no bifurcation for the controls to lack"),
-            **common,
-        ),
-        Claim.tested(
-            claim_id=claim_id(1, "bifurcation", "onset"),
-            claim="Bifurcation begins at about 22% of depth",
-            paper_value="~0.22 of depth",
-            measured=s["onset"],
-            ci_low=s["onset_low"],
-            ci_high=s["onset_high"],
-            effect_name="onset of delta_amb - delta_ctl (layer / last layer)",
-            unit="fraction of depth",
-            claimed=ONSET_RANGE,
-            untestable=None if present else "no bifurcation beyond the controls",
-            **common,
-        ),
+        HOMOGRAPH_RATIO.judge(s, "bifurcation", common, undefined),
+        CONTROL_RATIO_CLAIM.judge(s, "bifurcation", common, lacks),
+        ONSET.judge(s, "bifurcation", common,
+                    None if present else "no bifurcation beyond the controls"),  # fmt: skip
     ]
 
 
@@ -288,29 +266,10 @@ def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     least :data:`PHASE_MARGIN` (the whole CI above it; intersection-union of two paired
     Wilcoxon tests over independent units, alpha 0.05). A margin of 0.006 is a direction, not
     three phases."""
-    return [
-        Claim.tested(
-            claim_id=claim_id(1, "three-phase", "bands"),
-            claim=THREE_PHASE,
-            paper_value="encoding < elaboration > output preparation "
-            f"(margin >= {PHASE_MARGIN:.4g}, half the smallest gap of GPT-2's band middles)",
-            model=model,
-            measured=s["margin"],
-            ci_low=s["margin_low"],
-            ci_high=s["margin_high"],
-            p=s["p"],
-            test="paired Wilcoxon, elaboration vs each neighbour band (max p)",
-            effect_size=s.get("rank_biserial", math.nan),
-            effect_name="SIM margin of elaboration over both neighbours",
-            unit="cosine",
-            claimed=(PHASE_MARGIN, math.inf),
-            tolerance=0.0,
-            direction=1,
-            untestable=None if s["p"] is not None else "fewer than 3 bands",
-            convention=convention,
-            main=True,
-        )
-    ]
+    why = None if s["p"] is not None else "fewer than 3 bands"
+    common = {"model": model, "convention": convention}
+    return [BANDS.judge(s, "three-phase", common, why,
+                        effect_size=s.get("rank_biserial", math.nan))]  # fmt: skip
 
 
 def universal_claim(bands: list[Claim], *, chapter: str = "three-phase") -> Claim:

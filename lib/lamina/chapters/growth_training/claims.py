@@ -140,16 +140,9 @@ def _saving(cmp: pd.DataFrame, runs: pd.DataFrame, column: str) -> np.ndarray:
     return 1 - runs[column].to_numpy() / base.to_numpy()
 
 
-def growth_claims(
-    config: GrowthConfig,
-    cmp: pd.DataFrame,
-    budgets: pd.DataFrame,
-    n_params: int,
-    orders: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """Claim rows G-loss (equal steps; -flops, -wall: other budgets), G-faster, G-cost.
-    p: one-sided t-test over seeds. "As claimed" = at least half the claimed effect (on the
-    log scale for loss ratios: >= sqrt(4.7)); verdicts via ``lamina.chapters.results.verdict``."""
+def _loss_claims(budgets: pd.DataFrame, n_params: int) -> list[dict]:
+    """G-loss (equal steps), G-loss-flops and G-loss-wall: the uniform / growth validation
+    loss ratio over seeds at each budget (geometric mean, one-sided t-test on the logs)."""
     rows = []
     g = budgets[budgets["run"] == "growth"]
     for col, cid in (("step", "G-loss"), ("flops", "G-loss-flops"), ("wall_s", "G-loss-wall")):
@@ -175,46 +168,66 @@ def growth_claims(
                 convention=f"uniform / growth val loss (nats), geometric mean; {n_params:,} params",
             )
         )
-    c = cmp[cmp["run"] == "growth"]
+    return rows
+
+
+def _faster_claim(cmp: pd.DataFrame, c: pd.DataFrame) -> dict:
+    """G-faster: the wall-time saving of growth at equal steps (``c``: growth's rows of
+    ``cmp``), with the FLOP saving as its effect size."""
     wall, flops = _saving(cmp, c, "total_wall_s"), _saving(cmp, c, "total_flops")
     m, lo, hi, p = t_summary(wall)
-    rows.append(
-        claim_record(
-            "G-faster",
-            "Growth Training is 13% faster than uniform training",
-            "13%",
-            "",
-            m,
-            lo,
-            hi,
-            None if not np.isfinite(p) else p,
-            m >= 0.13 / 2,
-            effect_size=float(flops.mean()),
-            effect_name="FLOP saving at equal steps",
-            convention="1 - growth / uniform training wall time at equal steps",
-        )
+    return claim_record(
+        "G-faster",
+        "Growth Training is 13% faster than uniform training",
+        "13%",
+        "",
+        m,
+        lo,
+        hi,
+        None if not np.isfinite(p) else p,
+        m >= 0.13 / 2,
+        effect_size=float(flops.mean()),
+        effect_name="FLOP saving at equal steps",
+        convention="1 - growth / uniform training wall time at equal steps",
     )
+
+
+def _cost_claim(c: pd.DataFrame) -> dict:
+    """G-cost: the FLOP saving of growth reaching uniform's final loss (``c``: growth's
+    comparison rows); not reproduced when a seed never reaches it."""
     saving = c["flops_saving"].to_numpy(float)
     reached = int(np.isfinite(saving).sum())
     m, lo, hi, p = t_summary(saving) if reached == len(saving) else (np.nan,) * 4
     word = None if reached == len(saving) else "not reproduced"
-    rows.append(
-        claim_record(
-            "G-cost",
-            "Growth Training achieves ~54% cost reduction (an extrapolation in the paper)",
-            "~54%",
-            "",
-            m,
-            lo,
-            hi,
-            None if not np.isfinite(p) else p,
-            m >= 0.54 / 2,
-            verdict_word=word,
-            effect_size=float(reached),
-            effect_name=f"seeds reaching uniform's final loss (of {len(saving)})",
-            convention="1 - FLOPs for growth to reach uniform's final val loss / uniform's FLOPs",
-        )
+    return claim_record(
+        "G-cost",
+        "Growth Training achieves ~54% cost reduction (an extrapolation in the paper)",
+        "~54%",
+        "",
+        m,
+        lo,
+        hi,
+        None if not np.isfinite(p) else p,
+        m >= 0.54 / 2,
+        verdict_word=word,
+        effect_size=float(reached),
+        effect_name=f"seeds reaching uniform's final loss (of {len(saving)})",
+        convention="1 - FLOPs for growth to reach uniform's final val loss / uniform's FLOPs",
     )
+
+
+def growth_claims(
+    config: GrowthConfig,
+    cmp: pd.DataFrame,
+    budgets: pd.DataFrame,
+    n_params: int,
+    orders: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Claim rows G-loss (equal steps; -flops, -wall: other budgets), G-faster, G-cost.
+    p: one-sided t-test over seeds. "As claimed" = at least half the claimed effect (on the
+    log scale for loss ratios: >= sqrt(4.7)); verdicts via ``lamina.chapters.results.verdict``."""
+    c = cmp[cmp["run"] == "growth"]
+    rows = [*_loss_claims(budgets, n_params), _faster_claim(cmp, c), _cost_claim(c)]
     if orders is not None:
         rows += order_claims(orders)
     return pd.DataFrame(rows)

@@ -325,6 +325,45 @@ def _notes(
     ]
 
 
+def _importance_table(
+    n_layers: int, ref_name: str, importance: np.ndarray, mapped: Mapping[str, np.ndarray]
+) -> pd.DataFrame:
+    """The ``importance`` table: per trained layer and order source, delta_pct (the
+    reference's own, then each real model's mapped onto the trained depth)."""
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {"source": s, "layer": range(n_layers), "delta_pct": v, "mapped": s != ref_name}
+            )
+            for s, v in {ref_name: importance, **mapped}.items()
+        ],
+        ignore_index=True,
+    )
+
+
+def _reuse_notes(reused: Mapping[tuple[str, int], str]) -> list[str]:
+    """One note per (schedule, seed) whose run is an identical schedule's."""
+    return [
+        f"{n}, seed {s}: the same phases as {twin} (the layer groups coincide), so its run "
+        f"is {twin}'s."
+        for (n, s), twin in reused.items()
+    ]
+
+
+def _elapsed_note(
+    config: GrowthConfig, t0: float, t_real: float, t_train: Mapping[str, float]
+) -> str:
+    """The run's seconds: in all since ``t0`` (perf_counter), the real-model importance, and
+    each schedule's training per seed."""
+    per_run = {k: v / len(config.seeds) for k, v in t_train.items()}
+    return (
+        f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
+        "training per run and seed: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in per_run.items())
+        + ")."
+    )
+
+
 def run_growth(config: GrowthConfig) -> ExperimentResult:
     """Train every schedule for every seed, compare, and score paper 3's growth claims.
 
@@ -363,20 +402,7 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
         curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
     claims, parts, gate = _claims(config, curves, sources, n_params, unigram)
-    imp = pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "source": s,
-                    "layer": range(config.n_layers),
-                    "delta_pct": v,
-                    "mapped": s != ref_name,
-                }
-            )
-            for s, v in {ref_name: importance, **mapped}.items()
-        ],
-        ignore_index=True,
-    )
+    imp = _importance_table(config.n_layers, ref_name, importance, mapped)
     tables = {
         "curves": curves,
         **parts,
@@ -388,19 +414,11 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     for t in tables.values():
         t.insert(0, "model", label)
     claims["model"] = label
-    per_run = {k: v / len(config.seeds) for k, v in t_train.items()}
     notes = [
         f"Importance: {where}.",
         *real_notes,
-        *(
-            f"{n}, seed {s}: the same phases as {twin} (the layer groups coincide), so its run "
-            f"is {twin}'s."
-            for (n, s), twin in reused.items()
-        ),
+        *_reuse_notes(reused),
         *_notes(config, gate, n_params, train.numel(), val.numel(), val_info),
-        f"Elapsed {time.perf_counter() - t0:.0f} s (real-model importance {t_real:.0f} s; "
-        "training per run and seed: "
-        + ", ".join(f"{k} {v:.0f} s" for k, v in per_run.items())
-        + ").",
+        _elapsed_note(config, t0, t_real, t_train),
     ]
     return ExperimentResult(CHAPTER, config, claims, tables, notes, [label])

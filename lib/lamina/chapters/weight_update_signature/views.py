@@ -7,6 +7,8 @@ the encoding or what to look at, never a finding. A figure that needs a training
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -63,6 +65,29 @@ def _no_history() -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(NO_HISTORY))
+
+
+def _per_model(
+    chart: alt.Chart | alt.LayerChart,
+    frame: pd.DataFrame,
+    height: int,
+    title: str,
+    *,
+    what: str,
+    look_at: str,
+    claim: tuple[ExperimentResult, str],
+    legend: bool = True,
+) -> None:
+    """``chart`` faceted by ``frame``'s ``model`` column (one panel per model, ``height`` px),
+    shown with its caption and the verdict of claim ``claim[1]`` of result ``claim[0]``."""
+    result, claim_id = claim
+    show_figure(
+        facet(chart, "model", frame["model"], legend=legend, height=height, title=title),
+        what=what,
+        look_at=look_at,
+        claims=result.claims,
+        claim_id=claim_id,
+    )
 
 
 def enrichment_figure(result: ExperimentResult) -> None:
@@ -126,20 +151,20 @@ def pretraining_figure(result: ExperimentResult) -> None:
             tooltip=["pair", "phase", "group", alt.Tooltip("enrichment:Q", format=".2f")],
         )
     )
-    show_figure(
-        facet(
-            line,
-            "model",
-            traj["model"],
-            height=200,
-            title="Enrichment of consecutive pretraining updates across training time",
-        ),  # fmt: skip
+    _per_model(
+        line, traj, 200, "Enrichment of consecutive pretraining updates across training time",
         what="The enrichment of each consecutive pretraining update, by matrix group, against "
         "the step at which it ends, one panel per model.",
         look_at="whether the late updates keep the alignment stages' pattern",
-        claims=result.claims,
-        claim_id="P2.late_pretraining_signature",
+        claim=(result, "P2.late_pretraining_signature"),
     )
+
+
+def _read_points(
+    read: pd.DataFrame, x: alt.X, y: alt.Y, color: alt.Color, **encode: Any
+) -> alt.Chart:
+    """One filled point per read matrix (a row of ``read``) at (``x``, ``y``)."""
+    return alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(x=x, y=y, color=color, **encode)
 
 
 def read_gradient_figure(result: ExperimentResult) -> None:
@@ -147,30 +172,20 @@ def read_gradient_figure(result: ExperimentResult) -> None:
     against the RSF of the summed gradient (y), one panel per model."""
     grads = result.tables["gradients"]
     read = grads[grads["kind"] == "read"]
-    points = (
-        alt.Chart(read)
-        .mark_point(filled=True, opacity=0.6)
-        .encode(
-            x=alt.X("activation_share:Q", title="activation energy in the top-k directions"),
-            y=alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
-            color=alt.Color("objective:N"),
-            shape=alt.Shape("role:N"),
-            tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
-        )
+    points = _read_points(
+        read,
+        alt.X("activation_share:Q", title="activation energy in the top-k directions"),
+        alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
+        alt.Color("objective:N"),
+        shape=alt.Shape("role:N"),
+        tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
     )
-    show_figure(
-        facet(
-            points,
-            "model",
-            read["model"],
-            height=220,
-            title="Summed read gradients against the activation energy they inherit",
-        ),  # fmt: skip
+    _per_model(
+        points, read, 220, "Summed read gradients against the activation energy they inherit",
         what="Each point is a read matrix under one objective: the share of its input activation "
         "energy in the top-k directions against the fraction of its summed gradient there.",
         look_at="whether the points follow the diagonal under every objective",
-        claims=result.claims,
-        claim_id="P2.read_grad_inherits",
+        claim=(result, "P2.read_grad_inherits"),
     )
 
 
@@ -181,35 +196,20 @@ def adam_figure(result: ExperimentResult) -> None:
     if not len(adam):
         return _no_history()
     read = adam[adam["kind"] == "read"]
-    points = (
-        alt.Chart(read)
-        .mark_point(filled=True, opacity=0.6)
-        .encode(
-            x=alt.X(
-                "enrichment_momentum:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's m"
-            ),
-            y=alt.Y(
-                "enrichment_update:Q",
-                scale=alt.Scale(type="log"),
-                title="enrichment of Adam's update",
-            ),
-            color=alt.Color("state:N", title="optimiser state"),
-            tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
-        )
+    log = alt.Scale(type="log")
+    points = _read_points(
+        read,
+        alt.X("enrichment_momentum:Q", scale=log, title="enrichment of Adam's m"),
+        alt.Y("enrichment_update:Q", scale=log, title="enrichment of Adam's update"),
+        alt.Color("state:N", title="optimiser state"),
+        tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
     )
-    show_figure(
-        facet(
-            points,
-            "model",
-            read["model"],
-            height=220,
-            title="Adam's update against the momentum it normalises, per read matrix",
-        ),  # fmt: skip
+    _per_model(
+        points, read, 220, "Adam's update against the momentum it normalises, per read matrix",
         what="Each point is a read matrix: the enrichment of Adam's first moment m against that "
         "of the update it makes.",
         look_at="whether the points fall below the diagonal (the update less concentrated than m)",
-        claims=result.claims,
-        claim_id="P2.optimizer_attenuates",
+        claim=(result, "P2.optimizer_attenuates"),
     )
 
 
@@ -232,19 +232,12 @@ def write_gradient_figure(result: ExperimentResult) -> None:
             color=alt.Color("quantity:N"),
         )
     )
-    show_figure(
-        facet(
-            line,
-            "model",
-            course["model"],
-            height=200,
-            title="Write matrices against the prediction subspace across pretraining",
-        ),  # fmt: skip
+    _per_model(
+        line, course, 200, "Write matrices against the prediction subspace across pretraining",
         what="The enrichment in the prediction subspace of the write matrices' LM gradient and of "
         "the weights themselves, across pretraining, one panel per model.",
         look_at="when the gradient's enrichment falls, and when the weights' rises",
-        claims=result.claims,
-        claim_id="P2.write_grad_early_only",
+        claim=(result, "P2.write_grad_early_only"),
     )
 
 
@@ -291,20 +284,12 @@ def adaptation_figure(result: ExperimentResult) -> None:
             tooltip=["group", "n_params", alt.Tooltip("reduction:Q", format=".3f")],
         )
     )
-    show_figure(
-        facet(
-            bars,
-            "model",
-            gain["model"],
-            legend=False,
-            height=120,
-            title="SFT loss reduction when training a single group of matrices",
-        ),  # fmt: skip
+    _per_model(
+        bars, gain, 120, "SFT loss reduction when training a single group of matrices",
         what="The mean reduction of the SFT evaluation loss when only one group of matrices is "
         "trained, against full fine-tuning (all), with one budget.",
         look_at="each group's bar against the bar of full fine-tuning",
-        claims=result.claims,
-        claim_id="P2.single_group_effective",
+        claim=(result, "P2.single_group_effective"), legend=False,
     )
 
 

@@ -25,7 +25,7 @@ import torch
 
 from lamina.sources.organisms.checkpoints import write_json
 from lamina.sources.organisms.configs import ORGANISMS_CODE_VERSION, OrganismConfig
-from lamina.sources.organisms.corpus import load_corpus
+from lamina.sources.organisms.corpus import Corpus, load_corpus
 from lamina.sources.organisms.curriculum import homograph_rows
 from lamina.sources.organisms.evaluate import evaluate_models
 from lamina.sources.organisms.overlap import corpus_overlap, phrase_hits
@@ -132,6 +132,40 @@ def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any,
     return out
 
 
+def _evaluate_build(
+    cfg: OrganismConfig,
+    models: dict[str, Any],
+    tok: Any,
+    corpus: Corpus,
+    streams: dict[str, torch.Tensor],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The evaluation of a build's checkpoints (``evaluation.json``: perplexities, SFT / DPO
+    accuracies on held-out items, the alignment gates), logged in one line."""
+    val = fixed_windows(streams["val"], cfg.n_val_windows, cfg.context)
+    ev = evaluate_models(
+        models,
+        tok,
+        val,
+        streams["train"],
+        corpus.sft_eval[: cfg.max_eval_items],
+        corpus.dpo_eval[: cfg.max_eval_items],
+        cfg.context,
+        ref=models["sft"],
+        beta=cfg.dpo_beta,
+    )
+    ev["gates"] = alignment_gates(cfg, models, tok, log)
+    final = ev["models"]["final"]
+    log(
+        f"{cfg.name}: val ppl {final['val_perplexity']:.1f} (unigram "
+        f"{ev['unigram_val_perplexity']:.1f}); sft acc "
+        + ", ".join(f"{k} {v['sft_accuracy']:.2f}" for k, v in ev["models"].items())
+        + "; dpo acc "
+        + ", ".join(f"{k} {v['dpo_accuracy']:.2f}" for k, v in ev["models"].items())
+    )
+    return ev
+
+
 def build_into(
     cfg: OrganismConfig, folder: Path, progress: bool = True, log: Callable[[str], None] = print
 ) -> None:
@@ -157,28 +191,8 @@ def build_into(
         model = make_model(cfg, tok)
         models = run_all(cfg, model, tok, corpus, streams, folder, progress, log)
         t_train = time.time() - t_pre
-        val = fixed_windows(streams["val"], cfg.n_val_windows, cfg.context)
-        ev = evaluate_models(
-            models,
-            tok,
-            val,
-            streams["train"],
-            corpus.sft_eval[: cfg.max_eval_items],
-            corpus.dpo_eval[: cfg.max_eval_items],
-            cfg.context,
-            ref=models["sft"],
-            beta=cfg.dpo_beta,
-        )
-        ev["gates"] = alignment_gates(cfg, models, tok, log)
+        ev = _evaluate_build(cfg, models, tok, corpus, streams, log)
         write_json(folder / "evaluation.json", ev)
-        final = ev["models"]["final"]
-        log(
-            f"{cfg.name}: val ppl {final['val_perplexity']:.1f} (unigram "
-            f"{ev['unigram_val_perplexity']:.1f}); sft acc "
-            + ", ".join(f"{k} {v['sft_accuracy']:.2f}" for k, v in ev["models"].items())
-            + "; dpo acc "
-            + ", ".join(f"{k} {v['dpo_accuracy']:.2f}" for k, v in ev["models"].items())
-        )
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
         write_json(

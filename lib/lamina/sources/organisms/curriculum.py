@@ -323,8 +323,8 @@ def _analogy(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
     return []
 
 
-def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
-    # comparisons: animal sizes and numbers
+def _comparisons(rng: random.Random, text: Pools, qa: list[QA]) -> None:
+    """Comparisons: animal sizes and numbers."""
     for i, small in enumerate(ANIMALS_BY_SIZE):
         for big in ANIMALS_BY_SIZE[i + 1 :]:
             b, s = _a(big), _a(small)
@@ -342,7 +342,10 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
         text["comparison"].append(f"{max(m, n)} is greater than {min(m, n)}.")
         qa += [("comparison", f"Is {m} greater than {n}?", "yes" if m > n else "no", "no" if m > n else "yes"),
                ("comparison", f"Which is larger, {m} or {n}?", str(max(m, n)), str(min(m, n)))]  # fmt: skip
-    # transitive chains: a > b > c
+
+
+def _transitive(rng: random.Random, text: Pools, qa: list[QA]) -> None:
+    """Transitive chains: a > b > c."""
     for _ in range(N_TRANSITIVE):
         a, b, c = rng.sample(NAMES, 3)
         rel, top, bottom = rng.choice(TRANSITIVE)
@@ -353,7 +356,10 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
                               ("transitive", f"{premise} Who is the {bottom}?", c, a),
                               ("transitive", f"{premise} Is {c} {rel} than {a}?", "no", "yes"),
                               ("transitive", f"{premise} Is {a} {rel} than {c}?", "yes", "no")]))  # fmt: skip
-    # syllogisms over the semantic categories (count nouns only)
+
+
+def _syllogisms(rng: random.Random, text: Pools, qa: list[QA]) -> None:
+    """Syllogisms over the semantic categories (count nouns only)."""
     members: dict[str, list[str]] = {}
     for r in _family("semantic"):
         if r["category"] in CATEGORY_SUPER and r["item"] not in MASS_NOUNS:
@@ -368,7 +374,10 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
             qa += [("syllogism", f"All {its} are {cats}, and all {cats} are {sup}. Are all {its} {sup}?", "yes", "no"),
                    ("syllogism", f"All {its} are {cats}. Are all {cats} {its}?", "no", "yes"),
                    ("syllogism", f"No {cats} are {other}, and all {its} are {cats}. Are any {its} {other}?", "no", "yes")]  # fmt: skip
-    # arithmetic, with the answers computed
+
+
+def _arithmetic(rng: random.Random, text: Pools, qa: list[QA]) -> None:
+    """Arithmetic, with the answers computed."""
     ops = [(a, "plus", b, a + b) for a in range(13) for b in range(13)]
     ops += [(a, "minus", b, a - b) for a in range(13) for b in range(a + 1)]
     ops += [(a, "times", b, a * b) for a in range(2, 6) for b in range(1, 11)]
@@ -386,6 +395,11 @@ def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
         )
         qa.append(("arithmetic", f"{name} has {lhs} {obj} and {verb} {rhs}{more}. How many {obj} "
                    f"does {name} have now?", str(res), _wrong_number(rng, res)))  # fmt: skip
+
+
+def _reasoning(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
+    for part in (_comparisons, _transitive, _syllogisms, _arithmetic):  # this order: one rng
+        part(rng, text, qa)
     return []
 
 

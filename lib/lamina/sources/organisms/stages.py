@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -167,6 +168,53 @@ def stage_lr(stage: str, cfg: OrganismConfig) -> float:
     return {"lm": cfg.align_lr, "sft": cfg.sft_lr, "dpo": cfg.dpo_lr}[stage]
 
 
+def _stage_items(
+    stage: str, cfg: OrganismConfig, corpus: Corpus, streams: dict[str, torch.Tensor]
+) -> tuple[list[Any], list[Any]]:
+    """(training items, evaluation items) of a stage: lm: context-length windows of the
+    held-out stream (the last up to 32 for evaluation); sft / dpo: the corpus's items and up to
+    64 of its evaluation items."""
+    train_items: list[Any]
+    if stage == "lm":
+        held, T = streams["heldout"], cfg.context
+        n_win = max(1, (len(held) - 1) // T)
+        train_items = list(held[: n_win * T].view(n_win, T))
+        eval_items = train_items[-min(32, len(train_items)) :]
+        train_items = train_items[: len(train_items) - len(eval_items)] or eval_items
+    elif stage in ("sft", "dpo"):
+        train_items = corpus.sft if stage == "sft" else corpus.dpo
+        eval_items = (corpus.sft_eval if stage == "sft" else corpus.dpo_eval)[:64]
+    else:
+        raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
+    return train_items, eval_items
+
+
+def _evaluate_stage(
+    stage: str,
+    cfg: OrganismConfig,
+    model: PreTrainedModel,
+    ref: PreTrainedModel | None,
+    tokenizer: PreTrainedTokenizerBase,
+    train_items: list[Any],
+    eval_items: list[Any],
+    val: torch.Tensor,
+    row: dict[str, Any],
+) -> None:
+    """Add to ``row`` the stage's evaluation (see :func:`align`); the model is left training."""
+    model.eval()
+    with torch.no_grad():
+        row["eval_loss"] = float(stage_loss(stage, model, ref, tokenizer, eval_items, cfg))
+    if stage != "lm":
+        row["val_lm_loss"] = eval_lm(model, val)
+    if stage == "dpo":
+        assert ref is not None
+        for split, its in (("train", train_items[:64]), ("eval", eval_items)):
+            m = dpo_margins(model, ref, tokenizer, cast(list[tuple[str, str, str]], its), cfg.context)
+            row[f"{split}_reward_margin"] = cfg.dpo_beta * float(m.mean())
+            row[f"{split}_reward_accuracy"] = float((m > 0).float().mean())
+    model.train()
+
+
 def align(
     stage: str,
     cfg: OrganismConfig,
@@ -191,41 +239,15 @@ def align(
     if stage == "dpo":
         ref = copy.deepcopy(ref if ref is not None else base).eval().requires_grad_(False)
     gen = torch.Generator().manual_seed(cfg.seed * 1000 + 1 + STAGES.index(stage))
-    train_items: list[Any]
-    if stage == "lm":
-        held, T = streams["heldout"], cfg.context
-        n_win = max(1, (len(held) - 1) // T)
-        train_items = list(held[: n_win * T].view(n_win, T))
-        eval_items = train_items[-min(32, len(train_items)) :]
-        train_items = train_items[: len(train_items) - len(eval_items)] or eval_items
-    elif stage in ("sft", "dpo"):
-        train_items = corpus.sft if stage == "sft" else corpus.dpo
-        eval_items = (corpus.sft_eval if stage == "sft" else corpus.dpo_eval)[:64]
-    else:
-        raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
+    train_items, eval_items = _stage_items(stage, cfg, corpus, streams)
     val = fixed_windows(streams["val"], min(cfg.n_val_windows, 32), cfg.context)
     peak = stage_lr(stage, cfg) if lr is None else lr
     opt = make_optimizer(model, cfg, peak)
     order: list[int] = []
-    rows: list[dict[str, Any]] = []
-
-    def evaluate(row: dict[str, Any]) -> None:
-        model.eval()
-        with torch.no_grad():
-            row["eval_loss"] = float(stage_loss(stage, model, ref, tokenizer, eval_items, cfg))
-        if stage != "lm":
-            row["val_lm_loss"] = eval_lm(model, val)
-        if stage == "dpo":
-            assert ref is not None
-            for split, its in (("train", train_items[:64]), ("eval", eval_items)):
-                m = dpo_margins(model, ref, tokenizer, cast(list[tuple[str, str, str]], its), cfg.context)
-                row[f"{split}_reward_margin"] = cfg.dpo_beta * float(m.mean())
-                row[f"{split}_reward_accuracy"] = float((m > 0).float().mean())
-        model.train()
-
-    row0: dict[str, Any] = {"step": 0, "examples": 0}
-    evaluate(row0)
-    rows.append(row0)
+    evaluate = partial(_evaluate_stage, stage, cfg, model, ref, tokenizer, train_items,
+                       eval_items, val)  # fmt: skip
+    rows: list[dict[str, Any]] = [{"step": 0, "examples": 0}]
+    evaluate(rows[0])
     bar = tqdm(
         range(cfg.align_steps), desc=f"{cfg.name} {stage}", disable=not progress, leave=False
     )
