@@ -216,7 +216,7 @@ def test_chapter_executes_in_quick_mode_and_writes_results(
     }
     _, outputs = _executed(tmp_path, chapter, params)
     assert any("image/svg+xml" in o.get("data", {}) for o in outputs), "no SVG chart"
-    records = list((tmp_path / "results").glob(f"*/{chapter}.json"))
+    records = list((tmp_path / "results").rglob(f"{chapter}.json")  # <model>/[<run>/])
     assert len(records) == 1
     record = json.loads(records[0].read_text())
     assert record["model"] == model and record["config"]["quick"] is True
@@ -227,7 +227,7 @@ def test_chapter_executes_in_quick_mode_and_writes_results(
     )
     assert any(c["main"] for c in claims)
     assert all(c["model"] in (model, "all sources") for c in claims)  # three-phase universal
-    assert list((tmp_path / "results").glob(f"*/{chapter}.sensitivity.parquet"))
+    assert list((tmp_path / "results").rglob(f"{chapter}.sensitivity.parquet"))
 
 
 @pytest.mark.slow

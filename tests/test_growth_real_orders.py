@@ -170,7 +170,7 @@ def test_growth_chapter_runs_an_extra_schedule_per_real_model(micro_env, tmp_pat
     gemma = _save("gemma3", 6, tmp_path / "tiny-gemma")
     params = {"model": MICRO, "quick": True, "seeds": [0, 1], "real_models": [llama, gemma]}
     nb = execute_chapter("growth_training", tmp_path / "out", params, progress=False)
-    found = list((micro_env / "results").glob("*/growth_training.json"))
+    found = list((micro_env / "results").rglob("growth_training.json"))
     assert len(found) == 1
     record = json.loads(found[0].read_text())
     ids = {c["claim_id"] for c in record["summary"]["claims"]}
