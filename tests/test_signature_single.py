@@ -15,7 +15,6 @@ from lamina.chapters.weight_update_signature.config import (
     expand_models,
     real_budget,
 )
-from lamina.chapters.weight_update_signature.gate import NOT_MEASURED
 from lamina.chapters.weight_update_signature.single import SINGLE_UNTESTABLE, SingleCheckpoint
 from lamina.chapters.weight_update_signature.verdicts import CLAIMS
 
@@ -28,6 +27,16 @@ SINGLE_MODEL_CLAIMS = [
     "P2.cancellation_scale_not_direction",
     "P2.every_objective_signature",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _aligned_builds_in_tmp(tmp_path_factory, monkeypatch):
+    """The sft/dpo targets come from cached aligned builds: keep them out of the checkout."""
+    root = tmp_path_factory.mktemp("aligned-data")
+    monkeypatch.setattr("lamina.chapters.weight_update_signature.alignment.data_dir", lambda: root)
+
+
+_SMALL_ALIGN = {"sft_steps": 3, "dpo_steps": 3, "batch_size": 2, "gate_items": 8}
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +100,7 @@ def test_single_checkpoint_refuses_targets_that_are_not_objectives(tiny_model_di
 def test_applied_objectives_train_copies_with_equal_budgets(tiny_model_dirs):
     """Each objective moves the weights, from the same untouched checkpoint, for the same
     steps and examples; DPO's first loss is log 2 (its reference is the checkpoint)."""
-    config = SignatureConfig(real_steps=3, real_batch=2, real_layers=2)
+    config = SignatureConfig(real_steps=3, real_batch=2, real_layers=2, real_align=_SMALL_ALIGN)
     ck = SingleCheckpoint(str(tiny_model_dirs["llama"]), config)
     base, _ = ck.load("llama")
     before = {n: p.detach().clone() for n, p in base.named_parameters()}
@@ -106,12 +115,15 @@ def test_applied_objectives_train_copies_with_equal_budgets(tiny_model_dirs):
     curves = ck.curves()
     assert curves.groupby("objective")["step"].max().to_dict() == {"dpo": 3, "lm": 3, "sft": 3}
     assert curves.groupby("objective")["examples"].sum().nunique() == 1
-    assert (curves["tokens"] > 0).all()
+    assert (curves.loc[curves["objective"] == "lm", "tokens"] > 0).all()
     dpo0 = curves[(curves["objective"] == "dpo") & (curves["step"] == 1)]["loss"].item()
     assert dpo0 == pytest.approx(math.log(2), abs=1e-5)
-    state = ck.optimizer_state("sft")
+    state = ck.optimizer_state("lm")
     assert state and all(int(s["step"]) == 3 for s in state.values())
+    assert ck.optimizer_state("sft") is None  # the cached aligned build keeps no Adam state
     assert ck.optimizer_state("llama") is None  # a released checkpoint ships none
+    gates = ck.gates()  # measured on the build's held-out sample, recorded with it
+    assert set(gates) == {"sft", "dpo"} and all(g.values for g in gates.values())
 
 
 @pytest.mark.slow
@@ -128,7 +140,7 @@ def test_single_real_checkpoint_runs_every_single_model_claim(tiny_model_dirs, a
     assert set(deltas["layer"]) == {0, 3}  # real_layers=2 of 4 blocks: first and last
     main = deltas[(deltas["k"] == 4) & (deltas["prediction"] == "W_U") & (deltas["moment"] == "raw")]
     assert main["enrichment"].gt(0).all() and main["null_mean"].notna().all()
-    assert set(result.tables["adam"]["state"]) == {"lm", "sft", "dpo"}
+    assert set(result.tables["adam"]["state"]) == {"lm"}  # aligned builds keep no Adam state
     assert set(result.tables["finetune"]["objective"]) == {"lm", "sft", "dpo"}
     claims = result.claims
     assert {f"P2.{c}" for c in CLAIMS} == set(claims["claim_id"])
@@ -137,7 +149,8 @@ def test_single_real_checkpoint_runs_every_single_model_claim(tiny_model_dirs, a
         rows = claims[claims["claim_id"] == cid]
         assert len(rows) and (rows["verdict"] != "not testable").all(), cid
     edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
-    assert len(edit) == 2 and edit["note"].str.startswith(NOT_MEASURED).all()
+    # a tiny random model's 2-step SFT/DPO cannot pass its behavioural gate
+    assert len(edit) == 2 and edit["note"].str.startswith("not testable: alignment did not take").all()
     history = claims[claims["claim_id"].isin([f"P2.{c}" for c in SINGLE_UNTESTABLE])]
     assert len(history) == len(SINGLE_UNTESTABLE)
     assert (history["verdict"] == "not testable").all() and history["note"].str.len().gt(20).all()
@@ -327,9 +340,11 @@ def test_base_gemma_checkpoint_tests_the_write_edit_after_our_runs_only(gemma_di
         assert len(rows) and (rows["verdict"] != "not testable").all(), cid
     edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
     assert list(edit["stage"]) == ["@sft (our 2-step run)", "@dpo (our 2-step run)"]
-    # the short runs' alignment gate is not measured here: never a default pass
-    assert (edit["verdict"] == "not testable").all() and edit["note"].str.startswith(NOT_MEASURED).all()
-    assert "20 random directions" in edit["note"].iloc[0]
+    # the short runs' gate is measured on the aligned build and fails (a tiny random model):
+    # the rows say so with the gate's values, and no random-direction null is spent on them
+    failed = "not testable: alignment did not take"
+    assert (edit["verdict"] == "not testable").all() and edit["note"].str.startswith(failed).all()
+    assert "which would read" in edit["note"].iloc[0]
     assert any("tiny-gemma3: the unembedding write edit is tested after our SFT and DPO runs only"
                in n for n in result.notes)  # fmt: skip
     assert set(result.tables["deltas"]["layer"]) == {0, 3}

@@ -107,7 +107,10 @@ class SignatureConfig(ChapterConfig):
         ``real_max_length`` tokens per sequence; ``real_layers`` evenly spaced blocks probed
         (0 = all); ``real_pairs`` SFT/DPO pairs of the gradient samples and adaptation eval
         pairs; ``real_edits`` target tokens of the write edit; ``real_edit_random`` caps its
-        random directions.
+        random directions. The ``sft`` and ``dpo`` targets of a real checkpoint come from its
+        cached aligned build (``make aligned``), whose budget is
+        :class:`lamina.sources.organisms.pretrained.PretrainedAlignConfig` with the overrides
+        in ``real_align`` (e.g. ``{"sft_steps": 2}``; {} = the full default budget).
     model_budgets: {model name: {real_* field: cap}}, per-model caps on the ``real_*`` budget
         (default :data:`MODEL_BUDGETS`: smaller runs for Gemma-3-270m); each unit's notes
         state the budget it ran with.
@@ -159,6 +162,7 @@ class SignatureConfig(ChapterConfig):
     real_pairs: int = 16
     real_edits: int = 6
     real_edit_random: int = 99
+    real_align: dict[str, Any] = field(default_factory=dict)
     model_budgets: dict[str, dict[str, int]] = field(
         default_factory=lambda: {k: dict(v) for k, v in MODEL_BUDGETS.items()}
     )
@@ -180,6 +184,7 @@ class SignatureConfig(ChapterConfig):
         "real_tokens": 512,
         "real_pairs": 4,
         "real_edits": 3,
+        "real_align": {"sft_steps": 2, "dpo_steps": 2, "batch_size": 2, "gate_items": 16},
     }
     timings: dict[str, float] = field(default_factory=dict)
 

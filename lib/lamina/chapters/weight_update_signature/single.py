@@ -50,6 +50,7 @@ from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.chapters.weight_update_signature.units import TEXT_ORGANISM, BorrowedText
 from lamina.sources.models import get_adapter, load_model
 from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig
 from lamina.sources.organisms.qa import format_answer, format_prompt
 from lamina.sources.organisms.stages import qa_batch, stage_loss
 from lamina.sources.organisms.tokenizer import encode_stream
@@ -154,7 +155,9 @@ class SingleCheckpoint(BorrowedText):
             if self.source[1] is not None:
                 raise ValueError(f"{self.label}: aligned builds are keyed by model name; a "
                                  "revision is not supported for the sft/dpo targets")  # fmt: skip
-            self._aligned = aligned_folder(self.source[0])
+            self._aligned = aligned_folder(
+                self.source[0], PretrainedAlignConfig(**self.user_config.real_align)
+            )
         return self._aligned
 
     def gates(self) -> dict[str, AlignmentGate]:

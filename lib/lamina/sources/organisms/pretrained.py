@@ -38,7 +38,13 @@ from lamina.sources.organisms.qa import format_answer, format_prompt
 from lamina.sources.organisms.stages import completion_logprob, qa_batch
 from lamina.sources.organisms.train import lr_at
 
-__all__ = ["ALIGN_CODE_VERSION", "PretrainedAlignConfig", "align_pretrained", "build_aligned"]
+__all__ = [
+    "ALIGN_CODE_VERSION",
+    "PretrainedAlignConfig",
+    "align_pretrained",
+    "build_aligned",
+    "gate_sample",
+]
 
 ALIGN_CODE_VERSION = "align-pretrained-1"
 
@@ -61,6 +67,7 @@ class PretrainedAlignConfig:
     freeze_embeddings: bool = True
     seed: int = 0
     corpus_seed: int = 0
+    gate_items: int | None = None  # None: every held-out item; N: a seeded sample (quick runs)
 
     @property
     def config_hash(self) -> str:
@@ -153,6 +160,25 @@ def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
     return {"sft": sft, "dpo": dpo, "curve": curve, "trainable": trainable}
 
 
+def gate_sample(data: AlignmentData, n: int | None, seed: int) -> AlignmentData:
+    """``data`` with at most ``n`` held-out SFT items and ``2 n`` held-out DPO triples, a seeded
+    sample (None: unchanged). A sample's constant-style baseline is measured on the sample
+    itself, so it stays the reference the gate compares against."""
+    if n is None:
+        return data
+    if n < 1:
+        raise ValueError(f"gate_items must be >= 1 or None; got {n}")
+    gen = torch.Generator().manual_seed(seed)
+
+    def pick(items: tuple, k: int) -> tuple:
+        order = torch.randperm(len(items), generator=gen)[:k].sort().values.tolist()
+        return tuple(items[i] for i in order)
+
+    return dataclasses.replace(
+        data, heldout=pick(data.heldout, n), dpo_heldout=pick(data.dpo_heldout, 2 * n)
+    )
+
+
 def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
                   log: Callable[[str], None] = print) -> Path:  # fmt: skip
     """Align the model ``name`` (:func:`lamina.sources.models.load_model`) once into
@@ -173,12 +199,13 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
 
         data = generate_curriculum(config.corpus_seed, 1).alignment
         out = align_pretrained(base, tok, config, data, log=log)
+        held = gate_sample(data, config.gate_items, config.seed)
         gates = {}
         for stage in ("sft", "dpo"):
             state = {n: p.detach().contiguous() for n, p in out[stage].named_parameters()
                      if n in set(out["trainable"])}  # fmt: skip
             save_file(state, str(tmp / f"{stage}.safetensors"))
-            res = measure_checkpoint(out[stage], base, tok, data, config.max_length, config.seed)
+            res = measure_checkpoint(out[stage], base, tok, held, config.max_length, config.seed)
             gates[stage] = {k: dataclasses.asdict(v) for k, v in res.items()}
         (tmp / "curve.json").write_text(json.dumps(out["curve"]))
         (tmp / "gates.json").write_text(json.dumps(gates, indent=1))
