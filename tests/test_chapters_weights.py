@@ -178,9 +178,18 @@ def test_pipeline_on_gpt2_micro_splits_fused_qkv_and_decides_every_claim(micro_d
     assert {f"P2.{c}" for c in CLAIMS} == set(claims["claim_id"])
     assert set(claims["verdict"]) <= VERDICTS
     edits = result.tables["edits"]
+    from lamina.chapters.weight_update_signature.units import Checkpoints
+
+    gate = Checkpoints("organism-gpt2-micro").gates()["sft"]  # recorded by the micro build
+    assert any("@sft alignment gate" in n for n in result.notes)
     unemb = edits[edits["direction"] == "unembedding"]["delta_logp"].mean()
     rand = edits[edits["direction"] == "random"]["delta_logp"].abs().mean()
-    assert unemb > rand  # the unembedding write raises its own token more than random ones move it
+    if gate.passed:  # the random-direction null is spent only where the gate passed
+        assert unemb > rand  # the unembedding write raises its own token more than random ones
+    else:
+        assert edits[edits["direction"] == "random"].empty
+        edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
+        assert edit["note"].str.startswith("not testable: alignment did not take").all()
 
 
 def _written(model_dir: Path, suffix: str = ".json") -> Path:
