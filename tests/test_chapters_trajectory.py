@@ -216,7 +216,7 @@ def test_chapter_executes_in_quick_mode_and_writes_results(
     }
     _, outputs = _executed(tmp_path, chapter, params)
     assert any("image/svg+xml" in o.get("data", {}) for o in outputs), "no SVG chart"
-    records = list((tmp_path / "results").rglob(f"{chapter}.json")  # <model>/[<run>/])
+    records = list((tmp_path / "results").rglob(f"{chapter}.json"))  # <model>/[<run>/]
     assert len(records) == 1
     record = json.loads(records[0].read_text())
     assert record["model"] == model and record["config"]["quick"] is True

@@ -118,30 +118,12 @@ def headline_convergence(sens: pd.DataFrame) -> Claim:
                               chapter="reanalysis")[0]
 
 
-def run_reanalysis(
-    config: TrajectoryConfig, models: str | Sequence[str] | None = None
-) -> ExperimentResult:
-    """lamina's metrics on the released last-token (170 prompts) and mean-pooled (50 prompts)
-    GPT-2 states under every convention, beside the released tables; with ``models``
-    (``"default"``: the offline pretrained causal LMs; a list of names; None or [] for none,
-    see :func:`~lamina.chapters.reanalysis_models.real_models`) the released prompts are also
-    run through those models and the table "real_models" gives, per convention, their
-    curvature, length and peak convergence index beside peer-gpt2's, with 95% CIs resampling
-    prompts. Raises FileNotFoundError when the released data are absent."""
-    if not peer_available(config):
-        raise FileNotFoundError(f"paper 1's released states are not under {peer_root(config)}")
-    root = peer_root(config)
-    ms = peer_states(config)
-    rel_ci = _released(root, "convergence_metrics.csv")
-    per_prompt = _released(root, PER_PROMPT)
-    names, notes = real_models(models)
-    others = [extract_released_prompts(n, ms.pools["last"].prompts) for n in names]
-    real = real_model_table(ms, others, min(config.n_bootstrap, 1000), config.seed,
-                            released=released_range(root))
-    notes += [n for o in others for n in o.notes]
-    if names:
-        notes.append(f"The released prompts were also run through {', '.join(names)} "
-                     "(lamina's extraction, fp32).")
+def _convention_rows(
+    ms: ModelStates, config: TrajectoryConfig
+) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """Per representation convention of the released states: (curvature rows by category,
+    convergence-index rows by layer, convergence sensitivity rows, curvature parts with and
+    without single-token prompts)."""
     curv_rows, ci_rows, sens, parts = [], [], [], []
     nb, nperm = min(config.n_bootstrap, 1000), max(config.n_permutations, 1000)
     for name, conv in CONVENTIONS.items():
@@ -176,6 +158,18 @@ def run_reanalysis(
                      "n_prompts": len(x), "peak_ci": conv_s["peak"],
                      "peak_low": conv_s["ci_low"], "peak_high": conv_s["ci_high"],
                      "peak_layer": conv_s["peak_layer"], "p": conv_s["p"], "_s": conv_s})
+    return curv_rows, ci_rows, sens, parts
+
+
+def _self_checks(
+    ms: ModelStates,
+    root: Path,
+    per_prompt: pd.DataFrame | None,
+    rel_ci: pd.DataFrame | None,
+    ci_rows: list[dict],
+) -> tuple[list[Claim], pd.DataFrame, pd.DataFrame, list[dict]]:
+    """The self-checks against the released tables: (claims, bootstrap-source table,
+    per-prompt match table, convergence rows with the released profile beside ours)."""
     claims: list[Claim] = []
     match = _per_prompt_match(ms, per_prompt)
     if len(match):
@@ -214,6 +208,35 @@ def run_reanalysis(
             "profile", paper_value=f"released peak {rc.max():.3f}", model="peer-gpt2",
             measured=gap, verdict=v, reason=why, effect_name="max |lamina - released| over layers",
             convention=CONVENTIONS["released code"].label, kind="self-check"))
+    return claims, source, match, ci_rows
+
+
+def run_reanalysis(
+    config: TrajectoryConfig, models: str | Sequence[str] | None = None
+) -> ExperimentResult:
+    """lamina's metrics on the released last-token (170 prompts) and mean-pooled (50 prompts)
+    GPT-2 states under every convention, beside the released tables; with ``models``
+    (``"default"``: the offline pretrained causal LMs; a list of names; None or [] for none,
+    see :func:`~lamina.chapters.reanalysis_models.real_models`) the released prompts are also
+    run through those models and the table "real_models" gives, per convention, their
+    curvature, length and peak convergence index beside peer-gpt2's, with 95% CIs resampling
+    prompts. Raises FileNotFoundError when the released data are absent."""
+    if not peer_available(config):
+        raise FileNotFoundError(f"paper 1's released states are not under {peer_root(config)}")
+    root = peer_root(config)
+    ms = peer_states(config)
+    rel_ci = _released(root, "convergence_metrics.csv")
+    per_prompt = _released(root, PER_PROMPT)
+    names, notes = real_models(models)
+    others = [extract_released_prompts(n, ms.pools["last"].prompts) for n in names]
+    real = real_model_table(ms, others, min(config.n_bootstrap, 1000), config.seed,
+                            released=released_range(root))
+    notes += [n for o in others for n in o.notes]
+    if names:
+        notes.append(f"The released prompts were also run through {', '.join(names)} "
+                     "(lamina's extraction, fp32).")
+    curv_rows, ci_rows, sens, parts = _convention_rows(ms, config)
+    claims, source, match, ci_rows = _self_checks(ms, root, per_prompt, rel_ci, ci_rows)
     parts_t = pd.DataFrame(parts)
     head = parts_t[(parts_t["convention"] == "paper text")
                    & (parts_t["single_token_prompts"] == "excluded")]
