@@ -120,3 +120,19 @@ def test_a_first_run_orders_chapters_longest_first(tmp_path) -> None:
     assert order[0] == max(TYPICAL_SECONDS, key=TYPICAL_SECONDS.__getitem__)
     (tmp_path / "trajectory_tour.report.json").write_text('{"seconds": 99999}')
     assert _last_seconds(tmp_path, "trajectory_tour") == 99999
+
+
+def test_make_chapter_passes_a_model_path_with_spaces_as_one_value():
+    """``make chapter MODEL="/path with spaces/m.gguf"`` (issue 23): the model reaches the
+    executor as one ``-p model`` value (``make -n`` prints the command without running it)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run(
+        ["make", "-n", "-o", ".venv/.lamina-installed", "chapter", "CH=curvature",
+         "MODEL=/models with spaces/m.gguf"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert '-p model "/models with spaces/m.gguf"' in out
