@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ from lamina.sources.models import load_model
 from lamina.states.extract import extract, pool_token_states
 from lamina.trajectory import mean_curvature, trajectory_length
 from lamina.trajectory.stat_tests import ci_profile, distance_stack
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "PAPER_TEXT_RANGE",
@@ -111,8 +114,9 @@ def extract_released_prompts(name: str, prompts: pd.DataFrame) -> ModelStates:
     cfg = model.config
     limit = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
     texts = prompts["prompt"].astype(str).tolist()
-    traj = extract(model, tokenizer, texts, pool="none", progress=False, cache=True, max_length=limit)
-    pooled = pool_token_states(model, tokenizer, texts, list(traj.states))
+    tok = cast("PreTrainedTokenizerBase", tokenizer)
+    traj = extract(model, tok, texts, pool="none", progress=False, cache=True, max_length=limit)
+    pooled = pool_token_states(model, tok, texts, list(traj.states))
     table = prompts.reset_index(drop=True)
     pools = {
         pool: PooledStates(pooled[pool], pooled.get(f"{pool}_post"), True, table, pooled["n_content"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ from lamina.states.controls import random_init_like, random_input_states
 from lamina.states.extract import extract, pool_token_states
 from lamina.states.io import read_latent_hidden_states, read_latent_trajectories
 from lamina.trajectory.synthetic import SYNTHETIC, synthetic_states, word_counts
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["ModelStates", "PooledStates", "load_model_states", "position0_flags", "synthetic_model_states"]
 
@@ -248,7 +251,9 @@ def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> 
     (random input embeddings), with the model's final norm applied to the last row: the pooling
     of :func:`lamina.states.extract.pool_token_states`, every token a content token."""
     placeholders = ["." * a.shape[1] for a in ragged]  # one content token per character
-    pooled = pool_token_states(model, _NoSpecialTokens(), placeholders, ragged)
+    pooled = pool_token_states(
+        model, cast("PreTrainedTokenizerBase", _NoSpecialTokens()), placeholders, ragged
+    )
     return {
         pool: PooledStates(
             pooled[pool], pooled.get(f"{pool}_post"), True, prompts.reset_index(drop=True),

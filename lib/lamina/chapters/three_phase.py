@@ -206,7 +206,7 @@ def analyse_model(
         keep &= pooled.n_tokens != 1
     x, layers = pooled.states(c)
     x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
-    sim = layerwise_cosine(x)
+    sim = np.asarray(layerwise_cosine(x))
     s = paper1_test("three_phase", x, t, layers, n_bootstrap=min(config.n_bootstrap, 5_000),
                     seed=config.seed)
     claims = three_phase_claims(s, ms.name, c.label)

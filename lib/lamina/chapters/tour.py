@@ -9,7 +9,7 @@ set leads with the pretrained causal LMs installed offline, then the pretrained 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,9 @@ from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
 from lamina.sources.models import load_model
 from lamina.states.extract import extract
 from lamina.trajectory import layerwise_cosine
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_models", "tour_similarity", "tour_summary"]
 
@@ -76,7 +79,8 @@ def tour_similarity(
     rows: list[dict[str, Any]] = []
     for name in models:
         net, tokenizer = load_model(name, dtype=torch.float32)
-        traj = extract(net, tokenizer, list(prompts), pool=pooling, progress=progress, cache=True)
+        tok = cast("PreTrainedTokenizerBase", tokenizer)
+        traj = extract(net, tok, list(prompts), pool=pooling, progress=progress, cache=True)
         sim = layerwise_cosine(np.asarray(traj.states))  # (n_prompts, L)
         n_blocks = sim.shape[1]
         rows += [

@@ -198,6 +198,8 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
         base, tok = load_model(name)
 
         data = generate_curriculum(config.corpus_seed, 1).alignment
+        if data is None:
+            raise RuntimeError("the curriculum produced no alignment data")
         out = align_pretrained(base, tok, config, data, log=log)
         held = gate_sample(data, config.gate_items, config.seed)
         gates = {}
