@@ -65,8 +65,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lamina.trajectory.metrics import layerwise_cosine, mean_curvature
+from lamina.trajectory.metrics import bifurcation, layerwise_cosine, mean_curvature
 from lamina.trajectory.phases import fixed_phase_bands
+from lamina.trajectory.sizes import chapter_prompts
+from lamina.trajectory.stat_tests import bifurcation_rows, ci_profile, distance_stack
 
 __all__ = [
     "KINDS",
@@ -386,7 +388,6 @@ FLAT = flat(SMOLLM2_FIT)
 
 def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
     """The measured effect of each lever on a chapter's states (as the chapters measure it)."""
-    from lamina.trajectory.stat_tests import bifurcation_rows, ci_profile, distance_stack
 
     def margin(x: np.ndarray, t: pd.DataFrame) -> float:
         bands = fixed_phase_bands(x.shape[1] - 1)
@@ -402,8 +403,6 @@ def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
         return float(np.nanmax(ci_profile(distance_stack(x), t["category"].to_numpy())))
 
     def excess(x: np.ndarray, t: pd.DataFrame) -> float:
-        from lamina.trajectory import bifurcation
-
         a, b, ca, cb = bifurcation_rows(t)
         da, dc = bifurcation(x[a], x[b]).delta, bifurcation(x[ca], x[cb]).delta
         return float(np.median((da[:, -1] / da[:, 0]) / (dc[:, -1] / dc[:, 0])))
@@ -415,7 +414,6 @@ def _stats(name: str) -> Callable[[np.ndarray, pd.DataFrame], float]:
 def _solve(chapter: str, knob: str, target: float, hi: float, lv: Levers) -> float:
     """The value of lever ``knob`` (others as in ``lv``) whose mean effect over the reference
     draws of ``chapter``'s prompt set is ``target``."""
-    from lamina.trajectory.sizes import chapter_prompts
 
     t = chapter_prompts(chapter)
     draws = [_draw(t, s, FLAT) for s in REFERENCE_SEEDS]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lamina.sources.prompts import bifurcation_prompts, load_prompts
+
 __all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_prompts"]
 
 CHAPTER_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -34,7 +36,6 @@ def chapter_prompts(name: str, tables: dict[str, pd.DataFrame] | None = None) ->
     """The chapter's own prompt table: its families (``tables``, or loaded from
     ``data/prompts``), and for bifurcation the long table of pairs its pooling uses
     (``word_last`` pairs under last-token pooling)."""
-    from lamina.sources.prompts import bifurcation_prompts, load_prompts
 
     if name not in CHAPTER_FAMILIES:
         raise ValueError(f"unknown paper-1 chapter {name!r}; choose one of {list(CHAPTER_FAMILIES)}")
