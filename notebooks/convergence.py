@@ -33,7 +33,7 @@ prompts = (
     None  # None: the chapter's prompt families; or a JSONL path / family name (comma-separated)
 )
 n_bootstrap = 10000  # bootstrap resamples for 95% CIs (the paper's B; the peak bootstrap uses at most 2000)
-n_permutations = 10000  # label permutations for the claim's p (>= 9999: p < 0.001 on >= 10 exceedances)
+n_permutations = 10000  # label permutations for the claim's p (9,999 or more: a p below 0.001 then rests on 10 exceedances or more)
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)

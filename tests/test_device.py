@@ -38,6 +38,7 @@ def fake_cuda(monkeypatch) -> list[torch.device]:
 def test_auto_is_cuda_when_available_else_cpu(monkeypatch):
     monkeypatch.delenv("LAMINA_DEVICE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # cuda:1 needs two devices
     assert resolve_device("auto") == resolve_device(None) == torch.device("cuda")
     monkeypatch.setenv("LAMINA_DEVICE", "cpu")
     assert resolve_device("auto") == torch.device("cpu")  # the override wins
