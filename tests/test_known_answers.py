@@ -31,10 +31,10 @@ def _config(source: str, seed: int) -> TrajectoryConfig:
 
 
 # The realistic planted source (lamina.trajectory.realistic) plants bifurcation at the paper's
-# size, but with the chapter's 20 pairs its interval is too wide for the claimed range: the
-# main row reads "partially" (seed 0: excess 4.9, p = 2e-6). Kept visible as a known miss of
-# the chapter's power, not hidden by tuning the source.
-_UNDERPOWERED = {"bifurcation": "20 pairs cannot place the realistic planted ratio in range"}
+# size, but with the chapter's 20 pairs its interval can be too wide for the claimed range on a
+# given seed, and the main row then reads "partially". Kept visible as the chapter's power
+# limit (xfail, not strict: the seeds that reproduce show as XPASS), not hidden by tuning.
+_UNDERPOWERED = {"bifurcation": "with 20 pairs the planted ratio's interval can leave the range"}
 
 
 @pytest.mark.slow
