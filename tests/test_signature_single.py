@@ -221,6 +221,7 @@ def test_chapter_executes_on_one_real_checkpoint(tiny_model_dirs, tmp_path, monk
     from lamina.book import execute_chapter
 
     monkeypatch.setenv("LAMINA_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("LAMINA_DATA", str(tmp_path / "data"))  # the aligned builds of the kernel
     params = {"model": str(tiny_model_dirs["llama"]), "quick": True, "k": 4, "k_sweep": [1, 4],
               "real_layers": 2}  # fmt: skip
     notebook = execute_chapter("weight_update_signature", tmp_path, params, progress=False)
