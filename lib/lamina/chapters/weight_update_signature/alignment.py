@@ -18,6 +18,7 @@ read "not testable: alignment gate not measured". Part of
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Mapping
@@ -91,7 +92,7 @@ def aligned_model(base: nn.Module, folder: Path, stage: str) -> nn.Module:
     Raises ValueError naming a saved tensor the model lacks or whose shape differs (never a
     partial load)."""
     state = load_file(str(Path(folder) / f"{stage}.safetensors"))
-    model = __import__("copy").deepcopy(base)
+    model = copy.deepcopy(base)
     own = dict(model.named_parameters())
     bad = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]
     if bad or not state:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -270,8 +271,6 @@ class SingleCheckpoint(BorrowedText):
         return pd.concat([own, built], ignore_index=True) if len(own) else built
 
     def _aligned_batch(self) -> int:
-        import json
-
         return int(json.loads((self.aligned / "build.json").read_text())["config"]["batch_size"])
 
     @staticmethod
