@@ -22,9 +22,13 @@ from lamina.book.charts import canonical_model, model_colors
 
 __all__ = [
     "display_model",
+    "fmt_number",
     "matrix_html",
+    "matrix_row_anchor",
+    "model_order",
     "scorecard_markdown",
     "section_anchor",
+    "short_label",
     "summary_line",
 ]
 
@@ -56,7 +60,9 @@ organisms; any other model after them, by name."""
 SELF_CHECKS_TITLE = "Self-checks of lamina (not counted as claims of the papers)"
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
+def fmt_number(x: Any, digits: int = 3) -> str:
+    """A number as a cell shows it: ``digits`` significant digits, scientific notation below
+    1e-3 or from 1e4; "–" for None and NaN; anything else as text."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     if isinstance(x, (int, float)):
@@ -80,6 +86,31 @@ def section_anchor(claim_id: str) -> str:
     return "sc-" + (re.sub(r"[^a-z0-9]+", "-", str(claim_id).lower()).strip("-") or "claim")
 
 
+_PREFIX = re.compile(r"^(?:[pP]([123])[-.]|(self)[-.])")
+
+
+def short_label(claim_id: str, paper: int, short: str = "") -> str:
+    """A claim's short label: ``short`` when the claim declares one, else built from its id:
+    "P<paper>" then the id's words without its paper prefix (``p1-convergence-peak`` ->
+    "P1 convergence peak", ``P2.align_qk_enriched`` -> "P2 align qk enriched"; a self-check
+    ``self-reanalysis-released-ci`` -> "check reanalysis released ci"; a chapter that did not
+    run, ``curvature:*`` -> "P1 curvature (not run)")."""
+    if short and short.strip():
+        return short.strip()
+    cid = str(claim_id)
+    if cid.endswith(":*"):
+        return f"P{paper} {cid[:-2].replace('_', ' ')} (not run)"
+    m = _PREFIX.match(cid)
+    head = "check" if m and m.group(2) else f"P{paper}"
+    words = [w for w in re.split(r"[-_.]+", cid[m.end() if m else 0 :]) if w]
+    return " ".join([head, *words])
+
+
+def matrix_row_anchor(claim_id: str) -> str:
+    """The HTML id of a claim's row in the detailed matrix: ``m-`` + a slug of the id."""
+    return "m-" + (re.sub(r"[^a-z0-9]+", "-", str(claim_id).lower()).strip("-") or "claim")
+
+
 def _paper_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[~table["self_check"].astype(bool)]
 
@@ -94,7 +125,8 @@ def _groups(table: pd.DataFrame, titles: dict[int, str] | None) -> list[tuple[st
     return groups
 
 
-def _model_order(models: list[str]) -> list[str]:
+def model_order(models: list[str]) -> list[str]:
+    """``models`` without repeats, in :data:`MODEL_ORDER`; any other model after them, by name."""
     known = {m: i for i, m in enumerate(MODEL_ORDER)}
     return sorted(
         dict.fromkeys(models),
@@ -119,7 +151,7 @@ def summary_line(table: pd.DataFrame) -> str:
         f"(claim × model × stage), {parts}."
     )
     by_model = []
-    for model in _model_order(paper["model"].astype(str).tolist()):
+    for model in model_order(paper["model"].astype(str).tolist()):
         mine = paper.loc[paper["model"].astype(str) == model, "verdict"].value_counts()
         tally = ", ".join(f"{int(mine[v])} {v}" for v in order if v in mine)
         by_model.append(f"`{_md(display_model(model))}` {tally}")
@@ -139,14 +171,14 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
     verdicts = list(dict.fromkeys(rows["verdict"].astype(str)))
     state = verdicts[0] if len(verdicts) == 1 else "mixed"
     tip = "; ".join(
-        f"{(r.context + ': ') if r.context else ''}{_fmt(r.measured)} ({r.verdict})"
+        f"{(r.context + ': ') if r.context else ''}{fmt_number(r.measured)} ({r.verdict})"
         for r in rows.itertuples()
     )
     shifts = [q for q in rows.get("quant_shift", pd.Series(dtype=str)) if isinstance(q, str) and q]
     if shifts:
         tip += "; quantisation control: " + " | ".join(dict.fromkeys(shifts))
     if len(rows) == 1:
-        value = _fmt(rows.iloc[0]["measured"])
+        value = fmt_number(rows.iloc[0]["measured"])
     else:
         value = f"{int((rows['verdict'] == 'reproduced').sum())}/{len(rows)}"
         tip = f"{len(rows)} stages, reproduced in {value}: {tip}"
@@ -168,13 +200,39 @@ def _legend() -> str:
     return f'<p class="lamina-legend">{items}</p>'
 
 
-def matrix_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
+def _claim_label(rows: pd.DataFrame, seen: dict[str, str]) -> str:
+    """The matrix's claim cell: the short label, then the claim's full text linking to its
+    chapter, or, when an earlier row already stated the same text (paper 1's claims on the
+    released GPT-2 states), a link to that row instead of the text again. ``seen`` maps a
+    claim text to the anchor of the row that stated it, and is updated."""
+    first = rows.iloc[0]
+    cid, text = str(first["claim_id"]), str(first["claim"])
+    short = short_label(cid, int(first["paper"]), str(first.get("short", "") or ""))
+    href = f"executed/{first['chapter']}.html"
+    head = f'<span class="lamina-claim-short">{html.escape(short)}</span> '
+    if text in seen and first["verdict"] != "not run":
+        body = (
+            f'<a href="{href}">{html.escape(str(first["chapter"]).replace("_", " "))}</a>: '
+            f'the same claim as <a href="#{seen[text]}">above</a>'
+        )
+    else:
+        seen.setdefault(text, matrix_row_anchor(cid))
+        body = f'<a href="{href}">{html.escape(text)}</a>'
+    return f'<th class="lamina-claim" scope="row">{head}{body}</th>'
+
+
+def matrix_html(
+    table: pd.DataFrame, *, titles: dict[int, str] | None = None, folded: str = ""
+) -> str:
     """The verdict matrix as an HTML table: claims as rows grouped by paper (self-checks
     last, in their own group), models as columns, each cell coloured by verdict and showing
-    the measured value (several stages: how many reproduced, of how many). A claim links to
-    its chapter, a cell to the claim's section of the scorecard."""
+    the measured value (several stages: how many reproduced, of how many). A claim shows its
+    short label (:func:`short_label`) and links to its chapter, a cell to the claim's section
+    of the scorecard; each row's id is :func:`matrix_row_anchor` of its claim. A claim text
+    already stated by an earlier row is not repeated. With ``folded`` (a summary line), the
+    table sits in a closed ``<details>`` whose summary is that line."""
     run = table[table["verdict"] != "not run"]
-    models = _model_order(run["model"].astype(str).tolist())
+    models = model_order(run["model"].astype(str).tolist())
     colors = model_colors(models)
     head = "".join(
         f'<th class="lamina-model" scope="col" style="border-top-color:{colors[m]}" '
@@ -183,19 +241,15 @@ def matrix_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) ->
     )
     ncol = len(models) + 1
     body: list[str] = []
+    seen: dict[str, str] = {}
     for title, group in _groups(table, titles):
         body.append(
             f'<tr class="lamina-group"><th colspan="{ncol}" scope="colgroup">'
             f"{html.escape(str(title))}</th></tr>"
         )
         for cid, rows in group.groupby("claim_id", sort=False):
-            first = rows.iloc[0]
-            href = f"executed/{first['chapter']}.html"
-            label = (
-                f'<th class="lamina-claim" scope="row"><a href="{href}">'
-                f"{html.escape(str(first['claim']))}</a></th>"
-            )
-            if first["verdict"] == "not run":
+            label = _claim_label(rows, seen)
+            if rows.iloc[0]["verdict"] == "not run":
                 cells = (
                     f'<td class="lamina-cell lamina-cell--not-run" colspan="{len(models) or 1}">'
                     f'<span class="lamina-cell-word">not run</span></td>'
@@ -208,13 +262,19 @@ def matrix_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) ->
                     else '<td class="lamina-cell lamina-cell--empty"></td>'
                     for m in models
                 )
-            body.append(f"<tr>{label}{cells}</tr>")
-    return (
+            body.append(f'<tr id="{matrix_row_anchor(str(cid))}">{label}{cells}</tr>')
+    out = (
         '<div class="lamina-matrix-wrap lamina-scroll">'
         '<table class="lamina-matrix">'
         f'<thead><tr><th class="lamina-claim-head" scope="col">claim</th>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>\n{_legend()}\n"
     )
+    if folded:
+        out = (
+            f'<details class="lamina-matrix-details"><summary>{html.escape(folded)}</summary>\n'
+            f"{out}</details>\n"
+        )
+    return out
 
 
 def _md(text: Any) -> str:
@@ -224,7 +284,7 @@ def _md(text: Any) -> str:
 def _ci(r: pd.Series) -> str:
     if r["ci_low"] is None or r["ci_high"] is None or pd.isna(r["ci_low"]):
         return "–"
-    return f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+    return f"[{fmt_number(r['ci_low'])}, {fmt_number(r['ci_high'])}]"
 
 
 def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
@@ -257,7 +317,7 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
             notes = []
             ordered = rows.assign(
                 _o=rows["model"].map(
-                    {m: i for i, m in enumerate(_model_order(rows["model"].tolist()))}
+                    {m: i for i, m in enumerate(model_order(rows["model"].tolist()))}
                 )
             ).sort_values("_o", kind="stable")
             for _, r in ordered.iterrows():
@@ -265,7 +325,7 @@ def scorecard_markdown(table: pd.DataFrame, *, titles: dict[int, str] | None = N
                     f" {_md(r['context'])}" if r["context"] else ""
                 )
                 lines.append(
-                    f"| {who} | {_fmt(r['measured'])} | {_ci(r)} | {_fmt(r['p'])} | "
+                    f"| {who} | {fmt_number(r['measured'])} | {_ci(r)} | {fmt_number(r['p'])} | "
                     f"{badge(str(r['verdict']), title=str(r['note']) or None)} | "
                     f"{r['osc'] if isinstance(r.get('osc'), str) and r['osc'] else '–'} |"
                 )

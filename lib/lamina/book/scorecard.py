@@ -8,9 +8,11 @@ number on them is typed by hand.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pandas as pd
 
 from lamina.book.badges import is_self_check
 from lamina.book.matrix import matrix_html, scorecard_markdown, summary_line
+from lamina.book.picture import counts_svg, picture_html
 from lamina.core import registry
 from lamina.core.provenance import EnvPathError, atomic_write_text, provenance
 from lamina.evidence.claims import PAPER_VERDICTS, SELF_VERDICTS
@@ -133,6 +136,7 @@ def _claim_row(
         "kind": kind,
         "claim_id": cid,
         "claim": str(row.get("claim", "")),
+        "short": str(row.get("short") or ""),
         "paper_value": str(row.get("paper_value", "")),
         "model": str(row.get("model") or record.get("model")) + (f" ({label})" if label else ""),
         "context": context,
@@ -158,6 +162,7 @@ def _not_run_row(chapter: str, paper: int) -> dict[str, Any]:
         "kind": "paper",
         "claim_id": f"{chapter}:*",
         "claim": f"every claim of the {chapter.replace('_', ' ')} chapter",
+        "short": "",
         "paper_value": "",
         "model": "–",
         "context": "",
@@ -218,7 +223,29 @@ def _scorecard_md(table: pd.DataFrame) -> str:
     )
 
 
+def _code_html(text: str) -> str:
+    """Markdown text with inline code as HTML (a raw HTML block renders no Markdown)."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
+
+
 def _abstract_md(table: pd.DataFrame) -> str:
+    """The landing page's results: the verdict picture (one screen), the verdicts per model
+    as a stacked bar (inline static SVG), then the detailed matrix folded, opening with the
+    counts sentence."""
+    svg = "\n".join(line for line in counts_svg(table).splitlines() if line.strip())
+    counts = f'<div class="lamina-counts">\n{svg}\n</div>\n\n' if svg else ""
+    detail = matrix_html(
+        table, titles=PAPER_TITLES,
+        folded="The detailed matrix: the measured value per claim and model, the claims' full text",
+    )  # fmt: skip
+    detail = detail.replace(
+        '<div class="lamina-matrix-wrap', f"<p>{_code_html(summary_line(table))}</p>\n"
+        '<div class="lamina-matrix-wrap', 1,
+    )  # fmt: skip
+    return f"{picture_html(table, titles=PAPER_TITLES)}\n{counts}{detail}\n"
+
+
+def _matrix_md(table: pd.DataFrame) -> str:
     return f"{summary_line(table)}\n\n{matrix_html(table, titles=PAPER_TITLES)}\n"
 
 
@@ -252,7 +279,7 @@ def _reproducibility_md(executed: Path) -> str:
 def _comparison_md(table: pd.DataFrame) -> str:
     if (table.verdict == "not run").all():
         return "No results yet.\n"
-    return _abstract_md(table)
+    return _matrix_md(table)
 
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:

@@ -258,7 +258,9 @@ class Claim:
     standardised effect (e.g. rank-biserial) with its ``effect_name``; test: the test's name;
     verdict and reason: from :func:`decide`, :func:`vanish_decide` or :func:`self_check`;
     convention: the representation convention; kind: "paper" or "self-check"; main: the
-    chapter's headline claim; osc: :func:`osc_replicates` ("yes", "no" or "").
+    chapter's headline claim; osc: :func:`osc_replicates` ("yes", "no" or ""); short: the
+    claim's label in the book's verdict picture, a few neutral words naming what is measured
+    (e.g. "P1 convergence peak"; "" lets the book build it from ``claim_id``).
     """
 
     claim_id: str
@@ -280,6 +282,7 @@ class Claim:
     main: bool = False
     unit: str = ""
     osc: str = ""
+    short: str = ""
 
     def __post_init__(self) -> None:
         if not _ID.match(self.claim_id):
