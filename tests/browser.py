@@ -13,7 +13,14 @@ Each page is opened at every width of :data:`WIDTHS` (CSS px) and checked for:
   the titles and facet headers drawn in each SVG chart do not overlap one another;
 * **badges**: every verdict badge (``.lamina-verdict``) shows its verdict as text and is styled
   by the book's stylesheet, and no emoji glyph appears anywhere in the page's text;
-* **first screen**: no code cell's source is visible in the first screen (code is folded).
+* **first screen**: no code cell's source is visible in the first screen (code is folded);
+* **landing**: the landing page's verdict picture (``.lamina-picture``) ends within the first
+  :data:`PICTURE_BOTTOM` px and the page is under :data:`LANDING_MAX` px tall (at 1300 px);
+* **length**: every chapter page (``executed/``) is under :data:`CHAPTER_MAX` px tall at 1300 px;
+* **titles**: no chart title, facet header or axis title is truncated (Vega's "…") or reaches
+  outside its SVG;
+* **reading order**: no note ("Note:", notes, caveats, model notes) comes before a page's first
+  chart.
 
 A full-page screenshot per page and width goes to ``<screenshots>/<width>px/<page>.png``.
 """
@@ -43,7 +50,15 @@ CHROMIUM_FLAGS = [
 WIDTHS = (1300, 800)  # window widths (CSS px): a laptop and a narrow window / tablet
 HEIGHT = 900  # the first screen's height (CSS px)
 # output images, and Vega's inline SVG (class "marks"); not the theme's icons
-CHART_SELECTOR = "img[src$='.svg'], img[src$='.png'], .cell_output svg.marks"
+CHART_SELECTOR = (
+    "img[src$='.svg'], img[src$='.png'], .cell_output svg.marks, .lamina-counts svg.marks"
+)
+LENGTH_WIDTH = 1300  # the width at which page lengths are checked (CSS px)
+PICTURE_BOTTOM = 1100  # the verdict picture ends within this many px of the landing page's top
+LANDING_MAX = 4000  # the landing page's height limit (CSS px, at LENGTH_WIDTH)
+CHAPTER_MAX = 15000  # a chapter page's height limit (CSS px, at LENGTH_WIDTH)
+LANDING_PAGES = ("book/intro.html",)  # the root page of _toc.yml, as built
+CHAPTER_DIR = "executed/"  # chapter pages are the notebooks executed into book/executed/
 MAX_LISTED = 8  # findings listed per check and page
 
 
@@ -68,6 +83,11 @@ class PageReport:
     bad_badges: list[str] = field(default_factory=list)
     emoji: list[str] = field(default_factory=list)
     code_on_first_screen: list[str] = field(default_factory=list)
+    landing: list[str] = field(default_factory=list)
+    too_long: list[str] = field(default_factory=list)
+    truncated_titles: list[str] = field(default_factory=list)
+    notes_before_figure: list[str] = field(default_factory=list)
+    height: int = 0
     n_charts: int = 0
     n_badges: int = 0
     screenshot: str | None = None
@@ -85,6 +105,10 @@ class PageReport:
             "bad_badges",
             "emoji",
             "code_on_first_screen",
+            "landing",
+            "too_long",
+            "truncated_titles",
+            "notes_before_figure",
         )
         return {n: getattr(self, n) for n in names if getattr(self, n)}
 
@@ -217,6 +241,91 @@ async ([maxListed]) => {
 """
 
 
+# Page length, the verdict picture's bottom edge and the notes before the first chart.
+# Returns {height, picture (bottom edge in px from the page's top, or null), notes}.
+_LAYOUT = """
+([selector, maxListed]) => {
+  const col = document.querySelector('article.bd-article') || document.querySelector('main')
+    || document.body;
+  const height = Math.max(document.documentElement.scrollHeight, document.body.scrollHeight);
+  const pic = document.querySelector('.lamina-picture');
+  const picture = pic ? Math.round(pic.getBoundingClientRect().bottom + window.scrollY) : null;
+  const first = col.querySelector(selector);
+  const notes = [];
+  if (first) {
+    const isNote = /^(notes?|caveats?|model notes)\\b/i;
+    for (const el of col.querySelectorAll('p, li, dt, summary, h2, h3, h4, .lamina-notes')) {
+      const text = (el.textContent || '').trim();
+      if (!(isNote.test(text) || el.classList.contains('lamina-notes'))) continue;
+      if (first.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_PRECEDING) {
+        notes.push(`${el.tagName.toLowerCase()} before the first chart: "${text.slice(0, 60)}"`);
+      }
+      if (notes.length >= maxListed) break;
+    }
+  }
+  return {height, picture, notes};
+}
+"""
+
+# Chart titles, facet headers and axis titles that Vega cut ("…") or that reach outside their
+# SVG: inline charts are measured in place, SVG images fetched and laid out (invisibly) in the
+# page with the reader's fonts.
+_TRUNCATED_TITLES = """
+async ([maxListed]) => {
+  const col = document.querySelector('article.bd-article') || document.body;
+  const found = [];
+  const check = (svg, name) => {
+    const s = svg.getBoundingClientRect();
+    const texts = svg.querySelectorAll(
+      '.role-title-text text, text.role-title-text, .role-axis-title text, .role-title text');
+    for (const t of new Set(texts)) {
+      const text = (t.textContent || '').trim();
+      const r = t.getBoundingClientRect();
+      if (!text || r.width === 0) continue;
+      if (text.endsWith('…') || text.endsWith('...')) {
+        found.push(`${name}: title "${text.slice(0, 80)}" is cut`);
+      } else if (r.left < s.left - 1 || r.right > s.right + 1) {
+        found.push(`${name}: title "${text.slice(0, 80)}" spans x ${Math.round(r.left - s.left)}-`
+          + `${Math.round(r.right - s.left)} outside its SVG 0-${Math.round(s.width)}`);
+      }
+    }
+  };
+  for (const svg of col.querySelectorAll('svg.marks')) check(svg, 'inline chart');
+  for (const img of col.querySelectorAll("img[src$='.svg']")) {
+    let text;
+    try { text = await (await fetch(img.src)).text(); } catch (e) { continue; }
+    const box = document.createElement('div');
+    box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
+    box.innerHTML = text;
+    document.body.appendChild(box);
+    const svg = box.querySelector('svg');
+    if (svg) check(svg, img.getAttribute('src').split('/').pop());
+    box.remove();
+    if (found.length >= maxListed) break;
+  }
+  return found.slice(0, maxListed);
+}
+"""
+
+
+def _length_problems(report: PageReport, picture: int | None) -> None:
+    """Fill ``report.landing`` and ``report.too_long`` from its height and the picture's
+    bottom edge (px from the top; None: no picture); lengths count at LENGTH_WIDTH only."""
+    landing = report.path in LANDING_PAGES or picture is not None
+    if report.width != LENGTH_WIDTH:
+        return
+    if landing and picture is None:
+        report.landing.append("the landing page has no verdict picture (.lamina-picture)")
+    elif landing and picture > PICTURE_BOTTOM:
+        report.landing.append(
+            f"the verdict picture ends at {picture} px, below the first {PICTURE_BOTTOM} px"
+        )
+    if landing and report.height > LANDING_MAX:
+        report.too_long.append(f"the landing page is {report.height} px tall (> {LANDING_MAX})")
+    if CHAPTER_DIR in report.path and report.height > CHAPTER_MAX:
+        report.too_long.append(f"the chapter is {report.height} px tall (> {CHAPTER_MAX})")
+
+
 def _pages(html_dir: Path) -> list[str]:
     return sorted(
         p.relative_to(html_dir).as_posix()
@@ -286,6 +395,11 @@ def _check_page(context, base: str, rel: str, width: int, screenshots: Path | No
     report.emoji = found["emoji"]
     report.code_on_first_screen = found["code"]
     report.overlapping_labels = page.evaluate(_LABEL_OVERLAPS, [MAX_LISTED])
+    report.truncated_titles = page.evaluate(_TRUNCATED_TITLES, [MAX_LISTED])
+    layout = page.evaluate(_LAYOUT, [CHART_SELECTOR, MAX_LISTED])
+    report.height = int(layout["height"])
+    report.notes_before_figure = layout["notes"]
+    _length_problems(report, layout["picture"])
     if screenshots is not None:
         name = rel.replace("/", "__").removesuffix(".html") + ".png"
         shot = Path(screenshots) / f"{width}px" / name
@@ -299,7 +413,8 @@ def _check_page(context, base: str, rel: str, width: int, screenshots: Path | No
 def format_report(r: PageReport) -> str:
     """One status line for a page and width, then each problem indented."""
     head = (
-        f"{'ok ' if r.ok else 'BAD'} {r.width}px {r.path}: {r.n_charts} charts, {r.n_badges} badges"
+        f"{'ok ' if r.ok else 'BAD'} {r.width}px {r.path}: {r.height} px tall, {r.n_charts} charts, "
+        f"{r.n_badges} badges"
     )
     lines = [head]
     for check, items in r.problems.items():
