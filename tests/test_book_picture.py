@@ -9,6 +9,8 @@ import re
 from lamina.book.matrix import matrix_html, matrix_row_anchor, short_label
 from lamina.book.picture import _counts, _split, counts_svg, picture_html
 from lamina.book.scorecard import _abstract_md, claims_table
+from lamina.chapters.results import claim_record
+from lamina.evidence.claims import Claim
 
 
 def _row(cid, model, verdict, claim=None, **kw):
@@ -37,6 +39,12 @@ def test_short_labels_come_from_the_declaration_or_the_id():
     assert short_label("self-reanalysis-released-ci", 1) == "check reanalysis released ci"
     assert short_label("curvature:*", 1) == "P1 curvature (not run)"
     assert short_label("p1-convergence-peak", 1, "P1 peak") == "P1 peak"
+    assert claim_record("P3-core", "t", "", "m", 0.1, short="P3 core")["short"] == "P3 core"
+    assert "short" not in claim_record("P3-core", "t", "", "m", 0.1)  # absent: built from the id
+    fields = {"claim_id": "p1-convergence-peak", "claim": "t", "paper_value": "", "model": "m",
+              "measured": 0.1, "verdict": "reproduced"}  # fmt: skip
+    assert Claim(**fields, short="P1 peak").row()["short"] == "P1 peak"
+    assert "short" not in Claim(**fields).row()
     table = _table()  # a results row's own "short" reaches the table
     assert table.set_index("claim_id").loc["p1-convergence-depth", "short"] == "P1 depth"
 
@@ -68,6 +76,11 @@ def test_a_long_picture_splits_into_two_balanced_columns():
     assert abs(len(first) - len(second)) <= 2 and first[-1][0] == "claim"
     assert second[0] == ("group", "Paper 1 (cont.)")
     assert sum(k == "claim" for k, _ in first + second) == 29  # no claim lost or repeated
+    # a paper boundary near the middle is where the columns part
+    items = [("group", "Paper 1")] + [("claim", i) for i in range(16)]
+    items += [("group", "Paper 2")] + [("claim", i) for i in range(12)]
+    first, second = _split(items)
+    assert second[0] == ("group", "Paper 2") and len(first) == 17
 
 
 def test_detailed_matrix_states_a_claim_text_once():

@@ -90,12 +90,17 @@ def _items(table: pd.DataFrame, titles: dict[int, str]) -> list[tuple[str, Any]]
 
 
 def _split(items: list[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
-    """Two columns of about equal length; a paper cut in two repeats its title, marked
-    "(cont.)", at the top of the second column."""
+    """Two columns of about equal length: at the paper boundary nearest the middle when it is
+    within a tenth of the lines (at least 3) of it, else in the middle, where the paper cut in
+    two repeats its title, marked "(cont.)", at the top of the second column."""
     if len(items) < 12:
         return [items]
     half = (len(items) + 1) // 2
-    if items[half - 1][0] == "group":  # never end a column on a title
+    bounds = [i for i, (kind, _) in enumerate(items) if kind == "group" and i > 0]
+    near = min(bounds, key=lambda i: abs(i - half), default=None)
+    if near is not None and abs(near - half) <= max(3, len(items) // 10):
+        half = near
+    elif items[half - 1][0] == "group":  # never end a column on a title
         half -= 1
     first, second = items[:half], items[half:]
     if second and second[0][0] != "group":

@@ -75,13 +75,16 @@ def claim_record(
     effect_name: str = "",
     convention: str = "",
     direction_ok: bool = True,
+    short: str = "",
 ) -> dict[str, Any]:
     """One row of a chapter's claims table (the scorecard's unit): verdict from ``p`` and
     ``effect_ok`` via :func:`verdict` unless ``verdict_word`` is given; an effect of the
-    opposite sign to the claim (``direction_ok=False``) is "not reproduced" however significant."""
+    opposite sign to the claim (``direction_ok=False``) is "not reproduced" however significant.
+    ``short``: the claim's label in the book's verdict picture ("" lets the book build it from
+    ``claim_id``: ``lamina.book.matrix.short_label``)."""
     if verdict_word is None and not direction_ok:
         verdict_word = "not reproduced"
-    return {
+    row = {
         "claim_id": claim_id,
         "claim": claim,
         "paper_value": paper_value,
@@ -95,6 +98,7 @@ def claim_record(
         "verdict": verdict_word or verdict(p, effect_ok),
         "convention": convention,
     }
+    return row | ({"short": short} if short else {})
 
 
 def tested_verdict(p: float | None, effect_ok: bool | None, *, direction_ok: bool = True) -> str:

@@ -326,8 +326,11 @@ class Claim:
         return cls(verdict=verdict, reason=reason, osc=osc, **fields)
 
     def row(self) -> dict[str, Any]:
-        """The record as a plain dict (floats as floats), for tables and JSON."""
+        """The record as a plain dict (floats as floats), for tables and JSON; without
+        ``short`` when the claim declares none (the book then builds it from the id)."""
         out = dataclasses.asdict(self)
+        if not out["short"]:
+            del out["short"]
         for k in ("measured", "ci_low", "ci_high", "p", "alpha", "effect_size"):
             out[k] = float(out[k])
         return out
