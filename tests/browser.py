@@ -257,6 +257,7 @@ _LAYOUT = """
     for (const el of col.querySelectorAll('p, li, dt, summary, h2, h3, h4, .lamina-notes')) {
       const text = (el.textContent || '').trim();
       if (!(isNote.test(text) || el.classList.contains('lamina-notes'))) continue;
+      if (el.tagName === 'P' && el.parentElement.closest('li, dt, summary')) continue;  // once
       if (first.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_PRECEDING) {
         notes.push(`${el.tagName.toLowerCase()} before the first chart: "${text.slice(0, 60)}"`);
       }
