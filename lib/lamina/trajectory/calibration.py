@@ -7,9 +7,11 @@ via :mod:`lamina.trajectory.synthetic`) produce states for each chapter's own pr
 bifurcation 20 pairs, three phases 184), and the very tests and verdict rules of the chapters
 (:mod:`lamina.trajectory.stat_tests`, :mod:`lamina.trajectory.verdicts`) judge them. The
 "vanishes under controls" rows run the control code of :mod:`lamina.states.controls` on the
-source's states (shuffled layers; moment-matched random states, whose draws are independent
-per prompt: for the claims that compare categories or pairs that control cannot fail, and the
-row says so). Then, per claim:
+source's states (shuffled layers; moment-matched random states whose draws are shared by the
+prompts of one unit, :func:`lamina.trajectory.realistic.unit_keys`: an item across its frames,
+a base word's variants, a pair's two contexts, as a random vocabulary shares a token's input
+across prompts, so the control keeps what prompts share and removes what lies across units).
+Then, per claim:
 
 * false-positive rate = share of the null seeds where the row is testable whose verdict says
   the effect is there ("reproduced", "partially" or "smaller than claimed":
@@ -39,11 +41,11 @@ from lamina.evidence.stats import mann_whitney, wilson
 from lamina.sources.prompts import load_prompts
 from lamina.states.controls import random_embeddings, shuffle_layers
 from lamina.trajectory import convergence_index_per_prompt
+from lamina.trajectory.realistic import unit_keys
 from lamina.trajectory.sizes import CHAPTER_FAMILIES, chapter_prompts
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.synthetic import synthetic_states, word_counts
 from lamina.trajectory.verdicts import (
-    IID_RANDOM_INPUTS,
     bifurcation_claims,
     convergence_claims,
     curvature_claims,
@@ -75,7 +77,6 @@ def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
 
 
 KINDS = ("null", "planted", "planted-half")
-COMPARES = ("convergence", "bifurcation")  # claims comparing categories / pairs
 
 
 def control_fractions(
@@ -106,8 +107,7 @@ def run_seed(
     """The claims rows of every test in ``tests`` on one synthetic source (kind in
     :data:`KINDS`) at one seed, at the chapters' sizes; with ``vanish``, also the
     "vanishes under controls" row (``lamina.states.controls``: shuffled layers and
-    moment-matched random states of the same states; the latter cannot fail for the claims
-    in :data:`COMPARES`)."""
+    moment-matched random states of the same states, drawn shared within each unit)."""
     tb = tables or _tables()
     src, conv = f"synthetic-{kind}", "synthetic states"
     out: list[Claim] = []
@@ -126,10 +126,10 @@ def run_seed(
             if head.verdict in PRESENT:
                 ctl = control_fractions(name, s, {
                     "shuffled layers": shuffle_layers(x, seed=seed),
-                    "random embeddings": random_embeddings(x, seed=seed + 20_002),
+                    "random embeddings": random_embeddings(x, seed=seed + 20_002,
+                                                           units=unit_keys(t)),
                 }, t, layers, seed)
-            void = {"random embeddings": IID_RANDOM_INPUTS} if name in COMPARES else None
-            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl, cannot_fail=void))
+            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl))
     return out
 
 
