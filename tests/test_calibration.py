@@ -83,3 +83,29 @@ def test_calibration_runs_at_the_chapters_sizes():
     assert _families(tb, "bifurcation")["pair_id"].nunique() == 20
     nb = (Path(__file__).resolve().parents[1] / "notebooks" / "bifurcation.py").read_text()
     assert re.search(r'^pooling = "(\w+)"', nb, re.M).group(1) == CHAPTER_POOLING["bifurcation"]
+
+
+@pytest.mark.slow  # each spawned worker solves the planted sources' gains once (about 1 min)
+def test_parallel_calibration_equals_the_serial_run_and_is_cached(tmp_path, monkeypatch):
+    """Seeds run in 2 spawned worker processes give the serial rows exactly; each seed's rows
+    are cached under a key of the options (and code, prompts), and a warm call computes
+    nothing."""
+    from lamina.trajectory import calibration
+
+    kw = {"tests": ("three_phase",), "n_bootstrap": 20, "n_permutations": 200}
+    serial = calibrate(range(3), **kw)
+    parallel = calibrate(range(3), jobs=2, cache=tmp_path, **kw)
+    pd.testing.assert_frame_equal(serial, parallel)
+    assert len(list(tmp_path.glob("*/seed-*.json"))) == 3
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a cached seed was computed again")
+
+    monkeypatch.setattr(calibration, "_timed_seed", boom)
+    warm = calibrate(range(3), cache=tmp_path, **kw)
+    pd.testing.assert_frame_equal(serial, warm)
+    assert warm.attrs["seconds"] == parallel.attrs["seconds"]
+    with pytest.raises(AssertionError, match="computed again"):  # other options: another key
+        calibrate(range(1), cache=tmp_path, **{**kw, "n_bootstrap": 21})
+    with pytest.raises(ValueError, match="jobs"):
+        calibrate(range(1), jobs=0, **kw)

@@ -143,6 +143,19 @@ def test_post_norm_final_state_equals_hugging_face_last_hidden_state(tiny_model_
     np.testing.assert_allclose(last.raw[0, 0], out.hidden_states[0][0, -1], atol=1e-5)
 
 
+def test_random_embedding_control_shares_draws_between_prompts(tiny_model_dirs):
+    """Defect 6 (issue 22): the chapters' random-embedding control feeds each prompt's own
+    tokens through one random vocabulary, so repeated prompts (and shared words) share their
+    random inputs; per-prompt draws gave every prompt new inputs."""
+    folder = str(tiny_model_dirs["gpt2"])
+    prompts = pd.DataFrame({"prompt": ["A river bank", "A river bank", "The cat sat"]})
+    ms = load_model_states(folder, prompts, TrajectoryConfig(model=folder), random_init=False)
+    assert ms.random_input is not None
+    x = ms.random_input["mean"].raw  # (3, L+1, d)
+    np.testing.assert_array_equal(x[0], x[1])
+    assert not np.allclose(x[0], x[2])
+
+
 def test_default_model_set_skips_unbuilt_organisms_and_absent_peer_data(tmp_path, monkeypatch):
     monkeypatch.setenv("LAMINA_DATA", str(tmp_path))
     models, notes = expand_models(TrajectoryConfig(peer_root=str(tmp_path / "nope")))

@@ -108,17 +108,20 @@ def test_random_input_states_run_random_embeddings_through_the_model(arch_name) 
     from tests.conftest import tiny_model
 
     model = tiny_model(arch_name)
-    out = controls.random_input_states(model, [3, 1, 5], seed=4)
+    ids = [[5, 7, 9], [3], [1, 2, 3, 4, 5]]
+    out = controls.random_input_states(model, ids, seed=4)
     n_layers = model.config.num_hidden_layers
     assert [a.shape[:2] for a in out] == [(n_layers + 1, 3), (n_layers + 1, 1), (n_layers + 1, 5)]
-    again = controls.random_input_states(model, [3, 1, 5], seed=4)
+    again = controls.random_input_states(model, ids, seed=4)
     assert all(np.array_equal(a, b) for a, b in zip(out, again, strict=True))
-    other = controls.random_input_states(model, [3, 1, 5], seed=5)
+    other = controls.random_input_states(model, ids, seed=5)
     assert not np.array_equal(out[0], other[0])
     # the blocks act on the random inputs: deeper states differ from layer 0
     assert not np.allclose(out[0][0], out[0][-1])
     with pytest.raises(ValueError, match="positive"):
-        controls.random_input_states(model, [0], seed=0)
+        controls.random_input_states(model, [[]], seed=0)
+    with pytest.raises(ValueError, match="sequence of token ids"):
+        controls.random_input_states(model, [3, 1, 5], seed=0)  # lengths: the old interface
 
 
 @pytest.mark.parametrize("arch_name", ["gpt2", "llama", "qwen2", "gemma3", "bert"])
@@ -128,8 +131,81 @@ def test_random_input_states_do_not_depend_on_the_batch(arch_name) -> None:
     from tests.conftest import tiny_model
 
     model = tiny_model(arch_name)
-    alone = controls.random_input_states(model, [3, 1, 6, 2], seed=2, batch_size=1)
-    together = controls.random_input_states(model, [3, 1, 6, 2], seed=2, batch_size=4)
+    ids = [[4, 8, 15], [16], [23, 42, 4, 8, 15, 16], [23, 42]]
+    alone = controls.random_input_states(model, ids, seed=2, batch_size=1)
+    together = controls.random_input_states(model, ids, seed=2, batch_size=4)
     for a, b in zip(alone, together, strict=True):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch_name", ["gpt2", "llama"])
+def test_random_input_states_share_one_random_vocabulary(arch_name) -> None:
+    """Defect 6 (issue 22): the draws were independent per prompt, so two prompts of one
+    category never shared an input and every category or pair effect vanished by
+    construction. Now a token gets the same random input in every prompt that holds it."""
+    from tests.conftest import tiny_model
+
+    model = tiny_model(arch_name)
+    out = controls.random_input_states(model, [[7, 3, 9], [7, 3, 9], [7, 11]], seed=1)
+    np.testing.assert_array_equal(out[0], out[1])  # identical prompts, identical states
+    # causal: position 0 sees only itself, so a shared first token has one state at every layer
+    np.testing.assert_allclose(out[0][:, 0], out[2][:, 0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out[0][:, 1], out[2][:, 1])  # different tokens, different states
+    emb = controls.random_vocabulary(model, [[7, 3], [3]], seed=1)
+    assert torch.equal(emb[0][1], emb[1][0]) and not torch.equal(emb[0][0], emb[0][1])
+
+
+def _category_ci(states: list[np.ndarray], labels: np.ndarray) -> float:
+    """Convergence index at the last layer of mean-pooled states (L+1, T, d) per prompt."""
+    x = np.stack([a.mean(axis=1) for a in states])  # (n, L+1, d)
+    return float(np.nanmean(geometry.convergence_index_per_prompt(x, labels)[:, -1]))
+
+
+def test_random_embedding_control_keeps_a_category_effect_carried_by_shared_tokens() -> None:
+    """The control can fail: when a category's prompts share a token (its effect lives in
+    token overlap, not in learned embeddings) the category structure survives the random
+    vocabulary, where per-prompt draws (every token new) remove it."""
+    from tests.conftest import tiny_model
+
+    model = tiny_model("gpt2")
+    rng = np.random.default_rng(0)
+    labels = np.repeat(["a", "b", "c"], 8)
+    marker = {"a": 300, "b": 301, "c": 302}
+    shared = [[marker[k], *rng.integers(0, 290, 3).tolist()] for k in labels]
+    unique = [[1000 + 10 * i + j for j in range(4)] for i in range(len(labels))]  # no overlap
+    kept = _category_ci(controls.random_input_states(model, shared, seed=0), labels)
+    gone = _category_ci(controls.random_input_states(model, unique, seed=0), labels)
+    assert kept > 0.2 and abs(gone) < 0.1, (kept, gone)
+
+
+def test_unit_shared_random_embeddings_keep_what_units_share_and_nothing_across() -> None:
+    """State-level stand-in with ``units``: prompts of one unit share a draw, so structure that
+    lives in what they share survives (units = the categories' shared token) while structure
+    across units (categories of independent items) does not; i.i.d. draws remove both."""
+    rng = np.random.default_rng(2)
+    labels = np.repeat(np.arange(4), 12)  # 4 categories x 12 prompts
+    centre = 3.0 * rng.standard_normal((4, 2, 64))
+    x = centre[labels] + rng.standard_normal((48, 2, 64))  # (n, layers, d) category effect
+
+    def ci(y: np.ndarray) -> float:
+        return float(np.nanmean(geometry.convergence_index_per_prompt(y, labels)[:, -1]))
+
+    real = ci(x)
+    by_category = ci(controls.random_embeddings(x, seed=0, units=labels))
+    items = np.arange(48) // 2  # 24 items of 2 prompts, 6 per category
+    by_item = ci(controls.random_embeddings(x, seed=0, units=items))
+    iid = ci(controls.random_embeddings(x, seed=0))
+    assert real > 0.3 and by_category > 0.5 * real, (real, by_category)
+    assert abs(by_item) < 0.15 and abs(iid) < 0.15, (by_item, iid)
+    # deterministic; the unit draws keep each layer's mean and total spread
+    again = controls.random_embeddings(x, seed=0, units=items)
+    np.testing.assert_array_equal(again, controls.random_embeddings(x, seed=0, units=items))
+    big = np.repeat(x, 40, axis=0) + 0.1 * rng.standard_normal((48 * 40, 2, 64))
+    out = controls.random_embeddings(big, seed=1, units=np.repeat(np.arange(48), 40))
+    assert np.abs(out.mean(0) - big.mean(0)).mean() < 0.8  # 48 unit draws: error ~3/sqrt(48)
+    assert abs(out.var(0).sum() / big.var(0).sum() - 1) < 0.25
+    with pytest.raises(ValueError, match="units must have shape"):
+        controls.random_embeddings(x, units=labels[:5])
+    with pytest.raises(ValueError, match="at least 2 different units"):
+        controls.random_embeddings(x, units=np.zeros(48))

@@ -58,10 +58,12 @@ def _calibrate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="lamina calibrate")
     parser.add_argument("seeds", nargs="?", type=int, default=5, help="null and planted seeds")
     parser.add_argument("--page", default=None, help="write the book page body to this file")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (one thread each)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"seeds must be >= 1; got {args.seeds}")
-    calibration(["page", args.page, str(args.seeds)] if args.page else [str(args.seeds)])
+    words = ["page", args.page, str(args.seeds)] if args.page else [str(args.seeds)]
+    calibration([*words, "--jobs", str(args.jobs)])
     return 0
 
 

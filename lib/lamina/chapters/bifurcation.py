@@ -21,7 +21,6 @@ from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.verdicts import (
     BIFURCATION,
-    IID_RANDOM_INPUTS,
     bifurcation_claims,
     vanish_claim,
 )
@@ -99,8 +98,7 @@ def analyse_model(
                   "control_ratio": v["control_ratio"], "p": v["p"],
                   "fraction_remaining": v["fraction"]} for k, v in effects.items()]
     claims.append(vanish_claim("bifurcation", "Bifurcation", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()},
-                               cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
     sens = []
     for name, cv in CONVENTIONS.items() if config.sensitivity else ():
         if cv.pool not in ms.pools:

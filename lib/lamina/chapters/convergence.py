@@ -31,7 +31,6 @@ from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import distance_stack, paper1_test
 from lamina.trajectory.verdicts import (
     CONVERGENCE,
-    IID_RANDOM_INPUTS,
     convergence_claims,
     vanish_claim,
 )
@@ -167,8 +166,7 @@ def analyse_model(
             for layer, d, v in zip(layers, depth, sc["profile"], strict=True)
         ]
     claims.append(vanish_claim("convergence", "Convergence", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()},
-                               cannot_fail={"random embeddings": IID_RANDOM_INPUTS}))
+                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
     tests = _test_rows(ms.name, s, paper_test(x, labels))
     frames = _frame_rows(ms.name, c, x, table, layers, kw)
     return {

@@ -18,15 +18,16 @@ import pandas as pd
 from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
 from lamina.sources.models import load_model
 from lamina.sources.peer import is_peer, peer_folder
-from lamina.states.controls import random_init_like, random_input_states
+from lamina.states.controls import random_embeddings, random_init_like, random_input_states
 from lamina.states.extract import extract, pool_token_states
 from lamina.states.io import read_latent_hidden_states, read_latent_trajectories
+from lamina.trajectory.realistic import unit_keys
 from lamina.trajectory.synthetic import SYNTHETIC, synthetic_states, word_counts
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["ModelStates", "PooledStates", "load_model_states", "position0_flags", "synthetic_model_states"]
+__all__ = ["ModelStates", "PooledStates", "content_token_ids", "load_model_states", "position0_flags", "synthetic_model_states"]
 
 
 @dataclass
@@ -214,7 +215,7 @@ def load_model_states(
         getattr(model, "lamina_quantization", None) or {}).get("qtype")
     for p in pools.values():
         p.prompts = prompts.reset_index(drop=True)
-    ragged = random_input_states(model, [max(int(t), 1) for t in pools["mean"].n_tokens], config.seed)
+    ragged = random_input_states(model, content_token_ids(tokenizer, texts, pools["mean"].n_tokens), config.seed)
     random_input = _pool_plain(model, ragged, prompts)
     control = None
     if random_init:
@@ -236,6 +237,18 @@ def load_model_states(
             "activation that dominates mean-pooled and single-token states."
         )
     return ModelStates(name, pools, control, diag, notes, random_input)
+
+
+def content_token_ids(tokenizer: Any, texts: list[str], n_content: Any) -> list[list[int]]:
+    """Per text, the ids of its first ``n_content[i]`` content tokens (those the tokenizer does
+    not mark special: the tokens the extraction pooled, after any truncation), for the
+    random-embedding control's random vocabulary; a text with none keeps its first token."""
+    enc = tokenizer(list(texts), return_special_tokens_mask=True)
+    out = []
+    for ids, special, k in zip(enc["input_ids"], enc["special_tokens_mask"], n_content, strict=True):
+        content = [int(t) for t, s in zip(ids, special, strict=True) if not s][: int(k)]
+        out.append(content or [int(ids[0])])
+    return out
 
 
 class _NoSpecialTokens:
@@ -266,8 +279,10 @@ def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> 
 def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
     """``ModelStates`` of a synthetic source for ``prompts`` (what ``load_model_states``
     returns for ``name`` "synthetic-null" / "synthetic-planted", see ``lamina.trajectory.synthetic``): both pools hold the same
-    states (there are no tokens to pool), the random-init model and the random-input control
-    hold null states of other seeds, ``n_tokens`` = :func:`word_counts`."""
+    states (there are no tokens to pool), the random-init model holds null states of another
+    seed, the random-input control :func:`lamina.states.controls.random_embeddings` of the
+    source's states drawn shared within each unit (``lamina.trajectory.realistic.unit_keys``:
+    what a random vocabulary shares across prompts), ``n_tokens`` = :func:`word_counts`."""
     if name not in SYNTHETIC:
         raise ValueError(f"unknown synthetic source {name!r}; choose one of {SYNTHETIC}")
     table = prompts.reset_index(drop=True)
@@ -291,5 +306,5 @@ def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
         pools(synthetic_states(table, "null", seed + 10_001)),
         {"has_final_norm": False, "synthetic": kind, "seed": seed},
         notes,
-        pools(synthetic_states(table, "null", seed + 20_002)),
+        pools(random_embeddings(real, seed + 20_002, units=unit_keys(table))),
     )

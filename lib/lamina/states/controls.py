@@ -24,6 +24,7 @@ __all__ = [
     "random_embeddings",
     "random_init_like",
     "random_input_states",
+    "random_vocabulary",
     "shuffle_layers",
 ]
 
@@ -52,19 +53,28 @@ def shuffle_layers(states: States, seed: Seed = None) -> np.ndarray:
     return np.take_along_axis(x, perm[:, :, None], axis=1)
 
 
-def random_embeddings(states: States, seed: Seed = None) -> np.ndarray:
+def random_embeddings(states: States, seed: Seed = None, units: Labels | None = None) -> np.ndarray:
     """Moment-matched Gaussian states (a state-level stand-in, not paper 1's control).
 
     Paper 1's random-embedding control feeds random input embeddings through the model; that
-    is :func:`random_input_states`. This draw is i.i.d. over prompts, so every label effect
-    vanishes under it by construction; lamina uses it only where no model exists.
+    is :func:`random_input_states`, whose random vocabulary gives identical tokens identical
+    inputs. This stand-in is for sources without a model.
 
-    For each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1), X_l the (n, d)
-    centred states: out_i(l) ~ N(mu_l, Sigma_l), i.i.d. over prompts and independent across layers.
-    Sampled exactly without forming Sigma_l when n <= d, as mu_l + z X_l / sqrt(n-1) with
-    z ~ N(0, I_n) (cost O(n^2 d) per layer); otherwise via eigh(Sigma_l) = V diag(lam) V^T as
-    mu_l + z diag(sqrt(lam)) V^T with z ~ N(0, I_d) (cost O(d^3) per layer). Rank of Sigma_l
-    (<= n-1) is preserved.
+    ``units`` None: for each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1),
+    X_l the (n, d) centred states: out_i(l) ~ N(mu_l, Sigma_l), i.i.d. over prompts and
+    independent across layers, so every label effect vanishes by construction. Sampled exactly
+    without forming Sigma_l when n <= d, as mu_l + z X_l / sqrt(n-1) with z ~ N(0, I_n) (cost
+    O(n^2 d) per layer); otherwise via eigh(Sigma_l) = V diag(lam) V^T as mu_l + z diag(sqrt(lam))
+    V^T with z ~ N(0, I_d) (cost O(d^3) per layer). Rank of Sigma_l (<= n-1) is preserved.
+
+    ``units`` (n,) labels (the state-level analogue of shared tokens: the item of a prompt, the
+    base word of a lexical variant, the pair of a homograph's two contexts): the draws are
+    shared within a unit. With M_l the (U, d) centred unit means and R_l the (n, d) residuals
+    from them, out_i(l) = mu_l + a_u(i) M_l / sqrt(U-1) + e_i R_l / sqrt(n-U), a ~ N(0, I_U) one
+    draw per unit (shared by its prompts), e ~ N(0, I_n) per prompt (the second term omitted
+    when every prompt is its own unit). The between-unit and within-unit covariances are kept;
+    any structure across units (a category of items) is not, unless it lives in what the units
+    share: the control can fail. Cost O(n^2 d) per layer.
 
     states: (n, L+1, d), n >= 2  ->  (n, L+1, d), dtype of the input (float64 for integer input).
     """
@@ -76,6 +86,8 @@ def random_embeddings(states: States, seed: Seed = None) -> np.ndarray:
         )
     rng = np.random.default_rng(seed)
     dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    if units is not None:
+        return _unit_shared(x, _unit_index(units, n), rng).astype(dtype, copy=False)
     out = np.empty((n, m, d), dtype=dtype)
     for layer in range(m):
         h = np.asarray(x[:, layer], dtype=np.float64)
@@ -87,6 +99,41 @@ def random_embeddings(states: States, seed: Seed = None) -> np.ndarray:
             lam, vec = np.linalg.eigh(xc.T @ xc / (n - 1))
             root = vec * np.sqrt(np.clip(lam, 0.0, None))
             sample = rng.standard_normal((n, d)) @ root.T
+        out[:, layer] = mu + sample
+    return out
+
+
+def _unit_index(units: Labels, n: int) -> np.ndarray:
+    """(n,) int unit index 0..U-1 of each prompt, in order of first appearance; U >= 2."""
+    lab = np.asarray(units.detach().cpu().numpy() if hasattr(units, "detach") else units)
+    if lab.shape != (n,):
+        raise ValueError(f"units must have shape ({n},), one per prompt; got {lab.shape}")
+    _, first, idx = np.unique(lab.astype(str), return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))  # relabel units by first appearance
+    idx = order[idx.ravel()]
+    if idx.max() < 1:
+        raise ValueError("units must name at least 2 different units; got one for every prompt")
+    return idx
+
+
+def _unit_shared(x: np.ndarray, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The ``units`` draw of :func:`random_embeddings`: x (n, m, d), idx (n,) unit of each
+    prompt -> (n, m, d) float64."""
+    n, m, d = x.shape
+    n_units = int(idx.max()) + 1
+    count = np.bincount(idx, minlength=n_units).astype(np.float64)  # (U,)
+    out = np.empty((n, m, d))
+    for layer in range(m):
+        h = np.asarray(x[:, layer], dtype=np.float64)
+        mu = h.mean(axis=0)
+        means = np.zeros((n_units, d))
+        np.add.at(means, idx, h)
+        means /= count[:, None]  # (U, d)
+        shared = rng.standard_normal((n_units, n_units)) @ (means - mu) / np.sqrt(n_units - 1)
+        sample = shared[idx]  # (n, d): one draw per unit
+        if n > n_units:
+            resid = h - means[idx]  # (n, d)
+            sample += rng.standard_normal((n, n)) @ resid / np.sqrt(n - n_units)
         out[:, layer] = mu + sample
     return out
 
@@ -127,37 +174,79 @@ def permute_labels(labels: Labels, seed: Seed = None) -> np.ndarray:
     return lab[np.random.default_rng(seed).permutation(lab.shape[0])]
 
 
-def random_input_states(
-    model: torch.nn.Module, n_tokens: Any, seed: int = 0, batch_size: int = 16
-) -> list[np.ndarray]:
-    """Random-embedding control (paper 1): random input embeddings fed through the model.
+def random_vocabulary(model: torch.nn.Module, token_ids: Any, seed: int = 0) -> list[torch.Tensor]:
+    """Random input embeddings for token sequences, one random vector per token id.
 
-    For prompt i with T_i = n_tokens[i] tokens, inputs e_t ~ N(mu, diag(sigma^2)) i.i.d. over
-    positions, with mu and sigma the per-dimension mean and standard deviation of the model's
-    token-embedding matrix (moment matching); they replace the token embeddings (the model
-    still adds its position embeddings), in the model's dtype. Layer 0 is the first block's
-    input, layer l the residual stream after block l before any final norm (the convention of
-    ``lamina.extract``). The draws are made prompt by prompt, in order (so they do not depend
-    on ``batch_size``); prompts of similar length then run ``batch_size`` at a time, padded on
-    the right and masked (a padded position is never attended to by a real one).
+    e(t) = mu + sigma * z_t, z_t ~ N(0, I_d) drawn from a generator seeded by (seed, t), with mu
+    and sigma the per-dimension mean and standard deviation of the model's token-embedding
+    matrix (moment matching). The same token id gets the same vector in every prompt (a random
+    vocabulary), and the draw of a token does not depend on the other prompts or on the
+    vocabulary's size.
 
-    model: a Hugging Face model; n_tokens: (n,) ints >= 1  ->  list of n float32 arrays
-    (L+1, T_i, d_model). Deterministic in ``seed``.
+    token_ids: sequence of n non-empty integer sequences  ->  n float32 tensors (T_i, d_model).
     """
     import torch
 
-    sizes = [int(t) for t in np.asarray(n_tokens).ravel()]
-    if not sizes or min(sizes) < 1:
-        raise ValueError(f"n_tokens must be positive integers; got {sizes[:5]}...")
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1; got {batch_size}")
-    adapter = get_adapter(model)
-    blocks = adapter.block_list(model)
+    seqs = _token_lists(token_ids)
     weight = weight_of(input_embeddings(model)).detach().float().cpu()  # (vocab, d)
     mu, sd = weight.mean(0), weight.std(0)
+    table: dict[int, torch.Tensor] = {}
+    for tok in sorted({t for seq in seqs for t in seq}):
+        z = np.random.default_rng([int(seed), tok]).standard_normal(weight.shape[1])
+        table[tok] = mu + sd * torch.from_numpy(z.astype(np.float32))
+    return [torch.stack([table[t] for t in seq]) for seq in seqs]
+
+
+def _token_lists(token_ids: Any) -> list[list[int]]:
+    """Validate token-id sequences: a clear error for lengths (the old interface), empty
+    prompts or negative ids."""
+    seqs = list(token_ids)
+    if not seqs:
+        raise ValueError("token_ids must hold at least one prompt's token ids; got none")
+    out = []
+    for i, seq in enumerate(seqs):
+        if np.ndim(seq) != 1:
+            raise ValueError(
+                f"token_ids[{i}] must be a sequence of token ids (the random vocabulary shares "
+                f"draws across prompts by token); got {seq!r}"
+            )
+        ids = [int(t) for t in np.asarray(seq).ravel()]
+        if not ids or min(ids) < 0:
+            raise ValueError(f"token_ids[{i}] must be non-empty, ids >= 0 (positive length); got {ids[:5]}")
+        out.append(ids)
+    return out
+
+
+def random_input_states(
+    model: torch.nn.Module, token_ids: Any, seed: int = 0, batch_size: int = 16
+) -> list[np.ndarray]:
+    """Random-embedding control (paper 1): random input embeddings fed through the model.
+
+    Prompt i's tokens t_1..t_T are replaced by :func:`random_vocabulary`'s vectors e(t): a
+    random embedding per token id, moment-matched to the model's embedding matrix and shared
+    by every prompt that holds the token. What the learned embeddings carry is gone; what the
+    prompts share token by token (an item word, a template, a homograph's two contexts) stays,
+    so an effect that lives in token overlap survives and the control can fail. (Draws made
+    independently per prompt would remove every category or pair effect by construction.)
+    The model still adds its position embeddings. Layer 0 is the first block's input, layer l
+    the residual stream after block l before any final norm (the convention of
+    ``lamina.extract``). Prompts of similar length run ``batch_size`` at a time, padded on the
+    right and masked (a padded position is never attended to by a real one); the result does
+    not depend on ``batch_size``.
+
+    model: a Hugging Face model; token_ids: n non-empty int sequences (T_i ids)  ->  list of n
+    float32 arrays (L+1, T_i, d_model). Deterministic in ``seed``.
+    """
+    import torch
+
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1; got {batch_size}")
+    draws = random_vocabulary(model, token_ids, seed)  # n x (T_i, d_model)
+    sizes = [len(e) for e in draws]
+    adapter = get_adapter(model)
+    blocks = adapter.block_list(model)
+    d_model = draws[0].shape[1]
     param = next(model.parameters())
-    gen = torch.Generator().manual_seed(int(seed))
-    draws = [mu + sd * torch.randn((t, weight.shape[1]), generator=gen) for t in sizes]
     names = ["block.0.in", *[f"block.{i}.out" for i in range(len(blocks))]]  # layers 0..L
     out: list[np.ndarray] = [np.empty(0)] * len(sizes)
     order = np.argsort(sizes, kind="stable")
@@ -165,7 +254,7 @@ def random_input_states(
         for start in range(0, len(order), int(batch_size)):
             rows = order[start : start + int(batch_size)]
             T = max(sizes[i] for i in rows)
-            e = torch.zeros((len(rows), T, weight.shape[1]))  # (batch, T, d_model)
+            e = torch.zeros((len(rows), T, d_model))  # (batch, T, d_model)
             mask = torch.zeros((len(rows), T), dtype=torch.long)
             for r, i in enumerate(rows):
                 e[r, : sizes[i]], mask[r, : sizes[i]] = draws[i], 1

@@ -7,9 +7,11 @@ via :mod:`lamina.trajectory.synthetic`) produce states for each chapter's own pr
 bifurcation 20 pairs, three phases 184), and the very tests and verdict rules of the chapters
 (:mod:`lamina.trajectory.stat_tests`, :mod:`lamina.trajectory.verdicts`) judge them. The
 "vanishes under controls" rows run the control code of :mod:`lamina.states.controls` on the
-source's states (shuffled layers; moment-matched random states, whose draws are independent
-per prompt: for the claims that compare categories or pairs that control cannot fail, and the
-row says so). Then, per claim:
+source's states (shuffled layers; moment-matched random states whose draws are shared by the
+prompts of one unit, :func:`lamina.trajectory.realistic.unit_keys`: an item across its frames,
+a base word's variants, a pair's two contexts, as a random vocabulary shares a token's input
+across prompts, so the control keeps what prompts share and removes what lies across units).
+Then, per claim:
 
 * false-positive rate = share of the null seeds where the row is testable whose verdict says
   the effect is there ("reproduced", "partially" or "smaller than claimed":
@@ -25,25 +27,33 @@ CLI: ``python -m lamina.trajectory.calibration [N_SEEDS]`` prints the summary ta
 
 from __future__ import annotations
 
+import hashlib
+import json
+import multiprocessing
+import os
 import sys
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lamina.core import registry
-from lamina.core.provenance import atomic_write_text
+from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.evidence.claims import PRESENT, Claim
 from lamina.evidence.stats import mann_whitney, wilson
 from lamina.sources.prompts import load_prompts
 from lamina.states.controls import random_embeddings, shuffle_layers
 from lamina.trajectory import convergence_index_per_prompt
+from lamina.trajectory.realistic import unit_keys
 from lamina.trajectory.sizes import CHAPTER_FAMILIES, chapter_prompts
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.synthetic import synthetic_states, word_counts
 from lamina.trajectory.verdicts import (
-    IID_RANDOM_INPUTS,
     bifurcation_claims,
     convergence_claims,
     curvature_claims,
@@ -75,7 +85,6 @@ def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
 
 
 KINDS = ("null", "planted", "planted-half")
-COMPARES = ("convergence", "bifurcation")  # claims comparing categories / pairs
 
 
 def control_fractions(
@@ -106,8 +115,7 @@ def run_seed(
     """The claims rows of every test in ``tests`` on one synthetic source (kind in
     :data:`KINDS`) at one seed, at the chapters' sizes; with ``vanish``, also the
     "vanishes under controls" row (``lamina.states.controls``: shuffled layers and
-    moment-matched random states of the same states; the latter cannot fail for the claims
-    in :data:`COMPARES`)."""
+    moment-matched random states of the same states, drawn shared within each unit)."""
     tb = tables or _tables()
     src, conv = f"synthetic-{kind}", "synthetic states"
     out: list[Claim] = []
@@ -126,10 +134,10 @@ def run_seed(
             if head.verdict in PRESENT:
                 ctl = control_fractions(name, s, {
                     "shuffled layers": shuffle_layers(x, seed=seed),
-                    "random embeddings": random_embeddings(x, seed=seed + 20_002),
+                    "random embeddings": random_embeddings(x, seed=seed + 20_002,
+                                                           units=unit_keys(t)),
                 }, t, layers, seed)
-            void = {"random embeddings": IID_RANDOM_INPUTS} if name in COMPARES else None
-            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl, cannot_fail=void))
+            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl))
     return out
 
 
@@ -148,35 +156,125 @@ def _legacy_convergence(kind: str, seed: int, table: pd.DataFrame) -> str:
     return "partially" if p < 0.05 else "not reproduced"
 
 
-def calibrate(
-    seeds: Iterable[int], tests: Iterable[str] = TESTS, *, legacy: bool = False, **kwargs: Any
-) -> pd.DataFrame:
-    """One row per (kind, seed, claim): columns kind, seed, claim_id, main, verdict, p,
-    measured. ``kwargs`` go to :func:`run_seed`; ``legacy`` adds the old convergence test
-    (:data:`LEGACY`) for comparison."""
+def seed_rows(seed: int, tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> list[dict]:
+    """One seed's rows of :func:`calibrate` (every kind in :data:`KINDS`), as plain dicts."""
     tables = _tables()
     rows = []
-    for seed in seeds:
-        for kind in KINDS:
-            if legacy and kind != "planted-half":
-                v = _legacy_convergence(kind, seed, tables["semantic"])
-                rows.append({"kind": kind, "seed": seed, "claim_id": LEGACY, "main": False,
-                             "verdict": v, "reason": "", "p": np.nan, "measured": np.nan})
-            for c in run_seed(kind, seed, tests, tables=tables, **kwargs):
-                rows.append(
-                    {
-                        "kind": kind,
-                        "seed": seed,
-                        "claim_id": c.claim_id,
-                        "main": c.main,
-                        "verdict": c.verdict,
-                        "reason": c.reason,
-                        "p": c.p,
-                        "measured": c.measured,
-                    }
-                )
-    return pd.DataFrame(rows)
+    for kind in KINDS:
+        if legacy and kind != "planted-half":
+            v = _legacy_convergence(kind, seed, tables["semantic"])
+            rows.append({"kind": kind, "seed": seed, "claim_id": LEGACY, "main": False,
+                         "verdict": v, "reason": "", "p": np.nan, "measured": np.nan})
+        for c in run_seed(kind, seed, tests, tables=tables, **kwargs):
+            rows.append({"kind": kind, "seed": seed, "claim_id": c.claim_id, "main": bool(c.main),
+                         "verdict": c.verdict, "reason": c.reason, "p": _num(c.p),
+                         "measured": _num(c.measured)})
+    return rows
 
+
+def _num(x: Any) -> float:
+    return np.nan if x is None else float(x)
+
+
+def _timed_seed(seed: int, tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> dict:
+    start = time.perf_counter()
+    rows = seed_rows(seed, tests, legacy, kwargs)
+    return {"seed": seed, "seconds": time.perf_counter() - start, "rows": rows}
+
+
+def _one_thread() -> None:
+    """Worker initialiser: one torch thread (BLAS threads are set through the environment)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+CODE = ("trajectory", "evidence", "states/controls.py", "sources/prompts.py", "core/registry.py")
+
+
+def cache_key(tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> str:
+    """sha256 (hex) of everything a seed's rows depend on besides the seed: the source of the
+    modules that compute them (:data:`CODE`, under lib/lamina), the chapters' prompt tables,
+    the tests, ``legacy``, the resampling options and the numpy / scipy / pandas versions."""
+    import scipy
+
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]  # lib/lamina
+    for part in CODE:
+        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    tb = _tables()
+    for name in sorted(tests):
+        h.update(pd.util.hash_pandas_object(_families(tb, name).astype(str), index=True).values.tobytes())
+    meta = {"tests": list(tests), "legacy": legacy, "kwargs": sorted(kwargs.items()),
+            "versions": [np.__version__, scipy.__version__, pd.__version__], "kinds": KINDS}
+    h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def default_cache() -> Path:
+    """Where per-seed results are kept: ``<data>/cache/calibration`` (``lamina.core.provenance.data_dir``)."""
+    return data_dir() / "cache" / "calibration"
+
+
+def calibrate(
+    seeds: Iterable[int],
+    tests: Iterable[str] = TESTS,
+    *,
+    legacy: bool = False,
+    jobs: int = 1,
+    cache: str | os.PathLike | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """One row per (kind, seed, claim): columns kind, seed, claim_id, main, verdict, reason,
+    p, measured; ``attrs["seconds"]`` the computation time of each seed (when it was
+    computed, cached or not). ``kwargs`` go to :func:`run_seed`; ``legacy`` adds the old
+    convergence test (:data:`LEGACY`). ``jobs`` > 1 runs the seeds in that many worker
+    processes (spawned, one thread each): each seed is deterministic, so the rows equal the
+    serial run's. ``cache``: a folder where each seed's rows are kept as
+    ``<cache_key>/seed-<seed>.json`` and reused (None: no cache)."""
+    tests, seeds = tuple(tests), [int(s) for s in seeds]
+    if int(jobs) < 1:
+        raise ValueError(f"jobs must be >= 1; got {jobs}")
+    folder = Path(cache) / cache_key(tests, legacy, kwargs)[:20] if cache is not None else None
+    done: dict[int, dict] = {}
+    for seed in seeds:
+        f = folder / f"seed-{seed}.json" if folder is not None else None
+        if f is not None and f.is_file():
+            done[seed] = json.loads(f.read_text())
+    todo = [s for s in seeds if s not in done]
+    for res in _compute(todo, tests, legacy, kwargs, int(jobs)):
+        done[res["seed"]] = res
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(folder / f"seed-{res['seed']}.json", json.dumps(res))
+    out = pd.DataFrame([r for s in seeds for r in done[s]["rows"]],
+                       columns=["kind", "seed", "claim_id", "main", "verdict", "reason", "p", "measured"])
+    out.attrs["seconds"] = [done[s]["seconds"] for s in seeds]
+    return out
+
+
+def _compute(seeds: list[int], tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any],
+             jobs: int) -> Iterable[dict]:
+    """Each seed's :func:`_timed_seed`, in the order of ``seeds``; serial when ``jobs`` is 1."""
+    if jobs == 1 or len(seeds) < 2:
+        for seed in seeds:
+            yield _timed_seed(seed, tests, legacy, kwargs)
+        return
+    threads = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    saved = {k: os.environ.get(k) for k in threads}
+    os.environ.update(threads)  # inherited by the spawned workers before numpy loads
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=ctx,
+                                 initializer=_one_thread) as pool:
+            yield from pool.map(partial(_timed_seed, tests=tests, legacy=legacy, kwargs=kwargs), seeds)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _top_reason(part: pd.DataFrame, bad: pd.Series) -> str:
@@ -198,7 +296,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     the row is "not testable" on more than half of the null seeds; power at the paper's size
     (``planted``: "reproduced") and at half of it (``planted-half``); Wilson intervals
     (``*_low``, ``*_high``; ``fpr_halfwidth`` the larger distance from the estimate) and
-    whether each meets its target (FPR <= 5%, power >= 80%; point estimates)."""
+    whether each meets its target (FPR <= 5%, power >= 80%; point estimates); ``n_fpr``,
+    ``n_power``, ``n_power_half`` the seeds each rate is over."""
     rows = []
     for cid, g in runs.groupby("claim_id", sort=False):
         null = g[g["kind"] == "null"]
@@ -213,9 +312,11 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
                                "fpr_low": fl if calibrated else np.nan,
                                "fpr_high": fh if calibrated else np.nan,
                                "fpr_halfwidth": max(fpr - fl, fh - fpr) if calibrated else np.nan,
-                               "untestable_null": int(untestable.sum())}
+                               "untestable_null": int(untestable.sum()),
+                               "n_fpr": len(judged)}
         for kind, key in (("planted", "power"), ("planted-half", "power_half")):
             part = g[g["kind"] == kind]
+            row[f"n_{key}"] = len(part)
             row[key], row[f"{key}_low"], row[f"{key}_high"] = _rate(
                 int((part["verdict"] == "reproduced").sum()), len(part))
         plant = g[g["kind"] == "planted"]
@@ -238,25 +339,27 @@ def _row_text(r: Any) -> str:
         ok = f"not calibrated: {r.not_calibrated}"
     else:
         ok = "met" if r.fpr_ok and r.power_ok else ("FPR missed" if not r.fpr_ok else "power missed")
-    fpr = (f"{_pct(r.fpr)} [{_pct(r.fpr_low)}, {_pct(r.fpr_high)}]" if r.calibrated
-           else "not calibrated")
+    fpr = (f"{_pct(r.fpr)} [{_pct(r.fpr_low)}, {_pct(r.fpr_high)}] (n = {r.n_fpr})"
+           if r.calibrated else "not calibrated")
     return (f"| `{r.claim_id}` | {'yes' if r.main else ''} | {fpr} | {_pct(r.power)} "
-            f"[{_pct(r.power_low)}, {_pct(r.power_high)}] | {_pct(r.power_half)} "
-            f"[{_pct(r.power_half_low)}, {_pct(r.power_half_high)}] | {ok} |")
+            f"[{_pct(r.power_low)}, {_pct(r.power_high)}] (n = {r.n_power}) | "
+            f"{_pct(r.power_half)} [{_pct(r.power_half_low)}, {_pct(r.power_half_high)}] "
+            f"(n = {r.n_power_half}) | {ok} |")
 
 
-def calibration_markdown(n_seeds: int = 20, **kwargs: Any) -> str:
-    """The book's calibration page body: one table row per claim (FPR, power at the paper's
-    size and at half of it, with Wilson 95% intervals over ``n_seeds`` seeds), and sentences
-    computed from it naming the tests that miss a target or are not calibrated."""
-    import time
-
-    start = time.perf_counter()
-    runs = calibrate(range(n_seeds), legacy=True, **kwargs)
-    cost = (time.perf_counter() - start) / max(n_seeds, 1)
+def calibration_markdown(
+    n_seeds: int = 20, *, jobs: int = 1, cache: str | os.PathLike | None = None, **kwargs: Any
+) -> str:
+    """The book's calibration page body: one table row per claim (FPR over the judged null
+    seeds, power at the paper's size and at half of it, each with its Wilson 95% interval
+    and its number of seeds), and sentences computed from it naming the tests that miss a
+    target or are not calibrated. ``jobs`` and ``cache`` go to :func:`calibrate`."""
+    runs = calibrate(range(n_seeds), legacy=True, jobs=jobs, cache=cache, **kwargs)
+    cost = float(np.mean(runs.attrs["seconds"])) if n_seeds else 0.0
     s = summarise(runs)
     lines = [
-        f"{n_seeds} seeds per source ({cost:.0f} s of computation per seed, all three sources); "
+        f"{n_seeds} seeds per source ({cost:.0f} s of computation per seed, all three sources, "
+        "on one core); "
         f"bootstrap and permutation sizes: {kwargs or {'n_bootstrap': 500, 'n_permutations': 10_000}}.",
         "",
         "| claim | main | FPR (null: reproduced, partially or smaller than claimed) "
@@ -292,30 +395,33 @@ def calibration_markdown(n_seeds: int = 20, **kwargs: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parse_main(argv: list[str]) -> tuple[str | None, int]:
-    """(page path or None, number of seeds) from the command line; SystemExit(2) with a usage
-    line naming the bad value, or SystemExit(0) after ``--help``."""
+def _parse_main(argv: list[str]) -> tuple[str | None, int, int, bool]:
+    """(page path or None, number of seeds, jobs, use the cache) from the command line;
+    SystemExit(2) with a usage line naming the bad value, or SystemExit(0) after ``--help``."""
     import argparse
-    import os
-    from pathlib import Path
 
-    def seeds(text: str) -> int:
+    def whole(text: str, what: str = "N_SEEDS") -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"N_SEEDS must be a whole number; got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number; got {text!r}") from None
         if value < 1:
-            raise argparse.ArgumentTypeError(f"N_SEEDS must be at least 1; got {value}")
+            raise argparse.ArgumentTypeError(f"{what} must be at least 1; got {value}")
         return value
 
     parser = argparse.ArgumentParser(
         prog="python -m lamina.trajectory.calibration",
         description="Calibrate the trajectory verdicts on synthetic nulls. "
         "'page OUT.md [N_SEEDS]' writes the book page body (default 20 seeds); "
-        "'[N_SEEDS]' prints the summary (default 5 seeds).",
+        "'[N_SEEDS]' prints the summary (default 5 seeds). Each seed's rows are cached under "
+        "<data>/cache/calibration, keyed by the code, prompts and options that change them.",
     )
     parser.add_argument("words", nargs="*", metavar="[page OUT.md] [N_SEEDS]")
-    words = parser.parse_args(argv).words
+    parser.add_argument("--jobs", type=lambda t: whole(t, "--jobs"), default=1,
+                        help="worker processes, one thread each (default 1)")
+    parser.add_argument("--no-cache", action="store_true", help="compute every seed again")
+    ns = parser.parse_args(argv)
+    words, extra = ns.words, (ns.jobs, not ns.no_cache)
     if words and words[0] == "page":
         if len(words) not in (2, 3):
             parser.error("usage: page OUT.md [N_SEEDS]: name the page to write")
@@ -323,26 +429,29 @@ def _parse_main(argv: list[str]) -> tuple[str | None, int]:
         if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
             parser.error(f"page {words[1]!r}: cannot write a file there (checked before computing)")
         try:
-            return str(out), seeds(words[2]) if len(words) == 3 else 20
+            return str(out), whole(words[2]) if len(words) == 3 else 20, *extra
         except argparse.ArgumentTypeError as exc:
             parser.error(str(exc))
     if len(words) > 1:
         parser.error(f"expected at most one N_SEEDS; got {words}")
     try:
-        return None, seeds(words[0]) if words else 5
+        return None, whole(words[0]) if words else 5, *extra
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     """``python -m lamina.trajectory.calibration [N_SEEDS]`` prints the summary;
-    ``python -m lamina.trajectory.calibration page OUT.md [N_SEEDS]`` writes the book page body."""
-    page, n = _parse_main(list(sys.argv[1:] if argv is None else argv))
+    ``python -m lamina.trajectory.calibration page OUT.md [N_SEEDS]`` writes the book page body;
+    ``--jobs J`` worker processes, ``--no-cache`` to recompute."""
+    page, n, jobs, cached = _parse_main(list(sys.argv[1:] if argv is None else argv))
+    cache = default_cache() if cached else None
     if page is not None:
-        print(atomic_write_text(page, calibration_markdown(n)))
+        print(atomic_write_text(page, calibration_markdown(n, jobs=jobs, cache=cache)))
         return
     pd.set_option("display.width", 200)
-    print(summarise(calibrate(range(n), legacy=True)).round(3).to_string(index=False))
+    runs = calibrate(range(n), legacy=True, jobs=jobs, cache=cache)
+    print(summarise(runs).round(3).to_string(index=False))
 
 
 if __name__ == "__main__":  # pragma: no cover
