@@ -79,11 +79,18 @@ def test_a_flip_is_shown_next_to_the_verdict_which_is_kept():
     assert out.loc["organism-toy", "quant_shift"] == ""
 
 
+def test_q8_runs_only_where_a_verdict_flips_under_q4():
+    out, shifts, calls, _ = _run({"Q4_0": (0.75, "reproduced"), "Q8_0": (0.8, "absent")})
+    assert calls == ["real+Q4_0"] and list(shifts["qtype"]) == ["Q4_0"]
+    assert out.loc["real", "quant_shift"] == (
+        "Q4_0: same (0.8 -> 0.75 rad); Q8_0: not run: no verdict of real flips under Q4_0")
+
+
 def test_a_failed_control_run_reads_not_run_with_its_reason():
     out, shifts, _, notes = _run({"Q8_0": (0.8, "reproduced")}, fail=("Q4_0",))
-    assert list(shifts["qtype"]) == ["Q8_0"]
+    assert shifts.empty
     assert out.loc["real", "quant_shift"].startswith(
-        "Q4_0: not run: RuntimeError: out of memory; Q8_0: same")
+        "Q4_0: not run: RuntimeError: out of memory; Q8_0: not run: no verdict")
     assert any("real+Q4_0 failed" in n for n in notes)
 
 

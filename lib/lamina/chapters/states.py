@@ -194,10 +194,12 @@ def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates
 
 
 def load_model_states(
-    name: str, prompts: pd.DataFrame, config: TrajectoryConfig, *, random_init: bool = True
+    name: str, prompts: pd.DataFrame, config: TrajectoryConfig, *, random_init: bool = True,
+    random_input: bool = True,
 ) -> ModelStates:
     """Trajectories of ``prompts["prompt"]`` for model ``name``, in fp32, cached on disk; plus,
-    when ``random_init``, the same for a random-init model of the architecture (seeded).
+    when ``random_init``, the same for a random-init model of the architecture (seeded), and
+    when ``random_input``, random input embeddings fed through the model.
     ``name == "peer-<folder>"`` reads that model's released states instead (their own
     prompts)."""
     if is_peer(name):
@@ -214,8 +216,10 @@ def load_model_states(
         getattr(model, "lamina_quantization", None) or {}).get("qtype")
     for p in pools.values():
         p.prompts = prompts.reset_index(drop=True)
-    ragged = random_input_states(model, [max(int(t), 1) for t in pools["mean"].n_tokens], config.seed)
-    random_input = _pool_plain(model, ragged, prompts)
+    random_pools = None
+    if random_input:
+        n_tok = [max(int(t), 1) for t in pools["mean"].n_tokens]
+        random_pools = _pool_plain(model, random_input_states(model, n_tok, config.seed), prompts)
     control = None
     if random_init:
         fresh = random_init_like(model, seed=config.seed)
@@ -235,7 +239,7 @@ def load_model_states(
             f"median of the others (layer {diag['first_token_norm_ratio_layer']}): a massive "
             "activation that dominates mean-pooled and single-token states."
         )
-    return ModelStates(name, pools, control, diag, notes, random_input)
+    return ModelStates(name, pools, control, diag, notes, random_pools)
 
 
 class _NoSpecialTokens:

@@ -76,7 +76,7 @@ class TrajectoryConfig(ChapterConfig):
     sensitivity: also run the main test under every representation convention (the
         sensitivity tables); False skips them (faster).
     quant_control: also run every quantised real model of the set with its dequantised weights
-        rounded once more through GGUF Q4_0 and Q8_0, and show next to each of its verdicts
+        rounded once more through GGUF Q4_0 (and Q8_0 where a verdict flips), and show next to each verdict
         whether it flips (column ``quant_shift``; ``lamina.states.quant_control``).
     """
 

@@ -7,11 +7,14 @@ see whether a verdict moves: the control loads each quantised model with its deq
 weights rounded once more through GGUF (``load_model("smollm2-135m-instruct+Q4_0")``,
 :mod:`lamina.sources.quantize`) and reruns the claims on it.
 
-**Which quantisations** (:data:`CONTROL_QTYPES`): Q4_0, a 4-bit rounding whose relative error
+**Which quantisations.** :data:`CONTROL_QTYPES` = Q4_0, a 4-bit rounding whose relative error
 on the dequantised weights (about 9% per matrix on SmolLM2) is of the order of the rounding the
-file already carries, and Q8_0, a small perturbation (about 0.6%). Re-quantising to the file's
-own type is no control: SmolLM2's dequantised Q4_1 weights lie on the Q4_1 grid, so a second
-Q4_1 pass returns them bit for bit (relative error 0 in
+file already carries; then :data:`FOLLOWUP_QTYPES` = Q8_0, a small perturbation (about 0.6%),
+run only for a model with a verdict that flips under Q4_0: it tells a verdict that sits at its
+threshold (it flips under Q8_0 too) from one that 4-bit rounding moves (it does not). Where
+nothing flips under Q4_0 its entry reads "not run: no verdict of <model> flips under Q4_0".
+Re-quantising to the file's own type is no control: SmolLM2's dequantised Q4_1 weights lie on
+the Q4_1 grid, so a second Q4_1 pass returns them bit for bit (relative error 0 in
 :func:`lamina.sources.quantize.quantize_model`'s report).
 
 **Flip table** (:func:`flip_table`): per claim x model x quantisation, the measured value
@@ -36,6 +39,7 @@ import pandas as pd
 
 __all__ = [
     "CONTROL_QTYPES",
+    "FOLLOWUP_QTYPES",
     "SHIFT_COLUMNS",
     "apply_quant_control",
     "control_models",
@@ -45,7 +49,8 @@ __all__ = [
     "run_quant_control",
 ]
 
-CONTROL_QTYPES = ("Q4_0", "Q8_0")  # what each quantised real model is also run as
+CONTROL_QTYPES = ("Q4_0",)  # what each quantised real model is also run as
+FOLLOWUP_QTYPES = ("Q8_0",)  # run only for a model with a verdict that flips under the above
 SHIFT_COLUMNS = [
     "claim_id", "model", "qtype", "measured_fp32", "measured_quantised", "shift", "unit",
     "verdict_fp32", "verdict_quantised", "flipped",
@@ -123,7 +128,7 @@ def apply_quant_control(
     shifts: pd.DataFrame,
     quantization: Mapping[str, str | None],
     *,
-    qtypes: Iterable[str] = CONTROL_QTYPES,
+    qtypes: Iterable[str] = (*CONTROL_QTYPES, *FOLLOWUP_QTYPES),
     not_run: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The claims table with the column ``quant_shift`` (text; module docstring).
@@ -155,7 +160,7 @@ def apply_quant_control(
 
 def not_run_control(
     claims: pd.DataFrame, quantization: Mapping[str, str | None], reason: str,
-    *, qtypes: Iterable[str] = CONTROL_QTYPES,
+    *, qtypes: Iterable[str] = (*CONTROL_QTYPES, *FOLLOWUP_QTYPES),
 ) -> pd.DataFrame:
     """``claims`` with ``quant_shift`` = "<qtype>: not run: <reason>" on every row of a
     quantised model (for claims whose control costs more than the book's budget)."""
@@ -173,30 +178,55 @@ def run_quant_control(
     run_claims: Callable[[str], pd.DataFrame],
     *,
     qtypes: Iterable[str] = CONTROL_QTYPES,
+    followup: Iterable[str] = FOLLOWUP_QTYPES,
     notes: list[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The whole control for any chapter: ``run_claims("<model>+<qtype>")`` (-> that model's
     claims rows re-measured on its re-quantised weights) for every quantised model of
-    ``models`` (:func:`control_models`) and every ``qtypes``; then :func:`flip_table` and
+    ``models`` (:func:`control_models`) and every ``qtypes``, then every ``followup`` qtype
+    for a model with a verdict that flipped; then :func:`flip_table` and
     :func:`apply_quant_control`. -> (claims with ``quant_shift``, flip table).
 
     A control run that fails is recorded in ``notes`` (when given; else it raises) and its
     claims read "not run: <the error>"."""
-    qtypes = tuple(qtypes)
-    parts, failed = [], {}
+    qtypes, followup = tuple(qtypes), tuple(followup)
+    parts: list[pd.DataFrame] = []
+    skipped: dict[str, str] = {}
     for model in control_models(models, quantization):
         for qtype in qtypes:
-            name = f"{model}+{qtype}"
-            try:
-                part = run_claims(name)
-            except Exception as exc:  # one failed control run must not sink the chapter
-                if notes is None:
-                    raise
-                failed[name] = f"{type(exc).__name__}: {exc}"
-                notes.append(f"quantisation control {name} failed: {failed[name]}")
-                continue
-            parts.append(part.assign(model=name))
+            _control_run(f"{model}+{qtype}", run_claims, parts, skipped, notes)
+        first = flip_table(claims, pd.concat(parts, ignore_index=True) if parts else pd.DataFrame())
+        flipped = first[(first["model"] == model) & first["flipped"].astype(bool)]
+        for qtype in followup:
+            if flipped.empty:
+                skipped[f"{model}+{qtype}"] = (
+                    f"no verdict of {model} flips under {', '.join(qtypes)}"
+                )
+            else:
+                _control_run(f"{model}+{qtype}", run_claims, parts, skipped, notes)
     requantised = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     shifts = flip_table(claims, requantised)
-    out = apply_quant_control(claims, shifts, quantization, qtypes=qtypes, not_run=failed)
+    out = apply_quant_control(
+        claims, shifts, quantization, qtypes=(*qtypes, *followup), not_run=skipped
+    )
     return out, shifts
+
+
+def _control_run(
+    name: str,
+    run_claims: Callable[[str], pd.DataFrame],
+    parts: list[pd.DataFrame],
+    skipped: dict[str, str],
+    notes: list[str] | None,
+) -> None:
+    """Append ``run_claims(name)`` (its ``model`` column set to ``name``) to ``parts``; a run
+    that raises goes to ``skipped`` and ``notes`` (re-raised when ``notes`` is None)."""
+    try:
+        part = run_claims(name)
+    except Exception as exc:  # one failed control run must not sink the chapter
+        if notes is None:
+            raise
+        skipped[name] = f"{type(exc).__name__}: {exc}"
+        notes.append(f"quantisation control {name} failed: {skipped[name]}")
+        return
+    parts.append(part.assign(model=name))
