@@ -166,3 +166,19 @@ def test_scorecard_and_matrix_show_the_control_of_a_quantised_model():
     assert real["verdict"] == "reproduced" and "Q4_0: flips to partially" in real["quant_shift"]
     assert "`real`, quantisation control: Q4_0: flips to partially" in scorecard_markdown(table)
     assert "quantisation control: Q4_0: flips to partially" in matrix_html(table)
+
+
+def test_rows_of_one_claim_per_stage_are_matched_by_stage():
+    def rows(model: str, values: dict[str, tuple[float, str]]) -> pd.DataFrame:
+        out = pd.concat([_claims(model, m, v).assign(stage=s) for s, (m, v) in values.items()],
+                        ignore_index=True)
+        return out
+
+    claims = rows("real", {"sft": (2.0, "reproduced"), "dpo": (0.5, "not reproduced")})
+    again = rows("real+Q4_0", {"sft": (2.1, "reproduced"), "dpo": (1.5, "reproduced")})
+    shifts = flip_table(claims, again)
+    assert list(zip(shifts["stage"], shifts["flipped"], strict=True)) == [
+        ("sft", False), ("dpo", True)]
+    out = apply_quant_control(claims, shifts, {"real": "MOSTLY_Q4_1"}).set_index("stage")
+    assert out.loc["sft", "quant_shift"].startswith("Q4_0: same (2 -> 2.1 rad)")
+    assert out.loc["dpo", "quant_shift"].startswith("Q4_0: flips to reproduced (0.5 -> 1.5 rad)")

@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = [
+    "CONTEXT_COLUMNS",
     "CONTROL_QTYPES",
     "FOLLOWUP_QTYPES",
     "SHIFT_COLUMNS",
@@ -82,19 +83,31 @@ def _num(x: Any) -> float:
         return math.nan
 
 
+CONTEXT_COLUMNS = ("stage",)  # a claim measured per stage has one row per stage
+
+
+def _key_columns(*frames: pd.DataFrame) -> list[str]:
+    """["model", "claim_id"] plus the context columns (:data:`CONTEXT_COLUMNS`) that every
+    frame has: the columns that identify one claims row."""
+    extra = [c for c in CONTEXT_COLUMNS if all(c in f.columns for f in frames)]
+    return ["model", "claim_id", *extra]
+
+
 def flip_table(claims: pd.DataFrame, requantised: pd.DataFrame) -> pd.DataFrame:
-    """The flip table (module docstring; columns :data:`SHIFT_COLUMNS`).
+    """The flip table (module docstring; columns :data:`SHIFT_COLUMNS`, plus the context
+    columns the claims rows carry, e.g. ``stage``).
 
     claims: the claims rows of the models as loaded; requantised: the claims rows of their
-    control runs, whose ``model`` is ``<model>+<qtype>``. One row per claim id present in
-    both; ``measured_*`` and ``shift`` in the claim's units."""
-    rows = []
+    control runs, whose ``model`` is ``<model>+<qtype>``. One row per claims row (model x
+    claim id x context) present in both; ``measured_*`` and ``shift`` in the claim's units."""
     if requantised.empty or claims.empty:
         return pd.DataFrame(columns=SHIFT_COLUMNS)
-    base = claims.drop_duplicates(["model", "claim_id"]).set_index(["model", "claim_id"])
+    keys = _key_columns(claims, requantised)
+    base = claims.drop_duplicates(keys).set_index(keys)
+    rows = []
     for _, q in requantised.iterrows():
         model, _, qtype = str(q["model"]).rpartition("+")
-        key = (model, q["claim_id"])
+        key = (model, *(q[c] for c in keys[1:]))
         if key not in base.index:
             continue
         b = base.loc[key]
@@ -105,8 +118,9 @@ def flip_table(claims: pd.DataFrame, requantised: pd.DataFrame) -> pd.DataFrame:
             "unit": str(b.get("unit", "") or ""),
             "verdict_fp32": str(b["verdict"]), "verdict_quantised": str(q["verdict"]),
             "flipped": str(b["verdict"]) != str(q["verdict"]),
+            **{c: q[c] for c in keys[2:]},
         })
-    return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
+    return pd.DataFrame(rows, columns=[*SHIFT_COLUMNS, *keys[2:]])
 
 
 def _fmt(x: float) -> str:
@@ -146,6 +160,8 @@ def apply_quant_control(
         if not is_quantised(quantization.get(model)):
             continue
         mine = shifts[(shifts["model"] == model) & (shifts["claim_id"] == row["claim_id"])]
+        for c in _key_columns(out, shifts)[2:]:
+            mine = mine[mine[c] == row[c]]
         parts = []
         for q in qtypes:
             hit = mine[mine["qtype"] == q]
