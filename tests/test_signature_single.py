@@ -378,3 +378,6 @@ def test_quantised_real_checkpoint_gets_the_requantisation_control(tmp_path, mon
     assert rest["quant_shift"].str.startswith("Q4_0: not run: cost").all()
     deltas = result.tables["deltas"]  # the chapter's own deltas are those of the loaded weights
     assert not deltas["model"].str.contains(r"\+Q").any()
+    from lamina.chapters.weight_update_signature.figures import claims_table
+
+    assert "quantisation shift" in claims_table(claims).columns  # the chapter shows it
