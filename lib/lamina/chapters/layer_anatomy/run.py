@@ -25,7 +25,7 @@ from lamina.anatomy.predictability import (
     summary_stacks,
 )
 from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
-from lamina.chapters.layer_anatomy.claims_weights import GATE, _delta_claims
+from lamina.chapters.layer_anatomy.claims_weights import GATE, delta_claims
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
     DEFAULT_ORGANISMS,
@@ -392,7 +392,7 @@ def _quant_control(
         delta = anatomy.delta_correlation(requantised).merge(
             delta_null(requantised), on=["matrix", "layer"]
         )
-        return pd.DataFrame(_delta_claims(config, delta)).assign(model=name)
+        return pd.DataFrame(delta_claims(config, delta)).assign(model=name)
 
     out, flips = run_quant_control([config.model], claims, quantization, run_claims, notes=notes)
     rest = ~out["claim_id"].isin(QUANT_CONTROL_CLAIMS)
