@@ -260,7 +260,8 @@ def organism_deltas(
     early→late pairs; for the stage pairs, sensitivity copies with the other second-moment
     convention (``moment``) and with the final-norm gain folded into W_U (``prediction``
     "W_U diag(gamma)"); for a :class:`ModelPair`, its one base -> target pair (a stage pair).
-    ``requantise``: see :func:`delta_signature`."""
+    ``requantise``: see :func:`delta_signature`; the sensitivity copies (other moment, gain
+    folded) are then left out: no claim reads them."""
     frames = []
     for pair in checkpoint_pairs(cast("Checkpoints | ModelPair", ck), config).itertuples():
         main = pair.family != "pretraining"
@@ -276,7 +277,7 @@ def organism_deltas(
         )
         table["moment"] = "centred" if config.centred else "raw"
         tables = [table]
-        if pair.family == "stage":
+        if pair.family == "stage" and requantise is None:  # the claims read neither copy
             other = delta_signature(
                 ck, pair.start, pair.end, texts, config, centred=not config.centred, cache=cache,
                 requantise=requantise,
