@@ -37,7 +37,7 @@ n_permutations = 10000  # label permutations for the claim's p (9,999 or more: a
 seed = 0  # seeds controls, bootstraps and the random-init model
 quick = False  # few prompts and resamples, for CI
 sensitivity = True  # also rerun the test under every representation convention (slower)
-quant_control = True  # also run the organisms quantised (Q4_1, Q8_0) and apply the flip rule
+quant_control = True  # also rerun the quantised models re-quantised (Q4_0; Q8_0 where a verdict flips)
 peer_root = None  # paper 1's released data; None: ../shared/peer/latent-trajectories
 results_root = None  # where results are written; None: lamina.states.io.results_dir()
 
@@ -224,13 +224,13 @@ if len(sens):
 # %% [markdown]
 # ## Quantisation control
 # The pretrained models' weights are stored as GGUF (4-bit) and dequantised to fp32 for the
-# forward pass; the papers' models were not quantised. Each organism (fp32 weights) is also run
-# with its weights rounded through GGUF Q4_1 and Q8_0 (`lamina.states.quant_control`). The table gives,
-# per claim, organism and quantisation, the measured value before and after, the shift in the
-# claim's units, and both verdicts. Where a verdict changes on an organism under the type that
-# stands for a model's quantisation, that model's claim is "not testable" in the claims table
-# above, with the reason; the column "quantisation shift" there lists the shifts for each
-# quantised model.
+# forward pass; the papers' models were not quantised. Each quantised model is also run with its
+# dequantised weights rounded once more through GGUF Q4_0 (a 4-bit rounding), and, where a
+# verdict flips, through Q8_0 (a small one); the claims are rerun on its states, with the
+# controls of the model as loaded (`lamina.states.quant_control`). The table gives, per
+# claim, model and quantisation, the measured value before and after, the shift in the claim's
+# units, and both verdicts; the column "quantisation shift" of the claims table above says for
+# each of its verdicts whether it stays the same or flips.
 
 # %% tags=["hide-input"]
 show_quant_control(result)

@@ -214,6 +214,7 @@ def test_run_on_a_tiny_llama_uses_mixed_text_and_document_units(tiny_model_dirs)
     assert claims.loc["P3-core", "verdict"] == "not testable"  # 4 layers, no mapping
     assert claims.loc["P3-anti-at", "verdict"] == "not testable"
     assert any("documents" in n for n in result.notes)
+    assert (claims["quant_shift"] == "").all()  # fp32 folder: no quantisation control
 
 
 def test_delta_figure_title_follows_the_gap_ci_not_a_fixed_threshold():
@@ -341,3 +342,31 @@ def test_run_on_a_tiny_gemma3_maps_paper_layers_by_depth_and_skips_recovery(tmp_
     assert (result.claims["model"] == str(folder)).all()
     assert any("core L8-11 -> layers 1, 2" in n and "L14 -> 2; L17 -> 3" in n
                for n in result.notes)  # fmt: skip
+
+
+def test_a_quantised_gguf_gets_the_requantisation_control_on_its_weight_deltas(
+    tmp_path, monkeypatch
+):
+    """A model from a quantised GGUF (a tiny Q8_0 file): P3-delta and P3-delta-structure are
+    re-measured on its weights re-quantised and say whether they flip; every other claim reads
+    "not run: cost" (a model from a folder, fp32, gets none: the tiny-llama test above)."""
+    from lamina.chapters.layer_anatomy.run import QUANT_CONTROL_CLAIMS
+
+    from .conftest import _byte_tokenizer, tiny_model
+    from .gguf_writer import write_gguf
+
+    monkeypatch.setenv("LAMINA_GGUF_CACHE", str(tmp_path / "gguf-cache"))
+    gguf = write_gguf(tiny_model("llama", n_layers=4), _byte_tokenizer(),
+                      tmp_path / "tiny-q8.gguf", qtype="Q8_0")
+    cfg = AnatomyConfig(model=str(gguf), corpus=MICRO, quick=True, surgeries=["skip"],
+                        recovery_layers=[], depth_mapping="none", n_bootstrap=50)
+    result = run_anatomy(cfg)
+    flips = result.tables["quantisation"]
+    q4 = flips[flips["qtype"] == "Q4_0"].set_index("claim_id")
+    assert sorted(q4.index) == sorted(QUANT_CONTROL_CLAIMS)
+    assert (q4["shift"].abs() > 0).all()  # the weights moved
+    claims = result.claims.set_index("claim_id")
+    for cid in QUANT_CONTROL_CLAIMS:
+        assert claims.loc[cid, "quant_shift"].startswith(("Q4_0: same (", "Q4_0: flips to "))
+    rest = claims.drop(index=list(QUANT_CONTROL_CLAIMS))
+    assert rest["quant_shift"].str.startswith("Q4_0: not run: cost").all()

@@ -97,3 +97,25 @@ def test_quantised_name_suffix_loads_a_rounded_model(tiny_model_dirs):
     assert split_quantized_name("a/b+c") == ("a/b+c", None)
     with pytest.raises(ValueError, match="Q3_K"):
         lamina.load_model(f"{folder}+Q3_K")
+
+
+def test_requantising_dequantised_weights_is_a_control_only_in_another_type():
+    """The real-model control (lamina.states.quant_control): weights dequantised from a 4-bit
+    file, rounded once more. The file's own type returns them unchanged (they lie on its
+    grid); Q4_0 moves them by a 4-bit error (5-20% per matrix), Q8_0 by a small one (< 1%)."""
+    model = quantize_model(tiny_model("llama"), "Q4_1", embedding_qtype=None)  # a Q4_1 file
+    base = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def errors(q: str) -> dict[str, float]:
+        qm = quantize_model(model, q, embedding_qtype=q)
+        return {
+            k: (qm.state_dict()[k] - base[k]).norm().item() / base[k].norm().item()
+            for k in qm.lamina_quantization["tensors"]
+        }
+
+    same = errors("Q4_1")
+    assert same and max(same.values()) == 0.0
+    q4, q8 = errors("Q4_0"), errors("Q8_0")
+    assert all(0.05 < e < 0.2 for e in q4.values()), q4
+    assert all(0 < e < 0.01 for e in q8.values()), q8
+    assert all(q8[k] * 5 < q4[k] for k in q4)

@@ -349,3 +349,35 @@ def test_base_gemma_checkpoint_tests_the_write_edit_after_our_runs_only(gemma_di
     assert any("tiny-gemma3: the unembedding write edit is tested after our SFT and DPO runs only"
                in n for n in result.notes)  # fmt: skip
     assert set(result.tables["deltas"]["layer"]) == {0, 3}
+
+
+@pytest.mark.slow
+def test_quantised_real_checkpoint_gets_the_requantisation_control(tmp_path, monkeypatch):
+    """A checkpoint from a quantised GGUF (a tiny Q8_0 file): the claims that read the base's
+    subspaces are recomputed with its weights re-quantised (same ΔW) and each row says whether
+    its verdict flips; the others read "not run: cost"."""
+    from lamina.chapters.weight_update_signature.run import SUBSPACE_CLAIMS, run_weight_signature
+
+    from .conftest import _byte_tokenizer, tiny_model
+    from .gguf_writer import write_gguf
+
+    monkeypatch.setenv("LAMINA_GGUF_CACHE", str(tmp_path / "gguf-cache"))
+    gguf = write_gguf(tiny_model("llama", n_layers=4), _byte_tokenizer(),
+                      tmp_path / "tiny-q8.gguf", qtype="Q8_0")
+    result = run_weight_signature(_config(str(gguf), targets=("lm",), real_layers=2))
+    flips = result.tables["quantisation"]
+    assert set(flips["qtype"]) >= {"Q4_0"} and set(flips["claim_id"]) <= set(SUBSPACE_CLAIMS)
+    q4 = flips[flips["qtype"] == "Q4_0"]
+    assert len(q4) and q4["shift"].abs().gt(0).any()  # the subspaces moved, ΔW did not
+    claims = result.claims
+    sub = claims[claims["claim_id"].isin(SUBSPACE_CLAIMS)]
+    assert sub["quant_shift"].str.match(r"Q4_0: (same|flips to|not run)").all()
+    assert (sub["quant_shift"].str.startswith("Q4_0: same") |
+            sub["quant_shift"].str.startswith("Q4_0: flips to")).any()
+    rest = claims[~claims["claim_id"].isin(SUBSPACE_CLAIMS)]
+    assert rest["quant_shift"].str.startswith("Q4_0: not run: cost").all()
+    deltas = result.tables["deltas"]  # the chapter's own deltas are those of the loaded weights
+    assert not deltas["model"].str.contains(r"\+Q").any()
+    from lamina.chapters.weight_update_signature.figures import claims_table
+
+    assert "quantisation shift" in claims_table(claims).columns  # the chapter shows it

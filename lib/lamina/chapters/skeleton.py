@@ -28,7 +28,12 @@ from lamina.chapters.trajectory import (
 )
 from lamina.sources.peer import is_peer
 from lamina.states.controls import shuffle_layers
-from lamina.states.quant_control import proxy_qtype, run_quant_control
+from lamina.states.quant_control import (
+    CONTROL_QTYPES,
+    FOLLOWUP_QTYPES,
+    control_models,
+    run_quant_control,
+)
 from lamina.trajectory.stat_tests import paper1_test
 
 __all__ = [
@@ -77,12 +82,13 @@ def run_chapter(
     -> ExperimentResult(spec.name, config, claims, {table: stacked over models}, notes, models);
     a table a model leaves empty contributes no rows. Notes record the models skipped.
 
-    With ``config.quant_control`` the organisms of the run are also analysed as
-    ``<organism>+Q4_1`` and ``+Q8_0`` (claims only, no sensitivity tables), and
-    :func:`lamina.states.quant_control.run_quant_control` adds the tables "quantisation" (the shift
-    table, one row per claim x organism x quantisation) and "quantised_models" (each model's
-    quantisation from provenance and the type standing for it), and applies the flip rule to
-    the claims of quantised models.
+    With ``config.quant_control`` every quantised real model of the run (its provenance names
+    a quantised GGUF type) is also analysed as ``<model>+Q4_0`` (and ``+Q8_0`` where a verdict
+    flips under Q4_0): its dequantised weights rounded once more (claims only, no sensitivity
+    tables; the controls are those of the model as loaded).
+    :func:`lamina.states.quant_control.run_quant_control` adds the tables "quantisation" (the
+    flip table, one row per claim x model x quantisation) and "quantised_models", and the
+    column ``quant_shift`` ("same" / "flips to X" / "not run: why" per quantisation).
     """
     prompts = load_chapter_prompts(config, list(spec.families), list(spec.required))
     if config.quick:
@@ -93,9 +99,12 @@ def run_chapter(
     models: list[str] = []
     frames: dict[str, list[pd.DataFrame]] = {name: [] for name in ("claims", *spec.tables)}
     quantization: dict[str, str | None] = {}
+    controls: dict[str, ModelStates] = {}  # quantised model -> its controls (no real states)
     for ms in each_model(config, prompts, notes, peer=spec.peer):
         models.append(ms.name)
         quantization[ms.name] = ms.diagnostics.get("quantization")
+        if control_models([ms.name], quantization):
+            controls[ms.name] = ModelStates(ms.name, {}, ms.control, random_input=ms.random_input)
         for name, table in analyse(ms, prompts, config).items():
             if name not in frames:
                 raise KeyError(f"{spec.name}: analysis returned an undeclared table {name!r}")
@@ -105,7 +114,7 @@ def run_chapter(
     tables = {name: concat_tables(parts) for name, parts in frames.items()}
     if config.quant_control:
         claims, tables["quantisation"], tables["quantised_models"] = _quant_control(
-            config, prompts, analyse, claims, models, quantization, notes
+            config, prompts, analyse, claims, models, quantization, notes, controls
         )
     return ExperimentResult(spec.name, config, claims, tables, notes, models)
 
@@ -118,22 +127,29 @@ def _quant_control(
     models: list[str],
     quantization: dict[str, str | None],
     notes: list[str],
+    controls: dict[str, ModelStates],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``run_quant_control`` for a trajectory chapter: each quantised organism's claims from
-    ``analyse`` on its states (sensitivity off). -> (claims, shift table, quantised models)."""
+    """``run_quant_control`` for a trajectory chapter: each re-quantised model's claims from
+    ``analyse`` on its states (sensitivity off). Only the real states are re-extracted: the
+    controls (random-init model, random input embeddings) are those of the model as loaded
+    (``controls``), so that a flip measures what re-quantisation does to the real states.
+    -> (claims, flip table, quantised models)."""
     quick = dataclasses.replace(config, sensitivity=False, quant_control=False)
 
     def run_claims(name: str) -> pd.DataFrame:
-        return analyse(load_model_states(name, prompts, quick), prompts, quick)["claims"]
+        ms = load_model_states(name, prompts, quick, random_init=False, random_input=False)
+        base = controls.get(name.rpartition("+")[0])
+        if base is not None:
+            ms.control, ms.random_input = base.control, base.random_input
+        return analyse(ms, prompts, quick)["claims"]
 
     claims, shifts = run_quant_control(models, claims, quantization, run_claims, notes=notes)
-    rows = []
-    for m in models:
-        proxy, exact = proxy_qtype(quantization.get(m))
-        if proxy is not None:
-            rows.append({"model": m, "quantization": quantization[m], "control_qtype": proxy,
-                         "same_type": exact})
-    qm = pd.DataFrame(rows, columns=["model", "quantization", "control_qtype", "same_type"])
+    rows = [
+        {"model": m, "quantization": quantization[m],
+         "control_qtypes": ", ".join((*CONTROL_QTYPES, *FOLLOWUP_QTYPES))}
+        for m in control_models(models, quantization)
+    ]
+    qm = pd.DataFrame(rows, columns=["model", "quantization", "control_qtypes"])
     return claims, shifts, qm
 
 

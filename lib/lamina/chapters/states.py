@@ -195,10 +195,12 @@ def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates
 
 
 def load_model_states(
-    name: str, prompts: pd.DataFrame, config: TrajectoryConfig, *, random_init: bool = True
+    name: str, prompts: pd.DataFrame, config: TrajectoryConfig, *, random_init: bool = True,
+    random_input: bool = True,
 ) -> ModelStates:
     """Trajectories of ``prompts["prompt"]`` for model ``name``, in fp32, cached on disk; plus,
-    when ``random_init``, the same for a random-init model of the architecture (seeded).
+    when ``random_init``, the same for a random-init model of the architecture (seeded), and
+    when ``random_input``, random input embeddings fed through the model.
     ``name == "peer-<folder>"`` reads that model's released states instead (their own
     prompts)."""
     if is_peer(name):
@@ -215,8 +217,11 @@ def load_model_states(
         getattr(model, "lamina_quantization", None) or {}).get("qtype")
     for p in pools.values():
         p.prompts = prompts.reset_index(drop=True)
-    ragged = random_input_states(model, content_token_ids(tokenizer, texts, pools["mean"].n_tokens), config.seed)
-    random_input = _pool_plain(model, ragged, prompts)
+    random_pools = None
+    if random_input:
+        ragged = random_input_states(model, content_token_ids(tokenizer, texts, pools["mean"].n_tokens),
+                                     config.seed)  # fmt: skip
+        random_pools = _pool_plain(model, ragged, prompts)
     control = None
     if random_init:
         fresh = random_init_like(model, seed=config.seed)
@@ -236,7 +241,7 @@ def load_model_states(
             f"median of the others (layer {diag['first_token_norm_ratio_layer']}): a massive "
             "activation that dominates mean-pooled and single-token states."
         )
-    return ModelStates(name, pools, control, diag, notes, random_input)
+    return ModelStates(name, pools, control, diag, notes, random_pools)
 
 
 def content_token_ids(tokenizer: Any, texts: list[str], n_content: Any) -> list[list[int]]:

@@ -75,9 +75,9 @@ class TrajectoryConfig(ChapterConfig):
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
     sensitivity: also run the main test under every representation convention (the
         sensitivity tables); False skips them (faster).
-    quant_control: also run every organism of the model set with its weights rounded through
-        GGUF Q4_1 and Q8_0, and mark a quantised model's claim "not testable on quantised
-        weights" where the organisms' verdict flips (``lamina.states.quant_control``).
+    quant_control: also run every quantised real model of the set with its dequantised weights
+        rounded once more through GGUF Q4_0 (and Q8_0 where a verdict flips), and show next to each verdict
+        whether it flips (column ``quant_shift``; ``lamina.states.quant_control``).
     """
 
     model: str = "default"
@@ -227,31 +227,26 @@ def run_trajectory_chapter(
     return result
 
 def show_quant_control(result: ExperimentResult) -> None:
-    """The quantisation control of a chapter run (``lamina.states.quant_control``): which models are
-    quantised (from provenance) and the type standing for each, then the shift table. Every
-    sentence is computed from the tables, or neutral."""
+    """The quantisation control of a chapter run (``lamina.states.quant_control``): which models
+    are quantised (from provenance) and re-quantised, how many verdicts flip, then the flip
+    table. Every sentence is computed from the tables, or neutral."""
     from IPython.display import Markdown, display
 
     qm = result.tables.get("quantised_models", pd.DataFrame())
     shifts = result.tables.get("quantisation", pd.DataFrame())
-    lines = []
-    for r in qm.itertuples():
-        how = (
-            "the same type is applied to the organisms"
-            if r.same_type
-            else f"the `gguf` Python package cannot write this type; {r.control_qtype}, the "
-            "closest type it can write, stands for it"
-        )
-        lines.append(f"- `{r.model}`: weights stored as `{r.quantization}`; {how}.")
+    lines = [
+        f"- `{r.model}`: weights stored as `{r.quantization}`; its dequantised weights are "
+        f"rounded once more through {r.control_qtypes} and the claims rerun."
+        for r in qm.itertuples()
+    ]
     if not lines:
         lines.append("- No model of this run has quantised weights in its provenance.")
     if shifts.empty:
-        lines.append("- No organism was run under quantisation in this run (the control needs "
-                     "an organism in the model set), so no shift was measured.")
+        lines.append("- No re-quantised run reported claims, so no flip was measured.")
     else:
-        flips = shifts[shifts["flipped"].astype(bool)]
-        lines.append(f"- Verdicts that change under quantisation of the organisms: {len(flips)} "
-                     f"of {len(shifts)} (claim x organism x quantisation).")
+        for q, part in shifts.groupby("qtype", sort=False):
+            flips = int(part["flipped"].astype(bool).sum())
+            lines.append(f"- {q}: {flips} of {len(part)} verdicts (claim x model) flip.")
     display(Markdown("\n".join(lines)))
     if not shifts.empty:
         display(shifts.round(4))

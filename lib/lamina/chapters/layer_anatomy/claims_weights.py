@@ -23,6 +23,7 @@ __all__ = [
     "R2_TOLERANCE",
     "boot",
     "directional",
+    "delta_claims",
     "predicted_claims",
     "predictability_claims",
 ]
@@ -128,6 +129,12 @@ def _r2_claims(
             )
         )
     return rows
+
+
+def delta_claims(config: AnatomyConfig, delta: pd.DataFrame) -> list:
+    """The claims rows P3-delta and P3-delta-structure of a delta table (columns matrix,
+    layer, corr, corr_null; :func:`_delta_claims`), e.g. for the quantisation control."""
+    return _delta_claims(config, delta)
 
 
 def _delta_claims(config: AnatomyConfig, delta: pd.DataFrame) -> list:

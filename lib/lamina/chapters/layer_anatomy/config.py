@@ -122,6 +122,9 @@ class AnatomyConfig(ChapterConfig):
     preserve_pct: a strategy "preserves quality" when it raises ppl by less than this at every
         layer; catastrophic_pct: "catastrophic" means a ppl increase above this (our thresholds).
     threads: torch threads (1 is fastest for these small matrices on a shared CPU).
+    quant_control: for a model from a quantised GGUF, re-measure the weight-delta claims on its
+        weights re-quantised (Q4_0; Q8_0 where a verdict flips) and show whether each verdict
+        flips; the others read "not run: cost" (``lamina.states.quant_control``).
     """
 
     model: str = "default"
@@ -154,6 +157,7 @@ class AnatomyConfig(ChapterConfig):
     seed: int = 0
     threads: int | None = 1
     quick: bool = False
+    quant_control: bool = True
 
     QUICK: ClassVar[Mapping[str, Any]] = {
         "n_tokens": 2_048,

@@ -25,7 +25,7 @@ from lamina.anatomy.predictability import (
     summary_stacks,
 )
 from lamina.chapters.layer_anatomy.claims import anatomy_claims, mapped_layers
-from lamina.chapters.layer_anatomy.claims_weights import GATE
+from lamina.chapters.layer_anatomy.claims_weights import GATE, delta_claims
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
     DEFAULT_ORGANISMS,
@@ -60,6 +60,8 @@ from lamina.sources import organisms
 from lamina.sources.gguf_models import installed_offline
 from lamina.sources.models import get_adapter, load_model
 from lamina.sources.organisms import ORGANISMS
+from lamina.sources.quantize import quantize_model
+from lamina.states.quant_control import not_run_control, run_quant_control
 
 __all__ = [
     "PRETRAINED",
@@ -361,4 +363,38 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
     for t in tables.values():
         t.insert(0, "model", config.model)
     claims["model"] = config.model
+    if config.quant_control:
+        claims, tables["quantisation"] = _quant_control(model, config, claims, notes)
     return ExperimentResult(CHAPTER, config, claims, tables, notes, [config.model])
+
+
+# the claims the quantisation control re-measures on re-quantised weights: the weight-delta
+# correlations (weights only: seconds); the others need the depth regressions, the layer
+# sweeps or the recovery fine-tunes rerun, beyond the book's budget
+QUANT_CONTROL_CLAIMS = ("P3-delta", "P3-delta-structure")
+QUANT_COST = (
+    "cost: it needs the ridge depth fits, the layer sweeps or the recovery fine-tunes rerun "
+    "on the re-quantised weights, beyond the book's budget"
+)
+
+
+def _quant_control(
+    model: torch.nn.Module, config: AnatomyConfig, claims: pd.DataFrame, notes: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The quantisation control (:mod:`lamina.states.quant_control`) of a model whose weights
+    come from a quantised GGUF: :data:`QUANT_CONTROL_CLAIMS` re-measured on its weights
+    re-quantised; the other claims read "not run: cost". Unquantised models: unchanged
+    (``quant_shift`` ""). -> (claims with ``quant_shift``, flip table)."""
+    quantization = {config.model: (getattr(model, "lamina_source", None) or {}).get("quantization")}
+
+    def run_claims(name: str) -> pd.DataFrame:
+        requantised = quantize_model(model, name.rpartition("+")[2])
+        delta = anatomy.delta_correlation(requantised).merge(
+            delta_null(requantised), on=["matrix", "layer"]
+        )
+        return pd.DataFrame(delta_claims(config, delta)).assign(model=name)
+
+    out, flips = run_quant_control([config.model], claims, quantization, run_claims, notes=notes)
+    rest = ~out["claim_id"].isin(QUANT_CONTROL_CLAIMS)
+    out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, QUANT_COST)["quant_shift"]
+    return out, flips

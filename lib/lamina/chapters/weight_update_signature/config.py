@@ -115,6 +115,9 @@ class SignatureConfig(ChapterConfig):
         (default :data:`MODEL_BUDGETS`: smaller runs for Gemma-3-270m); each unit's notes
         state the budget it ran with.
     seed: seeds every draw. quick: tiny samples and budgets, for CI.
+    quant_control: for a real checkpoint whose weights come from a quantised GGUF, recompute
+        the claims that read the base's subspaces with its weights re-quantised (Q4_0; Q8_0
+        where a verdict flips) and show whether each verdict flips (``lamina.states.quant_control``).
     """
 
     model: str = "default"
@@ -168,6 +171,7 @@ class SignatureConfig(ChapterConfig):
     )
     seed: int = 0
     quick: bool = False
+    quant_control: bool = True
 
     QUICK: ClassVar[Mapping[str, Any]] = {
         "n_tokens": 1024,

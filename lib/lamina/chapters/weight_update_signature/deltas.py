@@ -19,6 +19,7 @@ from lamina.chapters.weight_update_signature.units import (
     checkpoint_pairs,
 )
 from lamina.sources.models import get_adapter, hf_config, weight_of
+from lamina.sources.quantize import quantize_model
 from lamina.weights import (
     LinearMap,
     input_second_moments,
@@ -181,9 +182,13 @@ def delta_signature(
     n_random: int = 0,
     cache: dict | None = None,
     fold_gain: bool = False,
+    requantise: str | None = None,
 ) -> pd.DataFrame:
     """ΔW = W(end) - W(start) probed at every k of ``config.k_sweep`` (one row per matrix
     and k, see :func:`signature_from_deltas`). Subspaces come from ``config.moments_from``.
+    ``requantise`` (quantisation control, :mod:`lamina.states.quant_control`): ΔW unchanged,
+    but the subspaces (second moments, prediction basis) and W's own RSF are taken from the
+    reference and start checkpoints with their weights rounded through that GGUF type.
     Raises ValueError for checkpoints of different organisms, architectures or shapes."""
     ck.check(start, end)
     centred = config.centred if centred is None else centred
@@ -193,6 +198,8 @@ def delta_signature(
     deltas = weight_deltas(model_a, model_b, maps=maps)  # only the probed maps are used
     ref = model_a if config.moments_from == "start" else model_b
     ref_spec = start if config.moments_from == "start" else end
+    if requantise is not None:
+        model_a, ref, ref_spec = _requantised(model_a, ref, ref_spec, requantise, cache)
     moments = cached_moments(ref, tok, texts, centred, cache, ref_spec, config)
     cfg = hf_config(ref)
     d = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
@@ -206,6 +213,18 @@ def delta_signature(
     )  # fmt: skip
     out["prediction"] = "W_U diag(gamma)" if fold_gain else "W_U"
     return out
+
+
+def _requantised(
+    start: nn.Module, ref: nn.Module, ref_spec: str, qtype: str, cache: dict | None
+) -> tuple[nn.Module, nn.Module, str]:
+    """(start, ref, ref's cache spec) with their weights rounded through GGUF ``qtype``
+    (copies, each made once per ``cache``; ref is start's copy when it is start)."""
+    memo = cache.setdefault("requantised", {}) if cache is not None else {}
+    for model in (start, ref):
+        if (id(model), qtype) not in memo:
+            memo[(id(model), qtype)] = (model, quantize_model(model, qtype))
+    return memo[(id(start), qtype)][1], memo[(id(ref), qtype)][1], f"{ref_spec}+{qtype}"
 
 
 def probed_maps(model: nn.Module, config: SignatureConfig) -> list[LinearMap]:
@@ -234,12 +253,15 @@ def cached_moments(
 
 
 def organism_deltas(
-    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureConfig, cache: dict,
+    requantise: str | None = None,
 ) -> pd.DataFrame:
     """The signature of every pair of :func:`checkpoint_pairs` (nulls for the stage and
     early→late pairs; for the stage pairs, sensitivity copies with the other second-moment
     convention (``moment``) and with the final-norm gain folded into W_U (``prediction``
-    "W_U diag(gamma)"); for a :class:`ModelPair`, its one base -> target pair (a stage pair)."""
+    "W_U diag(gamma)"); for a :class:`ModelPair`, its one base -> target pair (a stage pair).
+    ``requantise``: see :func:`delta_signature`; the sensitivity copies (other moment, gain
+    folded) are then left out: no claim reads them."""
     frames = []
     for pair in checkpoint_pairs(cast("Checkpoints | ModelPair", ck), config).itertuples():
         main = pair.family != "pretraining"
@@ -251,17 +273,20 @@ def organism_deltas(
             config,
             n_random=config.n_random if main else 0,
             cache=cache,
+            requantise=requantise,
         )
         table["moment"] = "centred" if config.centred else "raw"
         tables = [table]
-        if pair.family == "stage":
+        if pair.family == "stage" and requantise is None:  # the claims read neither copy
             other = delta_signature(
-                ck, pair.start, pair.end, texts, config, centred=not config.centred, cache=cache
+                ck, pair.start, pair.end, texts, config, centred=not config.centred, cache=cache,
+                requantise=requantise,
             )
             other["moment"] = "raw" if config.centred else "centred"
             tables.append(other)
             gain = delta_signature(
-                ck, pair.start, pair.end, texts, config, cache=cache, fold_gain=True
+                ck, pair.start, pair.end, texts, config, cache=cache, fold_gain=True,
+                requantise=requantise,
             )
             gain["moment"] = table["moment"].iloc[0]
             tables.append(gain)

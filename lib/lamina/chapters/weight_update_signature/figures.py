@@ -229,5 +229,9 @@ CLAIM_COLUMNS = [
 
 
 def claims_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as the chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals."""
-    return claims[CLAIM_COLUMNS].round(4)
+    """The claims table as the chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals,
+    plus "quantisation shift" (``lamina.states.quant_control``) when a quantised model has rows."""
+    cols = list(CLAIM_COLUMNS)
+    if "quant_shift" in claims and claims["quant_shift"].fillna("").astype(str).str.len().any():
+        cols.append("quant_shift")
+    return claims[cols].round(4).rename(columns={"quant_shift": "quantisation shift"})

@@ -42,6 +42,7 @@ from lamina.chapters.weight_update_signature.units import (
     text_sample,
 )
 from lamina.sources.models import get_adapter
+from lamina.states.quant_control import not_run_control, run_quant_control
 
 __all__ = ["run_weight_signature"]
 
@@ -151,13 +152,53 @@ def _run(
             config.timings[f"{name}:{part}"] = round(time.perf_counter() - t0, 2)
             tables.setdefault(part, []).append(parts[part])
         tables.setdefault("sensitivity", []).append(sensitivity(name, parts["deltas"], config))
-        claims.append(all_claims(name, parts, config, ck, gate=gates))
+        unit_claims = all_claims(name, parts, config, ck, gate=gates)
+        if isinstance(ck, SingleCheckpoint) and run_config.quant_control:
+            t0 = time.perf_counter()
+            unit_claims, flips = _quant_control(ck, base_model, parts, config, texts, cache,
+                                                gates, unit_claims, notes)  # fmt: skip
+            tables.setdefault("quantisation", []).append(flips)
+            config.timings[f"{name}:quant_control"] = round(time.perf_counter() - t0, 2)
+        claims.append(unit_claims)
     claim_table = pd.concat(claims, ignore_index=True) if claims else pd.DataFrame()
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     out.setdefault("finetune", SingleCheckpoint.empty_curves())
     out["claims"] = claim_table
     names = [ck.name for ck in units]
     return ExperimentResult(CHAPTER, user_config, claim_table, out, notes, names)
+
+
+# the claims computed from the deltas table alone (ΔW probed in the base's subspaces)
+SUBSPACE_CLAIMS = tuple(
+    f"P2.{c}" for c in ("align_qk_enriched", "align_write_random", "every_objective_signature",
+                        "stage_not_objective", "late_pretraining_signature", "where_not_which")
+)  # fmt: skip
+
+
+def _quant_control(
+    ck: SingleCheckpoint, base_model: torch.nn.Module, parts: dict[str, pd.DataFrame],
+    config: SignatureConfig, texts: list[str], cache: dict, gates: dict,
+    claims: pd.DataFrame, notes: list[str],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The quantisation control of a quantised real checkpoint (:mod:`lamina.states.
+    quant_control`): the claims of :data:`SUBSPACE_CLAIMS` recomputed with the base's
+    subspaces taken from its weights re-quantised (same ΔW, no retraining); the other
+    claims (gradients, Adam, write edits, adaptation: new training or forward passes per
+    checkpoint) read "not run: cost". -> (claims with ``quant_shift``, flip table)."""
+    quantization = {ck.name: (getattr(base_model, "lamina_source", None) or {}).get("quantization")}
+
+    def run_claims(name: str) -> pd.DataFrame:
+        qtype = name.rpartition("+")[2]
+        deltas = organism_deltas(ck, texts, config, cache, requantise=qtype)
+        out = all_claims(name, {**parts, "deltas": deltas}, config, ck, gate=gates)
+        return out[out["claim_id"].isin(SUBSPACE_CLAIMS)]
+
+    out, flips = run_quant_control([ck.name], claims, quantization, run_claims, notes=notes)
+    cost = ("cost: it needs new gradients, training or edits on the re-quantised checkpoint, "
+            "beyond the book's budget")  # fmt: skip
+    rest = ~out["claim_id"].isin(SUBSPACE_CLAIMS)
+    out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, cost)["quant_shift"]
+    return out, flips
 
 
 def _budget_note(config: SignatureConfig) -> str:
