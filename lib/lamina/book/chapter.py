@@ -38,12 +38,13 @@ CLAIM_COLUMNS = [
 ]
 
 
-def show_notes(notes: Iterable[str]) -> None:
-    """Display each distinct note (first occurrence order) as a Markdown bullet."""
-    from IPython.display import Markdown, display
+def show_notes(notes: Iterable[str], summary: str = "Notes on the models") -> None:
+    """Display the distinct notes (first occurrence order) as a bulleted list folded in a
+    ``<details>`` block (``lamina.book.tables.notes_html``); a chapter shows them after its
+    results, under its caveats. Nothing is shown when there are none."""
+    from lamina.book.tables import show_notes_folded
 
-    for note in dict.fromkeys(notes):
-        display(Markdown(f"- *Note:* {note}"))
+    show_notes_folded(notes, summary)
 
 
 

@@ -11,7 +11,14 @@ from typing import Any
 
 from lamina.book.badges import badge
 
-__all__ = ["install_table_formatter", "table_html"]
+__all__ = [
+    "details_html",
+    "install_table_formatter",
+    "notes_html",
+    "show_details",
+    "show_notes_folded",
+    "table_html",
+]
 
 MAX_ROWS = 60  # rows shown; a longer table shows its head and tail
 
@@ -74,3 +81,55 @@ def install_table_formatter() -> None:
     import pandas as pd
 
     shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
+
+
+def details_html(body: Any, summary: str) -> str:
+    """``body`` folded in a static ``<details class="lamina-details">`` block whose
+    ``<summary>`` reads ``summary`` (escaped): a DataFrame is rendered by :func:`table_html`
+    (with its row count in the summary), a string is taken as HTML. Works without JavaScript,
+    so Jupyter Book shows it closed and the reader opens it."""
+    import html
+
+    import pandas as pd
+
+    if isinstance(body, pd.DataFrame):
+        inner = table_html(body)
+        label = f"{summary} ({len(body)} rows)"
+    else:
+        inner, label = str(body), summary
+    return (
+        f'<details class="lamina-details"><summary>{html.escape(label)}</summary>\n'
+        f"{inner}\n</details>"
+    )
+
+
+def show_details(body: Any, summary: str) -> None:
+    """Display :func:`details_html` of ``body``: a detail table the reader can open."""
+    from IPython.display import HTML, display
+
+    display(HTML(details_html(body, summary)))
+
+
+def notes_html(notes: Any, summary: str = "Notes on the models") -> str:
+    """The distinct ``notes`` (strings, first-occurrence order) as a bulleted list folded in a
+    ``<details>`` block (:func:`details_html`) whose summary counts them; "" when there are
+    none. Each note is escaped, and `code` spans become ``<code>``."""
+    import html
+    import re
+
+    items = list(dict.fromkeys(str(n) for n in notes))
+    if not items:
+        return ""
+    lis = "".join(
+        "<li>" + re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(n)) + "</li>" for n in items
+    )
+    return details_html(f"<ul>{lis}</ul>", f"{summary} ({len(items)})")
+
+
+def show_notes_folded(notes: Any, summary: str = "Notes on the models") -> None:
+    """Display :func:`notes_html` of ``notes`` (nothing when there are none)."""
+    from IPython.display import HTML, display
+
+    text = notes_html(notes, summary)
+    if text:
+        display(HTML(text))
