@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.book import setup_altair
+from lamina.book.tables import show_details
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.results import ExperimentResult
 from lamina.sources import organisms
@@ -253,4 +254,4 @@ def show_quant_control(result: ExperimentResult) -> None:
                      f"of {len(shifts)} (claim x organism x quantisation).")
     display(Markdown("\n".join(lines)))
     if not shifts.empty:
-        display(shifts.round(4))
+        show_details(shifts.round(4), "Shifts under quantisation, per claim and organism")
