@@ -53,7 +53,7 @@ from lamina.book.chapter import (
     show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
-from lamina.book.tables import show_details
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.bifurcation import run_bifurcation
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -122,7 +122,7 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-claims_view(claims)
+show_verdicts(claims_view(claims))
 
 # %% [markdown]
 # :::{admonition} Verdict

@@ -52,7 +52,7 @@ from lamina.book.chapter import (
     show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
-from lamina.book.tables import show_details
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.convergence import run_convergence
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -125,7 +125,7 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-claims_view(claims)
+show_verdicts(claims_view(claims))
 
 # %% [markdown]
 # :::{admonition} Verdict

@@ -47,7 +47,7 @@ from lamina.book.chapter import (
     show_notes,
 )
 from lamina.book.charts import facet, layer_axis, model_color, show_figure
-from lamina.book.tables import show_details
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.curvature import run_curvature
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -123,7 +123,7 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-claims_view(claims)
+show_verdicts(claims_view(claims))
 
 # %% [markdown]
 # :::{admonition} Verdict

@@ -49,7 +49,7 @@ from lamina.book.chapter import (
     show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
-from lamina.book.tables import show_details
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.three_phase import run_three_phase
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -114,7 +114,7 @@ show_figure(
 show_details(result.tables["bands"].round(3), "The band means and margins, per model")
 
 # %% tags=["hide-input"]
-claims_view(claims)
+show_verdicts(claims_view(claims))
 
 # %% tags=["hide-input"]
 detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(drop=True)

@@ -86,3 +86,24 @@ def test_detail_tables_and_notes_are_folded_in_details():
     assert notes.count("<li>") == 2 and "(2)" in notes and "<code>x</code>" in notes
     assert "&lt;b&gt;" in notes and notes.startswith("<details")
     assert notes_html([]) == ""
+
+
+def test_verdict_grid_has_a_row_per_claim_a_column_per_model_and_badges():
+    from lamina.book.badges import badge
+    from lamina.book.tables import verdict_grid_html
+
+    claims = pd.DataFrame(
+        {
+            "claim_id": ["c1", "c1", "c2"],
+            "model": ["m1", "m2", "m1"],
+            "verdict": ["reproduced", "not reproduced", "partially reproduced"],
+        }
+    )
+    text = verdict_grid_html(claims)
+    assert text.count("<tr>") == 3  # header + two claims
+    assert text.count("<td>") == 4 and "<td>–</td>" in text  # c2 has no m2 row
+    assert badge("not reproduced") in text and badge("partially reproduced") in text
+    staged = verdict_grid_html(
+        claims.assign(stage=["sft", "sft", "dpo"]), columns=["model", "stage"]
+    )
+    assert "m1 · sft" in staged and "m1 · dpo" in staged

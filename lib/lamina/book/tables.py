@@ -17,7 +17,9 @@ __all__ = [
     "notes_html",
     "show_details",
     "show_notes_folded",
+    "show_verdicts",
     "table_html",
+    "verdict_grid_html",
 ]
 
 MAX_ROWS = 60  # rows shown; a longer table shows its head and tail
@@ -133,3 +135,49 @@ def show_notes_folded(notes: Any, summary: str = "Notes on the models") -> None:
     text = notes_html(notes, summary)
     if text:
         display(HTML(text))
+
+
+def verdict_grid_html(claims: Any, rows: str = "claim_id", columns: Any = ("model",)) -> str:
+    """The verdicts of ``claims`` (a DataFrame with a ``verdict`` column) as a compact grid:
+    one row per value of ``rows`` (first-seen order), one column per combination of the
+    ``columns`` fields (joined with " · "), each cell the badge of the first verdict of that
+    pair ("–" where there is none). A chapter shows it in the flow; the full table with values,
+    CIs and p follows folded (:func:`show_verdicts`)."""
+    import html
+
+    import pandas as pd
+
+    df = claims.reset_index() if rows not in claims.columns else claims
+    cols = [c for c in columns if c in df.columns]
+    key = df[cols].astype(str).agg(" · ".join, axis=1) if cols else pd.Series("", index=df.index)
+    row_keys = list(dict.fromkeys(df[rows].astype(str)))
+    col_keys = list(dict.fromkeys(key))
+    cell: dict[tuple[str, str], str] = {}
+    for r, c, v in zip(df[rows].astype(str), key, df["verdict"].astype(str), strict=True):
+        cell.setdefault((r, c), v)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in col_keys)
+    body = "".join(
+        f"<tr><th>{html.escape(r)}</th>"
+        + "".join(f"<td>{badge(cell[(r, c)]) if (r, c) in cell else '–'}</td>" for c in col_keys)
+        + "</tr>"
+        for r in row_keys
+    )
+    table = (
+        f'<table class="lamina-table lamina-verdict-grid"><thead><tr><th>{html.escape(rows)}'
+        f"</th>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+    return f'<div class="lamina-scroll">{table}</div>'
+
+
+def show_verdicts(
+    claims: Any,
+    rows: str = "claim_id",
+    columns: Any = ("model",),
+    summary: str = "Every verdict with its measured value, 95% CI and p",
+) -> None:
+    """Display :func:`verdict_grid_html` of ``claims`` (in the flow), then the full
+    ``claims`` table folded in ``<details>`` (:func:`details_html`)."""
+    from IPython.display import HTML, display
+
+    display(HTML(verdict_grid_html(claims, rows, columns)))
+    display(HTML(details_html(claims, summary)))
