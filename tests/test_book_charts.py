@@ -107,3 +107,13 @@ def test_verdict_grid_has_a_row_per_claim_a_column_per_model_and_badges():
         claims.assign(stage=["sft", "sft", "dpo"]), columns=["model", "stage"]
     )
     assert "m1 · sft" in staged and "m1 · dpo" in staged
+
+
+def test_figure_html_is_a_static_svg_with_its_caption():
+    from lamina.book.charts import figure_html
+
+    df = pd.DataFrame({"x": [0, 1], "y": [1, 2]})
+    chart = alt.Chart(df).mark_line().encode(x="x:Q", y="y:Q").properties(title=LONG)
+    text = figure_html(chart, what="A line.", look_at="its slope")
+    assert "<svg" in text and "lamina-caption" in text and "A line." in text
+    assert wrap_title(LONG)[0] in text and wrap_title(LONG)[-1] in text  # one text per line

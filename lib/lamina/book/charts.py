@@ -38,6 +38,7 @@ __all__ = [
     "facet",
     "facet_columns",
     "facet_width",
+    "figure_html",
     "fit_titles",
     "grid",
     "header",
@@ -455,6 +456,24 @@ def caption_html(
         if measured:
             text += f" <strong>Measured</strong> ({html.escape(claim_id)}): {measured}."
     return f'<p class="lamina-caption">{text}</p>'
+
+
+def figure_html(
+    chart: Any,
+    *,
+    what: str,
+    look_at: str = "",
+    claims: pd.DataFrame | None = None,
+    claim_id: str | None = None,
+) -> str:
+    """``chart`` as static SVG (vl-convert, the book's renderer; titles wrapped by
+    :func:`fit_titles`) followed by its :func:`caption_html` caption, as one HTML string: a
+    figure that can sit inside a folded ``<details>`` block (``lamina.book.tables``)."""
+    import vl_convert
+
+    svg = vl_convert.vegalite_to_svg(fit_titles(chart).to_dict())
+    caption = caption_html(what, look_at, claims=claims, claim_id=claim_id)
+    return f'<div class="lamina-figure">{svg}</div>{caption}'
 
 
 def show_figure(
