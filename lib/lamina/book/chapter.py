@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.book import glue
+from lamina.book.tables import show_notes_folded
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -42,8 +43,6 @@ def show_notes(notes: Iterable[str], summary: str = "Notes on the models") -> No
     """Display the distinct notes (first occurrence order) as a bulleted list folded in a
     ``<details>`` block (``lamina.book.tables.notes_html``); a chapter shows them after its
     results, under its caveats. Nothing is shown when there are none."""
-    from lamina.book.tables import show_notes_folded
-
     show_notes_folded(notes, summary)
 
 
