@@ -63,7 +63,7 @@ FACET_MIN_WIDTH = 180  # no facet narrower: its header and tick labels stay read
 ROW_HEADER_WIDTH = 110  # room for a grid's row headers (left of the panels)
 DEFAULT_HEIGHT = 240
 HEADER_WRAP = 18  # characters per line of a wrapped facet header label
-TITLE_CHAR_WIDTH = 7.5  # px per character of a 14 px title (measured mean, Chromium)
+TITLE_CHAR_WIDTH = 8.0  # px per character of the bold 14 px title (a safe mean for sans-serif text)
 
 # ---------------------------------------------------------------------------------------
 # one colour per model, across the whole book
