@@ -45,14 +45,15 @@ results_root = None  # where results are written; None: lamina.states.io.results
 
 # %% tags=["hide-input"]
 import altair as alt
-from IPython.display import display
 
 from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
+    show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.bifurcation import run_bifurcation
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -120,20 +121,8 @@ show_figure(
     claim_id="p1-bifurcation-ratio",
 )
 
-# %% [markdown]
-# ## Controls
-# Besides the matched unambiguous words (the paper's control), we shuffle each trajectory's
-# layers, feed random input embeddings (matched to the embedding matrix's moments) through the
-# model, and run a random-init model of the same architecture. "Fraction remaining" is
-# (excess − 1) under the control over (excess − 1) for real, the excess being the homograph's
-# ratio over its control's; "vanishes" is testable only where
-# the real effect is present. The profile chart's "difference" is δ_homograph − δ_control.
-
 # %% tags=["hide-input"]
-result.tables["controls"].round(4)
-
-# %% tags=["hide-input"]
-claims_view(claims)
+show_verdicts(claims_view(claims))
 
 # %% [markdown]
 # :::{admonition} Verdict
@@ -146,7 +135,20 @@ claims_view(claims)
 # 1.1×), the homographs' own ratio (claimed 4.9–5.6×) and the onset depth (claimed ~22%) are
 # separate rows of the table above.
 # :::
-#
+
+# %% [markdown]
+# ## Controls
+# Besides the matched unambiguous words (the paper's control), we shuffle each trajectory's
+# layers, feed random input embeddings (matched to the embedding matrix's moments) through the
+# model, and run a random-init model of the same architecture. "Fraction remaining" is
+# (excess − 1) under the control over (excess − 1) for real, the excess being the homograph's
+# ratio over its control's; "vanishes" is testable only where
+# the real effect is present. The profile chart's "difference" is δ_homograph − δ_control.
+
+# %% tags=["hide-input"]
+show_details(result.tables["controls"].round(4), "The controls, per model")
+
+# %% [markdown]
 # ## Sensitivity to the representation convention
 
 # %% tags=["hide-input"]
@@ -166,7 +168,7 @@ if len(sens):
         what="The median homograph separation ratio under each representation convention.",
         look_at="the ratios against the paper's 5.6x, and how they move between conventions",
     )
-    display(sens.drop(columns=["definition"]).round(4))
+    show_details(sens.drop(columns=["definition"]).round(4), "Every convention, per model")
 
 # %% [markdown]
 # ## Quantisation control
@@ -193,3 +195,6 @@ show_quant_control(result)
 #   depend on where it falls.
 # - The onset depth uses a threshold of 10% of the total rise (a reimplementation choice; the
 #   paper does not define onset).
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

@@ -44,14 +44,15 @@ results_root = None  # where results are written; None: lamina.states.io.results
 # %% tags=["hide-input"]
 import altair as alt
 import pandas as pd
-from IPython.display import display
 
 from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
+    show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.convergence import run_convergence
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -123,6 +124,19 @@ show_figure(
     claim_id="p1-convergence-peak",
 )
 
+# %% tags=["hide-input"]
+show_verdicts(claims_view(claims))
+
+# %% [markdown]
+# :::{admonition} Verdict
+# :class: important
+# On {glue:text}`conv_model` the peak convergence index is {glue:text}`conv_measured:.3f`
+# (95% CI {glue:text}`conv_ci_low:.3f`–{glue:text}`conv_ci_high:.3f`; permutation p of the
+# maximum = {glue:text}`conv_p:.3g`): the claim is **{glue:text}`conv_verdict`**
+# ({glue:text}`conv_reason`). It is reproduced in full on {glue:text}`conv_n_reproduced` of
+# {glue:text}`conv_n_models` sources; the table above gives every source and claim.
+# :::
+
 # %% [markdown]
 # ## Which test is the paper's?
 # The abstract reports "p<0.001, Mann-Whitney U". In the released code
@@ -134,7 +148,7 @@ show_figure(
 # first layer (which ignores the choice of the peak).
 
 # %% tags=["hide-input"]
-result.tables["tests"].round(4)
+show_details(result.tables["tests"].round(4), "The three tests, per model")
 
 # %% [markdown]
 # ## Topical and neutral frames
@@ -142,7 +156,7 @@ result.tables["tests"].round(4)
 # category; a neutral frame shares nothing but the member. The same test on each half:
 
 # %% tags=["hide-input"]
-result.tables["frames"].round(4)
+show_details(result.tables["frames"].round(4), "The test on topical and on neutral frames, per model")
 
 # %% [markdown]
 # ## Controls
@@ -182,21 +196,9 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-result.tables["controls"].round(4)
-
-# %% tags=["hide-input"]
-claims_view(claims)
+show_details(result.tables["controls"].round(4), "The controls, per model")
 
 # %% [markdown]
-# :::{admonition} Verdict
-# :class: important
-# On {glue:text}`conv_model` the peak convergence index is {glue:text}`conv_measured:.3f`
-# (95% CI {glue:text}`conv_ci_low:.3f`–{glue:text}`conv_ci_high:.3f`; permutation p of the
-# maximum = {glue:text}`conv_p:.3g`): the claim is **{glue:text}`conv_verdict`**
-# ({glue:text}`conv_reason`). It is reproduced in full on {glue:text}`conv_n_reproduced` of
-# {glue:text}`conv_n_models` sources; the table above gives every source and claim.
-# :::
-#
 # ## Sensitivity to the representation convention
 # The paper's text mean-pools with layer 0; the released code takes the last token, drops layer
 # 0 and ends on the post-norm state. The convergence index normalises states itself, so
@@ -219,7 +221,7 @@ if len(sens):
         what="The peak convergence index of each model under each representation convention.",
         look_at="how far the points move between conventions, against the paper's 0.41",
     )
-    display(sens.drop(columns=["definition"]).round(4))
+    show_details(sens.drop(columns=["definition"]).round(4), "Every convention, per model")
 
 # %% [markdown]
 # ## Quantisation control
@@ -240,7 +242,10 @@ show_quant_control(result)
 # - Our organisms are small (about 12 layers, d ≤ 256) and MiniLM is an encoder; neither is the
 #   paper's GPT-2, TinyLlama or Qwen. The released GPT-2 states are the only paper-scale model here.
 # - Mean pooling includes the first token; where it carries a massive activation (the notes
-#   above name each model whose first token's norm exceeds ten times the median), it can
+#   below name each model whose first token's norm exceeds ten times the median), it can
 #   dominate mean-pooled cosines and distances.
 # - The paper's peak CI depends on its category set and on normalisation; an absolute value of
 #   CI is not comparable across prompt sets with different numbers of categories.
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

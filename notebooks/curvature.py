@@ -39,14 +39,15 @@ results_root = None  # where results are written; None: lamina.states.io.results
 
 # %% tags=["hide-input"]
 import altair as alt
-from IPython.display import display
 
 from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
+    show_notes,
 )
-from lamina.book.charts import facet, model_color, show_figure
+from lamina.book.charts import facet, layer_axis, model_color, show_figure
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.curvature import run_curvature
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -84,15 +85,17 @@ show_figure(
         .mark_boxplot(extent="min-max")
         .encode(
             x=alt.X("family:N", title=None, axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("mean_curvature:Q", title="mean curvature (rad)"),
+            y=alt.Y(
+                "mean_curvature:Q", title="mean curvature (rad)", scale=alt.Scale(zero=False)
+            ),
             color="family:N",
         ),
         "model",
         per_prompt["model"],
         title=finding_title(claims, "p1-curvature-gap", "Reasoning − lexical curvature (rad)"),
-    ),
+    ).resolve_scale(y="independent"),
     what="The distribution of per-prompt mean curvature (radians) for each prompt family, one "
-    "panel per model.",
+    "panel per model; each panel's axis is zoomed to its model's values (it does not start at 0).",
     look_at="how far the reasoning box sits above the lexical box; the claim needs at least "
     "0.40 rad",
     claims=claims,
@@ -100,15 +103,16 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-profiles = result.tables["profiles"]
+profiles, depth_x, layer_tip = layer_axis(result.tables["profiles"], title="layer l")
 show_figure(
     facet(
         alt.Chart(profiles)
         .mark_line(point=True)
         .encode(
-            x=alt.X("layer:Q", title="layer l (angle between steps l and l+1)"),
-            y=alt.Y("kappa:Q", title="κ(l), rad"),
+            x=depth_x,
+            y=alt.Y("kappa:Q", title="κ(l), rad (angle between steps l and l+1)"),
             color="family:N",
+            tooltip=["model", "family", layer_tip, alt.Tooltip("kappa:Q", format=".3f")],
         ),
         "model",
         profiles["model"],
@@ -118,13 +122,27 @@ show_figure(
     look_at="the layers where the reasoning and lexical lines separate",
 )
 
+# %% tags=["hide-input"]
+show_verdicts(claims_view(claims))
+
+# %% [markdown]
+# :::{admonition} Verdict
+# :class: important
+# On {glue:text}`curv_model`, reasoning minus lexical curvature is {glue:text}`curv_measured:.3f`
+# rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`; Mann–Whitney
+# p = {glue:text}`curv_p:.3g`, rank-biserial r = {glue:text}`curv_effect:.3f`): the claim is
+# **{glue:text}`curv_verdict`** ({glue:text}`curv_reason`). It is reproduced in full on
+# {glue:text}`curv_n_reproduced` of {glue:text}`curv_n_models` sources. The two ranges, the
+# length-adjusted gap and the controls are separate rows of the table above.
+# :::
+
 # %% [markdown]
 # ## Trajectory length
 # Length = Σ_l ‖h(l+1) − h(l)‖, raw and on L2-normalised states (the released code's default),
 # per family, with a base-word bootstrap 95% CI. Paper 1 names it but states no number for it.
 
 # %% tags=["hide-input"]
-result.tables["length"].round(4)
+show_details(result.tables["length"].round(4), "Trajectory length per family, per model")
 
 # %% [markdown]
 # ## Controls
@@ -154,22 +172,9 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-controls.round(4)
-
-# %% tags=["hide-input"]
-claims_view(claims)
+show_details(controls.round(4), "The controls, per model")
 
 # %% [markdown]
-# :::{admonition} Verdict
-# :class: important
-# On {glue:text}`curv_model`, reasoning minus lexical curvature is {glue:text}`curv_measured:.3f`
-# rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`; Mann–Whitney
-# p = {glue:text}`curv_p:.3g`, rank-biserial r = {glue:text}`curv_effect:.3f`): the claim is
-# **{glue:text}`curv_verdict`** ({glue:text}`curv_reason`). It is reproduced in full on
-# {glue:text}`curv_n_reproduced` of {glue:text}`curv_n_models` sources. The two ranges, the
-# length-adjusted gap and the controls are separate rows of the table above.
-# :::
-#
 # ## Sensitivity to the representation convention
 # Curvature is not scale invariant: normalising states, dropping layer 0 and ending on the
 # post-norm state all change the angles. Single-token prompts are shown excluded and included.
@@ -194,7 +199,7 @@ if len(sens):
         "and without single-token prompts.",
         look_at="how much the points move, and whether any changes sign, between conventions",
     )
-    display(sens.drop(columns=["definition"]).round(4))
+    show_details(sens.drop(columns=["definition"]).round(4), "Every convention, per model")
 
 # %% [markdown]
 # ## Quantisation control
@@ -215,3 +220,6 @@ show_quant_control(result)
 # - Mean curvature of a trajectory with few layers averages few angles; MiniLM has 6 blocks.
 # - Where the families share almost no lengths, the length-adjusted gap rests on the model's
 #   extrapolation across lengths; its CI shows how little the data pin it down.
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

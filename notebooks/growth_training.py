@@ -50,8 +50,9 @@ import altair as alt
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.book.chapter import fmt_value, glue_claim_strings
+from lamina.book.chapter import fmt_value, glue_claim_strings, show_notes
 from lamina.book.charts import facet, show_figure
+from lamina.book.tables import show_details
 from lamina.chapters.growth_training import GrowthConfig, run_growth
 from lamina.chapters.growth_training.figures import importance_profiles_figure, source_verdicts
 
@@ -94,7 +95,6 @@ glue("grow_uniform_worst", fmt_value(uniform_worst, ".3f"))
 glue("grow_gate_ratio", fmt_value(uniform_worst / unigram, ".3f"))
 glue("grow_gate_factor", f"{config.learn_gate:g}")
 glue("grow_gate", "passed" if bool(base["gate_passed"].iloc[0]) else "failed")
-print("\n".join(result.notes))
 
 # %% [markdown]
 # ## Method
@@ -175,7 +175,10 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-T["budgets"].pivot_table(index=["run", "seed"], columns="budget", values="loss_ratio").round(4)
+show_details(
+    T["budgets"].pivot_table(index=["run", "seed"], columns="budget", values="loss_ratio").round(4),
+    "Loss ratio at each budget, per run and seed",
+)
 
 # %% [markdown]
 # :::{admonition} Precondition: uniform training learned
@@ -231,7 +234,7 @@ T["baseline"].pivot_table(index="run", values=["final_val_loss", "ratio_to_unigr
 #
 # "As claimed" means at least half the claimed effect (on the log scale for loss ratios);
 # p is a one-sided t-test over seeds. A loss ratio near 1 means the schedule changes little.
-# The scale, the optimiser and how the arms were timed are in the notes printed above, beside the
+# The scale, the optimiser and how the arms were timed are in the notes at the end of the chapter, beside the
 # paper's proof of concept (12 layers, 9.57M parameters); the default here is kept small
 # enough for two shared CPU cores, and every size is a parameter above.
 
@@ -268,7 +271,7 @@ result.claims[["claim_id", "claim", "paper_value", "measured", "ci_low", "ci_hig
 
 # %% [markdown]
 # ## Caveats
-# - The model is smaller than the paper's (its size and budget are in the notes above; the
+# - The model is smaller than the paper's (its size and budget are in the notes below; the
 #   paper's 9.57M parameters would cost several times this chapter's time on two CPU cores);
 #   the paper's losses (0.127, 0.599 nats) are far below any language-modelling loss on
 #   natural text, so its task was likely different: only ratios are comparable.
@@ -283,3 +286,6 @@ result.claims[["claim_id", "claim", "paper_value", "measured", "ci_low", "ci_hig
 # - Real models' importance is transferred by relative depth to a much smaller model trained
 #   on other text; their skip sweeps use few held-out tokens (`real_tokens`), so the order of
 #   layers with similar importance is uncertain.
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

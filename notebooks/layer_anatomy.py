@@ -60,6 +60,7 @@ from IPython.display import display
 
 from lamina.book import setup_altair
 from lamina.book.chapter import claims_view, show_notes
+from lamina.book.tables import show_details
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
 from lamina.chapters.layer_anatomy import figures as F
 from lamina.chapters.layer_anatomy import views as V
@@ -71,7 +72,6 @@ config = AnatomyConfig.from_params(
 result = run_anatomy(config)
 paths = result.write()
 lead = F.glue_anatomy(result, "anat")
-show_notes(result.notes)
 
 
 # %% [markdown]
@@ -218,7 +218,7 @@ V.structure_figures(result)
 display(F.verdict_matrix(result.claims))
 
 # %% tags=["hide-input"]
-claims_view(result.claims)
+show_details(claims_view(result.claims), "Every verdict with its measured value, 95% CI and p")
 
 # %% [markdown]
 # ## Caveats
@@ -239,3 +239,6 @@ claims_view(result.claims)
 #   layers); censored layers limit the correlation's power.
 # - Which tensors a surgery touches (matrices only, or also norms) is a reimplementation choice
 #   (`lamina.anatomy.surgery`).
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

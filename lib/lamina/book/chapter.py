@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.book import glue
+from lamina.book.tables import show_notes_folded
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -38,12 +39,11 @@ CLAIM_COLUMNS = [
 ]
 
 
-def show_notes(notes: Iterable[str]) -> None:
-    """Display each distinct note (first occurrence order) as a Markdown bullet."""
-    from IPython.display import Markdown, display
-
-    for note in dict.fromkeys(notes):
-        display(Markdown(f"- *Note:* {note}"))
+def show_notes(notes: Iterable[str], summary: str = "Notes on the models") -> None:
+    """Display the distinct notes (first occurrence order) as a bulleted list folded in a
+    ``<details>`` block (``lamina.book.tables.notes_html``); a chapter shows them after its
+    results, under its caveats. Nothing is shown when there are none."""
+    show_notes_folded(notes, summary)
 
 
 

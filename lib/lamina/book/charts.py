@@ -38,13 +38,18 @@ __all__ = [
     "facet",
     "facet_columns",
     "facet_width",
+    "figure_html",
+    "fit_titles",
     "grid",
     "header",
+    "layer_axis",
     "model_color",
     "model_colors",
     "register_theme",
     "show_figure",
     "wrap_label",
+    "wrap_title",
+    "zoomed",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -58,6 +63,7 @@ FACET_MIN_WIDTH = 180  # no facet narrower: its header and tick labels stay read
 ROW_HEADER_WIDTH = 110  # room for a grid's row headers (left of the panels)
 DEFAULT_HEIGHT = 240
 HEADER_WRAP = 18  # characters per line of a wrapped facet header label
+TITLE_CHAR_WIDTH = 8.0  # px per character of the bold 14 px title (a safe mean for sans-serif text)
 
 # ---------------------------------------------------------------------------------------
 # one colour per model, across the whole book
@@ -185,6 +191,93 @@ def wrap_label(text: str, width: int = HEADER_WRAP) -> list[str]:
     return lines or [str(text)]
 
 
+def wrap_title(text: Any, width: int = PAGE_WIDTH) -> Any:
+    """A chart title that fits ``width`` px: a string longer than a line (about
+    :data:`TITLE_CHAR_WIDTH` px a character of the theme's 14 px title) becomes a list of
+    lines broken at spaces, which Vega-Lite draws one under the other. A title that fits, a
+    list (already lines) or a non-string (e.g. ``alt.TitleParams``) is returned unchanged."""
+    import textwrap
+
+    if not isinstance(text, str):
+        return text
+    chars = max(20, int(width / TITLE_CHAR_WIDTH))
+    if len(text) <= chars:
+        return text
+    return textwrap.wrap(text, chars, break_long_words=False, break_on_hyphens=False)
+
+
+def fit_titles(chart: Any, width: int = PAGE_WIDTH) -> Any:
+    """``chart`` (any Altair chart) with every string title in it, its own and its layers',
+    facets' and concatenated charts', wrapped to ``width`` px by :func:`wrap_title`; a
+    ``TitleParams`` title has its ``text`` wrapped. Changes ``chart`` in place and returns it."""
+    import altair as alt
+
+    title = getattr(chart, "title", alt.Undefined)
+    if isinstance(title, str):
+        chart.title = wrap_title(title, width)
+    elif isinstance(title, alt.TitleParams) and isinstance(title.text, str):
+        title.text = wrap_title(title.text, width)
+    for attr in ("layer", "hconcat", "vconcat", "concat"):
+        for sub in getattr(chart, attr, None) or []:
+            if isinstance(sub, alt.TopLevelMixin | alt.SchemaBase):
+                fit_titles(sub, width)
+    spec = getattr(chart, "spec", alt.Undefined)
+    if isinstance(spec, alt.SchemaBase):
+        fit_titles(spec, width)
+    return chart
+
+
+def layer_axis(
+    frame: pd.DataFrame,
+    layer: str = "layer",
+    by: str = "model",
+    *,
+    title: str = "layer",
+    n_layers: str | None = None,
+) -> tuple[pd.DataFrame, alt.X, alt.Tooltip]:
+    """The x encoding of a per-layer chart. When the ``by`` groups (models) of ``frame`` differ
+    in depth, the axis is relative depth, ``layer / (n_layers - 1)`` in [0, 1], so a 12-layer
+    and a 30-layer model span the same width; else it is the absolute ``layer``.
+
+    ``n_layers``: a column holding each row's layer count; None: ``max(layer) + 1`` of the row's
+    group. Returns ``(frame with a "depth" column, alt.X, alt.Tooltip of the absolute layer)``;
+    the tooltip goes into the chart's ``tooltip`` list so the absolute layer stays readable."""
+    import altair as alt
+    import pandas as pd
+
+    df = frame.copy()
+    if n_layers is not None:
+        last = df[n_layers].astype(float) - 1
+    elif by in df.columns:
+        last = df.groupby(by)[layer].transform("max").astype(float)
+    else:
+        last = pd.Series(float(df[layer].max()), index=df.index)
+    df["depth"] = df[layer].astype(float) / last.clip(lower=1)
+    tooltip = alt.Tooltip(f"{layer}:Q", title="layer")
+    if by in df.columns and last.groupby(df[by]).max().nunique() > 1:
+        x = alt.X("depth:Q", title=f"relative depth ({title} / last {title})",
+                  scale=alt.Scale(domain=[0, 1]))
+    else:
+        x = alt.X(f"{layer}:Q", title=title)
+    return df, x, tooltip
+
+
+def zoomed(values: Iterable[float], *, pad: float = 0.1) -> alt.Scale:
+    """A quantitative scale zoomed to ``values`` (finite ones; their range padded by ``pad`` of
+    itself on each side), without zero, so differences small against the values' size (e.g.
+    0.05 rad between curvatures near 1 rad) stay visible."""
+    import altair as alt
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return alt.Scale(zero=False)
+    lo, hi = float(v.min()), float(v.max())
+    margin = (hi - lo) * pad if hi > lo else max(abs(hi), 1.0) * pad
+    return alt.Scale(zero=False, domain=[lo - margin, hi + margin], nice=False)
+
+
 def facet(
     chart: alt.Chart | alt.LayerChart,
     field: str,
@@ -214,7 +307,7 @@ def facet(
         spacing=FACET_SPACING,
         **kwargs,
     )
-    return out.properties(title=title) if title else out
+    return out.properties(title=wrap_title(title)) if title else out
 
 
 def grid(
@@ -244,7 +337,7 @@ def grid(
         spacing=FACET_SPACING,
         **kwargs,
     )
-    return out.properties(title=title) if title else out
+    return out.properties(title=wrap_title(title)) if title else out
 
 
 def header(labels: Iterable[str], width: int) -> alt.Header:
@@ -365,6 +458,24 @@ def caption_html(
     return f'<p class="lamina-caption">{text}</p>'
 
 
+def figure_html(
+    chart: Any,
+    *,
+    what: str,
+    look_at: str = "",
+    claims: pd.DataFrame | None = None,
+    claim_id: str | None = None,
+) -> str:
+    """``chart`` as static SVG (vl-convert, the book's renderer; titles wrapped by
+    :func:`fit_titles`) followed by its :func:`caption_html` caption, as one HTML string: a
+    figure that can sit inside a folded ``<details>`` block (``lamina.book.tables``)."""
+    import vl_convert
+
+    svg = vl_convert.vegalite_to_svg(fit_titles(chart).to_dict())
+    caption = caption_html(what, look_at, claims=claims, claim_id=claim_id)
+    return f'<div class="lamina-figure">{svg}</div>{caption}'
+
+
 def show_figure(
     chart: Any,
     *,
@@ -373,8 +484,9 @@ def show_figure(
     claims: pd.DataFrame | None = None,
     claim_id: str | None = None,
 ) -> None:
-    """Display ``chart`` followed by its :func:`caption_html` caption."""
+    """Display ``chart``, its titles wrapped to the page (:func:`fit_titles`), followed by
+    its :func:`caption_html` caption."""
     from IPython.display import HTML, display
 
-    display(chart)
+    display(fit_titles(chart))
     display(HTML(caption_html(what, look_at, claims=claims, claim_id=claim_id)))

@@ -17,8 +17,9 @@ import altair as alt
 import pandas as pd
 
 from lamina.book.chapter import finding_title
-from lamina.book.charts import caption_html, show_figure
+from lamina.book.charts import caption_html, fit_titles, show_figure
 from lamina.book.glue import glue
+from lamina.book.tables import details_html
 from lamina.chapters.reanalysis import peer_available, run_reanalysis
 from lamina.chapters.reanalysis_models import curvature_range_summary, headline_table
 from lamina.chapters.results import ExperimentResult
@@ -51,9 +52,16 @@ GLUED_CLAIMS = {
 
 
 def _display(*objects: Any) -> None:
+    """Display ``objects``; a chart's titles are wrapped to the page first (``fit_titles``)."""
     from IPython.display import display
 
-    display(*objects)
+    display(*(fit_titles(o) if isinstance(o, alt.TopLevelMixin) else o for o in objects))
+
+
+def _folded(frame: pd.DataFrame, summary: str) -> None:
+    from IPython.display import HTML
+
+    _display(HTML(details_html(frame, summary)))
 
 
 def _markdown(text: str) -> None:
@@ -152,8 +160,10 @@ def curvature_section(result: ExperimentResult | None) -> None:
         "included:"
     )
     _display(result.tables["curvature_parts"].round(3))
-    _markdown("Per-prompt agreement with the released metrics table (max absolute difference):")
-    _display(result.tables["per_prompt_match"].round(6))
+    _folded(
+        result.tables["per_prompt_match"].round(6),
+        "Per-prompt agreement with the released metrics table (max absolute difference)",
+    )
 
 
 def bootstrap_table(result: ExperimentResult | None) -> None:
@@ -188,7 +198,10 @@ def convergence_section(result: ExperimentResult | None) -> None:
         claims,
         "p1-reanalysis-peak",
     )
-    _display(result.tables["sensitivity"].drop(columns=["definition"]).round(4))
+    _folded(
+        result.tables["sensitivity"].drop(columns=["definition"]).round(4),
+        "The convergence index under every convention",
+    )
 
 
 def claims_table(result: ExperimentResult | None) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.book import setup_altair
-from lamina.book.chapter import show_notes
+from lamina.book.tables import show_details
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.results import ExperimentResult
 from lamina.sources import organisms
@@ -217,13 +217,13 @@ def run_trajectory_chapter(
     the fields of it that ``params`` names (a chapter passes ``globals()``, i.e. its papermill
     parameters cell; fields it does not name keep their defaults), ``runner(config)`` (e.g.
     ``run_convergence``), results written under ``params["results_root"]`` (absent or None:
-    ``lamina.states.io.results_dir()``), and the run's notes shown."""
+    ``lamina.states.io.results_dir()``). The run's notes are not shown here: the chapter
+    shows them, folded, after its results (``lamina.book.chapter.show_notes``)."""
 
     setup_altair()
     names = {f.name for f in dataclasses.fields(TrajectoryConfig)}
     result = runner(TrajectoryConfig(**{k: v for k, v in params.items() if k in names}))
     result.write(params.get("results_root"))
-    show_notes(result.notes)
     return result
 
 def show_quant_control(result: ExperimentResult) -> None:
@@ -249,4 +249,4 @@ def show_quant_control(result: ExperimentResult) -> None:
             lines.append(f"- {q}: {flips} of {len(part)} verdicts (claim x model) flip.")
     display(Markdown("\n".join(lines)))
     if not shifts.empty:
-        display(shifts.round(4))
+        show_details(shifts.round(4), "Shifts under quantisation, per claim and organism")

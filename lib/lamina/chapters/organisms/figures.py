@@ -8,7 +8,7 @@ from __future__ import annotations
 import altair as alt
 import numpy as np
 
-from lamina.book.charts import facet, grid, model_color, show_figure
+from lamina.book.charts import facet, grid, layer_axis, model_color, show_figure
 from lamina.chapters.organisms.narrative import pick, shown_bpb
 from lamina.chapters.organisms.run import TARGETS, OrganismsResult
 
@@ -317,15 +317,16 @@ def homograph_figure(result: OrganismsResult) -> None:
 def homograph_layers_figure(result: OrganismsResult) -> None:
     """Median δ over the homograph pairs and over their control pairs at each layer, one
     panel per organism."""
-    hl = result.tables["homograph_layers"]
+    hl, x, layer_tip = layer_axis(result.tables["homograph_layers"], title="layer")
     show_figure(
         facet(
             alt.Chart(hl)
             .mark_line(point=True)
             .encode(
-                x=alt.X("layer:Q", title="layer (0 = embedding output)"),
+                x=x,
                 y=alt.Y("separation:Q", title="median δ over the homographs"),
                 color=alt.Color("role:N", title=None),
+                tooltip=["model", "role", layer_tip, alt.Tooltip("separation:Q", format=".3f")],
             ),
             "model",
             hl["model"],

@@ -10,6 +10,8 @@ import os
 
 import pandas as pd
 
+from lamina.book.chapter import show_notes
+from lamina.book.tables import show_details
 from lamina.chapters.organisms.figures import (
     SFT_ORDER,
     bpb_figure,
@@ -78,11 +80,9 @@ def run_page(
 
 
 def notes(result: OrganismsResult) -> None:
-    """Each distinct note of the run, once, as a Markdown bullet."""
-    from IPython.display import Markdown, display
-
-    for note in dict.fromkeys(result.notes):
-        display(Markdown(f"- *Note:* {note}"))
+    """Each distinct note of the run, once, as a bullet of a folded list
+    (``lamina.book.chapter.show_notes``); the page shows them after its results."""
+    show_notes(result.notes)
 
 
 def build_table(result: OrganismsResult) -> pd.DataFrame:
@@ -125,11 +125,10 @@ def bpb_table(result: OrganismsResult) -> pd.DataFrame:
 
 
 def samples_table(result: OrganismsResult) -> None:
-    """The generated samples, displayed with columns up to 200 characters wide."""
-    from IPython.display import display
-
+    """The generated samples, columns up to 200 characters wide, folded in ``<details>``."""
+    samples = result.tables["samples"].fillna("")
     with pd.option_context("display.max_colwidth", 200):
-        display(result.tables["samples"].fillna(""))
+        show_details(samples, "The generated samples, per model and checkpoint")
 
 
 def sft_table(result: OrganismsResult) -> pd.DataFrame:
