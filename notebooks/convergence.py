@@ -165,9 +165,9 @@ show_details(result.tables["frames"].round(4), "The test on topical and on neutr
 # the embedding matrix's moments) through the model itself; a random-init model has the same
 # architecture without training. The released states have no model, so only shuffled layers
 # apply there. "Vanishes" is testable only where the real effect is present and every control
-# the claim names exists; the random input embeddings are drawn independently for every
-# prompt, so they remove any category effect by construction and the row says so instead of
-# counting them.
+# the claim names exists. The random input embeddings are one random vocabulary: a token gets the
+# same random input in every prompt (matched to the embedding matrix's moments), so an effect
+# carried by shared tokens survives it and the control can fail.
 
 # %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]
