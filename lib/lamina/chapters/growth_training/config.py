@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from lamina.chapters.config import ChapterConfig
 
@@ -107,10 +105,9 @@ class GrowthConfig(ChapterConfig):
     learn_gate: float = 0.85
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
-    quick: bool = False
 
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_layers": 4,
         "vocab_size": 512,
         "d_model": 16,

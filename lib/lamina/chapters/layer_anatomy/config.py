@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from lamina.anatomy.surgery import SURGERIES
 from lamina.chapters.config import ChapterConfig
@@ -153,9 +152,8 @@ class AnatomyConfig(ChapterConfig):
     n_permutations: int = 1_000
     seed: int = 0
     threads: int | None = 1
-    quick: bool = False
 
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_tokens": 2_048,
         "robustness_tokens": 1_024,
         "recovery_budget": 4,

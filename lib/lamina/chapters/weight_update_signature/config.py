@@ -4,9 +4,8 @@ its results, the organisms it runs on, and the context length of a model's text 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from torch import nn
 
@@ -167,9 +166,8 @@ class SignatureConfig(ChapterConfig):
         default_factory=lambda: {k: dict(v) for k, v in MODEL_BUDGETS.items()}
     )
     seed: int = 0
-    quick: bool = False
 
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_tokens": 1024,
         "grad_tokens": 256,
         "grad_pairs": 8,
