@@ -15,11 +15,29 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Self
 
-__all__ = ["RESAMPLING_QUICK", "ChapterConfig", "UnknownParameterError", "check_parameters"]
+from lamina.core.registry import by_name
+
+__all__ = [
+    "RESAMPLING_QUICK",
+    "ChapterConfig",
+    "UnknownParameterError",
+    "check_parameters",
+    "default_models",
+]
 
 #: quick-mode caps of the resampling counts, for every config that has these fields: bootstrap
 #: resamples (95% CIs) and label permutations (null distributions).
 RESAMPLING_QUICK: Mapping[str, int] = {"n_bootstrap": 200, "n_permutations": 20}
+
+
+def default_models(chapter: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(pretrained models, organisms) that ``model="default"`` runs for ``chapter``: its
+    :class:`lamina.core.registry.ChapterRecord`'s ``default_models`` split into the
+    ``organism-*`` names and the others, each in the record's order (the one list of a
+    chapter's default models; KeyError for an unknown chapter)."""
+    names = by_name(chapter).default_models
+    organisms = tuple(n for n in names if n.startswith("organism-"))
+    return tuple(n for n in names if n not in organisms), organisms
 
 
 class UnknownParameterError(TypeError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 
 __all__ = [
     "CHAPTER",
@@ -21,9 +21,9 @@ CONTROLS = ("reverse", "random")
 """Ordering controls: the growth phases and budget with the layer groups in reverse or in a
 seeded random order, separating "budget by importance" from "training in phases"."""
 PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
-REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+REAL_MODELS = default_models(CHAPTER)[0]
 """The offline real pretrained models whose skip-ablation importance orders extra growth runs
-by default (paper 3 measured importance on SmolLM2-135M)."""
+by default (paper 3 measured importance on SmolLM2-135M): the chapter's registry record."""
 
 
 @dataclass

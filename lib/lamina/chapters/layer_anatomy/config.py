@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lamina.anatomy.surgery import SURGERIES
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 
 __all__ = [
     "ALL_SURGERIES",
@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_ORGANISMS",
     "DEPTH_MAPPINGS",
     "IMPORTANCE_SURGERIES",
+    "PRETRAINED",
     "AnatomyConfig",
     "budget_row",
 ]
@@ -25,7 +26,10 @@ __all__ = [
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
-DEFAULT_ORGANISMS = ("organism-llama",)  # "default": after the offline pretrained LM(s)
+# "default" (the chapter's registry record): the offline pretrained LMs in the book's order,
+# paper 3's own 30-layer architecture first, then an 18-layer model on which the paper's layer
+# numbers map by depth (depth_mapping); then the organisms
+PRETRAINED, DEFAULT_ORGANISMS = default_models(CHAPTER)
 DEPTH_MAPPINGS = ("span", "none")
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,

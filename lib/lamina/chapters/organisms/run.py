@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
     DEFAULT_REFERENCE_MODELS,
@@ -77,7 +77,7 @@ __all__ = [
     "run_organisms",
 ]
 
-DEFAULT_ORGANISMS = ("organism-gpt2", "organism-llama")
+DEFAULT_ORGANISMS = default_models("organisms")[1]  # the chapter's registry record
 CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
 TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
 """@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
