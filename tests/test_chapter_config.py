@@ -34,7 +34,7 @@ def _as_run(config):
 
 @pytest.mark.parametrize("cls", CONFIGS)
 def test_quick_caps_apply_only_in_quick_mode_and_never_raise_a_value(cls):
-    assert cls.QUICK, "a chapter config declares its quick caps"
+    assert cls().quick_caps(), "a chapter config has quick caps (its own or the shared ones)"
     for full, quick in zip(_as_run(cls()), _as_run(cls(quick=True)), strict=True):
         for name, cap in cls().quick_caps().items():
             before, after = getattr(full, name), getattr(quick, name)

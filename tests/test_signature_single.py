@@ -305,7 +305,7 @@ def test_cached_bases_equal_uncached_ones():
 
 def test_sft_eval_matches_the_loss_and_the_accuracy_it_replaces():
     from lamina.chapters.weight_update_signature.causal import sft_eval
-    from lamina.sources.organisms.evaluate import sft_accuracy
+    from lamina.sources.organisms.evaluate import hit_rate, sft_hits
     from lamina.sources.organisms.objectives import token_logprobs
     from lamina.sources.organisms.qa import format_answer, format_prompt
     from lamina.sources.organisms.stages import qa_batch
@@ -323,7 +323,7 @@ def test_sft_eval_matches_the_loss_and_the_accuracy_it_replaces():
     m = b["target_mask"][:, 1:].float()
     expected = (-(lp * m).sum(-1) / m.sum(-1)).double().numpy()
     assert losses == pytest.approx(expected, rel=1e-6) and losses.min() > 0
-    assert acc == sft_accuracy(model, tok, pairs, 48)
+    assert acc == hit_rate(sft_hits(model, tok, pairs, 48))
 
 
 @pytest.mark.slow

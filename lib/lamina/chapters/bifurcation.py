@@ -17,19 +17,13 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import CONVENTIONS, Convention, TrajectoryConfig
 from lamina.evidence.claims import claims_frame
 from lamina.sources.prompts import bifurcation_prompts
-from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.verdicts import (
-    BIFURCATION,
     bifurcation_claims,
     vanish_claim,
 )
 
-__all__ = ["CLAIM", "analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
-
-CLAIM = BIFURCATION
-
-
+__all__ = ["analyse_model", "bifurcation_prompts", "pair_mask", "run_bifurcation"]
 
 
 def _quick(table: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -44,7 +38,6 @@ def _with_controls(table: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "bifurcation",
-    families=CHAPTER_FAMILIES["bifurcation"],
     required=("pair_id", "sense", "control_prompt"),
     tables=("profiles", "controls", "sensitivity"),
     quick=_quick,

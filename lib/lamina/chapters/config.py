@@ -1,10 +1,10 @@
 """What every chapter's config shares: quick-mode caps written once, serialisation, and the
 one entry point that builds a config from parameters and rejects unknown ones.
 
-A chapter config is a dataclass that subclasses :class:`ChapterConfig`, declares its
-``quick`` field and its own quick-mode caps in ``QUICK`` (field -> value: a number caps the field
-at that value, anything else replaces it), and calls ``self.apply_quick()`` at the end of its
-own checks in ``__post_init__``. The caps every chapter shares, on its resampling counts
+A chapter config is a dataclass that subclasses :class:`ChapterConfig` (which declares the
+``quick`` field every chapter has), declares its own quick-mode caps in ``QUICK`` (field ->
+value: a number caps the field at that value, anything else replaces it), and calls
+``self.apply_quick()`` at the end of its own checks in ``__post_init__``. The caps every chapter shares, on its resampling counts
 (:data:`RESAMPLING_QUICK`), are written here once and apply to any config with those fields.
 """
 
@@ -15,11 +15,29 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Self
 
-__all__ = ["RESAMPLING_QUICK", "ChapterConfig", "UnknownParameterError", "check_parameters"]
+from lamina.core.registry import by_name
+
+__all__ = [
+    "RESAMPLING_QUICK",
+    "ChapterConfig",
+    "UnknownParameterError",
+    "check_parameters",
+    "default_models",
+]
 
 #: quick-mode caps of the resampling counts, for every config that has these fields: bootstrap
 #: resamples (95% CIs) and label permutations (null distributions).
 RESAMPLING_QUICK: Mapping[str, int] = {"n_bootstrap": 200, "n_permutations": 20}
+
+
+def default_models(chapter: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(pretrained models, organisms) that ``model="default"`` runs for ``chapter``: its
+    :class:`lamina.core.registry.ChapterRecord`'s ``default_models`` split into the
+    ``organism-*`` names and the others, each in the record's order (the one list of a
+    chapter's default models; KeyError for an unknown chapter)."""
+    names = by_name(chapter).default_models
+    organisms = tuple(n for n in names if n.startswith("organism-"))
+    return tuple(n for n in names if n not in organisms), organisms
 
 
 class UnknownParameterError(TypeError):
@@ -40,12 +58,16 @@ def check_parameters(names: Iterable[str], valid: Iterable[str], where: str) -> 
         )
 
 
+@dataclasses.dataclass
 class ChapterConfig:
-    """Mixin of the chapter configs (dataclasses): :meth:`from_params`, :meth:`apply_quick`,
-    :meth:`to_dict`."""
+    """Base of the chapter configs (dataclasses): the ``quick`` field, :meth:`from_params`,
+    :meth:`apply_quick`, :meth:`to_dict`.
+
+    quick: small samples and budgets, for tests and CI (the caps of :meth:`quick_caps`).
+    """
 
     QUICK: ClassVar[Mapping[str, Any]] = {}
-    quick: bool
+    quick: bool = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Self:
@@ -58,7 +80,7 @@ class ChapterConfig:
     @classmethod
     def parameter_names(cls) -> list[str]:
         """The fields a caller may set."""
-        return [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+        return [f.name for f in dataclasses.fields(cls) if f.init]
 
     def quick_caps(self) -> dict[str, Any]:
         """The quick-mode caps of this config: :data:`RESAMPLING_QUICK` for the fields it has,
@@ -78,4 +100,4 @@ class ChapterConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain data (saved next to the results)."""
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        return dataclasses.asdict(self)

@@ -27,17 +27,14 @@ from lamina.chapters.states import ModelStates
 from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.stats import mann_whitney
-from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import distance_stack, paper1_test
 from lamina.trajectory.verdicts import (
-    CONVERGENCE,
     convergence_claims,
     vanish_claim,
 )
 
-__all__ = ["CLAIM", "analyse_model", "paper_test", "run_convergence"]
+__all__ = ["analyse_model", "paper_test", "run_convergence"]
 
-CLAIM = CONVERGENCE
 MAX_PEAK_BOOTSTRAP = 2_000  # the re-selecting bootstrap reruns the whole profile each time
 SENSITIVITY_PERMUTATIONS = 1_000  # still enough for p < 0.001
 
@@ -53,7 +50,6 @@ def _frames(prompts: pd.DataFrame) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "convergence",
-    families=CHAPTER_FAMILIES["convergence"],
     required=("category",),
     tables=("profiles", "controls", "tests", "frames", "sensitivity"),
     quick=lambda prompts, seed: subsample(prompts, "category", 6, seed),

@@ -28,13 +28,10 @@ from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.stats import index_bootstrap
 from lamina.trajectory import curvature, mean_curvature, trajectory_length
-from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test, units_of
-from lamina.trajectory.verdicts import CURVATURE, curvature_claims, vanish_claim
+from lamina.trajectory.verdicts import curvature_claims, vanish_claim
 
-__all__ = ["CLAIM", "analyse_model", "keep_rows", "run_curvature"]
-
-CLAIM = CURVATURE
+__all__ = ["analyse_model", "keep_rows", "run_curvature"]
 
 
 def keep_rows(pooled: PooledStates, exclude_single: bool) -> np.ndarray:
@@ -49,7 +46,6 @@ def keep_rows(pooled: PooledStates, exclude_single: bool) -> np.ndarray:
 
 SPEC = ChapterSpec(
     "curvature",
-    families=CHAPTER_FAMILIES["curvature"],
     required=("family",),
     tables=("profiles", "per_prompt", "length", "controls", "sensitivity"),
     quick=lambda prompts, seed: subsample(prompts, "family", 12, seed),

@@ -34,6 +34,7 @@ from lamina.states.quant_control import (
     control_models,
     run_quant_control,
 )
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 
 __all__ = [
@@ -58,20 +59,25 @@ ModelAnalysis = Callable[[ModelStates, pd.DataFrame, TrajectoryConfig], dict[str
 class ChapterSpec:
     """What a trajectory chapter runs on.
 
-    name: the chapter (and notebook) name; families: its default prompt families; required:
-    the prompt columns it needs; tables: the names of the tables its analysis returns (besides
-    "claims"); quick: ``(prompts, seed) -> prompts`` for quick mode; prepare: ``prompts ->
-    prompts`` applied after loading (e.g. to add rows); peer: whether paper 1's released
-    states (peer-gpt2) have these prompts.
+    name: the chapter (and notebook) name; required: the prompt columns it needs; tables: the
+    names of the tables its analysis returns (besides "claims"); quick: ``(prompts, seed) ->
+    prompts`` for quick mode; prepare: ``prompts -> prompts`` applied after loading (e.g. to
+    add rows); peer: whether paper 1's released states (peer-gpt2) have these prompts;
+    families: its default prompt families (left empty: the chapter's row of
+    :data:`lamina.trajectory.sizes.CHAPTER_FAMILIES`, where calibration reads them too).
     """
 
     name: str
-    families: tuple[str, ...]
     required: tuple[str, ...]
     tables: tuple[str, ...]
     quick: Callable[[pd.DataFrame, int], pd.DataFrame]
     prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     peer: bool = True
+    families: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            object.__setattr__(self, "families", CHAPTER_FAMILIES[self.name])
 
 
 def run_chapter(

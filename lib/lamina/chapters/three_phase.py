@@ -39,15 +39,13 @@ from lamina.trajectory.sizes import CHAPTER_FAMILIES
 from lamina.trajectory.stat_tests import paper1_test
 from lamina.trajectory.verdicts import (
     PAPER_SIM_RANGES,
-    THREE_PHASE,
     three_phase_claims,
     universal_claim,
     vanish_claim,
 )
 
-__all__ = ["CLAIM", "PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
+__all__ = ["PAPER_SIM_RANGES", "analyse_model", "detected_phases", "run_three_phase"]
 
-CLAIM = THREE_PHASE
 FAMILIES = CHAPTER_FAMILIES["three_phase"]
 
 
@@ -72,7 +70,6 @@ def _quick(prompts: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 SPEC = ChapterSpec(
     "three_phase",
-    families=FAMILIES,
     required=("family",),
     tables=("profiles", "bands", "controls", "stability", "sensitivity"),
     quick=_quick,

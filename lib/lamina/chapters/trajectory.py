@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -69,7 +69,8 @@ class TrajectoryConfig(ChapterConfig):
         at least 9,999 for a decision at p < 0.001 that rests on >= 10 exceedances; fewer make
         it "not testable": ``lamina.trajectory.verdicts.MIN_EXCEEDANCES``).
     seed: seeds every random draw (controls, bootstraps, random-init model).
-    quick: few prompts and resamples, for CI (caps in ``QUICK``).
+    quick: few prompts and resamples, for CI (the shared resampling caps,
+        ``lamina.chapters.config.RESAMPLING_QUICK``).
     exclude_single_token: drop prompts that tokenise to one token from the main analysis
         (their last token is also their first, which in GPT-2 carries a massive activation).
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
@@ -86,13 +87,10 @@ class TrajectoryConfig(ChapterConfig):
     n_bootstrap: int = 10_000
     n_permutations: int = 10_000
     seed: int = 0
-    quick: bool = False
     exclude_single_token: bool = True
     peer_root: str | None = None
     sensitivity: bool = True
     quant_control: bool = True
-
-    QUICK: ClassVar[Mapping[str, Any]] = {"n_bootstrap": 200, "n_permutations": 20}
 
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "last"):

@@ -5,52 +5,19 @@ Modules: :mod:`.config` (the config and schedule names), :mod:`.importance` (ski
 importance of the organism or of real pretrained models, mapped by relative depth),
 :mod:`.claims` (budget comparisons and claim rows), :mod:`.run` (schedules and the
 experiment), :mod:`.figures` (the importance-profile figure).
+
+The public names of config, importance, claims and run are re-exported here: each module's
+``__all__`` is the one list of them.
 """
 
-from lamina.chapters.growth_training.claims import (
-    budget_comparison,
-    growth_claims,
-    order_claims,
-    source_claims,
-)
-from lamina.chapters.growth_training.config import (
-    CHAPTER,
-    CONTROLS,
-    PAPER_SCALE,
-    REAL_MODELS,
-    SCHEDULES,
-    GrowthConfig,
-)
-from lamina.chapters.growth_training.importance import (
-    build_model,
-    depth_map,
-    layer_importance,
-    rank_correlations,
-    real_importance,
-    real_label,
-    resolve_real_models,
-)
-from lamina.chapters.growth_training.run import run_growth, schedules_for, source_run
+from lamina.chapters.growth_training import claims, config, importance, run
+from lamina.chapters.growth_training.claims import *  # noqa: F403
+from lamina.chapters.growth_training.config import *  # noqa: F403
+from lamina.chapters.growth_training.importance import *  # noqa: F403
+from lamina.chapters.growth_training.run import *  # noqa: F403
 
-__all__ = [
-    "CHAPTER",
-    "CONTROLS",
-    "PAPER_SCALE",
-    "REAL_MODELS",
-    "SCHEDULES",
-    "GrowthConfig",
-    "budget_comparison",
-    "build_model",
-    "depth_map",
-    "growth_claims",
-    "layer_importance",
-    "order_claims",
-    "rank_correlations",
-    "real_importance",
-    "real_label",
-    "resolve_real_models",
-    "run_growth",
-    "schedules_for",
-    "source_claims",
-    "source_run",
-]
+__all__: list[str] = []
+__all__ += config.__all__
+__all__ += importance.__all__
+__all__ += claims.__all__
+__all__ += run.__all__

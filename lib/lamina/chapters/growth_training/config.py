@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 
 __all__ = [
     "CHAPTER",
@@ -23,9 +21,9 @@ CONTROLS = ("reverse", "random")
 """Ordering controls: the growth phases and budget with the layer groups in reverse or in a
 seeded random order, separating "budget by importance" from "training in phases"."""
 PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
-REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+REAL_MODELS = default_models(CHAPTER)[0]
 """The offline real pretrained models whose skip-ablation importance orders extra growth runs
-by default (paper 3 measured importance on SmolLM2-135M)."""
+by default (paper 3 measured importance on SmolLM2-135M): the chapter's registry record."""
 
 
 @dataclass
@@ -107,10 +105,9 @@ class GrowthConfig(ChapterConfig):
     learn_gate: float = 0.85
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
-    quick: bool = False
 
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_layers": 4,
         "vocab_size": 512,
         "d_model": 16,

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from lamina.anatomy.surgery import SURGERIES
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 
 __all__ = [
     "ALL_SURGERIES",
@@ -19,6 +18,7 @@ __all__ = [
     "DEFAULT_ORGANISMS",
     "DEPTH_MAPPINGS",
     "IMPORTANCE_SURGERIES",
+    "PRETRAINED",
     "AnatomyConfig",
     "budget_row",
 ]
@@ -26,7 +26,10 @@ __all__ = [
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
-DEFAULT_ORGANISMS = ("organism-llama",)  # "default": after the offline pretrained LM(s)
+# "default" (the chapter's registry record): the offline pretrained LMs in the book's order,
+# paper 3's own 30-layer architecture first, then an 18-layer model on which the paper's layer
+# numbers map by depth (depth_mapping); then the organisms
+PRETRAINED, DEFAULT_ORGANISMS = default_models(CHAPTER)
 DEPTH_MAPPINGS = ("span", "none")
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
@@ -156,10 +159,9 @@ class AnatomyConfig(ChapterConfig):
     n_permutations: int = 1_000
     seed: int = 0
     threads: int | None = 1
-    quick: bool = False
     quant_control: bool = True
 
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_tokens": 2_048,
         "robustness_tokens": 1_024,
         "recovery_budget": 4,

@@ -30,6 +30,7 @@ from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
     DEFAULT_ORGANISMS,
     IMPORTANCE_SURGERIES,
+    PRETRAINED,
     AnatomyConfig,
     budget_row,
 )
@@ -76,9 +77,6 @@ __all__ = [
     "threads",
 ]
 
-# offline pretrained LMs, in the book's order: paper 3's own 30-layer architecture first, then
-# an 18-layer model on which the paper's layer numbers map by depth (depth_mapping)
-PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")
 
 
 def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:

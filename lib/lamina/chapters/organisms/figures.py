@@ -5,6 +5,8 @@ and what to look at, never a finding. The notebook calls them through :mod:`~.vi
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import numpy as np
 
@@ -36,6 +38,14 @@ def _layer(*charts: alt.Chart) -> alt.LayerChart:
     return layered
 
 
+def _per_organism(
+    chart: alt.Chart | alt.LayerChart, table: Any, what: str, look_at: str, **kw: Any
+) -> None:
+    """``show_figure`` of ``chart`` faceted one panel per organism (``table["model"]``);
+    ``kw`` goes to :func:`lamina.book.charts.facet` (data, height, legend, title)."""
+    show_figure(facet(chart, "model", table["model"], **kw), what=what, look_at=look_at)
+
+
 def pretraining_figure(result: OrganismsResult) -> None:
     """Pretraining loss (nats per token) against training tokens, training and validation, one
     panel per organism, over the unigram baseline's loss (dashed)."""
@@ -55,14 +65,11 @@ def pretraining_figure(result: OrganismsResult) -> None:
         )
     )
     rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
-    show_figure(
-        facet(
-            _layer(lines, rule),
-            "model",
-            pre["model"],
-            data=pre,
-            title="Pretraining loss against the unigram baseline",
-        ),
+    _per_organism(
+        _layer(lines, rule),
+        pre,
+        data=pre,
+        title="Pretraining loss against the unigram baseline",
         what="Training and validation loss (nats per token) against training tokens; the dashed "
         "line is the unigram baseline's loss.",
         look_at="how far below the dashed line each curve ends",
@@ -113,15 +120,12 @@ def perplexity_figure(result: OrganismsResult) -> None:
     uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(
         y="mean(unigram_perplexity):Q"
     )
-    show_figure(
-        facet(
-            _layer(bars, uni),
-            "model",
-            quality["model"],
-            data=quality,
-            legend=False,
-            title="Validation perplexity of each checkpoint against the unigram baseline",
-        ),
+    _per_organism(
+        _layer(bars, uni),
+        quality,
+        data=quality,
+        legend=False,
+        title="Validation perplexity of each checkpoint against the unigram baseline",
         what="Validation perplexity (log scale) at the end of pretraining and after each alignment "
         "stage; the dashed line is the unigram baseline.",
         look_at="each checkpoint's distance below the dashed line",
@@ -192,16 +196,13 @@ def sft_figure(result: OrganismsResult) -> None:
             x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=SFT_ORDER)
         )
     )
-    show_figure(
-        facet(
-            _layer(errs, points),
-            "model",
-            sft_all["model"],
-            data=sft_all,
-            legend=False,
-            height=140,
-            title="Held-out answer accuracy per checkpoint, and the majority-answer baseline",
-        ),
+    _per_organism(
+        _layer(errs, points),
+        sft_all,
+        data=sft_all,
+        legend=False,
+        height=140,
+        title="Held-out answer accuracy per checkpoint, and the majority-answer baseline",
         what="Exact-answer accuracy on held-out questions (Wilson 95% CIs) for each checkpoint and "
         "for the majority-answer baseline.",
         look_at="the @sft point against the majority-answer point",
@@ -239,15 +240,12 @@ def dpo_figure(result: OrganismsResult) -> None:
         )
     )
     rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(target):Q")
-    show_figure(
-        facet(
-            _layer(errs, points, rule),
-            "model",
-            dpo["model"],
-            data=dpo,
-            height=160,
-            title="Held-out preference accuracy by kind of question",
-        ),
+    _per_organism(
+        _layer(errs, points, rule),
+        dpo,
+        data=dpo,
+        height=160,
+        title="Held-out preference accuracy by kind of question",
         what="How often each checkpoint gives the chosen answer the higher log-probability on "
         "held-out preference pairs, by kind of question (Wilson 95% CIs); the dashed line is the "
         f"target of {target}.",
@@ -259,21 +257,18 @@ def margin_curve_figure(result: OrganismsResult) -> None:
     """Mean DPO reward margin (nats) against the DPO step, training and held-out pairs, one
     panel per organism."""
     mcurve = result.tables["margin_curve"]
-    show_figure(
-        facet(
-            alt.Chart(mcurve)
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("step:Q", title="DPO step"),
-                y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
-                color=alt.Color("pairs:N", title=None),
-                tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
-            ),
-            "model",
-            mcurve["model"],
-            height=180,
-            title="DPO reward margin during training (64 training and 64 held-out pairs)",
+    _per_organism(
+        alt.Chart(mcurve)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="DPO step"),
+            y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
+            color=alt.Color("pairs:N", title=None),
+            tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
         ),
+        mcurve,
+        height=180,
+        title="DPO reward margin during training (64 training and 64 held-out pairs)",
         what="Mean implicit reward margin β[(log π − log π_ref)(chosen) − (log π − log π_ref)"
         "(rejected)] against @sft, logged during DPO on training and on held-out pairs.",
         look_at="whether the held-out margin rises with the training margin",
@@ -318,21 +313,18 @@ def homograph_layers_figure(result: OrganismsResult) -> None:
     """Median δ over the homograph pairs and over their control pairs at each layer, one
     panel per organism."""
     hl, x, layer_tip = layer_axis(result.tables["homograph_layers"], title="layer")
-    show_figure(
-        facet(
-            alt.Chart(hl)
-            .mark_line(point=True)
-            .encode(
-                x=x,
-                y=alt.Y("separation:Q", title="median δ over the homographs"),
-                color=alt.Color("role:N", title=None),
-                tooltip=["model", "role", layer_tip, alt.Tooltip("separation:Q", format=".3f")],
-            ),
-            "model",
-            hl["model"],
-            height=180,
-            title="Median separation of homograph and control pairs by layer",
+    _per_organism(
+        alt.Chart(hl)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("separation:Q", title="median δ over the homographs"),
+            color=alt.Color("role:N", title=None),
+            tooltip=["model", "role", layer_tip, alt.Tooltip("separation:Q", format=".3f")],
         ),
+        hl,
+        height=180,
+        title="Median separation of homograph and control pairs by layer",
         what="The median distance δ between the two contexts' states at each layer, for homograph "
         "pairs and their controls.",
         look_at="whether the homograph line leaves the control line, and where",

@@ -210,18 +210,28 @@ def _by_checkpoint(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     }
 
 
+def _glue_accuracies(
+    result: OrganismsResult, stage: str, spans: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
+    """Glue ``org_n_<stage>`` (items scored per organism) and ``org_<stage>_<name>`` (the span
+    over organisms of the accuracy at checkpoint ``spans[name]``) from the table
+    ``<stage>_accuracy``; -> (its rows of component "all", checkpoint -> {model: accuracy})."""
+    rows = pick(result.tables[f"{stage}_accuracy"], component="all")
+    acc = _by_checkpoint(rows)
+    glue(f"org_n_{stage}", span(rows["n"].tolist(), "{:.0f}"))
+    for name, checkpoint in spans.items():
+        glue(f"org_{stage}_{name}", span(list(acc[checkpoint].values()), "{:.3f}"))
+    return rows, acc
+
+
 def _sft(result: OrganismsResult) -> None:
     """org_n_sft, org_sft_base, org_sft_acc, org_sft_majority, org_sft_detail (accuracy, CI,
     the paired gain over the majority answer and whether its CI is above 0)."""
     S = result.summaries
-    sft_all = pick(result.tables["sft_accuracy"], component="all")
-    acc = _by_checkpoint(sft_all)
+    spans = {"base": "final", "acc": "sft", "majority": "majority answer"}
+    sft_all, acc = _glue_accuracies(result, "sft", spans)
     tuned = pick(sft_all, checkpoint="sft").set_index("model")
     gain = {m: S[m]["sft_gain_over_majority"] for m in S}
-    glue("org_n_sft", span(sft_all["n"].tolist(), "{:.0f}"))
-    glue("org_sft_base", span(list(acc["final"].values()), "{:.3f}"))
-    glue("org_sft_acc", span(list(acc["sft"].values()), "{:.3f}"))
-    glue("org_sft_majority", span(list(acc["majority answer"].values()), "{:.3f}"))
     glue(
         "org_sft_detail",
         per_organism(
@@ -243,13 +253,8 @@ def _dpo(result: OrganismsResult) -> None:
     ``TARGETS["dpo_preference_accuracy"]``) and org_margin_detail (reward margins, nats)."""
     S = result.summaries
     target = TARGETS["dpo_preference_accuracy"]
-    dpo_all = pick(result.tables["dpo_accuracy"], component="all")
-    d_acc = _by_checkpoint(dpo_all)
+    dpo_all, _ = _glue_accuracies(result, "dpo", {"base": "final", "sft": "sft", "acc": "dpo"})
     d = pick(dpo_all, checkpoint="dpo").set_index("model")
-    glue("org_n_dpo", span(dpo_all["n"].tolist(), "{:.0f}"))
-    glue("org_dpo_base", span(list(d_acc["final"].values()), "{:.3f}"))
-    glue("org_dpo_sft", span(list(d_acc["sft"].values()), "{:.3f}"))
-    glue("org_dpo_acc", span(list(d_acc["dpo"].values()), "{:.3f}"))
     glue(
         "org_dpo_detail",
         per_organism(

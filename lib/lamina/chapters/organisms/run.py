@@ -18,17 +18,17 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import torch
 from scipy import stats as sps
 
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
     DEFAULT_REFERENCE_MODELS,
@@ -77,7 +77,7 @@ __all__ = [
     "run_organisms",
 ]
 
-DEFAULT_ORGANISMS = ("organism-gpt2", "organism-llama")
+DEFAULT_ORGANISMS = default_models("organisms")[1]  # the chapter's registry record
 CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
 TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
 """@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
@@ -108,7 +108,6 @@ class OrganismsConfig(ChapterConfig):
     n_eval: int | None = None
     n_samples: int = 4
     seed: int = 0
-    quick: bool = False
     max_new_tokens: int = 40
     temperature: float = 0.8
     reference_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
@@ -116,9 +115,8 @@ class OrganismsConfig(ChapterConfig):
     ref_passages: int = 4
     ref_passage_chars: int = 800
 
-    QUICK: ClassVar[Mapping[str, Any]] = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12,
-                                          "ref_docs": 8, "ref_passages": 2,
-                                          "ref_passage_chars": 200}  # fmt: skip
+    QUICK = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12, "ref_docs": 8,
+             "ref_passages": 2, "ref_passage_chars": 200}  # fmt: skip
 
     def __post_init__(self) -> None:
         if isinstance(self.reference_models, str):

