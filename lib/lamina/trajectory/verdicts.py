@@ -6,11 +6,12 @@ and what its alpha is. The chapters and the calibration harness share these func
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from lamina.evidence.claims import SUPPORTED, Claim, claim_id, vanish_decide
+from lamina.evidence.claims import PRESENT, SUPPORTED, Claim, claim_id, vanish_decide
 
 __all__ = [
     "BIFURCATION",
@@ -174,7 +175,8 @@ HOMOGRAPH_RATIO = Declared(
     "homograph-ratio", "Homographs separate up to 5.6x (at least 4.9x) by the final layer",
     "5.6x (GPT-2), 4.9x, 5.1x", "ratio", ("ratio_low", "ratio_high"),
     "median delta(L)/delta(0) of homograph pairs", "x (ratio)", RATIO,
-    tolerance=RATIO_TOLERANCE, direction=1, null=1.0,
+    tolerance=RATIO_TOLERANCE, direction=1, null=1.0, p="p",
+    test="Wilcoxon signed-rank, log ratio homograph - its matched control, over pairs",
 )  # fmt: skip
 CONTROL_RATIO_CLAIM = Declared(
     "control-ratio", "Unambiguous controls separate ~1.1x", "1.1x", "control_ratio",
@@ -254,11 +256,30 @@ def bifurcation_claims(s: dict[str, Any], model: str, convention: str) -> list[C
     lacks = undefined or (None if present else "no bifurcation for the controls to lack")
     return [
         excess,
-        HOMOGRAPH_RATIO.judge(s, "bifurcation", common, undefined),
+        _homograph_ratio(s, common, undefined),
         CONTROL_RATIO_CLAIM.judge(s, "bifurcation", common, lacks),
         ONSET.judge(s, "bifurcation", common,
                     None if present else "no bifurcation beyond the controls"),  # fmt: skip
     ]
+
+
+def _homograph_ratio(s: dict[str, Any], common: dict[str, Any], undefined: str | None) -> Claim:
+    """The paper's homograph ratio (>= 4.9x), tested against the matched controls at the
+    pair level: the claim is a bifurcation of *ambiguous* tokens, "absent in unambiguous
+    controls", so a ratio above 1 that the controls share (all pairs drifting apart with
+    depth) is no evidence for it. The row's test is the excess's Wilcoxon signed-rank of
+    log r_amb - log r_ctl over pairs (pairs the independent unit); a significant difference
+    the other way (homographs separating less than their controls) cannot make it present.
+    Without this test the row read "smaller than claimed" whenever the pair bootstrap CI of
+    the median homograph ratio cleared 1: on the realistic null (no ambiguity effect, no
+    depth growth) in about 6% of seeds (the percentile CI of a median of 20 pairs
+    under-covers), and on any model whose pairs all separate with depth."""
+    row = HOMOGRAPH_RATIO.judge(s, "bifurcation", common, undefined)
+    if row.verdict in PRESENT and not s["log_ratio_difference"] > 0:
+        return dataclasses.replace(row, verdict="absent", osc="no", reason=(
+            "homographs separate no more than their matched controls (median log-ratio "
+            f"difference {s['log_ratio_difference']:.3g}, p = {s['p']:.3g})"))
+    return row
 
 
 def three_phase_claims(s: dict[str, Any], model: str, convention: str) -> list[Claim]:
