@@ -7,7 +7,7 @@ every helper here glues exactly the names documented below.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,10 +48,11 @@ def show_notes(notes: Iterable[str], summary: str = "Notes on the models") -> No
 
 
 
-def claims_view(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as a chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals,
-    plus "quantisation shift" (``lamina.states.quant_control``) when a quantised model has rows."""
-    cols = list(CLAIM_COLUMNS)
+def claims_view(claims: pd.DataFrame, columns: Sequence[str] = CLAIM_COLUMNS) -> pd.DataFrame:
+    """The claims table as a chapter shows it: ``columns`` (default :data:`CLAIM_COLUMNS`; a
+    chapter may show others of the claims table's columns), rounded to 4 decimals, plus
+    "quantisation shift" (``lamina.states.quant_control``) when a quantised model has rows."""
+    cols = list(columns)
     if "quant_shift" in claims and claims["quant_shift"].fillna("").astype(str).str.len().any():
         cols.append("quant_shift")
     return claims[cols].round(4).rename(columns={"quant_shift": "quantisation shift"})

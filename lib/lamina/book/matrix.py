@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -23,6 +24,7 @@ from lamina.book.charts import canonical_model, model_colors
 __all__ = [
     "display_model",
     "fmt_number",
+    "legend_html",
     "matrix_html",
     "matrix_row_anchor",
     "model_order",
@@ -191,13 +193,25 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
     )
 
 
-def _legend() -> str:
+def legend_html(
+    item: Callable[[str], tuple[str, str]], swatch: str = "lamina-swatch", css: str = ""
+) -> str:
+    """The verdict legend under a verdict table (the matrix, the picture): one item per
+    verdict a cell can show (the seven paper verdicts, then "mixed"), a coloured swatch
+    (class ``swatch`` and the verdict's cell class) holding ``item(verdict)[0]``, then the
+    text ``item(verdict)[1]`` (both HTML-escaped here); ``css``: more classes of the ``<p>``."""
     items = "".join(
-        f'<span class="lamina-legend-item"><span class="lamina-swatch lamina-cell--'
-        f'{verdict_slug(v)}"></span>{html.escape(CELL_WORD[v])} = {html.escape(v)}</span>'
+        f'<span class="lamina-legend-item"><span class="{swatch} lamina-cell--{verdict_slug(v)}">'
+        f"{html.escape(mark)}</span>{html.escape(text)}</span>"
         for v in (*VERDICTS[:7], "mixed")
+        for mark, text in [item(v)]
     )
-    return f'<p class="lamina-legend">{items}</p>'
+    return f'<p class="{" ".join(["lamina-legend", *css.split()])}">{items}</p>'
+
+
+def _legend() -> str:
+    """The matrix's legend: an empty swatch, then "<cell word> = <verdict>"."""
+    return legend_html(lambda v: ("", f"{CELL_WORD[v]} = {v}"))
 
 
 def _claim_label(rows: pd.DataFrame, seen: dict[str, str]) -> str:

@@ -23,6 +23,7 @@ from lamina.book.charts import model_colors, theme_config
 from lamina.book.matrix import (
     display_model,
     fmt_number,
+    legend_html,
     matrix_row_anchor,
     model_order,
     section_anchor,
@@ -146,12 +147,8 @@ def _column(items: list[tuple[str, Any]], models: list[str], colors: dict[str, s
 
 
 def _legend() -> str:
-    items = "".join(
-        f'<span class="lamina-legend-item"><span class="lamina-pic-swatch lamina-cell--'
-        f'{verdict_slug(v)}">{html.escape(CELL_CODE[v])}</span>{html.escape(v)}</span>'
-        for v in (*VERDICTS[:7], "mixed")
-    )
-    return f'<p class="lamina-legend lamina-pic-legend">{items}</p>'
+    """The picture's legend: the cell's letter in its swatch, then the verdict."""
+    return legend_html(lambda v: (CELL_CODE[v], v), "lamina-pic-swatch", "lamina-pic-legend")
 
 
 def picture_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:

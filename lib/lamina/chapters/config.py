@@ -13,14 +13,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from lamina.core.registry import by_name
+
+T = TypeVar("T")
 
 __all__ = [
     "RESAMPLING_QUICK",
     "ChapterConfig",
     "UnknownParameterError",
+    "as_list",
     "check_parameters",
     "default_models",
 ]
@@ -38,6 +41,12 @@ def default_models(chapter: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names = by_name(chapter).default_models
     organisms = tuple(n for n in names if n.startswith("organism-"))
     return tuple(n for n in names if n not in organisms), organisms
+
+
+def as_list(value: T | Iterable[T], single: type[T]) -> list[T]:
+    """A list field given as one value or many (papermill may pass one seed or one name):
+    ``[value]`` when ``value`` is an instance of ``single``, else ``list(value)``."""
+    return [value] if isinstance(value, single) else list(cast(Iterable[T], value))
 
 
 class UnknownParameterError(TypeError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lamina.chapters.config import ChapterConfig, default_models
+from lamina.chapters.config import ChapterConfig, as_list, default_models
 
 __all__ = [
     "CHAPTER",
@@ -128,8 +128,7 @@ class GrowthConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
-        given: int | list[int] = self.seeds  # a single seed is accepted too
-        self.seeds = [int(s) for s in ([given] if isinstance(given, int) else given)]
+        self.seeds = [int(s) for s in as_list(self.seeds, int)]  # a single seed is accepted too
         self.schedules = list(self.schedules)
         bad = [s for s in self.schedules if s not in SCHEDULES]
         if bad or "uniform" not in self.schedules or "growth" not in self.schedules:

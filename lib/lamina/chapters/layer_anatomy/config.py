@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lamina.anatomy.surgery import SURGERIES
-from lamina.chapters.config import ChapterConfig, default_models
+from lamina.chapters.config import ChapterConfig, as_list, default_models
 
 __all__ = [
     "ALL_SURGERIES",
@@ -170,8 +170,7 @@ class AnatomyConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
-        given: str | list[str] = self.surgeries  # a single name is accepted too
-        self.surgeries = [given] if isinstance(given, str) else list(given)
+        self.surgeries = as_list(self.surgeries, str)  # a single name is accepted too
         unknown = [s for s in self.surgeries if s not in SURGERIES]
         if unknown:
             raise ValueError(f"unknown surgery {unknown}; valid: {sorted(SURGERIES)}")
@@ -191,8 +190,7 @@ class AnatomyConfig(ChapterConfig):
         if self.robustness_layers == []:
             raise ValueError("robustness_layers must not be empty (None: all layers)")
         if self.importance_surgeries is not None:
-            given_imp: str | list[str] = self.importance_surgeries
-            imp = [given_imp] if isinstance(given_imp, str) else list(given_imp)
+            imp = as_list(self.importance_surgeries, str)
             if "skip" not in imp or not set(imp) <= set(IMPORTANCE_SURGERIES):
                 raise ValueError(f"importance_surgeries must include 'skip' and be among "
                                  f"{IMPORTANCE_SURGERIES}, got {imp!r}")  # fmt: skip

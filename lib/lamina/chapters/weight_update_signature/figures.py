@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lamina.book.chapter import claims_view
 from lamina.chapters.weight_update_signature.config import SignatureConfig
 from lamina.chapters.weight_update_signature.verdicts import keep_layers
 
@@ -229,9 +230,6 @@ CLAIM_COLUMNS = [
 
 
 def claims_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as the chapter shows it: :data:`CLAIM_COLUMNS`, rounded to 4 decimals,
-    plus "quantisation shift" (``lamina.states.quant_control``) when a quantised model has rows."""
-    cols = list(CLAIM_COLUMNS)
-    if "quant_shift" in claims and claims["quant_shift"].fillna("").astype(str).str.len().any():
-        cols.append("quant_shift")
-    return claims[cols].round(4).rename(columns={"quant_shift": "quantisation shift"})
+    """The claims table as the chapter shows it: :func:`lamina.book.chapter.claims_view` with
+    :data:`CLAIM_COLUMNS` (the stage and the effect's name and note beside each verdict)."""
+    return claims_view(claims, CLAIM_COLUMNS)

@@ -13,7 +13,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.sources.organisms.corpus import format_answer, format_prompt
-from lamina.sources.organisms.stages import completion_logprob, dpo_margins, qa_batch
+from lamina.sources.organisms.stages import completion_logprob, dpo_margins, in_chunks, qa_batch
 from lamina.sources.organisms.train import eval_lm
 
 
@@ -48,9 +48,8 @@ def sft_hits(
     at every answer position equals the answer token.
     """
     model.eval()
-    out = []
-    for i in range(0, len(pairs), batch):
-        chunk = pairs[i : i + batch]
+
+    def hits(chunk: list[tuple[str, str]]) -> torch.Tensor:
         b = qa_batch(
             tokenizer,
             [format_prompt(q) for q, _ in chunk],
@@ -63,8 +62,9 @@ def sft_hits(
         lengths = b["attention_mask"].sum(-1)
         tgt[torch.arange(len(chunk)), lengths - 1] = 0  # the EOS is not part of the answer
         m = tgt[:, 1:].bool()
-        out.append(((pred == b["input_ids"][:, 1:]) | ~m).all(-1))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+        return ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
+
+    return in_chunks(hits, pairs, batch, torch.bool)
 
 
 def hit_rate(hits: torch.Tensor) -> float:
@@ -87,9 +87,8 @@ def dpo_hits(
     Sequence log-probabilities include the EOS that ends each answer.
     """
     model.eval()
-    out = []
-    for i in range(0, len(triples), batch):
-        chunk = triples[i : i + batch]
+
+    def hits(chunk: list[tuple[str, str, str]]) -> torch.Tensor:
         prompts = [format_prompt(p) for p, _, _ in chunk]
         lc = completion_logprob(
             model, tokenizer, prompts, [format_answer(c) for _, c, _ in chunk], max_len
@@ -97,8 +96,9 @@ def dpo_hits(
         lr = completion_logprob(
             model, tokenizer, prompts, [format_answer(r) for _, _, r in chunk], max_len
         )
-        out.append(lc > lr)
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+        return lc > lr
+
+    return in_chunks(hits, triples, batch, torch.bool)
 
 
 def evaluate_models(

@@ -43,7 +43,7 @@ from lamina.sources.organisms.train import (
     random_windows,
 )  # fmt: skip
 
-__all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_margins", "qa_batch",
+__all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_margins", "in_chunks", "qa_batch",
            "run_all", "stage_loss"]  # fmt: skip
 
 STAGE_BASE = {"lm": "final", "sft": "final", "dpo": "sft"}
@@ -101,6 +101,18 @@ def _pair_logprobs(
     return lp[: len(items)], lp[len(items) :]
 
 
+def in_chunks(
+    score: Callable[[list[Any]], torch.Tensor],
+    items: list[Any],
+    batch: int,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """``score`` of consecutive chunks of at most ``batch`` items, concatenated: (N, ...) in
+    the items' order; an empty (0,) tensor of ``dtype`` when there are no items."""
+    out = [score(items[i : i + batch]) for i in range(0, len(items), batch)]
+    return torch.cat(out) if out else torch.zeros(0, dtype=dtype)
+
+
 @torch.no_grad()
 def dpo_margins(
     model: PreTrainedModel,
@@ -116,13 +128,13 @@ def dpo_margins(
     beta * m is the DPO reward margin; m > 0 means the policy moved towards the chosen answer.
     """
     model.eval()
-    out = []
-    for i in range(0, len(items), batch):
-        chunk = items[i : i + batch]
+
+    def margins(chunk: list[tuple[str, str, str]]) -> torch.Tensor:
         pc, pr = _pair_logprobs(model, tokenizer, chunk, max_len)
         rc, rr = _pair_logprobs(ref, tokenizer, chunk, max_len)
-        out.append((pc - rc) - (pr - rr))
-    return torch.cat(out) if out else torch.zeros(0)
+        return (pc - rc) - (pr - rr)
+
+    return in_chunks(margins, items, batch)
 
 
 def stage_loss(
