@@ -142,14 +142,17 @@ def lazy_exports(tree: ast.Module) -> dict[str, str]:
 
 
 def _mentioned(tree: ast.AST) -> set[str]:
-    """Every identifier and string constant in ``tree`` (``*`` for a star import)."""
+    """Every identifier and string constant in ``tree`` (``*:<module>`` for a star import of
+    ``<module>``: it wants that module's lazy exports, not every package's)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             out.add(node.id)
         elif isinstance(node, ast.Attribute):
             out.add(node.attr)
-        elif isinstance(node, ast.alias):
+        elif isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            out.add(f"*:{node.module}")  # a star import wants every name of that module only
+        elif isinstance(node, ast.alias) and node.name != "*":
             out.add(node.name)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value != "*":
             out.add(node.value)  # a "*" string (a glob) is not a star import
@@ -244,8 +247,8 @@ def import_closure(source: str | Path, root: Path = LIB) -> dict[str, Path] | No
         todo |= _with_parents(found, modules) - seen
         if not todo:  # all reached: follow the lazy names mentioned so far
             wanted = {
-                target for exports in lazy.values() for name, target in exports.items()
-                if name in mentioned or "*" in mentioned
+                target for pkg, exports in lazy.items() for name, target in exports.items()
+                if name in mentioned or f"*:{pkg}" in mentioned
             }  # fmt: skip
             todo = _with_parents({_owner(t, modules) or t for t in wanted}, modules) - seen
             todo &= set(modules)
