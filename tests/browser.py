@@ -171,6 +171,7 @@ _PAGE_CHECKS = """
   const charts = [...col.querySelectorAll(selector)];
   const hiddenCharts = [];
   for (const el of charts) {
+    if (el.closest('details:not([open])')) continue;  // folded on purpose: shown when opened
     const r = el.getBoundingClientRect();
     const loaded = el.tagName !== 'IMG' || (el.complete && el.naturalWidth > 0);
     const inside = inScroll(el) || (r.left >= c.left - 1 && r.right <= c.right + 1);

@@ -19,6 +19,7 @@ from lamina.chapters.weight_update_signature.config import SignatureConfig
 from lamina.chapters.weight_update_signature.gate import GateArg, gate_for, gate_rows
 from lamina.chapters.weight_update_signature.verdicts import claim_row
 from lamina.evidence.stats import bootstrap_ci
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig
 
 __all__ = ["causal_claims", "direction_null", "direction_p_value"]
 
@@ -102,7 +103,7 @@ def causal_claims(
     base itself (no ratio: its own pre-alignment model is not available), each against one
     value per random direction (:func:`_write_edit_row`). ``applied``: the
     targets are our short runs on one real checkpoint (:class:`~.single.SingleCheckpoint`),
-    which the stage label says ("@sft (our 4-step run)"): for a base checkpoint, "after
+    which the stage label says ("@sft (our 120 steps of 8)"): for a base checkpoint, "after
     alignment" can only mean after them. gate: the aligned checkpoints' behavioural gate
     (:mod:`~.gate`; the released base's is looked up under ``config.base``): each write-edit
     row is "not testable" unless its checkpoint passed."""
@@ -111,6 +112,17 @@ def causal_claims(
         *_write_edit_rows(model, parts["edits"], config, aligned_base, applied, gate),
         *_single_group_rows(model, parts["adaptation"], config),
     ]
+
+
+def _run_label(config: SignatureConfig, target: str) -> str:
+    """The budget of our run of ``target`` on a real checkpoint: SFT and DPO come from the
+    aligned build (:class:`~lamina.sources.organisms.pretrained.PretrainedAlignConfig` with
+    ``config.real_align``), the continued-LM target from ``config.real_steps``."""
+    if target in ("sft", "dpo"):
+        a = PretrainedAlignConfig(**config.real_align)
+        steps = a.sft_steps if target == "sft" else a.dpo_steps
+        return f" (our {steps} steps of {a.batch_size})"
+    return f" (our {config.real_steps}-step run)"
 
 
 def _write_edit_rows(
@@ -130,7 +142,7 @@ def _write_edit_rows(
         label = (
             f"@{t}"
             + (" (released, aligned)" if t == config.base else "")
-            + (f" (our {config.real_steps}-step run)" if applied and t != config.base else "")
+            + (_run_label(config, t) if applied and t != config.base else "")
         )
         base_effect = None if t == config.base else float(base_u.mean())
         row = _write_edit_row(model, e, config, t, label, base_effect)
