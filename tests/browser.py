@@ -206,20 +206,27 @@ _PAGE_CHECKS = """
 }
 """
 
+# A JS helper shared by the checks that read SVG images (prepended to their function bodies).
+_LAY_OUT_SVG = """// An SVG image fetched and laid out invisibly in the page (the reader's fonts), or null.
+const layOutSvg = async (img) => {
+  let text;
+  try { text = await (await fetch(img.src)).text(); } catch (e) { return null; }
+  const box = document.createElement('div');
+  box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
+  box.innerHTML = text;
+  document.body.appendChild(box);
+  return box;
+};
+"""
+
 # Titles and facet headers of every SVG chart on the page must not overlap: each SVG is
 # fetched, laid out (invisibly) in the page with the reader's fonts, and the boxes of its
 # title and facet-header label texts (Vega draws both as role-title-text) compared pairwise.
-_LABEL_OVERLAPS = """
-async ([maxListed]) => {
-  const col = document.querySelector('article.bd-article') || document.body;
+_LABEL_OVERLAPS = "\nasync ([maxListed]) => {\n" + _LAY_OUT_SVG + """  const col = document.querySelector('article.bd-article') || document.body;
   const found = [];
   for (const img of col.querySelectorAll("img[src$='.svg']")) {
-    let text;
-    try { text = await (await fetch(img.src)).text(); } catch (e) { continue; }
-    const box = document.createElement('div');
-    box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
-    box.innerHTML = text;
-    document.body.appendChild(box);
+    const box = await layOutSvg(img);
+    if (!box) continue;
     const labels = [...box.querySelectorAll('.role-title-text text, text.role-title-text')];
     const rects = [...new Set(labels)].map((t) => [t, t.getBoundingClientRect()])
       .filter(([t, r]) => r.width > 0 && (t.textContent || '').trim());
@@ -272,9 +279,7 @@ _LAYOUT = """
 # Chart titles, facet headers and axis titles that Vega cut ("…") or that reach outside their
 # SVG: inline charts are measured in place, SVG images fetched and laid out (invisibly) in the
 # page with the reader's fonts.
-_TRUNCATED_TITLES = """
-async ([maxListed]) => {
-  const col = document.querySelector('article.bd-article') || document.body;
+_TRUNCATED_TITLES = "\nasync ([maxListed]) => {\n" + _LAY_OUT_SVG + """  const col = document.querySelector('article.bd-article') || document.body;
   const found = [];
   const check = (svg, name) => {
     const s = svg.getBoundingClientRect();
@@ -294,12 +299,8 @@ async ([maxListed]) => {
   };
   for (const svg of col.querySelectorAll('svg.marks')) check(svg, 'inline chart');
   for (const img of col.querySelectorAll("img[src$='.svg']")) {
-    let text;
-    try { text = await (await fetch(img.src)).text(); } catch (e) { continue; }
-    const box = document.createElement('div');
-    box.style.cssText = 'position:absolute;left:0;top:0;visibility:hidden;pointer-events:none';
-    box.innerHTML = text;
-    document.body.appendChild(box);
+    const box = await layOutSvg(img);
+    if (!box) continue;
     const svg = box.querySelector('svg');
     if (svg) check(svg, img.getAttribute('src').split('/').pop());
     box.remove();
