@@ -36,7 +36,7 @@ import altair as alt
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.book.charts import show_figure
+from lamina.book.charts import facet, show_figure
 from lamina.chapters.tour import TOUR_PROMPTS, tour_models, tour_similarity, tour_summary
 
 setup_altair()
@@ -77,22 +77,24 @@ display(summary.round(3))
 
 # %% tags=["hide-input"]
 show_figure(
-    alt.Chart(frame)
-    .mark_line(point=True)
-    .encode(
-        x=alt.X(
-            "depth:Q",
-            title="relative depth of the transition l → l+1 (midpoint / blocks)",
-            scale=alt.Scale(domain=[0, 1]),
+    facet(
+        alt.Chart(frame)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "depth:Q",
+                title="relative depth of the transition l → l+1 (midpoint / blocks)",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
+            color=alt.Color("prompt:N", title="prompt"),
+            tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
         ),
-        y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
-        color=alt.Color("prompt:N", title="prompt"),
-        tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
-    )
-    .properties(width=520, height=160)
-    .facet(row=alt.Row("model:N", title=None, sort=models))
-    .resolve_scale(y="independent")
-    .properties(title="Layerwise similarity SIM(l) of each prompt, one panel per model"),
+        "model",
+        models,
+        height=160,
+        title="Layerwise similarity SIM(l) of each prompt, one panel per model",
+    ).resolve_scale(y="independent"),
     what="The cosine between consecutive layers' states of each prompt against relative depth "
     "(the tooltip names the transition), one panel per model ("
     + ", ".join(models) + "); a dip marks a layer that turns the representation.",

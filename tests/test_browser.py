@@ -36,7 +36,12 @@ def test_every_page_reads_well_at_both_widths(reports, quick_book):
     pages = {(r.path, r.width): r for r in reports}
     for width in WIDTHS:
         assert ("book/intro.html", width) in pages and ("book/methods.html", width) in pages
-    bad = [format_report(r) for r in reports if not r.ok]
+    # The page-size targets (the landing picture within 1,100 px, chapters under 15,000 px) are
+    # about the real book and its models; `make check-book` enforces them there. The quick book
+    # runs other models (tiny ones named by temporary paths) in quick mode, so its page sizes
+    # say nothing about the book's; every other check applies to it unchanged.
+    book_size_only = {"landing", "too_long"}
+    bad = [format_report(r) for r in reports if set(r.problems) - book_size_only]
     assert not bad, "\n".join(bad)
     for chapter in quick_book.chapters:
         if chapter == "reanalysis" and not PEER.is_dir():
