@@ -172,7 +172,7 @@ def test_instruct_checkpoint_is_also_tested_itself_and_pair_params_run(tiny_mode
     shutil.copytree(tiny_model_dirs["llama"], inst)
     result = run_weight_signature(_config(str(inst), targets=("sft",), real_layers=2))
     edit = result.claims[result.claims["claim_id"] == "P2.write_edit_after_alignment"]
-    assert list(edit["stage"]) == ["@tiny-instruct (released, aligned)", "@sft (our 2-step run)"]
+    assert list(edit["stage"]) == ["@tiny-instruct (released, aligned)", "@sft (our 2 steps of 2)"]
     assert any("tested on the released (instruction-tuned) checkpoint and after our SFT runs"
                in n for n in result.notes)  # fmt: skip
     other = tmp_path / "tiny-other"
@@ -340,7 +340,7 @@ def test_base_gemma_checkpoint_tests_the_write_edit_after_our_runs_only(gemma_di
         rows = claims[claims["claim_id"] == cid]
         assert len(rows) and (rows["verdict"] != "not testable").all(), cid
     edit = claims[claims["claim_id"] == "P2.write_edit_after_alignment"]
-    assert list(edit["stage"]) == ["@sft (our 2-step run)", "@dpo (our 2-step run)"]
+    assert list(edit["stage"]) == ["@sft (our 2 steps of 2)", "@dpo (our 2 steps of 2)"]
     # the short runs' gate is measured on the aligned build and fails (a tiny random model):
     # the rows say so with the gate's values, and no random-direction null is spent on them
     failed = "not testable: alignment did not take"
