@@ -217,10 +217,11 @@ show_details(V.dpo_table(result), "Preference accuracy per organism, checkpoint 
 # constant-style policy, greedy SFT accuracy against the majority response of each instruction
 # (CI of the paired difference), and ‖ΔW‖/‖W‖ per matrix group against the base. Targets:
 # preference ≥ 0.75 and content probe ≥ 0.70 at `@dpo`; the SFT difference's CI above 0 at
-# `@sft`. The `reason` column states each gate's outcome with its values.
+# `@sft`. The gates with a target: {glue:text}`org_gate_detail`. The folded table states
+# every gate's outcome with its values (its `reason` column).
 
 # %% tags=["hide-input"]
-V.gates_table(result)
+show_details(V.gates_table(result), "Every behavioural gate with its values, per checkpoint")
 
 # %% tags=["hide-input"]
 show_details(V.dw_table(result), "‖ΔW‖/‖W‖ per matrix group of each gated checkpoint")
@@ -259,9 +260,10 @@ show_details(V.homograph_table(result), "Each homograph's separation and its con
 # %% [markdown]
 # ## Targets
 # Each row is computed from the results above; "met" compares the value with the threshold.
+# The organisms meet {glue:text}`org_targets_met` (missed: {glue:text}`org_missed`).
 
 # %% tags=["hide-input"]
-V.targets_view(result)
+show_details(V.targets_view(result), "Every target with its value, threshold and outcome")
 
 # %% [markdown]
 # ## What did not work

@@ -34,7 +34,17 @@
 # the adaptation budget) is a named parameter below; the sensitivity section shows how the
 # verdicts move with k and the moment.
 #
-# **The models.** The default set leads with two real pretrained checkpoints, offline as
+# **The models.** The default set: two real pretrained checkpoints, offline as 4-bit GGUF
+# files dequantised to fp32, SmolLM2-135M-Instruct (instruction-tuned) and Gemma-3-270m (a
+# base model), then lamina's two model organisms, the models with a full training history.
+# A real checkpoint alone supports the paper's third design, "every objective we apply to one
+# checkpoint"; claims that need a pretraining history read "not testable" there, with the
+# reason. The folded box gives the designs, the budgets, and how to run a real base → aligned
+# pair.
+#
+# :::{admonition} The designs, the budgets, and running the chapter on other models
+# :class: dropdown
+# **The designs.** The default set leads with two real pretrained checkpoints, offline as
 # 4-bit GGUF files dequantised to fp32: SmolLM2-135M-Instruct (30 layers, d = 576), which is
 # already instruction-tuned, and Gemma-3-270m (18 layers, d = 640, tied 262k-token
 # embeddings), a **base** model. No base/instruct pair is available offline, so the claims
@@ -75,6 +85,7 @@
 # (`organism-llama@sft`). A pair carries no training history either, so the claims that need
 # it (late and early pretraining, several objectives from one checkpoint, Adam's moments) are
 # "not testable" there, each with its reason.
+# :::
 
 # %% tags=["parameters", "hide-input"]
 model = "default"  # "default": SmolLM2-135M-Instruct, Gemma-3-270m, both organisms; or names
@@ -132,12 +143,10 @@ result = run_signature(config)  # measures, writes the results, glues the values
 # %% [markdown]
 # ## Where alignment puts its updates
 #
-# :::{admonition} Verdict: Q/K alignment updates are enriched in the principal input subspace
-# {glue:text}`ws_align_qk_enriched`
-# :::
+# :::{admonition} Verdicts
+# **Q/K alignment updates are enriched in the principal input subspace.** {glue:text}`ws_align_qk_enriched`
 #
-# :::{admonition} Verdict: alignment updates to the output matrices are close to random
-# {glue:text}`ws_align_write_random`
+# **Alignment updates to the output matrices are close to random.** {glue:text}`ws_align_write_random`
 # :::
 
 # %% tags=["hide-input"]
@@ -151,16 +160,12 @@ V.enrichment_figure(result)
 #
 # ## Late pretraining and every objective
 #
-# :::{admonition} Verdict: the same signature in late pretraining
-# {glue:text}`ws_late_pretraining_signature`
-# :::
+# :::{admonition} Verdicts
+# **The same signature in late pretraining.** {glue:text}`ws_late_pretraining_signature`
 #
-# :::{admonition} Verdict: the same signature under every objective
-# {glue:text}`ws_every_objective_signature`
-# :::
+# **The same signature under every objective.** {glue:text}`ws_every_objective_signature`
 #
-# :::{admonition} Verdict: a property of the stage, not of the objective
-# {glue:text}`ws_stage_not_objective`
+# **A property of the stage, not of the objective.** {glue:text}`ws_stage_not_objective`
 # :::
 
 # %% [markdown]
@@ -187,24 +192,20 @@ V.pretraining_figure(result)
 # per-token terms and their cancellation without forming any outer product, at the base
 # checkpoint, under the three objectives.
 #
-# :::{admonition} Verdict: read gradients inherit the activation spectrum, under every objective
-# {glue:text}`ws_read_grad_inherits`
-# :::
+# :::{admonition} Verdicts
+# **Read gradients inherit the activation spectrum, under every objective.** {glue:text}`ws_read_grad_inherits`
 #
-# :::{admonition} Verdict: the raw read gradient follows the activation spectrum
-# {glue:text}`ws_raw_read_grad_follows`
+# **The raw read gradient follows the activation spectrum.** {glue:text}`ws_raw_read_grad_follows`
 # :::
 
 # %% tags=["hide-input"]
 V.read_gradient_figure(result)
 
 # %% [markdown]
-# :::{admonition} Verdict: the optimiser attenuates the concentration it inherits
-# {glue:text}`ws_optimizer_attenuates`
-# :::
+# :::{admonition} Verdicts
+# **The optimiser attenuates the concentration it inherits.** {glue:text}`ws_optimizer_attenuates`
 #
-# :::{admonition} Verdict: cancellation sets the scale, not the direction
-# {glue:text}`ws_cancellation_scale_not_direction`
+# **Cancellation sets the scale, not the direction.** {glue:text}`ws_cancellation_scale_not_direction`
 # :::
 #
 # Cancellation c = ‖Σ_t g_t‖ / Σ_t ‖g_t‖ is compared with the same terms under random signs
@@ -227,12 +228,10 @@ show_details(V.mechanism_table(result), "Enrichment of the gradient, its terms a
 V.adam_figure(result)
 
 # %% [markdown]
-# :::{admonition} Verdict: write gradients point into the prediction subspace only early
-# {glue:text}`ws_write_grad_early_only`
-# :::
+# :::{admonition} Verdicts
+# **Write gradients point into the prediction subspace only early.** {glue:text}`ws_write_grad_early_only`
 #
-# :::{admonition} Verdict: the output matrices acquire their prediction geometry early
-# {glue:text}`ws_write_weights_acquire_early`
+# **The output matrices acquire their prediction geometry early.** {glue:text}`ws_write_weights_acquire_early`
 # :::
 
 # %% tags=["hide-input"]
@@ -247,12 +246,10 @@ V.write_gradient_figure(result)
 # unedited predictions. Single-group adaptation trains only {Q,K}, {V,O}, MLP-in or MLP-out on
 # SFT pairs from the base checkpoint with one budget, against full fine-tuning.
 #
-# :::{admonition} Verdict: a write direction from the unembedding still changes predictions
-# {glue:text}`ws_write_edit_after_alignment`
-# :::
+# :::{admonition} Verdicts
+# **A write direction from the unembedding still changes predictions.** {glue:text}`ws_write_edit_after_alignment`
 #
-# :::{admonition} Verdict: adaptation restricted to any single group remains effective
-# {glue:text}`ws_single_group_effective`
+# **Adaptation restricted to any single group remains effective.** {glue:text}`ws_single_group_effective`
 # :::
 
 # %% tags=["hide-input"]
@@ -303,6 +300,8 @@ show_verdicts(V.claims_view(result), columns=["model", "stage"])
 # %% [markdown]
 # ## Caveats
 #
+# :::{admonition} Caveats: the models, the budgets, the thresholds
+# :class: dropdown
 # - SmolLM2-135M-Instruct is already aligned and Gemma-3-270m is a base model; offline
 #   neither has a partner. Their objective runs are short (a few AdamW steps at short
 #   sequences, on CPU; each model's budget is in the notes), so their deltas are the first
@@ -330,6 +329,7 @@ show_verdicts(V.claims_view(result), columns=["model", "stage"])
 #   gradients; the update is m̂/(√v̂+ε) from the saved state.
 # - Groups differ in parameter count (see the tooltip of the adaptation chart); GPT-2's fused
 #   `c_attn` is trained row-masked, so its count includes rows that do not move.
+# :::
 #
 # ## Closing note: every claim
 #

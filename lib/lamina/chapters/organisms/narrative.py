@@ -320,8 +320,27 @@ def _homographs(result: OrganismsResult) -> None:
     )
 
 
+GATED = (("sft", "sft"), ("dpo", "preference"))
+"""The (checkpoint, gate) pairs with a target: the SFT gate at ``@sft``, the preference gate
+(preference accuracy and content probe) at ``@dpo``."""
+
+
+def gate_detail(gates: pd.DataFrame) -> str:
+    """One entry per organism and targeted gate (:data:`GATED`): "<model> @<checkpoint> <gate>
+    gate: passed|failed: <first check>", cut from the gate's ``reason`` (its first two
+    colon-separated clauses; the whole reason is in the gate table)."""
+    parts = []
+    for r in gates.itertuples():
+        if (r.checkpoint, r.gate) in GATED:
+            head = ": ".join(str(r.reason).split(": ")[:2])
+            parts.append(f"{r.model} @{r.checkpoint} {r.gate} gate: {head}")
+    return "; ".join(parts) or "no gate was measured"
+
+
 def _targets(result: OrganismsResult) -> None:
-    """org_targets_met ('n of N'), org_missed (each missed target, or "none")."""
+    """org_targets_met ('n of N'), org_missed (each missed target, or "none"),
+    org_gate_detail (:func:`gate_detail`)."""
+    glue("org_gate_detail", gate_detail(result.tables.get("gates", pd.DataFrame())))
     targets = targets_table(result)
     glue("org_targets_met", f"{int(targets['met'].sum())} of {len(targets)}")
     glue(

@@ -3,6 +3,8 @@ pandas; the charts that show them are in :mod:`~.views`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -24,6 +26,7 @@ __all__ = [
     "sensitivity_baselines",
     "sensitivity_course",
     "sensitivity_verdicts",
+    "short_note",
     "write_gradient_course",
 ]
 
@@ -90,27 +93,63 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.1e}"
 
 
+def short_note(note: str, limit: int = 110) -> str:
+    """The reason a row carries, cut to what a verdict box needs: a failed alignment gate
+    reads "alignment gate failed: <the failed check>" (``gate.gate_reason`` puts the check
+    after "failed: "); any other note keeps its first clause, at most ``limit`` characters
+    (the whole note is in the chapter's verdict table)."""
+    note = str(note or "").strip().removeprefix("not testable: ")
+    if "alignment did not take" in note and "failed: " in note:
+        check = note.split("failed: ", 1)[1].split(":", 1)[0].split(";", 1)[0].strip()
+        return f"alignment gate failed: {check}"
+    first = note.split("; ", 1)[0].strip()
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def _stage_label(model: str, stage: str) -> str:
+    """A row's stage without repeating its model: a leading "<model>" ("smollm2→sft" gives
+    "→sft") and "@<model>" (the checkpoint of a real model, its only one) are dropped; "" for
+    a row that is the model itself ("-")."""
+    model, stage = str(model), str(stage or "")
+    stage = stage.removeprefix(model) if stage.startswith(model + "→") else stage
+    stage = " ".join(stage.replace(f"@{model}", "").split())
+    return "" if stage == "-" else stage
+
+
+def _valued(r: Any) -> str:
+    s = f"{_stage_label(r.model, r.stage)} {r.verdict} {_fmt(r.measured)}".lstrip()
+    if np.isfinite(r.ci_low):
+        s += f" [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+    if np.isfinite(r.p):
+        s += f" p = {_fmt(r.p)}"
+    return s
+
+
 def describe(claims: pd.DataFrame, claim_id: str) -> str:
-    """One sentence per model and stage for a claim: verdict, measured value, 95% CI, p."""
+    """A verdict box's text for a claim: the count of each verdict over its (model, stage)
+    rows; then, per unit, each model once with its rows ("<stage> <verdict> <measured>
+    [95% CI] p = …", rows joined by " · ", models by "; "); then the rows without a value,
+    grouped by their reason (:func:`short_note`). The full rows (effect sizes, whole notes)
+    are the chapter's verdict table."""
     rows = claims[claims["claim_id"] == f"P2.{claim_id}"]
     if rows.empty:
         return "no result (the model or its checkpoints were not available)"
-    parts = []
-    for r in rows.itertuples():
-        s = f"{r.model}, {r.stage}: {r.verdict}"
-        if np.isfinite(r.measured):
-            s += f" ({r.unit} {_fmt(r.measured)}"
-            if np.isfinite(r.ci_low):
-                s += f", 95% CI {_fmt(r.ci_low)} to {_fmt(r.ci_high)}"
-            if np.isfinite(r.p):
-                s += f", p = {_fmt(r.p)}"
-            if np.isfinite(r.effect_size):
-                s += f"; {r.effect_name} {_fmt(r.effect_size)}"
-            s += ")"
-        elif r.note:
-            s += f" ({r.note})"
-        parts.append(s)
-    return "; ".join(parts) + "."
+    counts = rows["verdict"].value_counts()
+    out = [f"{len(rows)} rows: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + "."]
+    has_value = np.isfinite(rows["measured"].to_numpy(dtype=float))
+    for unit, group in rows[has_value].groupby("unit", sort=False):
+        per_model = [
+            f"{model}: " + " · ".join(_valued(r) for r in g.itertuples())
+            for model, g in group.groupby("model", sort=False)
+        ]
+        out.append(f"{unit} [95% CI], p: " + "; ".join(per_model) + ".")
+    by_reason: dict[str, list[str]] = {}
+    for r in rows[~has_value].itertuples():
+        reason = short_note(r.note) if r.note else "no value"
+        label = f"{r.model} {_stage_label(r.model, r.stage)}".strip()
+        by_reason.setdefault(f"{r.verdict} ({reason})", []).append(label)
+    out += [f"{k}: {', '.join(v)}." for k, v in by_reason.items()]
+    return " ".join(out)
 
 
 def mechanism_summary(

@@ -75,18 +75,15 @@ def _per_model(
     *,
     what: str,
     look_at: str,
-    claim: tuple[ExperimentResult, str],
     legend: bool = True,
 ) -> None:
     """``chart`` faceted by ``frame``'s ``model`` column (one panel per model, ``height`` px),
-    shown with its caption and the verdict of claim ``claim[1]`` of result ``claim[0]``."""
-    result, claim_id = claim
+    shown with its caption. The chapter's captions do not repeat the measured values: each
+    figure follows the verdict boxes that state them."""
     show_figure(
         facet(chart, "model", frame["model"], legend=legend, height=height, title=title),
         what=what,
         look_at=look_at,
-        claims=result.claims,
-        claim_id=claim_id,
     )
 
 
@@ -116,7 +113,7 @@ def enrichment_figure(result: ExperimentResult) -> None:
     )
     chart = grid(
         alt.LayerChart(layer=[band, rand, lines], data=curves), "group", "model", curves["group"],
-        curves["model"], height=140,
+        curves["model"], height=110,
         title="Enrichment of each weight change in its subspace, across k",
     )  # fmt: skip
     show_figure(
@@ -125,8 +122,6 @@ def enrichment_figure(result: ExperimentResult) -> None:
         "subspace for read matrices, the prediction subspace for writes) against k, one row per "
         "matrix group and one column per model; grey: random subspaces, dashed: random matrices.",
         look_at="how far each line sits above 1 and above the grey band",
-        claims=result.claims,
-        claim_id="P2.align_qk_enriched",
     )
 
 
@@ -152,11 +147,10 @@ def pretraining_figure(result: ExperimentResult) -> None:
         )
     )
     _per_model(
-        line, traj, 200, "Enrichment of consecutive pretraining updates across training time",
+        line, traj, 150, "Enrichment of consecutive pretraining updates across training time",
         what="The enrichment of each consecutive pretraining update, by matrix group, against "
         "the step at which it ends, one panel per model.",
         look_at="whether the late updates keep the alignment stages' pattern",
-        claim=(result, "P2.late_pretraining_signature"),
     )
 
 
@@ -181,11 +175,10 @@ def read_gradient_figure(result: ExperimentResult) -> None:
         tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
     )
     _per_model(
-        points, read, 220, "Summed read gradients against the activation energy they inherit",
+        points, read, 160, "Summed read gradients against the activation energy they inherit",
         what="Each point is a read matrix under one objective: the share of its input activation "
         "energy in the top-k directions against the fraction of its summed gradient there.",
         look_at="whether the points follow the diagonal under every objective",
-        claim=(result, "P2.read_grad_inherits"),
     )
 
 
@@ -205,11 +198,10 @@ def adam_figure(result: ExperimentResult) -> None:
         tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
     )
     _per_model(
-        points, read, 220, "Adam's update against the momentum it normalises, per read matrix",
+        points, read, 160, "Adam's update against the momentum it normalises, per read matrix",
         what="Each point is a read matrix: the enrichment of Adam's first moment m against that "
         "of the update it makes.",
         look_at="whether the points fall below the diagonal (the update less concentrated than m)",
-        claim=(result, "P2.optimizer_attenuates"),
     )
 
 
@@ -233,11 +225,10 @@ def write_gradient_figure(result: ExperimentResult) -> None:
         )
     )
     _per_model(
-        line, course, 200, "Write matrices against the prediction subspace across pretraining",
+        line, course, 150, "Write matrices against the prediction subspace across pretraining",
         what="The enrichment in the prediction subspace of the write matrices' LM gradient and of "
         "the weights themselves, across pretraining, one panel per model.",
         look_at="when the gradient's enrichment falls, and when the weights' rises",
-        claim=(result, "P2.write_grad_early_only"),
     )
 
 
@@ -264,8 +255,6 @@ def edits_figure(result: ExperimentResult) -> None:
         "along the token's unembedding row and along random directions of the same norm, one row "
         "per stage.",
         look_at="the gap between the unembedding ticks and the random ones after alignment",
-        claims=result.claims,
-        claim_id="P2.write_edit_after_alignment",
     )
 
 
@@ -289,7 +278,7 @@ def adaptation_figure(result: ExperimentResult) -> None:
         what="The mean reduction of the SFT evaluation loss when only one group of matrices is "
         "trained, against full fine-tuning (all), with one budget.",
         look_at="each group's bar against the bar of full fine-tuning",
-        claim=(result, "P2.single_group_effective"), legend=False,
+        legend=False,
     )
 
 
@@ -314,6 +303,7 @@ def sensitivity_figure(result: ExperimentResult) -> None:
             "matrices",
             course["model"],
             course["matrices"],
+            height=110,
             title="Stage signatures with raw (solid) and centred (dashed) subspaces",
         ),  # fmt: skip
         what="The geometric-mean enrichment of Q, K and of the write matrices for each stage, "
