@@ -14,6 +14,8 @@ PY := $(VENV)/bin/python
 # first solves the planted sources' gains once (about 1 min). Cold: about 13 min on 2 quiet
 # cores (up to about 28 min loaded). Each seed's rows are cached in data/cache/calibration,
 # keyed by the code, prompts and options that change them: a warm build reads them (< 1 s).
+# Papers 2 and 3's rules (lamina.chapters.rules_calibration) add about 2 s per seed on each
+# of 2 processes (about 3 min cold), cached there too.
 CALIBRATION_SEEDS ?= 100
 CALIBRATION_JOBS ?= 2
 STAMP := $(VENV)/.lamina-installed
@@ -76,6 +78,7 @@ methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
 	$(PY) -m lamina.trajectory.calibration page book/generated/calibration.md $(CALIBRATION_SEEDS) --jobs $(CALIBRATION_JOBS)
+	$(PY) -m lamina.chapters.rules_calibration book/generated/calibration_rules.md $(CALIBRATION_SEEDS)
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again

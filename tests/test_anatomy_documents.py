@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.chapters.layer_anatomy.claims import _importance_claims, mapped_layers
+from lamina.chapters.layer_anatomy.claims import importance_claims, mapped_layers
 from lamina.chapters.layer_anatomy.config import BUDGETS, AnatomyConfig
 from lamina.chapters.layer_anatomy.documents import (
     document_delta_ci,
@@ -138,7 +138,7 @@ def test_peak_ci_is_the_bootstrap_of_the_maximum_over_layers():
 def _claims(delta: list[float], mapping: str) -> pd.DataFrame:
     cfg = AnatomyConfig(model="x", n_bootstrap=0, depth_mapping=mapping)
     docs = np.repeat(np.arange(15), 4)
-    rows = _importance_claims(cfg, _sweep(delta), len(delta), docs)
+    rows = importance_claims(cfg, _sweep(delta), len(delta), docs)
     return pd.DataFrame(rows).set_index("claim_id")
 
 

@@ -13,7 +13,7 @@ from lamina.anatomy.predictability import (
     summary_predictability,
     summary_stacks,
 )
-from lamina.chapters.layer_anatomy.claims import _importance_claims, _recovery_claim
+from lamina.chapters.layer_anatomy.claims import _recovery_claim, importance_claims
 from lamina.chapters.layer_anatomy.claims_weights import (
     predictability_claims as _predictability_claims,
 )
@@ -48,7 +48,7 @@ def test_core_share_passes_at_most_alpha_under_a_random_layer_order():
     words = []
     for s in range(100):
         delta = np.exp(rng.normal(2, 1.5, 12))  # random importances: no core
-        claims = _importance_claims(FAST, _skip_sweep(delta, s, 20), 12)
+        claims = importance_claims(FAST, _skip_sweep(delta, s, 20), 12)
         words.append(next(r["verdict"] for r in claims if r["claim_id"] == "P3-core"))
     passed = np.mean([w in ("reproduced", "partially") for w in words])
     assert passed <= 0.05  # the old "share >= 0.5" rule passed ~32% of the time here
@@ -57,7 +57,7 @@ def test_core_share_passes_at_most_alpha_under_a_random_layer_order():
 def test_core_share_is_reproduced_when_the_core_dominates():
     delta = np.full(12, 1.0)
     delta[core_layers(12)] = 500.0
-    claims = _importance_claims(FAST, _skip_sweep(delta), 12)
+    claims = importance_claims(FAST, _skip_sweep(delta), 12)
     row = next(r for r in claims if r["claim_id"] == "P3-core")
     assert row["verdict"] == "reproduced" and row["p"] < 0.05
 
@@ -78,7 +78,7 @@ def test_core_and_anti_layers_share_one_depth_convention():
 
 def test_range_divides_only_by_layers_whose_ci_excludes_zero():
     delta = np.array([300.0, 50.0, 10.0, 0.0001, 80.0, 20.0])  # layer 3: noise around 0
-    claims = _importance_claims(CONFIG, _skip_sweep(delta, 1), 6)
+    claims = importance_claims(CONFIG, _skip_sweep(delta, 1), 6)
     row = next(r for r in claims if r["claim_id"] == "P3-range")
     assert np.isclose(row["measured"], np.log10(300 / 10), atol=0.05)
     assert row["effect_size"] == 5

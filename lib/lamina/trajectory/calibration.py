@@ -61,7 +61,8 @@ from lamina.trajectory.verdicts import (
     vanish_claim,
 )
 
-__all__ = ["TESTS", "calibrate", "calibration_markdown", "run_seed", "summarise"]
+__all__ = ["TESTS", "calibrate", "calibration_markdown", "known_answer_rows", "row_text",
+           "run_seed", "summarise"]
 
 TESTS = registry.calibrated()  # the chapters whose records say calibrated=True
 FPR_TARGET, POWER_TARGET = 0.05, 0.80
@@ -277,6 +278,32 @@ def _compute(seeds: list[int], tests: tuple[str, ...], legacy: bool, kwargs: dic
                 os.environ[k] = v
 
 
+def known_answer_rows(
+    seeds: Iterable[int],
+    judge: Callable[[str, int], list[dict[str, Any]]],
+    claims: tuple[str, ...],
+    reason: str = "note",
+) -> pd.DataFrame:
+    """The rows of :func:`calibrate`'s format for another paper's rules: for each seed and
+    each kind of :data:`KINDS`, ``judge(kind, seed)`` gives claim records (``claim_id``,
+    ``verdict``, ``p``, ``measured`` and the text field ``reason``); those of ``claims`` are
+    kept, the first counting as the main claim. ``attrs["seconds"]``: each seed's computation
+    time (s, all kinds)."""
+    rows, seconds = [], []
+    for seed in seeds:
+        start = time.perf_counter()
+        for kind in KINDS:
+            rows += [{"kind": kind, "seed": seed, "claim_id": r["claim_id"],
+                      "main": r["claim_id"] == claims[0], "verdict": r["verdict"],
+                      "reason": str(r.get(reason) or "")[:120], "p": _num(r.get("p")),
+                      "measured": _num(r.get("measured"))}
+                     for r in judge(kind, seed) if r["claim_id"] in claims]  # fmt: skip
+        seconds.append(time.perf_counter() - start)
+    out = pd.DataFrame(rows)
+    out.attrs["seconds"] = seconds
+    return out
+
+
 def _top_reason(part: pd.DataFrame, bad: pd.Series) -> str:
     reasons = part.loc[bad, "reason"] if "reason" in part else pd.Series(dtype=str)
     top = reasons[reasons != ""].value_counts()
@@ -332,7 +359,9 @@ def _pct(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{100 * x:.0f}%"
 
 
-def _row_text(r: Any) -> str:
+def row_text(r: Any) -> str:
+    """One Markdown table row of a :func:`summarise` row: claim, main, FPR [Wilson 95%] (n),
+    power and power at half size [Wilson 95%] (n), and whether it meets its targets."""
     if r.claim_id == LEGACY:
         ok = "FPR missed (replaced)" if not r.fpr_ok else "met (replaced)"
     elif not r.calibrated:
@@ -366,7 +395,7 @@ def calibration_markdown(
         "| power at the paper's size | power at half size | targets |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [_row_text(r) for r in s.itertuples()]
+    lines += [row_text(r) for r in s.itertuples()]
     current = s[s["claim_id"] != LEGACY]
     miss = current[current["calibrated"] & ~(current["fpr_ok"] & current["power_ok"])]
     lines.append("")

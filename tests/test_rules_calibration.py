@@ -1,0 +1,119 @@
+"""Papers 2 and 3's known-answer calibration sources (issue 22, item 3) and the P3-core-max
+rule they exposed: a size check alone reads "reproduced" whenever a large layer of a real
+profile lands in the mapped core."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lamina.chapters.layer_anatomy.calibration import (
+    REAL_SKIP_PCT,
+    synthetic_sweep,
+)
+from lamina.chapters.layer_anatomy.calibration import (
+    calibration_rows as anatomy_rows,
+)
+from lamina.chapters.layer_anatomy.claims import importance_claims
+from lamina.chapters.layer_anatomy.config import AnatomyConfig
+from lamina.chapters.weight_update_signature.calibration import (
+    PLANTED_RATIO,
+    SignatureSource,
+    synthetic_deltas,
+    tilt_for,
+)
+from lamina.chapters.weight_update_signature.calibration import (
+    calibration_rows as signature_rows,
+)
+from lamina.weights import random_orthonormal, relative_subspace_fraction
+
+SMALL = SignatureSource(d=128, other=32, k=8, n_layers=4)
+
+
+def test_tilt_gives_the_rsf_it_is_asked_for():
+    gen = torch.Generator().manual_seed(0)
+    d, k, rsf = 256, 8, 0.1
+    frame = random_orthonormal(d, k, gen)
+    g = torch.randn(400, d, generator=gen, dtype=torch.float64)
+    t = tilt_for(rsf, d, k)
+    g = g + (t - 1) * (g @ frame) @ frame.T
+    got = float(relative_subspace_fraction(g, frame, side="input"))
+    assert got == pytest.approx(rsf, rel=0.1)
+    with pytest.raises(ValueError, match="rsf must be in"):
+        tilt_for(1.0, d, k)
+
+
+@pytest.mark.parametrize(("kind", "ratio"), [("null", 1.0), ("planted", PLANTED_RATIO),
+                                             ("planted-half", (1 + PLANTED_RATIO) / 2)])
+def test_signature_source_realises_its_planted_ratio(kind, ratio):
+    t = synthetic_deltas(kind, 0, SignatureSource(d=256, other=64, n_layers=8))
+    q = t[t["role"].isin(["q", "k"])]
+    realised = float(np.exp(np.log(q["vs_weight"]).mean()))
+    assert realised == pytest.approx(ratio, rel=0.25)
+
+
+def test_signature_rows_read_the_null_and_the_planted_source_apart():
+    rows = signature_rows(range(2), SMALL, n_bootstrap=200)
+    qk = rows[rows["claim_id"] == "P2.align_qk_enriched"].set_index(["kind", "seed"])["verdict"]
+    assert set(qk.loc["planted"]) == {"reproduced"}
+    assert "reproduced" not in set(qk.loc["null"])
+    assert set(rows["kind"]) == {"null", "planted", "planted-half"}
+
+
+def test_anatomy_source_keeps_the_real_magnitudes_in_another_order():
+    sweep, docs = synthetic_sweep("null", 3)
+    assert sorted(np.round(sweep["delta_pct"], -2)) != list(np.round(REAL_SKIP_PCT, -2))
+    assert np.corrcoef(np.log(sorted(sweep["delta_pct"].clip(lower=1))),
+                       np.log(sorted(REAL_SKIP_PCT)))[0, 1] > 0.95
+    assert len(docs) == len(sweep["nll_per_seq"].iloc[0]) == 16
+
+
+def _sweep_with(profile: dict[int, float]) -> tuple[pd.DataFrame, np.ndarray]:
+    """A 30-layer skip sweep, 8 documents of 2 windows, with small noise, at ``profile``."""
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(8), 2)
+    base = 3.0 + 0.1 * rng.standard_normal(16)
+    rows = []
+    for layer in range(30):
+        d = profile.get(layer, 20.0)
+        per = base + np.log1p(d / 100) * (1 + 0.02 * rng.standard_normal(16))
+        rows.append({"layer": layer, "surgery": "skip", "delta_pct": d, "delta_ci_low": d * 0.9,
+                     "delta_ci_high": d * 1.1, "nll_per_seq": per, "base_nll_per_seq": base})
+    return pd.DataFrame(rows), docs
+
+
+def test_a_large_layer_in_a_core_that_is_not_the_most_important_is_no_critical_core():
+    # the null that exposed it: SmolLM2's +74,279% layer lands on core layer 9, while the
+    # other large layers (+2,048%, +1,696%, +390%) lie outside the core
+    sweep, docs = _sweep_with({9: 74_279.0, 1: 2_048.0, 29: 1_695.5, 20: 390.0})
+    rows = {r["claim_id"]: r for r in importance_claims(AnatomyConfig(n_bootstrap=200), sweep, 30, docs)}
+    assert rows["P3-core"]["verdict"] == "not reproduced"
+    assert rows["P3-core-max"]["verdict"] == "not reproduced"  # the old rule: "reproduced"
+    assert "core is not the most important" in rows["P3-core-max"]["effect_name"]
+
+
+def test_a_critical_core_of_the_paper_size_still_reads_reproduced():
+    sweep, docs = _sweep_with({8: 63_419.0, 9: 60_000.0, 10: 57_000.0, 11: 54_000.0})
+    rows = {r["claim_id"]: r for r in importance_claims(AnatomyConfig(n_bootstrap=200), sweep, 30, docs)}
+    assert rows["P3-core"]["verdict"] == "reproduced"
+    assert rows["P3-core-max"]["verdict"] == "reproduced"
+
+
+def test_anatomy_rows_null_and_planted():
+    rows = anatomy_rows(range(2), n_bootstrap=200)
+    core = rows[rows["claim_id"] == "P3-core"].set_index("kind")["verdict"]
+    assert set(core.loc["planted"]) == {"reproduced"} and "reproduced" not in set(core.loc["null"])
+
+
+def test_rules_markdown_is_cached_and_read_back(tmp_path, monkeypatch):
+    from lamina.chapters import rules_calibration as R
+
+    calls = []
+    real = R._rows
+    monkeypatch.setattr(R, "_rows", lambda which, n: calls.append(which) or real(which, n))
+    text = R.rules_markdown(1, jobs=1, cache=tmp_path)
+    assert "| `P2.align_qk_enriched` | yes |" in text and "| `P3-core` | yes |" in text
+    assert len(list(tmp_path.glob("rules-*.md"))) == 1
+    assert R.rules_markdown(1, jobs=1, cache=tmp_path) == text and len(calls) == 2
