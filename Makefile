@@ -14,8 +14,8 @@ PY := $(VENV)/bin/python
 # first solves the planted sources' gains once (about 1 min). Cold: about 13 min on 2 quiet
 # cores (up to about 28 min loaded). Each seed's rows are cached in data/cache/calibration,
 # keyed by the code, prompts and options that change them: a warm build reads them (< 1 s).
-# Papers 2 and 3's rules (lamina.chapters.rules_calibration) add about 2 s per seed on each
-# of 2 processes (about 3 min cold), cached there too.
+# Papers 2 and 3's rules (lamina.chapters.rules_calibration): 100 seeds took 492 s of wall time
+# on 2 processes with the cores loaded (4.9 s + 1.5 s of one core per seed), cached there too.
 CALIBRATION_SEEDS ?= 100
 CALIBRATION_JOBS ?= 2
 STAMP := $(VENV)/.lamina-installed
