@@ -51,6 +51,12 @@ def _ci_bars(y: Any, **encode: Any) -> alt.Chart:
     return alt.Chart().mark_errorbar().encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y, **encode)
 
 
+def _accuracy_x(title: str) -> alt.X:
+    """The x axis of an accuracy (column ``accuracy``, a fraction in [0, 1], shown on all of
+    [0, 1]) whose error bars are Wilson 95% CIs; ``title`` names the accuracy."""
+    return alt.X("accuracy:Q", title=f"{title} (Wilson 95% CI)", scale=alt.Scale(domain=[0, 1]))
+
+
 def _per_organism(
     chart: alt.Chart | alt.LayerChart, table: Any, what: str, look_at: str, **kw: Any
 ) -> None:
@@ -184,11 +190,7 @@ def sft_figure(result: OrganismsResult) -> None:
         alt.Chart()
         .mark_point(filled=True, size=70)
         .encode(
-            x=alt.X(
-                "accuracy:Q",
-                title="held-out accuracy (Wilson 95% CI)",
-                scale=alt.Scale(domain=[0, 1]),
-            ),
+            x=_accuracy_x("held-out accuracy"),
             y=alt.Y("checkpoint:N", sort=SFT_ORDER, title=None),
             color=alt.Color("checkpoint:N", legend=None),
         )
@@ -215,11 +217,7 @@ def dpo_figure(result: OrganismsResult) -> None:
         alt.Chart()
         .mark_point(filled=True, size=60)
         .encode(
-            x=alt.X(
-                "accuracy:Q",
-                title="preference accuracy (Wilson 95% CI)",
-                scale=alt.Scale(domain=[0, 1]),
-            ),
+            x=_accuracy_x("preference accuracy"),
             y=alt.Y("component:N", title=None),
             color=alt.Color("checkpoint:N", title=None),
             yOffset="checkpoint:N",
