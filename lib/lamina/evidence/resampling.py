@@ -8,12 +8,13 @@ Re-exported by :mod:`lamina.evidence.stats`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypedDict, Unpack, cast
 
 import numpy as np
 from scipy import stats as sps
 
 __all__ = [
+    "Resampling",
     "index_bootstrap",
     "max_permutation_test",
     "partial_spearman",
@@ -122,16 +123,25 @@ def index_bootstrap(
     }
 
 
+class Resampling(TypedDict, total=False):
+    """The resampling options of :func:`index_bootstrap` that :func:`peak_bootstrap` passes
+    on unchanged (their defaults are :func:`index_bootstrap`'s): ``strata`` (n,) and
+    ``clusters`` (n,) name the independent unit (:func:`resample_indices`); ``confidence``
+    is the CI's level, in (0, 1)."""
+
+    strata: Any | None
+    clusters: Any | None
+    confidence: float
+
+
 def peak_bootstrap(
     profile: Callable[[np.ndarray], np.ndarray],
     n: int,
     n_resamples: int = 2_000,
     seed: int | None = 0,
     *,
-    strata: Any | None = None,
-    clusters: Any | None = None,
-    confidence: float = 0.95,
     profiles: Callable[[list[np.ndarray]], np.ndarray] | None = None,
+    **resampling: Unpack[Resampling],
 ) -> dict[str, Any]:
     """Bootstrap of a profile's peak with the peak re-selected in every resample.
 
@@ -141,6 +151,8 @@ def peak_bootstrap(
     narrow). Returns :func:`index_bootstrap`'s fields plus ``peak_index`` (on all rows) and
     ``peak_share`` (m,): how often each layer was the peak. ``profiles(list of idx)`` -> (B, m),
     when given, computes the profiles of a batch of resamples at once (same draws).
+    ``resampling``: ``strata``, ``clusters``, ``confidence`` (:class:`Resampling`), as in
+    :func:`index_bootstrap`.
     """
     picks: list[int] = []
 
@@ -158,9 +170,8 @@ def peak_bootstrap(
 
     full = np.asarray(profile(np.arange(n)), dtype=np.float64)
     out = index_bootstrap(
-        stat, n, n_resamples, seed, strata=strata, clusters=clusters, confidence=confidence,
-        many=None if profiles is None else stats,
-    )  # fmt: skip
+        stat, n, n_resamples, seed, many=None if profiles is None else stats, **resampling
+    )
     share = np.bincount(picks[1:], minlength=full.size)[: full.size] / max(len(picks) - 1, 1)
     out.update(peak_index=int(np.nanargmax(full)), peak_share=share)
     return out

@@ -145,13 +145,44 @@ def fdr_bh(pvalues: Any, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame({"p_value": p, "q_value": q, "reject": reject}, index=index)
 
 
+Method = Literal["percentile", "basic", "BCa"]
+"""scipy.stats.bootstrap's interval methods."""
+
+
+def _scipy_bootstrap(
+    samples: tuple[np.ndarray, ...],
+    statistic: Callable[..., Any],
+    n_resamples: int,
+    seed: int | None,
+    method: Method,
+    *,
+    paired: bool,
+    confidence: float = 0.95,
+    vectorized: bool = True,
+) -> Any:
+    """scipy.stats.bootstrap of ``statistic(*samples)`` (each sample (n_k,); jointly
+    resampled when ``paired``), ``n_resamples`` draws from ``np.random.default_rng(seed)``,
+    the ``method`` interval at level ``confidence``: scipy's BootstrapResult (its
+    ``confidence_interval`` and ``standard_error`` in the statistic's units)."""
+    return sps.bootstrap(
+        samples,
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method=method,
+        paired=paired,
+        vectorized=vectorized,
+        rng=np.random.default_rng(seed),
+    )
+
+
 def bootstrap_ci(
     data: Any,
     statistic: Callable[..., Any] = np.mean,
     n_resamples: int = 10_000,
     seed: int | None = 0,
     confidence: float = 0.95,
-    method: Literal["percentile", "basic", "BCa"] = "BCa",
+    method: Method = "BCa",
     paired: bool = False,
 ) -> pd.DataFrame:
     """Bootstrap confidence interval of a statistic (scipy.stats.bootstrap).
@@ -166,15 +197,8 @@ def bootstrap_ci(
     """
     samples = tuple(data) if isinstance(data, tuple) else (data,)
     samples = tuple(_sample(s, "data", min_size=2) for s in samples)
-    res = sps.bootstrap(
-        samples,
-        statistic,
-        n_resamples=n_resamples,
-        confidence_level=confidence,
-        method=method,
-        paired=paired,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
+    res = _scipy_bootstrap(
+        samples, statistic, n_resamples, seed, method, paired=paired, confidence=confidence
     )
     return pd.DataFrame(
         [
@@ -197,7 +221,7 @@ def paired_bootstrap_ci(
     n_resamples: int,
     seed: int,
     *,
-    method: Literal["percentile", "basic", "BCa"] = "percentile",
+    method: Method = "percentile",
     min_size: int = 2,
     vectorized: bool = True,
 ) -> tuple[float, float]:
@@ -207,14 +231,8 @@ def paired_bootstrap_ci(
     vectorised unless ``vectorized=False``."""
     if n_resamples <= 0 or len(data[0]) < min_size:
         return float("nan"), float("nan")
-    res = sps.bootstrap(
-        data,
-        statistic,
-        n_resamples=n_resamples,
-        paired=True,
-        vectorized=vectorized,
-        method=method,
-        rng=np.random.default_rng(seed),
+    res = _scipy_bootstrap(
+        data, statistic, n_resamples, seed, method, paired=True, vectorized=vectorized
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 

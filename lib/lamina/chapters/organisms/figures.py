@@ -38,6 +38,25 @@ def _layer(*charts: alt.Chart) -> alt.LayerChart:
     return layered
 
 
+def _dashed(channel: str, field: str) -> alt.Chart:
+    """The dashed gray reference line of the captions: a rule at the mean of column ``field``
+    (one value per panel, in that column's units) across ``channel`` ("y": a horizontal line,
+    "x": a vertical one)."""
+    return alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(**{channel: f"mean({field}):Q"})
+
+
+def _ci_bars(y: Any, **encode: Any) -> alt.Chart:
+    """The 95% CI of each point: an error bar from column ``ci_low`` to ``ci_high`` along x at
+    ``y`` (``encode``: further channels, e.g. yOffset, color). Layer it under the points."""
+    return alt.Chart().mark_errorbar().encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y, **encode)
+
+
+def _accuracy_x(title: str) -> alt.X:
+    """The x axis of an accuracy (column ``accuracy``, a fraction in [0, 1], shown on all of
+    [0, 1]) whose error bars are Wilson 95% CIs; ``title`` names the accuracy."""
+    return alt.X("accuracy:Q", title=f"{title} (Wilson 95% CI)", scale=alt.Scale(domain=[0, 1]))
+
+
 def _per_organism(
     chart: alt.Chart | alt.LayerChart, table: Any, what: str, look_at: str, **kw: Any
 ) -> None:
@@ -64,9 +83,8 @@ def pretraining_figure(result: OrganismsResult) -> None:
             tooltip=["step", "amount", "split", "loss"],
         )
     )
-    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(y="mean(unigram_loss):Q")
     _per_organism(
-        _layer(lines, rule),
+        _layer(lines, _dashed("y", "unigram_loss")),
         pre,
         data=pre,
         title="Pretraining loss against the unigram baseline",
@@ -117,11 +135,8 @@ def perplexity_figure(result: OrganismsResult) -> None:
             tooltip=["model", "checkpoint", alt.Tooltip("val_perplexity:Q", format=".1f")],
         )
     )
-    uni = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(
-        y="mean(unigram_perplexity):Q"
-    )
     _per_organism(
-        _layer(bars, uni),
+        _layer(bars, _dashed("y", "unigram_perplexity")),
         quality,
         data=quality,
         legend=False,
@@ -149,14 +164,9 @@ def bpb_figure(result: OrganismsResult) -> None:
                      "documents", "bytes", "tokens"],
         )
     )  # fmt: skip
-    errs = (
-        alt.Chart()
-        .mark_errorbar()
-        .encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("model:N", sort=order))
-    )
     show_figure(
         facet(
-            _layer(errs, points),
+            _layer(_ci_bars(alt.Y("model:N", sort=order)), points),
             "source",
             sources,
             data=shown[shown["source"].isin(sources)],
@@ -180,24 +190,13 @@ def sft_figure(result: OrganismsResult) -> None:
         alt.Chart()
         .mark_point(filled=True, size=70)
         .encode(
-            x=alt.X(
-                "accuracy:Q",
-                title="held-out accuracy (Wilson 95% CI)",
-                scale=alt.Scale(domain=[0, 1]),
-            ),
+            x=_accuracy_x("held-out accuracy"),
             y=alt.Y("checkpoint:N", sort=SFT_ORDER, title=None),
             color=alt.Color("checkpoint:N", legend=None),
         )
     )
-    errs = (
-        alt.Chart()
-        .mark_errorbar()
-        .encode(
-            x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=alt.Y("checkpoint:N", sort=SFT_ORDER)
-        )
-    )
     _per_organism(
-        _layer(errs, points),
+        _layer(_ci_bars(alt.Y("checkpoint:N", sort=SFT_ORDER)), points),
         sft_all,
         data=sft_all,
         legend=False,
@@ -218,30 +217,15 @@ def dpo_figure(result: OrganismsResult) -> None:
         alt.Chart()
         .mark_point(filled=True, size=60)
         .encode(
-            x=alt.X(
-                "accuracy:Q",
-                title="preference accuracy (Wilson 95% CI)",
-                scale=alt.Scale(domain=[0, 1]),
-            ),
+            x=_accuracy_x("preference accuracy"),
             y=alt.Y("component:N", title=None),
             color=alt.Color("checkpoint:N", title=None),
             yOffset="checkpoint:N",
         )
     )
-    errs = (
-        alt.Chart()
-        .mark_errorbar()
-        .encode(
-            x=alt.X("ci_low:Q", title=""),
-            x2="ci_high:Q",
-            y="component:N",
-            yOffset="checkpoint:N",
-            color="checkpoint:N",
-        )
-    )
-    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(target):Q")
+    errs = _ci_bars("component:N", yOffset="checkpoint:N", color="checkpoint:N")
     _per_organism(
-        _layer(errs, points, rule),
+        _layer(errs, points, _dashed("x", "target")),
         dpo,
         data=dpo,
         height=160,
@@ -298,9 +282,8 @@ def homograph_figure(result: OrganismsResult) -> None:
                      alt.Tooltip("ratio:Q", format=".2f")],
         )
     )  # fmt: skip
-    one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x="mean(even):Q")
     show_figure(
-        alt.layer(points, one, data=words.assign(even=1.0)).properties(
+        alt.layer(points, _dashed("x", "even"), data=words.assign(even=1.0)).properties(
             title="Separation of each homograph's senses relative to its control (1 = no difference)"
         ),
         what="For each homograph, the final-layer distance between its two senses over the "

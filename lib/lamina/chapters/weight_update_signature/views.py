@@ -154,28 +154,36 @@ def pretraining_figure(result: ExperimentResult) -> None:
     )
 
 
-def _read_points(
-    read: pd.DataFrame, x: alt.X, y: alt.Y, color: alt.Color, **encode: Any
-) -> alt.Chart:
-    """One filled point per read matrix (a row of ``read``) at (``x``, ``y``)."""
-    return alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(x=x, y=y, color=color, **encode)
+def _read_figure(
+    table: pd.DataFrame,
+    x: alt.X,
+    y: alt.Y,
+    color: alt.Color,
+    title: str,
+    *,
+    what: str,
+    look_at: str,
+    **encode: Any,
+) -> None:
+    """One filled point per read matrix (the rows of ``table`` whose ``kind`` is "read") at
+    (``x``, ``y``), coloured by ``color`` (``encode``: further channels, e.g. shape, tooltip),
+    one 160-px panel per model, shown with its caption (:func:`_per_model`)."""
+    read = table[table["kind"] == "read"]
+    points = alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(x=x, y=y, color=color, **encode)
+    _per_model(points, read, 160, title, what=what, look_at=look_at)
 
 
 def read_gradient_figure(result: ExperimentResult) -> None:
     """Per read matrix and objective: the activation energy share in the top-k directions (x)
     against the RSF of the summed gradient (y), one panel per model."""
-    grads = result.tables["gradients"]
-    read = grads[grads["kind"] == "read"]
-    points = _read_points(
-        read,
+    _read_figure(
+        result.tables["gradients"],
         alt.X("activation_share:Q", title="activation energy in the top-k directions"),
         alt.Y("rsf_summed:Q", title="RSF of the summed read gradient"),
         alt.Color("objective:N"),
+        "Summed read gradients against the activation energy they inherit",
         shape=alt.Shape("role:N"),
         tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
-    )
-    _per_model(
-        points, read, 160, "Summed read gradients against the activation energy they inherit",
         what="Each point is a read matrix under one objective: the share of its input activation "
         "energy in the top-k directions against the fraction of its summed gradient there.",
         look_at="whether the points follow the diagonal under every objective",
@@ -188,17 +196,14 @@ def adam_figure(result: ExperimentResult) -> None:
     adam = result.tables["adam"]
     if not len(adam):
         return _no_history()
-    read = adam[adam["kind"] == "read"]
     log = alt.Scale(type="log")
-    points = _read_points(
-        read,
+    _read_figure(
+        adam,
         alt.X("enrichment_momentum:Q", scale=log, title="enrichment of Adam's m"),
         alt.Y("enrichment_update:Q", scale=log, title="enrichment of Adam's update"),
         alt.Color("state:N", title="optimiser state"),
+        "Adam's update against the momentum it normalises, per read matrix",
         tooltip=["key", "state", alt.Tooltip("enrichment_update:Q", format=".2f")],
-    )
-    _per_model(
-        points, read, 160, "Adam's update against the momentum it normalises, per read matrix",
         what="Each point is a read matrix: the enrichment of Adam's first moment m against that "
         "of the update it makes.",
         look_at="whether the points fall below the diagonal (the update less concentrated than m)",
