@@ -37,9 +37,9 @@ def test_describe_states_every_row_of_the_claim_once() -> None:
     assert text.startswith("3 rows: ")
     assert "reproduced 1" in text and "not reproduced 1" in text and "not testable 1" in text
     assert "m1: →sft reproduced 5.72 [4.85, 6.95] p = 1.5e-05 · →dpo not reproduced 0.91" in text
-    assert "enrichment [95% CI], p:" in text
+    assert "Enrichment [95% CI], p:" in text
     # the gated row: its reason, cut to the failed check, not the whole gate dump
-    assert "not testable (alignment gate failed: content probe 0.593 < 0.7): org final→dpo" in text
+    assert "Not testable (alignment gate failed: content probe 0.593 < 0.7): org final→dpo" in text
     assert "preference 0.835" not in text
     # another claim's rows never leak in
     assert "other" not in text

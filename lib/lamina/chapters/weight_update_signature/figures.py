@@ -149,7 +149,7 @@ def describe(claims: pd.DataFrame, claim_id: str) -> str:
         label = f"{r.model} {_stage_label(r.model, r.stage)}".strip()
         by_reason.setdefault(f"{r.verdict} ({reason})", []).append(label)
     out += [f"{k}: {', '.join(v)}." for k, v in by_reason.items()]
-    return " ".join(out)
+    return " ".join(x[:1].upper() + x[1:] for x in out)  # each part a sentence
 
 
 def mechanism_summary(
