@@ -60,6 +60,11 @@ equals the target:
   0.99 and the homographs' ratio equalled the excess, 5.09x by design and 4.8x as realised
   on seeds 0-19, below the paper's 5.6x.) Both are medians of 20 per-pair ratios, noisy
   between draws, so they are refined on :data:`BIFURCATION_DRAWS` reference draws, not 2.
+  Known limit: a homograph prompt and its matched control share their context sentence, but
+  here they draw independent noise, so per pair log r_amb and log r_ctl are uncorrelated
+  (SmolLM2's last-token states: 0.69; the book's other models 0.45-0.98) and log(r_amb /
+  r_ctl) spreads more (sd about 0.36 over pairs; SmolLM2 0.22): the excess's CI over 20
+  pairs is wider here than on a real model, so its power is, if anything, understated.
 
 All planted directions are orthogonal to the plane of u. Deterministic in the seed.
 """
