@@ -117,3 +117,17 @@ def test_rules_markdown_is_cached_and_read_back(tmp_path, monkeypatch):
     assert "| `P2.align_qk_enriched` | yes |" in text and "| `P3-core` | yes |" in text
     assert len(list(tmp_path.glob("rules-*.md"))) == 1
     assert R.rules_markdown(1, jobs=1, cache=tmp_path) == text and len(calls) == 2
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.02, 0.04, 0.05])
+def test_seeds_for_halfwidth_is_the_smallest_count_that_reaches_it(rate):
+    from lamina.evidence.stats import wilson
+    from lamina.trajectory.calibration import seeds_for_halfwidth
+
+    def half(n: int) -> float:
+        share, low, high = wilson(round(rate * n), n)
+        return max(share - low, high - share)
+
+    n = seeds_for_halfwidth(rate)
+    assert half(n) <= 0.05 < half(n - 10)
+    assert seeds_for_halfwidth(0.0) == 80  # 0 of n needs n >= 73 (the Makefile's note)

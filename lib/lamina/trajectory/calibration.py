@@ -62,7 +62,7 @@ from lamina.trajectory.verdicts import (
 )
 
 __all__ = ["TESTS", "calibrate", "calibration_markdown", "known_answer_rows", "row_text",
-           "run_seed", "summarise"]
+           "run_seed", "seeds_for_halfwidth", "summarise"]
 
 TESTS = registry.calibrated()  # the chapters whose records say calibrated=True
 FPR_TARGET, POWER_TARGET = 0.05, 0.80
@@ -355,6 +355,20 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seeds_for_halfwidth(rate: float, halfwidth: float = 0.05, limit: int = 100_000) -> int:
+    """The smallest number of seeds n (a multiple of 10) whose Wilson 95% interval around an
+    observed share ``rate`` (in [0, 1]) reaches at most ``halfwidth`` from the estimate on
+    either side; ``limit`` when none below it does."""
+    n = 10
+    while n < limit:
+        hits = round(rate * n)
+        share, low, high = wilson(hits, n)
+        if max(share - low, high - share) <= halfwidth:
+            return n
+        n += 10
+    return limit
+
+
 def _pct(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{100 * x:.0f}%"
 
@@ -413,9 +427,10 @@ def calibration_markdown(
                        + (f"; on the planted source: {r.why_planted}" if r.why_planted else ""))
         lines.append(f"- `{r.claim_id}` misses a target: {' and '.join(why)}.")
     wide = current[current["calibrated"] & (current["fpr_halfwidth"] > 0.05)]
-    if len(wide):
-        lines.append(f"- With {n_seeds} seeds the FPR intervals of {len(wide)} row(s) are wider "
-                     "than +/-5 points (about 100 seeds would be needed).")
+    for r in wide.itertuples():
+        lines.append(f"- With {n_seeds} seeds the FPR interval of `{r.claim_id}` "
+                     f"({_pct(r.fpr_low)}–{_pct(r.fpr_high)}) is wider than +/-5 points; at its "
+                     f"observed rate that needs about {seeds_for_halfwidth(r.fpr)} seeds.")
     leg = s[s["claim_id"] == LEGACY]
     if len(leg):
         lines += ["", "The convergence test lamina used before (peak chosen by argmax, then "
