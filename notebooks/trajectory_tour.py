@@ -32,12 +32,17 @@ seed = 0  # unused here; every chapter takes one
 quick = False  # fewer prompts, for CI
 
 # %% tags=["hide-input"]
-import altair as alt
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.book.charts import facet, show_figure
-from lamina.chapters.tour import TOUR_PROMPTS, tour_models, tour_similarity, tour_summary
+from lamina.chapters.tour import (
+    TOUR_PROMPTS,
+    tour_figure,
+    tour_models,
+    tour_sentences,
+    tour_similarity,
+    tour_summary,
+)
 
 setup_altair()
 
@@ -63,43 +68,11 @@ for note in skipped:
 # transition where the prompt-mean SIM is lowest (the largest change of direction):
 
 # %% tags=["hide-input"]
-display(
-    Markdown(
-        "\n".join(
-            f"- **{r.model}** ({r.n_blocks} blocks): the lowest mean SIM is at the transition "
-            f"{r.lowest_transition} (depth {r.lowest_depth:.2f}), where it is {r.min_mean_SIM:.3f}; "
-            f"the mean over all transitions is {r.mean_SIM:.3f}."
-            for r in summary.itertuples()
-        )
-    )
-)
+display(Markdown(tour_sentences(summary)))
 display(summary.round(3))
 
 # %% tags=["hide-input"]
-show_figure(
-    facet(
-        alt.Chart(frame)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "depth:Q",
-                title="relative depth of the transition l → l+1 (midpoint / blocks)",
-                scale=alt.Scale(domain=[0, 1]),
-            ),
-            y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
-            color=alt.Color("prompt:N", title="prompt"),
-            tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
-        ),
-        "model",
-        models,
-        height=160,
-        title="Layerwise similarity SIM(l) of each prompt, one panel per model",
-    ).resolve_scale(y="independent"),
-    what="The cosine between consecutive layers' states of each prompt against relative depth "
-    "(the tooltip names the transition), one panel per model ("
-    + ", ".join(models) + "); a dip marks a layer that turns the representation.",
-    look_at="the transitions where the lines dip, and whether the prompts (and models) agree on them",
-)
+tour_figure(frame, models)
 
 # %% [markdown]
 # ## Caveats

@@ -166,3 +166,19 @@ def test_released_prompt_ids_missing_from_a_model_are_an_error(tiny_model_dirs, 
                                     peer.pools["last"].prompts.iloc[:12])
     with pytest.raises(ValueError, match="were not run"):
         real_model_table(peer, [tiny], n_bootstrap=20, seed=0)
+
+
+def test_tour_sentences_name_each_model_and_its_lowest_transition():
+    import pandas as pd
+
+    from lamina.chapters.tour import tour_sentences
+
+    summary = pd.DataFrame([
+        {"model": "m1", "n_blocks": 4, "lowest_transition": "2→3", "lowest_depth": 0.625,
+         "min_mean_SIM": 0.151, "mean_SIM": 0.461},
+        {"model": "m2", "n_blocks": 6, "lowest_transition": "0→1", "lowest_depth": 0.083,
+         "min_mean_SIM": 0.5, "mean_SIM": 0.7},
+    ])
+    lines = tour_sentences(summary).splitlines()
+    assert lines[0].startswith("- **m1** (4 blocks)") and "transition 2→3 (depth 0.62)" in lines[0]
+    assert "0.500" in lines[1] and "0.700" in lines[1] and len(lines) == 2

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
+from lamina.book.charts import facet, show_figure
 from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
 from lamina.sources.models import load_model
 from lamina.states.extract import extract
@@ -22,7 +24,8 @@ from lamina.trajectory import layerwise_cosine
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_models", "tour_similarity", "tour_summary"]
+__all__ = ["TOUR_DEFAULT", "TOUR_PROMPTS", "tour_figure", "tour_models", "tour_sentences",
+           "tour_similarity", "tour_summary"]
 
 TOUR_DEFAULT = (*OFFLINE_GGUF, "minilm")  # smollm2-135m-instruct, gemma-3-270m, minilm
 TOUR_PROMPTS = (
@@ -106,3 +109,41 @@ def tour_summary(frame: pd.DataFrame) -> pd.DataFrame:
                     "lowest_depth": low / mean.size, "min_mean_SIM": float(mean.min()),
                     "mean_SIM": float(mean.mean())})
     return pd.DataFrame(out)
+
+
+def tour_sentences(summary: pd.DataFrame) -> str:
+    """One Markdown bullet per model of :func:`tour_summary`: its blocks, the transition with
+    the lowest prompt-mean SIM (and its relative depth) and the mean over all transitions."""
+    return "\n".join(
+        f"- **{r.model}** ({r.n_blocks} blocks): the lowest mean SIM is at the transition "
+        f"{r.lowest_transition} (depth {r.lowest_depth:.2f}), where it is {r.min_mean_SIM:.3f}; "
+        f"the mean over all transitions is {r.mean_SIM:.3f}."
+        for r in summary.itertuples()
+    )
+
+
+def tour_figure(frame: pd.DataFrame, models: Sequence[str]) -> None:
+    """SIM(l) of each prompt (a line) against the transition's relative depth, one panel per
+    model of ``models`` (independent y scales), shown with its caption
+    (``lamina.book.charts.show_figure``)."""
+    lines = (
+        alt.Chart(frame)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("depth:Q", title="relative depth of the transition l → l+1 (midpoint / blocks)",
+                    scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
+            color=alt.Color("prompt:N", title="prompt"),
+            tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
+        )
+    )  # fmt: skip
+    chart = facet(lines, "model", list(models), height=160,
+                  title="Layerwise similarity SIM(l) of each prompt, one panel per model")
+    show_figure(
+        chart.resolve_scale(y="independent"),
+        what="The cosine between consecutive layers' states of each prompt against relative "
+        "depth (the tooltip names the transition), one panel per model ("
+        + ", ".join(models) + "); a dip marks a layer that turns the representation.",
+        look_at="the transitions where the lines dip, and whether the prompts (and models) "
+        "agree on them",
+    )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lamina.anatomy.perplexity import paired_diff_ci
 from lamina.chapters.layer_anatomy.claims import importance_claims, mapped_layers
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
 from lamina.chapters.layer_anatomy.nulls import PAPER_CORE, PAPER_L
@@ -44,6 +45,7 @@ REAL_SKIP_PCT = (
 )  # fmt: skip
 PAPER_CORE_MAX = 63_419.0  # paper 3's largest core delta_pct (%)
 N_DOCUMENTS, WINDOWS_PER_DOCUMENT = 8, 2
+SEQ_LEN = AnatomyConfig.seq_len  # tokens per window (128)
 REL_SD = 0.34  # per-document (and per-window) sd of a layer's NLL shift, relative to its mean
 CLAIMS = ("P3-core", "P3-core-max")
 
@@ -62,13 +64,15 @@ def synthetic_sweep(kind: str, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     """(sweep, doc_ids): the skip rows of one known-answer source (``kind`` in :data:`KINDS`)
     with the columns the claims read (layer, surgery, delta_pct, its 95% CI over documents,
     nll_per_seq and base_nll_per_seq: per-window mean NLL, nats, (n_windows,)), and the
-    document of each window (n_windows,)."""
+    document of each window (n_windows,). Each layer's CI is the chapter's own
+    (``lamina.anatomy.perplexity.paired_diff_ci`` over windows)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
     rng = np.random.default_rng([seed, KINDS.index(kind), 3])
     core = mapped_layers(PAPER_CORE, PAPER_L, "span") or []
     pct = _profile(kind, rng, core)
     doc_ids = np.repeat(np.arange(N_DOCUMENTS), WINDOWS_PER_DOCUMENT)
+    counts = np.full(doc_ids.size, float(SEQ_LEN))  # predicted tokens per window
     base = 3.0 + 0.3 * rng.standard_normal(N_DOCUMENTS)[doc_ids]  # nats per token
     rows = []
     for layer, d in enumerate(pct):
@@ -76,9 +80,8 @@ def synthetic_sweep(kind: str, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
         per_doc = mu * REL_SD * rng.standard_normal(N_DOCUMENTS)
         shift = mu + per_doc[doc_ids] + mu * REL_SD * rng.standard_normal(doc_ids.size)
         per = base + shift
-        doc_shift = pd.Series(shift).groupby(doc_ids).mean().to_numpy()
-        boot = rng.choice(doc_shift, size=(1000, N_DOCUMENTS)).mean(1)
-        lo, hi = np.expm1(np.quantile(boot, [0.025, 0.975])) * 100
+        # the chapter's per-layer CI (lamina.anatomy.ablation): paired BCa over windows
+        lo, hi = 100 * np.expm1(paired_diff_ci(per * SEQ_LEN, base * SEQ_LEN, counts, 500, seed))
         rows.append({"layer": layer, "surgery": "skip", "delta_pct": np.expm1(shift.mean()) * 100,
                      "delta_ci_low": lo, "delta_ci_high": hi, "nll_per_seq": per,
                      "base_nll_per_seq": base})
