@@ -32,26 +32,25 @@ def test_synthetic_sources_flow_through_the_state_loader():
         synthetic_states(t, "planted-ish", 0)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_known_answers(seed):
-    """No claim row on the null is "reproduced"; every main claim on the planted source is."""
-    null = run_seed("null", seed, n_bootstrap=100)
-    assert [c.claim_id for c in null if c.verdict == "reproduced"] == []
-    planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, n_bootstrap=100)}
-    assert {k: planted[k] for k in MAIN} == dict.fromkeys(MAIN, "reproduced")
+POWER_SEEDS = range(10)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_bifurcation_reproduced_on_the_realistic_planted_source(seed):
-    """Known answer at the paper's size, seeds 0-4 (issue 22): the planted source realises
-    homographs 5.6x over controls 1.1x, and the excess reads "reproduced" (it read
-    "partially" on seeds 0 and 4 while the source under-realised it at 4.7x); on the null it
-    does not."""
+@pytest.mark.slow  # 10 seeds x (null, planted) x the four tests: about 2 min
+def test_known_answers_in_the_harness():
+    """Over seeds 0-9 in the calibration harness: no claim row on the null is "reproduced",
+    and each main claim on the planted source (the paper's sizes) is reproduced in at least 8
+    of the 10 seeds (the issue's power target, 80%; a fixed seed can miss by chance: the
+    chapter-path acceptance over seeds 0-4 is tests/test_known_answers.py). Fails on a
+    source whose effect is not planted or planted too small (the bifurcation source before
+    its controls were planted realised 4.7x, 'partially' on 2 of seeds 0-4)."""
     kw = {"n_bootstrap": 100, "vanish": False}
-    planted = {c.claim_id: c.verdict for c in run_seed("planted", seed, ("bifurcation",), **kw)}
-    assert planted["p1-bifurcation-ratio"] == "reproduced"
-    null = {c.claim_id: c.verdict for c in run_seed("null", seed, ("bifurcation",), **kw)}
-    assert null["p1-bifurcation-ratio"] != "reproduced"
+    hits = dict.fromkeys(MAIN, 0)
+    for seed in POWER_SEEDS:
+        null = run_seed("null", seed, **kw)
+        assert [c.claim_id for c in null if c.verdict == "reproduced"] == [], seed
+        for c in run_seed("planted", seed, **kw):
+            hits[c.claim_id] = hits.get(c.claim_id, 0) + (c.verdict == "reproduced")
+    assert {k: hits[k] >= 8 for k in MAIN} == dict.fromkeys(MAIN, True), hits
 
 
 def test_calibration_summary_shape_and_wilson():

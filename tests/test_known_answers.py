@@ -30,13 +30,6 @@ def _config(source: str, seed: int) -> TrajectoryConfig:
                             n_permutations=10_000, sensitivity=False)
 
 
-# The realistic planted source (lamina.trajectory.realistic) plants bifurcation at the paper's
-# size, but with the chapter's 20 pairs its interval can be too wide for the claimed range on a
-# given seed, and the main row then reads "partially". Kept visible as the chapter's power
-# limit (xfail, not strict: the seeds that reproduce show as XPASS), not hidden by tuning.
-_UNDERPOWERED = {"bifurcation": "with 20 pairs the planted ratio's interval can leave the range"}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("chapter", list(RUNS))
@@ -49,17 +42,9 @@ def test_nothing_reproduces_on_the_null(chapter: str, seed: int) -> None:
     assert reproduced == [], (chapter, seed, reproduced)
 
 
-_PLANTED = [
-    pytest.param(c, marks=pytest.mark.xfail(reason=_UNDERPOWERED[c], strict=False))
-    if c in _UNDERPOWERED
-    else c
-    for c in RUNS
-]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize("chapter", _PLANTED)
+@pytest.mark.parametrize("chapter", list(RUNS))
 def test_the_main_claim_reproduces_on_the_planted_source(chapter: str, seed: int) -> None:
     run, main = RUNS[chapter]
     planted = run(_config("planted", seed)).claims.set_index("claim_id")
