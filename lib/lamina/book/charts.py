@@ -21,7 +21,7 @@ import hashlib
 import html
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from lamina.book.badges import badge
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FACET_MIN_WIDTH",
+    "Caption",
     "MODEL_COLORS",
     "PAGE_WIDTH",
     "caption_html",
@@ -438,7 +439,7 @@ def _measured(claims: pd.DataFrame, claim_id: str, limit: int) -> str:
 
 def caption_html(
     what: str,
-    look_at: str,
+    look_at: str = "",
     *,
     claims: pd.DataFrame | None = None,
     claim_id: str | None = None,
@@ -458,35 +459,32 @@ def caption_html(
     return f'<p class="lamina-caption">{text}</p>'
 
 
-def figure_html(
-    chart: Any,
-    *,
-    what: str,
-    look_at: str = "",
-    claims: pd.DataFrame | None = None,
-    claim_id: str | None = None,
-) -> str:
+class Caption(TypedDict, total=False):
+    """The caption of a figure, as keyword arguments of :func:`figure_html` and
+    :func:`show_figure`, which pass them on to :func:`caption_html`: ``what`` (required),
+    ``look_at`` (default ""), ``claims`` and ``claim_id`` (default None: no measured values)."""
+
+    what: Required[str]
+    look_at: str
+    claims: pd.DataFrame | None
+    claim_id: str | None
+
+
+def figure_html(chart: Any, **caption: Unpack[Caption]) -> str:
     """``chart`` as static SVG (vl-convert, the book's renderer; titles wrapped by
-    :func:`fit_titles`) followed by its :func:`caption_html` caption, as one HTML string: a
-    figure that can sit inside a folded ``<details>`` block (``lamina.book.tables``)."""
+    :func:`fit_titles`) followed by its :func:`caption_html` caption (:class:`Caption`), as one
+    HTML string: a figure that can sit inside a folded ``<details>`` block
+    (``lamina.book.tables``)."""
     import vl_convert
 
     svg = vl_convert.vegalite_to_svg(fit_titles(chart).to_dict())
-    caption = caption_html(what, look_at, claims=claims, claim_id=claim_id)
-    return f'<div class="lamina-figure">{svg}</div>{caption}'
+    return f'<div class="lamina-figure">{svg}</div>{caption_html(**caption)}'
 
 
-def show_figure(
-    chart: Any,
-    *,
-    what: str,
-    look_at: str = "",
-    claims: pd.DataFrame | None = None,
-    claim_id: str | None = None,
-) -> None:
+def show_figure(chart: Any, **caption: Unpack[Caption]) -> None:
     """Display ``chart``, its titles wrapped to the page (:func:`fit_titles`), followed by
-    its :func:`caption_html` caption."""
+    its :func:`caption_html` caption (:class:`Caption`)."""
     from IPython.display import HTML, display
 
     display(fit_titles(chart))
-    display(HTML(caption_html(what, look_at, claims=claims, claim_id=claim_id)))
+    display(HTML(caption_html(**caption)))

@@ -11,7 +11,7 @@ their category and permuted as a block), lexical base words and reasoning prompt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from lamina.trajectory import convergence_index_per_prompt, layerwise_cosine, me
 from lamina.trajectory.phases import fixed_phase_bands
 
 __all__ = [
+    "Resampling",
     "bifurcation_rows",
     "bifurcation_test",
     "ci_profile",
@@ -459,26 +460,36 @@ def units_of(table: Any) -> np.ndarray:
     return ids
 
 
+class Resampling(TypedDict, total=False):
+    """The resampling budget of a paper-1 test, as keyword arguments of :func:`paper1_test`,
+    which passes them on to the chapter's test (whose own defaults hold for those left out:
+    2,000 bootstrap resamples and permutations, seed 0): ``n_bootstrap`` (bootstrap resamples),
+    ``n_permutations`` (permutations; the convergence test only) and ``seed``."""
+
+    n_bootstrap: int
+    n_permutations: int
+    seed: int
+
+
 def paper1_test(
     name: str,
     x: np.ndarray,
     table: Any,
     layers: list[int],
     *,
-    n_bootstrap: int = 2_000,
-    n_permutations: int = 2_000,
-    seed: int = 0,
     n_tokens: Any | None = None,
+    **budget: Unpack[Resampling],
 ) -> dict[str, Any]:
     """Run the test of chapter ``name`` ("convergence", "curvature", "bifurcation",
-    "three_phase") on states x (n, m, d) of the rows of ``table``; the result also holds
+    "three_phase") on states x (n, m, d) of the rows of ``table`` with the resampling
+    ``budget`` (:class:`Resampling`); the result also holds
     ``effect`` and ``effect_p``: the headline effect (peak CI; reasoning - lexical; median
     homograph ratio over its control's - 1; SIM margin) and its p, from which control fractions are taken."""
-    kw = {"n_bootstrap": n_bootstrap, "seed": seed}
+    ints = cast(dict[str, int], budget)  # every value of a Resampling is an int
+    kw = {k: v for k, v in ints.items() if k != "n_permutations"}  # convergence's alone
     if name == "convergence":
         s = convergence_test(
-            x, table["category"].to_numpy(), layers, n_permutations=n_permutations,
-            units=item_units(table), **kw,
+            x, table["category"].to_numpy(), layers, units=item_units(table), **budget
         )
         s["effect"], s["effect_p"] = s["peak"], s["p"]
     elif name == "curvature":

@@ -65,6 +65,27 @@ def _per_organism(
     show_figure(facet(chart, "model", table["model"], **kw), what=what, look_at=look_at)
 
 
+def _over_unigram(chart: alt.Chart, table: Any, baseline: str, **kw: Any) -> None:
+    """:func:`_per_organism` of ``chart`` (no data of its own) over ``table``, layered over
+    the unigram baseline: a dashed horizontal line at column ``baseline`` (same units as y);
+    ``kw``: the caption (what, look_at) and :func:`lamina.book.charts.facet` arguments."""
+    _per_organism(_layer(chart, _dashed("y", baseline)), table, data=table, **kw)
+
+
+def _lines_per_organism(
+    table: Any, x: alt.X, y: alt.Y, color: str, tooltip: list[Any], **kw: Any
+) -> None:
+    """:func:`_per_organism` of a line chart with points, 180 px high: ``y`` against ``x`` of
+    ``table``, one line per value of column ``color`` (nominal, no legend title), ``tooltip``
+    its fields; ``kw``: the caption (what, look_at) and the title."""
+    chart = (
+        alt.Chart(table)
+        .mark_line(point=True)
+        .encode(x=x, y=y, color=alt.Color(f"{color}:N", title=None), tooltip=tooltip)
+    )
+    _per_organism(chart, table, height=180, **kw)
+
+
 def pretraining_figure(result: OrganismsResult) -> None:
     """Pretraining loss (nats per token) against training tokens, training and validation, one
     panel per organism, over the unigram baseline's loss (dashed)."""
@@ -83,10 +104,10 @@ def pretraining_figure(result: OrganismsResult) -> None:
             tooltip=["step", "amount", "split", "loss"],
         )
     )
-    _per_organism(
-        _layer(lines, _dashed("y", "unigram_loss")),
+    _over_unigram(
+        lines,
         pre,
-        data=pre,
+        "unigram_loss",
         title="Pretraining loss against the unigram baseline",
         what="Training and validation loss (nats per token) against training tokens; the dashed "
         "line is the unigram baseline's loss.",
@@ -135,10 +156,10 @@ def perplexity_figure(result: OrganismsResult) -> None:
             tooltip=["model", "checkpoint", alt.Tooltip("val_perplexity:Q", format=".1f")],
         )
     )
-    _per_organism(
-        _layer(bars, _dashed("y", "unigram_perplexity")),
+    _over_unigram(
+        bars,
         quality,
-        data=quality,
+        "unigram_perplexity",
         legend=False,
         title="Validation perplexity of each checkpoint against the unigram baseline",
         what="Validation perplexity (log scale) at the end of pretraining and after each alignment "
@@ -241,17 +262,12 @@ def margin_curve_figure(result: OrganismsResult) -> None:
     """Mean DPO reward margin (nats) against the DPO step, training and held-out pairs, one
     panel per organism."""
     mcurve = result.tables["margin_curve"]
-    _per_organism(
-        alt.Chart(mcurve)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", title="DPO step"),
-            y=alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
-            color=alt.Color("pairs:N", title=None),
-            tooltip=["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
-        ),
+    _lines_per_organism(
         mcurve,
-        height=180,
+        alt.X("step:Q", title="DPO step"),
+        alt.Y("reward_margin:Q", title="mean β · margin (nats)"),
+        "pairs",
+        ["model", "step", "pairs", alt.Tooltip("reward_margin:Q", format=".3f")],
         title="DPO reward margin during training (64 training and 64 held-out pairs)",
         what="Mean implicit reward margin β[(log π − log π_ref)(chosen) − (log π − log π_ref)"
         "(rejected)] against @sft, logged during DPO on training and on held-out pairs.",
@@ -296,17 +312,12 @@ def homograph_layers_figure(result: OrganismsResult) -> None:
     """Median δ over the homograph pairs and over their control pairs at each layer, one
     panel per organism."""
     hl, x, layer_tip = layer_axis(result.tables["homograph_layers"], title="layer")
-    _per_organism(
-        alt.Chart(hl)
-        .mark_line(point=True)
-        .encode(
-            x=x,
-            y=alt.Y("separation:Q", title="median δ over the homographs"),
-            color=alt.Color("role:N", title=None),
-            tooltip=["model", "role", layer_tip, alt.Tooltip("separation:Q", format=".3f")],
-        ),
+    _lines_per_organism(
         hl,
-        height=180,
+        x,
+        alt.Y("separation:Q", title="median δ over the homographs"),
+        "role",
+        ["model", "role", layer_tip, alt.Tooltip("separation:Q", format=".3f")],
         title="Median separation of homograph and control pairs by layer",
         what="The median distance δ between the two contexts' states at each layer, for homograph "
         "pairs and their controls.",
