@@ -344,6 +344,7 @@ class _Draw:
     z: np.ndarray
     coef: np.ndarray
     frame: _Frame
+    noise: _Noise
     extra: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -362,7 +363,7 @@ def _draw(table: pd.DataFrame, seed: int, bg: Background, share: float | None = 
         mu = np.linalg.qr(rng.standard_normal((frame.rest.shape[1], len(cats))))[0].T
         extra["categories"] = mu @ frame.rest.T  # (K, d) orthonormal
     extra["pairs"] = _orth_unit(rng, frame, n)  # one per row; a pair uses its ctx1 row's
-    return _Draw(z, coef, frame, extra)
+    return _Draw(z, coef, frame, noise, extra)
 
 
 def flat(bg: Background) -> Background:
@@ -571,8 +572,7 @@ def context_share() -> float:
     parts = []  # (states less their fluctuations, noise, frame) per draw: z varies with s
     for seed in range(REFERENCE_SEEDS[0], REFERENCE_SEEDS[0] + BIFURCATION_DRAWS):
         dr = _draw(t, seed, FLAT, 0.0)
-        noise = _background(np.random.default_rng([seed, 7_417]), t, FLAT)[0]
-        parts.append((_compose(t, dr, FLAT, Levers()) - dr.z, noise, dr.frame))
+        parts.append((_compose(t, dr, FLAT, Levers()) - dr.z, dr.noise, dr.frame))
 
     def f(v: float) -> float:
         return float(np.mean([stat(fixed + noise.z(v, frame), t) for fixed, noise, frame in parts]))
