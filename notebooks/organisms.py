@@ -188,7 +188,8 @@ show_details(V.sft_table(result), "Held-out SFT accuracy per organism, component
 # (`lamina.sources.organisms.instructions`). The chosen response is the required one; the rejected one
 # follows the other instruction, gives a wrong answer in the same style, or refuses (or fails
 # to refuse), so a policy that always prefers one style scores 0.5. A pair counts when the model gives
-# the chosen answer the higher log-probability (`lamina.sources.organisms.evaluate.dpo_hits`). On
+# the chosen answer the higher log-probability (a positive margin of
+# `lamina.sources.organisms.stages.dpo_margins` without a reference model). On
 # {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base`, `@sft`
 # {glue:text}`org_dpo_sft` and `@dpo` {glue:text}`org_dpo_acc`: {glue:text}`org_dpo_detail`.
 #

@@ -148,3 +148,17 @@ def test_a_seed_variant_builds_beside_seed_0_and_records_its_environment(tmp_pat
     assert env["cpu_model"] and env["torch_threads"] >= 1 and "numpy_blas" in env
     assert build["overlap"]["overlap"] == 0 and build["cpu_seconds"] > 0
     assert json.loads(build["config"])["seed"] == 1
+
+
+def test_margins_without_a_reference_are_the_policys_own_preference(tok):
+    """dpo_margins(model, None, ...) = log pi(chosen) - log pi(rejected), item by item, computed
+    separately by completion_logprob; its sign is the DPO preference accuracy's hit."""
+    base, model, held, _ = _train_dpo(tok, lr=3e-3)
+    with torch.no_grad():
+        p = [format_prompt(q) for q, _, _ in held]
+        c = completion_logprob(model, tok, p, [format_answer(x) for _, x, _ in held], 32)
+        r = completion_logprob(model, tok, p, [format_answer(x) for _, _, x in held], 32)
+    m = dpo_margins(model, None, tok, held, 32, batch=3)  # chunks do not change it
+    torch.testing.assert_close(m, c - r, atol=1e-4, rtol=1e-4)
+    assert float((m > 0).float().mean()) == _own_preference(model, tok, held) >= 0.9
+    assert not torch.allclose(m, dpo_margins(model, base, tok, held, 32))  # the reference matters

@@ -57,7 +57,7 @@ from lamina.sources.models import load_model
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus
 from lamina.sources.organisms.curriculum import generate_curriculum
-from lamina.sources.organisms.evaluate import dpo_hits, sft_hits, unigram_perplexity
+from lamina.sources.organisms.evaluate import sft_hits, unigram_perplexity
 from lamina.sources.organisms.gates import CONTENT_TARGET, PREFERENCE_TARGET, measure_checkpoint
 from lamina.sources.organisms.instructions import AlignmentData
 from lamina.sources.organisms.stages import dpo_margins
@@ -277,7 +277,7 @@ def _one(
     sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
     for ck in CHECKPOINTS:
         sft_scorers[ck] = cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy())
-    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: dpo_hits(m, tok, g, L).numpy())
+    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: (dpo_margins(m, None, tok, g, L) > 0).numpy())
                    for ck in ("final", "sft", "dpo")}  # fmt: skip
     sft_rows, sft_items = accuracy_rows(name, sft_scorers,
                                          group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip

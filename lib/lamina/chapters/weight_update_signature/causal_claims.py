@@ -82,8 +82,8 @@ def _write_edit_row(
         note = f"not testable: only {n} random directions, smallest attainable p {1 / (1 + n):.3g}; {note}"
     return claim_row(
         "write_edit_after_alignment", model, label, "changes predictions", obs,
-        {"ci_low": b["ci_low"], "ci_high": b["ci_high"]}, p, word, ratio,
-        "aligned / base effect", note=note, unit="Δ log p(target), nats",
+        s={"ci_low": b["ci_low"], "ci_high": b["ci_high"]}, p=p, word=word, effect=ratio,
+        effect_name="aligned / base effect", note=note, unit="Δ log p(target), nats",
     )  # fmt: skip
 
 

@@ -94,12 +94,13 @@ def _alignment_rows(
     vq, note = beyond_weight_verdict(qk, own)
     return [
         claim_row(
-            "align_qk_enriched", model, pair, "enriched (> 1)", qk["geo"], qk, qk["p_greater"],
-            vq, own["geo"] if own else float("nan"), "RSF(ΔW)/RSF(W) (baseline: W itself)",
-            note=note, unit="enrichment (geo-mean over Q,K)",
+            "align_qk_enriched", model, pair, "enriched (> 1)", qk["geo"], s=qk, p=qk["p_greater"],
+            word=vq, effect=own["geo"] if own else float("nan"),
+            effect_name="RSF(ΔW)/RSF(W) (baseline: W itself)", note=note,
+            unit="enrichment (geo-mean over Q,K)",
         ),
         claim_row(
-            "align_write_random", model, pair, "≈ 1 (random)", wr["geo"], wr, wr["p_two"], vw,
+            "align_write_random", model, pair, "≈ 1 (random)", wr["geo"], s=wr, p=wr["p_two"], word=vw,
             unit="enrichment (geo-mean over O, down)",
         ),
     ]  # fmt: skip
@@ -131,7 +132,7 @@ def _stage_not_objective(
         p, ratio, word = None, float("nan"), "not testable"
     return claim_row(
         "stage_not_objective", model, "early vs late; objectives", "stage-specific", ratio,
-        None, p, word, spread, "max/min write enrichment across objectives",
+        p=p, word=word, effect=spread, effect_name="max/min write enrichment across objectives",
         unit="early/late write enrichment",
     )  # fmt: skip
 
@@ -177,8 +178,8 @@ def stage_claims(
         rows.append(
             claim_row(
                 "every_objective_signature", model, f"{config.base}→{t}",
-                "Q/K > 1, writes ≈ 1", qk["geo"], qk, qk["p_greater"], combine([vq, vw]),
-                wr["geo"], "write enrichment", unit="Q/K enrichment",
+                "Q/K > 1, writes ≈ 1", qk["geo"], s=qk, p=qk["p_greater"], word=combine([vq, vw]),
+                effect=wr["geo"], effect_name="write enrichment", unit="Q/K enrichment",
             )  # fmt: skip
         )
     return rows, stage_rows
@@ -206,8 +207,8 @@ def all_claims(
     rows.append(
         claim_row(
             "late_pretraining_signature", model, "late pretraining", "Q/K > 1, writes ≈ 1",
-            qk["geo"], qk, qk["p_greater"], combine([vq, vw]), wr["geo"], "write enrichment",
-            unit="Q/K enrichment",
+            qk["geo"], s=qk, p=qk["p_greater"], word=combine([vq, vw]), effect=wr["geo"],
+            effect_name="write enrichment", unit="Q/K enrichment",
         )  # fmt: skip
     )
     rows.append(_stage_not_objective(model, d, config, stage_rows))

@@ -71,11 +71,11 @@ def _read_gradient_rows(model: str, read: pd.DataFrame, config: SignatureConfig)
                 f"{obj} objective @{config.base}",
                 "≈ activation spectrum",
                 s["geo"],
-                s,
-                s["p_two"],
-                close_verdict(s, m),
-                geo_by_obj[obj],
-                "summed read-gradient enrichment",
+                s=s,
+                p=s["p_two"],
+                word=close_verdict(s, m),
+                effect=geo_by_obj[obj],
+                effect_name="summed read-gradient enrichment",
                 unit="RSF(summed gradient) / activation share",
             )
         )
@@ -94,9 +94,8 @@ def _read_gradient_rows(model: str, read: pd.DataFrame, config: SignatureConfig)
                 "across objectives",
                 "same under every objective",
                 spread,
-                None,
-                p,
-                "reproduced"
+                p=p,
+                word="reproduced"
                 if spread <= m
                 else "partially"
                 if spread <= m * m
@@ -132,13 +131,13 @@ def _raw_read_row(model: str, read: pd.DataFrame, config: SignatureConfig) -> li
                 f"lm objective @{config.base}",
                 "follows",
                 float(rho),
-                s,
-                float(p_rho),
-                verdict(float(p_rho), bool(rho > 0 and enr["geo"] > 1))
+                s=s,
+                p=float(p_rho),
+                word=verdict(float(p_rho), bool(rho > 0 and enr["geo"] > 1))
                 if rho > 0
                 else "not reproduced",
-                enr["geo"],
-                "summed read-gradient enrichment",
+                effect=enr["geo"],
+                effect_name="summed read-gradient enrichment",
                 unit="Spearman ρ(activation share, gradient RSF) over read matrices",
             )
         )
@@ -155,15 +154,8 @@ def _adam_rows(model: str, parts: dict, config: SignatureConfig) -> list[dict[st
         word = "not reproduced" if s["geo"] >= 1 else verdict(s["p_less"], bool(s["ci_high"] < 1))
         rows.append(
             claim_row(
-                "optimizer_attenuates",
-                model,
-                f"Adam state @{state}",
-                "update < raw",
-                s["geo"],
-                s,
-                s["p_less"],
-                word,
-                unit="enrichment(update) / enrichment(momentum)",
+                "optimizer_attenuates", model, f"Adam state @{state}", "update < raw", s["geo"],
+                s=s, p=s["p_less"], word=word, unit="enrichment(update) / enrichment(momentum)",
             )
         )
     return rows
@@ -180,17 +172,9 @@ def _cancellation_rows(model: str, g: pd.DataFrame, config: SignatureConfig) -> 
         word = combine([scale["verdict"], close_verdict(s, m)])
         rows.append(
             claim_row(
-                "cancellation_scale_not_direction",
-                model,
-                f"{obj} objective @{config.base}",
-                "scale only",
-                s["geo"],
-                s,
-                s["p_two"],
-                word,
-                scale["geo"],
-                "cancellation / sign-randomised cancellation",
-                note=scale["note"],
+                "cancellation_scale_not_direction", model, f"{obj} objective @{config.base}",
+                "scale only", s["geo"], s=s, p=s["p_two"], word=word, effect=scale["geo"],
+                effect_name="cancellation / sign-randomised cancellation", note=scale["note"],
                 unit="RSF(summed) / RSF(per-token, pooled)",
             )
         )
@@ -223,11 +207,10 @@ def _write_gradient_row(model: str, w: pd.DataFrame, config: SignatureConfig, ck
         "pretraining",
         "early only",
         e["geo"] / lt["geo"],
-        None,
-        p,
-        word,
-        lt["geo"],
-        "late write-gradient enrichment",
+        p=p,
+        word=word,
+        effect=lt["geo"],
+        effect_name="late write-gradient enrichment",
         note=f"early enrichment {e['geo']:.2f}",
         unit="early / late write-gradient enrichment",
     )
@@ -256,11 +239,10 @@ def _write_weight_row(model: str, w: pd.DataFrame, config: SignatureConfig, ck: 
         "pretraining",
         "early",
         frac,
-        None,
-        p,
-        word,
-        ef,
-        "final write-weight enrichment",
+        p=p,
+        word=word,
+        effect=ef,
+        effect_name="final write-weight enrichment",
         unit="share of the final write-weight enrichment gain reached early",
     )
 

@@ -11,7 +11,8 @@ concentrated in the subspace from one that inherits W's own concentration (Î”W â
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ __all__ = [
     "CLAIMS",
     "FRAMING",
     "QK",
+    "RowOptions",
     "WRITE",
     "beyond_weight_verdict",
     "claim_row",
@@ -136,34 +138,45 @@ def combine(words: list[str]) -> str:
     return "not reproduced" if all(w == "not reproduced" for w in words) else "partially"
 
 
+class RowOptions(TypedDict, total=False):
+    """What a :func:`claim_row` may add to its measurement (each optional).
+
+    s: a summary holding the 95% CI of ``measured`` ("ci_low", "ci_high"); p: the test's p;
+    word: the verdict word (default "not testable"); effect / effect_name: a secondary effect
+    size and what it measures; note: a free note; unit: the unit of ``measured``.
+    """
+
+    s: Mapping[str, Any] | None
+    p: float | None
+    word: str | None
+    effect: float
+    effect_name: str
+    note: str
+    unit: str
+
+
 def claim_row(
-    cid: str,
-    model: str,
-    stage: str,
-    paper: str,
-    measured: float,
-    s: dict | None = None,
-    p: float | None = None,
-    word: str | None = None,
-    effect: float = float("nan"),
-    effect_name: str = "",
-    note: str = "",
-    unit: str = "",
+    cid: str, model: str, stage: str, paper: str, measured: float, **kw: Unpack[RowOptions]
 ) -> dict[str, Any]:
+    """One row of the chapter's claims table: claim ``cid`` of :data:`CLAIMS` (id "P2.<cid>")
+    for ``model`` at ``stage`` (a checkpoint pair, objective or "-"), the paper's value
+    ``paper`` and the ``measured`` value, with the options of :class:`RowOptions`.
+    -> :func:`lamina.chapters.results.claim_record`'s row plus "stage", "unit" and "note"."""
+    s = kw.get("s") or {}
     rec = claim_record(
         f"P2.{cid}",
         CLAIMS[cid],
         paper,
         model,
         measured,
-        (s or {}).get("ci_low", float("nan")),
-        (s or {}).get("ci_high", float("nan")),
-        p,
-        verdict_word=word or "not testable",
-        effect_size=effect,
-        effect_name=effect_name,
+        s.get("ci_low", float("nan")),
+        s.get("ci_high", float("nan")),
+        kw.get("p"),
+        verdict_word=kw.get("word") or "not testable",
+        effect_size=kw.get("effect", float("nan")),
+        effect_name=kw.get("effect_name", ""),
     )
-    rec |= {"stage": stage, "unit": unit, "note": note}
+    rec |= {"stage": stage, "unit": kw.get("unit", ""), "note": kw.get("note", "")}
     return rec
 
 

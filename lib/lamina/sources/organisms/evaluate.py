@@ -13,7 +13,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.sources.organisms.corpus import format_answer, format_prompt
-from lamina.sources.organisms.stages import completion_logprob, dpo_margins, in_chunks, qa_batch
+from lamina.sources.organisms.stages import dpo_margins, in_chunks, qa_batch
 from lamina.sources.organisms.train import eval_lm
 
 
@@ -68,37 +68,11 @@ def sft_hits(
 
 
 def hit_rate(hits: torch.Tensor) -> float:
-    """Fraction of hits: hits (N,) bool (:func:`sft_hits`, :func:`dpo_hits`) -> mean in [0, 1];
-    0.0 for no items. With :func:`sft_hits`: the SFT accuracy; with :func:`dpo_hits`: the
+    """Fraction of hits: hits (N,) bool (:func:`sft_hits`, or ``dpo_margins(model, None, ...) > 0``)
+    -> mean in [0, 1]; 0.0 for no items. With :func:`sft_hits`: the SFT accuracy; with the
+    margins (:func:`lamina.sources.organisms.stages.dpo_margins` without a reference): the
     DPO preference accuracy."""
     return float(hits.float().mean()) if len(hits) else 0.0
-
-
-@torch.no_grad()
-def dpo_hits(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    triples: list[tuple[str, str, str]],
-    max_len: int,
-    batch: int = 64,
-) -> torch.Tensor:
-    """Per (prompt, chosen, rejected): log pi(chosen|prompt) > log pi(rejected|prompt)? (N,) bool.
-
-    Sequence log-probabilities include the EOS that ends each answer.
-    """
-    model.eval()
-
-    def hits(chunk: list[tuple[str, str, str]]) -> torch.Tensor:
-        prompts = [format_prompt(p) for p, _, _ in chunk]
-        lc = completion_logprob(
-            model, tokenizer, prompts, [format_answer(c) for _, c, _ in chunk], max_len
-        )
-        lr = completion_logprob(
-            model, tokenizer, prompts, [format_answer(r) for _, _, r in chunk], max_len
-        )
-        return lc > lr
-
-    return in_chunks(hits, triples, batch, torch.bool)
 
 
 def evaluate_models(
@@ -133,7 +107,7 @@ def evaluate_models(
             "val_loss": loss,
             "val_perplexity": math.exp(loss),
             "sft_accuracy": hit_rate(sft_hits(model, tokenizer, sft_eval, max_len)),
-            "dpo_accuracy": hit_rate(dpo_hits(model, tokenizer, dpo_eval, max_len)),
+            "dpo_accuracy": hit_rate(dpo_margins(model, None, tokenizer, dpo_eval, max_len) > 0),
         }
         if ref is not None and name == "dpo" and dpo_eval:
             m = dpo_margins(model, ref, tokenizer, dpo_eval, max_len)

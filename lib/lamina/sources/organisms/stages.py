@@ -116,21 +116,27 @@ def in_chunks(
 @torch.no_grad()
 def dpo_margins(
     model: PreTrainedModel,
-    ref: PreTrainedModel,
+    ref: PreTrainedModel | None,
     tokenizer: PreTrainedTokenizerBase,
     items: list[tuple[str, str, str]],
     max_len: int,
     batch: int = 64,
 ) -> torch.Tensor:
-    """Implicit reward margins of (question, chosen, rejected) triples, before the beta factor.
+    """Preference margins of (question, chosen, rejected) triples: (N,), nats.
 
-    m = (log pi(y_w|x) - log pi_ref(y_w|x)) - (log pi(y_l|x) - log pi_ref(y_l|x)): (B,), nats.
+    With a reference model, DPO's implicit reward margin before the beta factor:
+    m = (log pi(y_w|x) - log pi_ref(y_w|x)) - (log pi(y_l|x) - log pi_ref(y_l|x));
     beta * m is the DPO reward margin; m > 0 means the policy moved towards the chosen answer.
+    With ``ref=None``, the policy's own margin m = log pi(y_w|x) - log pi(y_l|x); m > 0 means it
+    prefers the chosen answer (the DPO preference accuracy is the fraction of m > 0).
+    Sequence log-probabilities include the EOS that ends each answer.
     """
     model.eval()
 
     def margins(chunk: list[tuple[str, str, str]]) -> torch.Tensor:
         pc, pr = _pair_logprobs(model, tokenizer, chunk, max_len)
+        if ref is None:
+            return pc - pr
         rc, rr = _pair_logprobs(ref, tokenizer, chunk, max_len)
         return (pc - rc) - (pr - rr)
 
