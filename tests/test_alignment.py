@@ -68,12 +68,17 @@ def _train_dpo(tok, lr: float):
     return base, model, held, rows
 
 
-def _own_preference(model, tok, triples) -> float:
+def _own_margins(model, tok, triples) -> torch.Tensor:
+    """log pi(chosen) - log pi(rejected) per triple, chosen and rejected scored separately."""
     with torch.no_grad():
         p = [format_prompt(q) for q, _, _ in triples]
         c = completion_logprob(model, tok, p, [format_answer(x) for _, x, _ in triples], 32)
         r = completion_logprob(model, tok, p, [format_answer(x) for _, _, x in triples], 32)
-    return float((c > r).float().mean())
+    return c - r
+
+
+def _own_preference(model, tok, triples) -> float:
+    return float((_own_margins(model, tok, triples) > 0).float().mean())
 
 
 def test_dpo_learns_a_learnable_preference_on_held_out_prompts(tok):
@@ -154,11 +159,7 @@ def test_margins_without_a_reference_are_the_policys_own_preference(tok):
     """dpo_margins(model, None, ...) = log pi(chosen) - log pi(rejected), item by item, computed
     separately by completion_logprob; its sign is the DPO preference accuracy's hit."""
     base, model, held, _ = _train_dpo(tok, lr=3e-3)
-    with torch.no_grad():
-        p = [format_prompt(q) for q, _, _ in held]
-        c = completion_logprob(model, tok, p, [format_answer(x) for _, x, _ in held], 32)
-        r = completion_logprob(model, tok, p, [format_answer(x) for _, _, x in held], 32)
     m = dpo_margins(model, None, tok, held, 32, batch=3)  # chunks do not change it
-    torch.testing.assert_close(m, c - r, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(m, _own_margins(model, tok, held), atol=1e-4, rtol=1e-4)
     assert float((m > 0).float().mean()) == _own_preference(model, tok, held) >= 0.9
     assert not torch.allclose(m, dpo_margins(model, base, tok, held, 32))  # the reference matters
