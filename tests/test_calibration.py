@@ -97,7 +97,9 @@ def test_parallel_calibration_equals_the_serial_run_and_is_cached(tmp_path, monk
     kw = {"tests": ("three_phase",), "n_bootstrap": 20, "n_permutations": 200}
     serial = calibrate(range(3), **kw)
     parallel = calibrate(range(3), jobs=2, cache=tmp_path, **kw)
-    pd.testing.assert_frame_equal(serial, parallel)
+    # the workers run one BLAS thread, this process several: sums may differ in the last
+    # bits, so numbers agree to rounding and every verdict and reason exactly
+    pd.testing.assert_frame_equal(serial, parallel, check_exact=False, rtol=1e-9, atol=1e-12)
     assert len(list(tmp_path.glob("*/seed-*.json"))) == 3
 
     def boom(*args, **kwargs):
@@ -105,7 +107,7 @@ def test_parallel_calibration_equals_the_serial_run_and_is_cached(tmp_path, monk
 
     monkeypatch.setattr(calibration, "_timed_seed", boom)
     warm = calibrate(range(3), cache=tmp_path, **kw)
-    pd.testing.assert_frame_equal(serial, warm)
+    pd.testing.assert_frame_equal(parallel, warm)  # the cache gives back what was computed
     assert warm.attrs["seconds"] == parallel.attrs["seconds"]
     with pytest.raises(AssertionError, match="computed again"):  # other options: another key
         calibrate(range(1), cache=tmp_path, **{**kw, "n_bootstrap": 21})

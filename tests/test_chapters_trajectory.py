@@ -152,7 +152,8 @@ def test_random_embedding_control_shares_draws_between_prompts(tiny_model_dirs):
     ms = load_model_states(folder, prompts, TrajectoryConfig(model=folder), random_init=False)
     assert ms.random_input is not None
     x = ms.random_input["mean"].raw  # (3, L+1, d)
-    np.testing.assert_array_equal(x[0], x[1])
+    # rows of one padded batch: equal up to the rounding of batched matmuls, not bitwise
+    np.testing.assert_allclose(x[0], x[1], rtol=1e-5, atol=1e-6)
     assert not np.allclose(x[0], x[2])
 
 
