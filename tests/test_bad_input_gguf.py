@@ -63,7 +63,7 @@ def test_bad2_bit_damage_in_the_fp32_cache_is_reported_and_rebuilt(llama, cache,
         f.write(bytes([byte[0] ^ 0xFF]))
     assert weights.stat().st_size == size
     with pytest.warns(
-        UserWarning, match=r"model\.safetensors does not match the SHA-256.*rebuilding"
+        UserWarning, match=r"model\.safetensors: its bytes do not match the SHA-256.*rebuilding"
     ):
         again, _ = lamina.load_model(str(path), device="cpu")
     assert again.lamina_source["cold"] is True
@@ -194,9 +194,11 @@ def test_warm_loads_skip_the_hash_until_a_file_changes(llama, cache, tmp_path, m
     path = write_gguf(llama, _byte_tokenizer(), tmp_path / "w.gguf")
     lamina.load_model(str(path), device="cpu")
     lamina.load_model(str(path), device="cpu")  # verified once, signature recorded
+    from lamina.core import manifest
+
     hashed: list[Path] = []
-    real = gguf_cache._sha256
-    monkeypatch.setattr(gguf_cache, "_sha256", lambda p: (hashed.append(p), real(p))[1])
+    real = manifest.sha256_file
+    monkeypatch.setattr(manifest, "sha256_file", lambda p: (hashed.append(p), real(p))[1])
     assert lamina.load_model(str(path), device="cpu")[0].lamina_source["cold"] is False
     assert hashed == []
     (folder,) = _entries(cache)

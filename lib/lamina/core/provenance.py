@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
@@ -9,7 +10,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,11 @@ __all__ = [
     "data_dir",
     "env_dir",
     "git_commit",
+    "json_default",
     "provenance",
     "repo_root",
+    "temporary_beside",
+    "temporary_environ",
     "writable_folder",
 ]
 
@@ -81,6 +85,22 @@ def absolute_env_paths() -> dict[str, str]:
             path = Path(value).expanduser()
             os.environ[name] = out[name] = str(path if path.is_absolute() else Path.cwd() / path)
     return out
+
+
+@contextlib.contextmanager
+def temporary_environ(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block (child processes inherit them), then restore
+    each one as it was (unset if it was unset)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def writable_folder(path: Path, name: str) -> Path:
@@ -190,16 +210,24 @@ def clean_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def temporary_beside(path: str | os.PathLike) -> Path:
+    """A new empty hidden file ``.<name>.pid<PID>.<random>.tmp`` in ``path``'s folder, to be
+    renamed onto ``path`` (what :func:`clean_stale_temporaries` removes if the process dies)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{_TMP_TAG}{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
+    os.close(fd)
+    return Path(tmp)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place,
     so a reader never sees a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temporaries(path.parent)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.{_TMP_TAG}{os.getpid()}.", suffix=".tmp", dir=path.parent
-    )
-    os.close(fd)
+    tmp = temporary_beside(path)
     try:
         write(Path(tmp))
         umask = os.umask(0)
@@ -219,10 +247,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as indented JSON to ``path`` atomically (numpy scalars allowed)."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=json_default) + "\n")
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """JSON for the values lamina writes that ``json`` does not know: numpy scalars and
+    arrays (as numbers and lists) and paths (as text); TypeError for anything else."""
     import numpy as np
 
     if isinstance(obj, np.generic):

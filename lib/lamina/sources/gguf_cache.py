@@ -1,20 +1,16 @@
 """The fp32 cache of dequantised GGUF models (used by :mod:`lamina.sources.gguf_models`).
 
 One folder per GGUF file, ``<cache>/<stem>-<key>``, where ``key`` hashes the file's SHA-256 and
-the versions of the code that dequantised it (transformers, gguf, this format). A folder is
-built under a temporary name beside its final one and renamed into place; its manifest, written
-last, lists every file with its size and SHA-256. :func:`verify` accepts a folder only when every
+the versions of the code that dequantised it (transformers, gguf, this format). The entry is
+found by its key whatever the stem (:func:`find_entry`): the same GGUF bytes under another
+file name, a symlink or a copy, reuse it. A folder is built under a temporary name beside its
+final one and renamed into place; its manifest (:mod:`lamina.core.manifest`), written last,
+lists every file with its size and SHA-256. :func:`verify` accepts a folder only when every
 listed file is present at that size and hashes to that SHA-256, so a folder left by an
-interrupted run, or one whose bytes were damaged later, is rebuilt, never loaded.
-
-Hashing SmolLM2's 538 MB cache takes 1.6-1.7 s here, more than a warm load from the page
-cache (1.3 s), so the full SHA-256 check runs on the first load after any change to a file's
-stat signature (size, mtime, ctime, inode: every write, copy or ``touch`` changes the ctime,
-which no user can set back); the signature of the last verified state is kept in
-``.lamina-verified.json``, and a load that finds it unchanged costs a few ``stat`` calls.
-Damage that bypasses the filesystem (bit rot under an unchanged inode) is not seen until the
-signature changes. Scratch folders that a killed build leaves behind are removed by the next build of
-the same entry (:func:`clean_scratch`).
+interrupted run, or one whose bytes were damaged later, is rebuilt, never loaded. The full
+hash runs on the first load after any change to the files (:func:`lamina.core.manifest.
+check_folder`). Scratch folders that a killed build leaves behind are removed by the next
+build of the same entry (:func:`clean_scratch`).
 
 Before anything is cached, :func:`check_tensors` compares the GGUF's tensor table with the
 tensors the architecture needs (names and shapes from Hugging Face's own GGUF name map): a
@@ -38,7 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from lamina.core.provenance import atomic_write_text, data_dir, env_dir
+from lamina.core.manifest import MANIFEST, verify_folder, write_manifest
+from lamina.core.progress import library_bars_off
+from lamina.core.provenance import data_dir, env_dir
 
 __all__ = [
     "MANIFEST",
@@ -50,12 +48,12 @@ __all__ = [
     "check_tensors",
     "clean_scratch",
     "complete",
+    "find_entry",
     "gguf_cache_dir",
     "verify",
 ]
 
 CACHE_FORMAT = 2  # 2: the manifest records each file's SHA-256
-MANIFEST = "lamina-manifest.json"
 
 
 class GGUFTensorError(ValueError):
@@ -80,64 +78,28 @@ def cache_key(sha: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def _sha256(path: Path, chunk: int = 1 << 22) -> str:
-    """SHA-256 (hex) of one file, streamed in 4 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-VERIFIED = ".lamina-verified.json"
-
-
-def _signature(folder: Path, names: list[str]) -> dict[str, list[int]]:
-    """``{name: [size, mtime_ns, ctime_ns, inode]}`` of ``names`` (and the manifest)."""
-    out = {}
-    for name in [*sorted(names), MANIFEST]:
-        st = (folder / name).stat()
-        out[name] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    return out
-
-
 def verify(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(manifest, None) when every file the manifest of ``folder`` lists is present with its
     size and SHA-256; (None, why) naming the damaged file otherwise; (None, None) when there is
-    no folder at all. The hashes are skipped when the files' stat signature equals the one
-    recorded after the last full check (see the module's docstring)."""
-    if not folder.exists():
-        return None, None
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-        files = manifest["files"]
-        for name, entry in files.items():
-            path = folder / name
-            if not isinstance(entry, dict):
-                return None, f"{folder / MANIFEST} is from an older cache format"
-            if not path.is_file() or path.stat().st_size != entry["size"]:
-                return None, f"{path} is missing or has the wrong size (interrupted copy?)"
-        signature = _signature(folder, list(files))
-        try:
-            if json.loads((folder / VERIFIED).read_text()) == signature:
-                return manifest, None
-        except (OSError, ValueError):
-            pass
-        for name, entry in files.items():
-            if _sha256(folder / name) != entry["sha256"]:
-                return None, f"{folder / name} does not match the SHA-256 in its manifest (damaged)"
-        try:  # best effort: a read-only cache is hashed on every load
-            atomic_write_text(folder / VERIFIED, json.dumps(signature))
-        except OSError:
-            pass
-        return manifest, None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return None, f"{folder / MANIFEST} is missing or unreadable ({exc.__class__.__name__})"
+    no folder at all (:func:`lamina.core.manifest.verify_folder`: hashed on the first check
+    after any change to the files, a few ``stat`` calls otherwise)."""
+    return verify_folder(folder)
 
 
 def complete(folder: Path) -> dict[str, Any] | None:
     """The manifest of a cache folder if every file it lists is intact (:func:`verify`)."""
     return verify(folder)[0]
+
+
+def find_entry(cache: Path, key: str) -> Path | None:
+    """The cache folder of the GGUF whose :func:`cache_key` is ``key``, whatever the name of
+    the file it was built from (``<any stem>-<key>``), or None. An intact one (its manifest
+    checks) is preferred; else the first found, which the caller rebuilds."""
+    found = sorted(p for p in cache.glob(f"*-{key}") if p.is_dir() and not p.name.startswith("."))
+    for path in found:
+        if complete(path) is not None:
+            return path
+    return found[0] if found else None
 
 
 def clean_scratch(target: Path) -> list[Path]:
@@ -179,7 +141,16 @@ def build_lock(target: Path) -> Iterator[None]:
     except ImportError:  # not POSIX
         yield
         return
-    with open(target.parent / f".{target.name}.lock", "a+") as handle:
+    lock = target.parent / f".{target.name}.lock"
+    try:
+        handle = open(lock, "a+")  # noqa: SIM115 (closed below, after the lock is released)
+    except OSError as exc:
+        raise PermissionError(
+            f"GGUF cache folder {target.parent} is not writable ({exc.strerror}): the first "
+            "load of a GGUF model writes its fp32 copy there; point $LAMINA_GGUF_CACHE at a "
+            "writable folder"
+        ) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -197,23 +168,21 @@ def build_cache(target: Path, gguf_path: Path, record: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         folder, name = str(gguf_path.parent), gguf_path.name
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=name, dtype=torch.float32, local_files_only=True
-        )
+        with library_bars_off():  # the caller reports this step (lamina.core.progress)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=name, dtype=torch.float32, local_files_only=True
+            )
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
         _save_plain(model, tmp)
         tokenizer.save_pretrained(tmp)
-        files = {}
         for p in tmp.iterdir():
             os.chmod(p, 0o644)  # safetensors writes 0600 files
-            files[p.name] = {"size": p.stat().st_size, "sha256": _sha256(p)}
-        manifest = {
+        write_manifest(tmp, {
             **record,
-            "files": files,
             "n_params": sum(p.numel() for p in model.parameters()),
             "build_seconds": round(time.perf_counter() - start, 1),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+        })  # fmt: skip
+        os.chmod(tmp / MANIFEST, 0o644)
         os.chmod(tmp, 0o755)
         if target.exists():  # an incomplete folder left by an interrupted run
             shutil.rmtree(target, ignore_errors=True)

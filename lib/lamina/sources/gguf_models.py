@@ -29,6 +29,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Collection, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +37,8 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from lamina.core.progress import heartbeat, in_lamina_run, library_bars_off
+from lamina.sources.device import check_device, resolve_device
 from lamina.sources.gguf_cache import (
     GGUFTensorError,
     assemble,
@@ -44,9 +47,11 @@ from lamina.sources.gguf_cache import (
     cache_key,
     check_tensors,
     clean_scratch,
+    find_entry,
     gguf_cache_dir,
     verify,
 )
+from lamina.sources.model_files import check_loading_info
 
 __all__ = [
     "OFFLINE_GGUF",
@@ -132,42 +137,25 @@ OFFLINE_GGUF: dict[str, OfflineGGUF] = {
 _GGUF_TO_MODEL_TYPE = {"gemma3": "gemma3_text"}
 
 
-def is_gguf_name(name: str | os.PathLike) -> bool:
-    """Whether :func:`load_gguf_model` handles ``name``: an offline alias or a ``.gguf`` path."""
-    text = str(name)
-    return text in OFFLINE_GGUF or text.lower().endswith(".gguf")
+GGUF_MAGIC = b"GGUF"
 
 
-def check_device(device: str | torch.device, label: str | None = None) -> torch.device:
-    """``device`` as a ``torch.device`` that exists on this machine; ValueError for a name that
-    is not a device, RuntimeError for CUDA/MPS that is not available, each naming ``label``
-    (default ``device=<value>``)."""
-    label = label or f"device={str(device)!r}"
+def has_gguf_magic(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a file that starts with the GGUF magic bytes ``GGUF``."""
     try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"{label} is not a torch device (use cpu, cuda, cuda:N or mps): {exc}"
-        ) from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"{label} requested but CUDA is not available here; use cpu")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise RuntimeError(f"{label} requested but only {torch.cuda.device_count()} CUDA device(s)")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"{label} requested but MPS is not available here")
-    return dev
+        with open(path, "rb") as f:
+            return f.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``"auto"`` (or None) -> ``$LAMINA_DEVICE`` if set, else CUDA when available, else CPU;
-    anything else is passed to ``torch.device``. The device is checked (:func:`check_device`);
-    an unusable ``$LAMINA_DEVICE`` is an error naming the variable."""
-    if device is None or str(device) == "auto":
-        env = os.environ.get("LAMINA_DEVICE", "").strip()
-        if env:
-            return check_device(env, f"$LAMINA_DEVICE={env!r}")
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return check_device(device)
+def is_gguf_name(name: str | os.PathLike) -> bool:
+    """Whether :func:`load_gguf_model` handles ``name``: an offline alias, a ``.gguf`` path, or
+    a file of any name that starts with the GGUF magic bytes."""
+    text = str(name)
+    if text in OFFLINE_GGUF or text.lower().endswith(".gguf"):
+        return True
+    return Path(text).expanduser().is_file() and has_gguf_magic(Path(text).expanduser())
 
 
 # ----------------------------------------------------------------------------------------
@@ -371,9 +359,9 @@ def _dequantise(
             "tensor_types": info.tensor_types,
             "dequantized_to": "float32",
         }
-        if progress:
-            print(f"lamina: dequantising {record['file']} to fp32 (first load only) ...")
-        build_cache(target, gguf_path, record)
+        message = f"dequantising {record['file']} to fp32 (first load only; cached in {target})"
+        with heartbeat(message) if progress else nullcontext():
+            build_cache(target, gguf_path, record)
 
 
 def _ensure_cache(
@@ -440,14 +428,20 @@ def load_gguf_model(
         if not path.is_file():
             raise GGUFMissingError(f"GGUF file {path} does not exist")
         paths, sha, stem, package = [path], sha256_files([path]), path.stem, None
-    target = gguf_cache_dir() / f"{stem}-{cache_key(sha)}"
+    cache, key = gguf_cache_dir(), cache_key(sha)
+    target = find_entry(cache, key) or cache / f"{stem}-{key}"  # the same bytes, any name
     file_name = spec.file_name if spec else paths[0].name
     manifest, cold = _ensure_cache(target, paths, sha, file_name, package, supported, progress)
-    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, local_files_only=True)
+    with library_bars_off() if in_lamina_run() else nullcontext():
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
+            target, dtype=dtype, local_files_only=True, output_loading_info=True
+        )  # (model, loading info)
+    model, info = loaded
+    check_loading_info(target, info)
     tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model = model.to(target_device).eval()  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
+    model = model.to(target_device).eval()
     source = {k: v for k, v in manifest.items() if k != "files"}
     source.update(cache=str(target), cold=cold, load_seconds=round(time.perf_counter() - start, 2))
     setattr(model, "lamina_name", name)  # noqa: B010 (attribute unknown to the stubs)

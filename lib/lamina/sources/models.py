@@ -13,6 +13,7 @@ Paths are relative to ``model.base_model`` (the bare transformer: ``GPT2Model``,
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -20,7 +21,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from lamina.core.progress import in_lamina_run, library_bars_off, say
 from lamina.sources.gguf_models import OFFLINE_GGUF, is_gguf_name, load_gguf_model, resolve_device
+from lamina.sources.model_files import check_config, check_loading_info, check_stored_tensors
 
 __all__ = [
     "ADAPTERS",
@@ -280,6 +283,12 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, bool]:
         return str(organisms.resolve(name)), True
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser()), True
+    if Path(name).expanduser().is_file():  # a GGUF file of any name went to load_gguf_model
+        raise ModelNotFoundError(
+            f"model {name!r} is a file but not a GGUF model (it does not start with the GGUF "
+            "magic bytes): a model is a folder holding config.json, a GGUF file, an alias, an "
+            "organism or a hub name"
+        )
     return name, False
 
 
@@ -339,6 +348,8 @@ def load_model(
     from lamina.sources.quantize import quantize_model, split_quantized_name
 
     _check_load_arguments(name_or_path, revision, device)  # before anything is read
+    if in_lamina_run():  # a line on the terminal of `lamina run` (lamina.core.progress)
+        say(f"loading {name_or_path}")
     base_name, qtype = split_quantized_name(str(name_or_path))
     if qtype is not None:  # "<model>+Q4_1": the model with its weights rounded through GGUF Q4_1
         model, tokenizer = load_model(
@@ -400,16 +411,24 @@ def _load_transformers(
     kwargs: dict = {"revision": revision, "trust_remote_code": False}
     if local or not hub_reachable():
         kwargs["local_files_only"] = True
+    if local:
+        check_config(source)  # a readable JSON object with a floating dtype, before transformers
     config: Any = _hf_config(source, name_or_path, revision, local, kwargs)
     is_causal = any(
         a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in config.architectures or []
     )
     auto = AutoModelForCausalLM if is_causal else AutoModel
-    model = auto.from_pretrained(
-        source, config=config, dtype=dtype, device_map=device_map, **kwargs
-    )
+    if local:
+        check_stored_tensors(source, auto, config)  # shapes and dtypes, from the headers
+    with library_bars_off() if in_lamina_run() else nullcontext():
+        loaded: Any = auto.from_pretrained(
+            source, config=config, dtype=dtype, device_map=device_map, output_loading_info=True,
+            **kwargs,
+        )  # fmt: skip  # (model, loading info)
+    model, info = loaded
+    check_loading_info(source, info)  # no tensor left to a random initialisation
     if device_map is None:
-        model = model.to(resolve_device(device))  # type: ignore[arg-type]  # transformers' wrapped .to is typed to take a model
+        model = model.to(resolve_device(device))
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     if tokenizer.pad_token is None:

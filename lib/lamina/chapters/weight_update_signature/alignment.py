@@ -27,13 +27,12 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import load_file
 from torch import nn
 
 from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.core.provenance import data_dir
 from lamina.sources import organisms
-from lamina.sources.organisms.pretrained import PretrainedAlignConfig, build_aligned
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig, aligned_state, build_aligned
 
 __all__ = [
     "STAGE_GATE",
@@ -88,10 +87,11 @@ def real_gates(folder: Path) -> dict[str, AlignmentGate]:
 
 
 def aligned_model(base: nn.Module, folder: Path, stage: str) -> nn.Module:
-    """A copy of ``base`` with the tensors that ``stage`` trained (``<stage>.safetensors``).
-    Raises ValueError naming a saved tensor the model lacks or whose shape differs (never a
-    partial load)."""
-    state = load_file(str(Path(folder) / f"{stage}.safetensors"))
+    """A copy of ``base`` with the tensors that ``stage`` trained (``<stage>.safetensors``,
+    checked against its build's manifest: :func:`~lamina.sources.organisms.pretrained.
+    aligned_state`). Raises ValueError naming a saved tensor the model lacks or whose shape
+    differs (never a partial load)."""
+    state = aligned_state(Path(folder), stage)
     model = copy.deepcopy(base)
     own = dict(model.named_parameters())
     bad = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from lamina.core.manifest import MANIFEST
+from lamina.sources.model_files import check_lamina_folder
 from lamina.sources.organisms.build import BUILD_MARKER, build_atomically
 from lamina.sources.organisms.checkpoints import read_optimizer_state
 from lamina.sources.organisms.configs import (
@@ -166,12 +168,15 @@ def built_seeds(name: str, root: str | os.PathLike | None = None) -> list[str]:
 
 
 def _built_dir(name: str, root: str | os.PathLike | None, config: OrganismConfig | None) -> Path:
+    """The folder of a built organism, its build record and evaluation checked against its
+    manifest (:func:`lamina.sources.model_files.check_lamina_folder`)."""
     folder = organism_dir(name, root, config)
     if not (folder / BUILD_MARKER).is_file():
         raise OrganismNotBuiltError(
             f"organism {name!r} is not built yet (expected {folder}); {BUILD_HINT}"
             + f", e.g. `python -m lamina.sources.organisms build --name {name}`"
         )
+    check_lamina_folder(folder, f"organism build {name}")
     return folder
 
 
@@ -218,7 +223,9 @@ def resolve(
     """The Hugging Face folder of a spec (see the module docstring).
 
     Raises UnknownOrganismError, OrganismNotBuiltError, or UnknownCheckpointError (which lists
-    the checkpoints that exist); all are ValueError subclasses.
+    the checkpoints that exist); all are ValueError subclasses. The checkpoint's files are
+    checked against its manifest (:func:`lamina.sources.model_files.check_lamina_folder`:
+    ``ModelFileError`` naming a damaged file).
     """
     name, ck = parse_spec(spec)
     folder = _built_dir(name, root, config)
@@ -227,6 +234,9 @@ def resolve(
         raise UnknownCheckpointError(
             f"organism {name!r} has no checkpoint {ck!r}; it has: {', '.join(found)}"
         )
+    # the checkpoint's manifest; a build from before manifests has been warned about once
+    check_lamina_folder(found[ck], f"organism checkpoint {name}@{ck}",
+                        warn=(folder / MANIFEST).is_file())  # fmt: skip
     return found[ck]
 
 

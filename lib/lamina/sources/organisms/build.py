@@ -4,6 +4,8 @@ Folder layout (``<root>/<name>-<hash>/``)::
 
     build.json                     config, corpus card, 8-gram overlap with the evaluation
                                    prompts, provenance (threads, BLAS, CPU), wall and CPU seconds
+    lamina-manifest.json           written last: size and SHA-256 of build.json and
+                                   evaluation.json (each checkpoint folder has its own)
     evaluation.json                perplexities and accuracies (see lamina.sources.organisms.evaluate)
     tokenizer/                     the trained tokenizer (also copied into every checkpoint)
     checkpoints/step-N/            pretraining checkpoints (HF folder + optimizer state)
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 
+from lamina.core.manifest import write_manifest
 from lamina.sources.organisms.checkpoints import write_json
 from lamina.sources.organisms.configs import ORGANISMS_CODE_VERSION, OrganismConfig
 from lamina.sources.organisms.corpus import Corpus, load_corpus
@@ -211,6 +214,7 @@ def build_into(
                 cpu_seconds=round(time.process_time() - c0, 1),
             ),
         )
+        write_manifest(folder, {"kind": "organism build"})  # last: build.json, evaluation.json
     finally:
         torch.set_num_threads(old_threads)
 

@@ -6,6 +6,9 @@ Layout of one checkpoint folder (loadable with ``AutoModelForCausalLM``/``AutoTo
     tokenizer.json, tokenizer_config.json, ...                (tokenizer.save_pretrained)
     optimizer.safetensors   "<param name>:exp_avg", "<param name>:exp_avg_sq"  (float32)
     optimizer.json          {"step", "lr", "betas", "eps", "weight_decay", "params": {name: {"step", "decay"}}}
+    checkpoint.json         what the caller records (step, stage, ...)
+    lamina-manifest.json    written last: every file's size and SHA-256, every tensor's dtype and
+                            shape (lamina.core.manifest), checked whenever the checkpoint is resolved
 
 Parameter names are those of ``model.named_parameters()`` (tied embeddings appear once).
 At step 0 (before any update) the moments are saved as zeros with step 0.
@@ -25,6 +28,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
+
+from lamina.core.manifest import write_manifest
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
@@ -91,7 +96,8 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     info: dict[str, Any] | None = None,
 ) -> None:
-    """Write a complete checkpoint folder (model, tokenizer, optimizer state, ``info`` JSON)."""
+    """Write a complete checkpoint folder (model, tokenizer, optimizer state, ``info`` JSON),
+    then its manifest (:func:`lamina.core.manifest.write_manifest`), checked on every load."""
     folder.mkdir(parents=True, exist_ok=True)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # one "Writing model shards" bar per checkpoint is noise
@@ -105,6 +111,7 @@ def save_checkpoint(
     save_file(state["tensors"], str(folder / "optimizer.safetensors"))
     write_json(folder / "optimizer.json", state["meta"])
     write_json(folder / "checkpoint.json", info or {})
+    write_manifest(folder, {"kind": "organism checkpoint"})  # last: sizes, SHA-256, tensors
 
 
 def read_optimizer_state(folder: Path) -> dict[str, dict[str, torch.Tensor]]:

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,9 @@ from typing import Any
 
 import torch
 
+from lamina.core.manifest import safetensors_table, write_manifest
 from lamina.core.provenance import data_dir
+from lamina.sources.model_files import ModelFileError, check_lamina_folder
 from lamina.sources.models import load_model
 from lamina.sources.organisms.curriculum import generate_curriculum
 from lamina.sources.organisms.gates import measure_checkpoint
@@ -40,8 +43,11 @@ from lamina.sources.organisms.train import lr_at
 
 __all__ = [
     "ALIGN_CODE_VERSION",
+    "ALIGNED_FILES",
     "PretrainedAlignConfig",
     "align_pretrained",
+    "aligned_damage",
+    "aligned_state",
     "build_aligned",
     "gate_sample",
 ]
@@ -183,13 +189,19 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
                   log: Callable[[str], None] = print) -> Path:  # fmt: skip
     """Align the model ``name`` (:func:`lamina.sources.models.load_model`) once into
     ``root/<name>-<config hash>/``: ``{sft,dpo}.safetensors`` (every trained tensor), ``curve.json``,
-    ``gates.json`` (:func:`lamina.sources.organisms.gates.measure_checkpoint` per stage) and
-    ``build.json`` (config, seconds), written to a temporary folder and renamed; idempotent."""
+    ``gates.json`` (:func:`lamina.sources.organisms.gates.measure_checkpoint` per stage),
+    ``build.json`` (config, seconds) and, last, ``lamina-manifest.json`` (sizes, SHA-256, the
+    trained tensors' names), written to a temporary folder and renamed; idempotent. A build
+    whose files are missing or differ from its manifest (:func:`aligned_damage`) is rebuilt
+    with a warning, never used."""
     from safetensors.torch import save_file
 
     target = Path(root) / f"{name.replace('/', '--')}-{config.config_hash}"
     if (target / "build.json").is_file():
-        return target
+        damage = aligned_damage(target)
+        if damage is None:
+            return target
+        warnings.warn(f"aligned build {target}: {damage}; rebuilding it", RuntimeWarning, stacklevel=2)
     tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -215,12 +227,61 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
                                                     "config_hash": config.config_hash,
                                                     "code_version": ALIGN_CODE_VERSION,
                                                     "seconds": round(time.time() - t0, 1)}, indent=1))  # fmt: skip
+        write_manifest(tmp, {"kind": "aligned build", "model": name, "trained": out["trainable"]})
         if target.exists():
             shutil.rmtree(target)
         os.rename(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+ALIGNED_FILES = ("sft.safetensors", "dpo.safetensors", "curve.json", "gates.json", "build.json")
+
+
+def aligned_damage(folder: Path) -> str | None:
+    """Why the aligned build ``folder`` cannot be used (a file missing, or bytes that differ
+    from its manifest: :func:`lamina.core.manifest.check_folder`), or None when it can. A
+    build written before manifests (no ``lamina-manifest.json``) is usable when its files are
+    all there (one warning; its tensors are checked when applied, :func:`aligned_state`)."""
+    missing = [f for f in ALIGNED_FILES if not (folder / f).is_file()]
+    if missing:
+        return f"files missing: {missing}"
+    try:
+        check_lamina_folder(folder, "aligned build")
+    except ModelFileError as exc:
+        return str(exc)
+    return None
+
+
+def aligned_state(folder: Path, stage: str) -> dict[str, torch.Tensor]:
+    """The tensors ``stage`` (``"sft"`` or ``"dpo"``) trained, from ``<folder>/<stage>.safetensors``,
+    checked: the folder against its manifest, and the file against the trained tensors the
+    manifest lists (a build without a manifest: against the other stage's file and the
+    config's frozen embedding). :class:`lamina.sources.model_files.ModelFileError` names the
+    file and the tensors missing or extra: never a partial state."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    path = folder / f"{stage}.safetensors"
+    manifest = check_lamina_folder(folder, "aligned build")
+    try:
+        state = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise ModelFileError(f"{path}: unreadable ({exc.__class__.__name__}: {exc})") from exc
+    if manifest is not None:
+        want = set(manifest.get("trained") or manifest["files"][path.name]["tensors"])
+    else:  # before manifests: both stages train the same tensors
+        other = folder / f"{'dpo' if stage == 'sft' else 'sft'}.safetensors"
+        want = set(safetensors_table(other)) | set(state)
+    missing, extra = sorted(want - set(state)), sorted(set(state) - want)
+    if missing or extra or not state:
+        raise ModelFileError(
+            f"{path}: holds {len(state)} tensors, not the {len(want)} its build trained "
+            f"(missing: {missing[:5]}; extra: {extra[:5]}): a partial or foreign file"
+        )
+    return state
 
 
 def main(argv: list[str] | None = None) -> int:

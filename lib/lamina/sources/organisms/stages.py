@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from lamina.core.progress import bar as progress_bar
 from lamina.sources.organisms.checkpoints import save_checkpoint, write_curve
 from lamina.sources.organisms.configs import OrganismConfig
 from lamina.sources.organisms.corpus import Corpus
@@ -266,9 +266,7 @@ def align(
                        eval_items, val)  # fmt: skip
     rows: list[dict[str, Any]] = [{"step": 0, "examples": 0}]
     evaluate(rows[0])
-    bar = tqdm(
-        range(cfg.align_steps), desc=f"{cfg.name} {stage}", disable=not progress, leave=False
-    )
+    bar = progress_bar(range(cfg.align_steps), desc=f"{cfg.name} {stage}", disable=not progress)
     for i in bar:
         while len(order) < cfg.align_batch_size:
             order += torch.randperm(len(train_items), generator=gen).tolist()

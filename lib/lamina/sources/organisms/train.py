@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
+from lamina.core.progress import bar as progress_bar
 from lamina.sources.organisms.checkpoints import save_checkpoint, write_curve
 from lamina.sources.organisms.configs import OrganismConfig, hf_config
 from lamina.sources.organisms.objectives import lm_loss
@@ -139,7 +139,7 @@ def pretrain(
     row0: dict[str, Any] = {"step": 0, "tokens": 0}
     maybe_save(0, row0)
     rows.append(row0)
-    bar = tqdm(range(total), desc=f"{cfg.name} pretrain", disable=not progress, leave=False)
+    bar = progress_bar(range(total), desc=f"{cfg.name} pretrain", disable=not progress)
     for i in bar:
         x = random_windows(train_stream, cfg.batch_size, cfg.context, gen)
         lr = lr_at(i, cfg.steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_ratio)

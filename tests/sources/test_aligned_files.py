@@ -1,0 +1,113 @@
+"""The aligned builds of real models (``make aligned``) are checked like every cache (issue 35):
+"BAD 5" fails on 2a683dc, where an ``sft.safetensors`` holding half of its trained tensors
+was applied, and any folder with a ``build.json`` was accepted."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path, object]:
+    """(aligned build folder, the source model folder, its config): a micro Llama aligned
+    for 2 SFT and 2 DPO steps."""
+    from lamina.sources.organisms.configs import ORGANISMS
+    from lamina.sources.organisms.curriculum import generate_curriculum
+    from lamina.sources.organisms.pretrained import PretrainedAlignConfig, build_aligned
+    from lamina.sources.organisms.tokenizer import train_tokenizer
+    from lamina.sources.organisms.train import make_model
+
+    root = tmp_path_factory.mktemp("aligned")
+    data = generate_curriculum(0, 1).alignment
+    texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
+    tok = train_tokenizer(texts, 384)
+    make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok).save_pretrained(root / "src")
+    tok.save_pretrained(root / "src")
+    cfg = PretrainedAlignConfig(sft_steps=2, dpo_steps=2, batch_size=2, max_length=96,
+                                warmup_steps=1, gate_items=8)  # fmt: skip
+    return build_aligned(str(root / "src"), cfg, root / "cache", log=lambda s: None), root / "src", cfg
+
+
+def _halve(path: Path) -> int:
+    state = load_file(path)
+    keep = dict(list(state.items())[: len(state) // 2])
+    save_file(keep, path)
+    return len(state)
+
+
+def _base(src: Path) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(src).eval()
+
+
+def test_an_aligned_build_lists_the_tensors_it_trained(built):
+    import json
+
+    folder, src, _ = built
+    manifest = json.loads((folder / "lamina-manifest.json").read_text())
+    assert set(manifest["trained"]) == set(load_file(folder / "sft.safetensors"))
+    assert {"sft.safetensors", "dpo.safetensors", "gates.json", "build.json"} <= set(manifest["files"])
+
+
+def test_bad5_a_partial_stage_file_is_rebuilt_never_applied(built, tmp_path):
+    from lamina.chapters.weight_update_signature.alignment import aligned_model
+    from lamina.sources.organisms.pretrained import build_aligned
+
+    folder, src, cfg = built
+    damaged = tmp_path / "cache" / folder.name
+    copy_tree(folder, damaged)
+    n = _halve(damaged / "sft.safetensors")
+    with pytest.raises(ValueError, match=r"sft\.safetensors: has \d+ bytes, its manifest says"):
+        aligned_model(_base(src), damaged, "sft")
+    with pytest.warns(RuntimeWarning, match=r"aligned build .*sft\.safetensors.*rebuilding"):
+        again = build_aligned(str(src), cfg, tmp_path / "cache", log=lambda s: None)
+    assert again == damaged and len(load_file(again / "sft.safetensors")) == n
+
+
+def test_bad5_a_build_written_before_manifests_is_checked_stage_against_stage(built, tmp_path):
+    from lamina.chapters.weight_update_signature.alignment import aligned_model
+
+    folder, src, _ = built
+    legacy = tmp_path / "legacy"
+    copy_tree(folder, legacy)
+    (legacy / "lamina-manifest.json").unlink()
+    _halve(legacy / "sft.safetensors")
+    with pytest.warns(RuntimeWarning, match="no lamina-manifest.json"), pytest.raises(
+        ValueError, match=r"sft\.safetensors: holds \d+ tensors, not the \d+ its build trained"
+    ):  # fmt: skip
+        aligned_model(_base(src), legacy, "sft")
+
+
+def test_a_folder_with_only_a_build_record_is_rebuilt(built, tmp_path):
+    from lamina.sources.organisms.pretrained import build_aligned
+
+    folder, src, cfg = built
+    stub = tmp_path / "cache" / folder.name
+    stub.mkdir(parents=True)
+    (stub / "build.json").write_text("{}")
+    with pytest.warns(RuntimeWarning, match=r"files missing: \['sft\.safetensors'"):
+        again = build_aligned(str(src), cfg, tmp_path / "cache", log=lambda s: None)
+    assert (again / "sft.safetensors").is_file() and (again / "lamina-manifest.json").is_file()
+
+
+def test_an_intact_build_applies_every_trained_tensor(built):
+    from lamina.chapters.weight_update_signature.alignment import aligned_model
+
+    folder, src, _ = built
+    base = _base(src)
+    model = aligned_model(copy.deepcopy(base), folder, "dpo")
+    state = load_file(folder / "dpo.safetensors")
+    own = dict(model.named_parameters())
+    assert all(torch.equal(own[k], v) for k, v in state.items())
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    import shutil
+
+    shutil.copytree(src, dst)
