@@ -4,7 +4,8 @@ rate and power of their main claims on known-answer weight updates
 (:mod:`lamina.chapters.layer_anatomy.calibration`), in the table format of paper 1's
 (:func:`lamina.trajectory.calibration.summarise`, :func:`~lamina.trajectory.calibration.row_text`).
 
-The section is cached as a whole under ``<data>/cache/calibration/rules-<key>.md``, keyed by
+The section is cached as a whole under ``<data>/cache/calibration/rules-<key>.json`` (sealed with
+its SHA-256, :mod:`lamina.core.manifest`), keyed by
 the source of every module that computes it, the number of seeds and the numpy / scipy /
 pandas / torch versions.
 
@@ -24,6 +25,7 @@ import pandas as pd
 
 from lamina.chapters.layer_anatomy import calibration as anatomy_calibration
 from lamina.chapters.weight_update_signature import calibration as signature_calibration
+from lamina.core.manifest import read_cache_entry, write_sealed_json
 from lamina.core.provenance import atomic_write_text
 from lamina.trajectory.calibration import default_cache, row_text, summarise
 
@@ -80,9 +82,10 @@ def rules_markdown(n_seeds: int = 20, *, jobs: int = 2, cache: Path | None = Non
     ``weight_update_signature.calibration.CLAIMS`` and ``layer_anatomy.calibration.CLAIMS``)
     over ``n_seeds`` seeds, the two papers computed in ``jobs`` processes; read from / written
     to ``cache`` (a folder; None: not cached)."""
-    path = cache / f"rules-{cache_key(n_seeds)[:20]}.md" if cache is not None else None
-    if path is not None and path.is_file():
-        return path.read_text()
+    path = cache / f"rules-{cache_key(n_seeds)[:20]}.json" if cache is not None else None
+    entry = read_cache_entry(path) if path is not None else None  # sealed: never a damaged one
+    if entry is not None:
+        return str(entry["markdown"])
     start = time.perf_counter()
     which = ("signature", "anatomy")
     if jobs > 1:
@@ -97,8 +100,7 @@ def rules_markdown(n_seeds: int = 20, *, jobs: int = 2, cache: Path | None = Non
         f"(Computed in {time.perf_counter() - start:.0f} s of wall time.)", "",
     ])  # fmt: skip
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, text)
+        write_sealed_json(path, {"markdown": text})
     return text
 
 

@@ -109,19 +109,33 @@ def cache_path(root: Path | None, key: dict[str, Any]) -> Path | None:
     return root / f"{digest}.safetensors"
 
 
+def _recorded_hash(path: Path) -> bool:
+    """Whether the entry's safetensors header records the SHA-256 of its states."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        header = json.loads((f.metadata() or {}).get("lamina", "{}"))
+    return isinstance(header, dict) and bool(header.get("sha256"))
+
+
 def read_cache(path: Path, texts: list[str], layers: list[int]) -> Trajectories | None:
     """The cached result at ``path``, or None (after a warning, the entry deleted) when the
-    entry is unreadable or does not hold these texts and layers."""
+    entry is unreadable, its states differ from the SHA-256 recorded when it was written
+    (one flipped bit), it records none (written by an older lamina: it cannot be checked), or
+    it does not hold these texts and layers. A damaged entry is never used."""
     import warnings
 
     try:
-        hit = Trajectories.load(path)
+        hit = Trajectories.load(path)  # checks the recorded SHA-256
+        if not _recorded_hash(path):
+            raise TrajectoriesFileError(path, "records no SHA-256 of its states (an older "
+                                              "lamina's entry): it cannot be checked")  # fmt: skip
         if hit.texts != texts or list(hit.layers) != layers:
             raise TrajectoriesFileError(path, "holds other texts or layers than its key")
         return hit
-    except (TrajectoriesFileError, OSError) as exc:
+    except (TrajectoriesFileError, OSError, ValueError) as exc:
         warnings.warn(
-            f"corrupt extraction cache entry {path} deleted and recomputed: {exc}",
+            f"damaged extraction cache entry {path} deleted and recomputed: {exc}",
             RuntimeWarning,
             stacklevel=3,
         )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lamina.core.manifest import sha256_arrays
 from lamina.core.provenance import atomic_write
 from lamina.core.types import StatesArray, TokenStates
 
@@ -45,7 +46,8 @@ class Trajectories:
         return len(self.texts)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write states (safetensors) and metadata (JSON in the safetensors header) atomically."""
+        """Write states (safetensors) and metadata (JSON in the safetensors header, with the
+        SHA-256 of the states' bytes, :func:`lamina.core.manifest.sha256_arrays`) atomically."""
         from safetensors.numpy import save_file
 
         if isinstance(self.states, np.ndarray):
@@ -53,6 +55,7 @@ class Trajectories:
         else:
             tensors = {f"states.{i}": np.ascontiguousarray(s) for i, s in enumerate(self.states)}
         header = {
+            "sha256": sha256_arrays(tensors.values()),  # checked by load
             "texts": self.texts,
             "layers": self.layers,
             "meta": self.meta,
@@ -66,8 +69,10 @@ class Trajectories:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Trajectories:
         """Read what :meth:`save` wrote. A missing file raises ``FileNotFoundError``; a file
-        that is truncated, not safetensors, lacks lamina's header or holds an inconsistent
-        object raises :class:`TrajectoriesFileError` naming the path and the reason."""
+        that is truncated, not safetensors, lacks lamina's header, holds an inconsistent
+        object or states whose SHA-256 differs from the one :meth:`save` recorded (a file
+        written before lamina recorded it has none, and is read unchecked) raises
+        :class:`TrajectoriesFileError` naming the path and the reason."""
         from safetensors import safe_open
 
         path = Path(path)
@@ -86,6 +91,13 @@ class Trajectories:
                     states: Any = [f.get_tensor(f"states.{i}") for i in range(n)]
                 else:
                     states = f.get_tensor("states")
+            stored = header.get("sha256")
+            got = sha256_arrays(states if header["ragged"] else [states])
+            if stored is not None and got != stored:
+                raise TrajectoriesFileError(
+                    path, "its states do not match the SHA-256 recorded when it was written "
+                    "(damaged or edited since)"
+                )  # fmt: skip
             prompts = None
             if header.get("prompts") is not None:
                 import io

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.core import registry
+from lamina.core.manifest import read_cache_entry, write_sealed_json
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.evidence.claims import PRESENT, Claim
 from lamina.evidence.stats import mann_whitney, wilson
@@ -233,22 +234,23 @@ def calibrate(
     convergence test (:data:`LEGACY`). ``jobs`` > 1 runs the seeds in that many worker
     processes (spawned, one thread each): each seed is deterministic, so the rows equal the
     serial run's. ``cache``: a folder where each seed's rows are kept as
-    ``<cache_key>/seed-<seed>.json`` and reused (None: no cache)."""
+    ``<cache_key>/seed-<seed>.json`` (sealed with its SHA-256: a damaged entry is recomputed,
+    :func:`lamina.core.manifest.read_cache_entry`) and reused (None: no cache)."""
     tests, seeds = tuple(tests), [int(s) for s in seeds]
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1; got {jobs}")
     folder = Path(cache) / cache_key(tests, legacy, kwargs)[:20] if cache is not None else None
     done: dict[int, dict] = {}
     for seed in seeds:
-        f = folder / f"seed-{seed}.json" if folder is not None else None
-        if f is not None and f.is_file():
-            done[seed] = json.loads(f.read_text())
+        entry = read_cache_entry(folder / f"seed-{seed}.json") if folder is not None else None
+        if entry is not None:  # sealed; a damaged entry is warned about, deleted, recomputed
+            done[seed] = entry
     todo = [s for s in seeds if s not in done]
     for res in _compute(todo, tests, legacy, kwargs, int(jobs)):
         done[res["seed"]] = res
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(folder / f"seed-{res['seed']}.json", json.dumps(res))
+            write_sealed_json(folder / f"seed-{res['seed']}.json", res, indent=None)
     out = pd.DataFrame([r for s in seeds for r in done[s]["rows"]],
                        columns=["kind", "seed", "claim_id", "main", "verdict", "reason", "p", "measured"])
     out.attrs["seconds"] = [done[s]["seconds"] for s in seeds]
