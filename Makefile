@@ -84,7 +84,7 @@ methods: $(STAMP)
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again
 chapters: $(STAMP) organisms aligned
-	$(PY) -m lamina.book execute --all --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
+	$(PY) -m lamina.book execute --all --book --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
 
 # Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
 # has not), unless that build failed: then every page is read again, so that -W sees again
@@ -101,9 +101,14 @@ book: chapters html
 
 # Rerun one chapter on any model, any papermill parameter passes through, e.g.
 #   make chapter CH=curvature MODEL=HuggingFaceTB/SmolLM2-135M PARAMS="-p quick true"
+# (= lamina run curvature --model ... -p quick true: notebook in book/runs/<model>/<run>/,
+# results in data/results/<model>/<run>/; never the book's own). CH and MODEL reach the
+# command through the environment, so any character in them is passed as is.
+chapter: export LAMINA_CH := $(value CH)
+chapter: export LAMINA_MODEL := $(value MODEL)
 chapter: $(STAMP)
-	test -n "$(CH)" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
-	$(PY) -m lamina.book execute $(CH) $(if $(MODEL),-p model "$(MODEL)") $(PARAMS)
+	test -n "$$LAMINA_CH" || { echo "usage: make chapter CH=<chapter> [MODEL=<model>] [PARAMS='-p name value ...']"; exit 2; }
+	$(PY) -m lamina.book execute "$$LAMINA_CH" $${LAMINA_MODEL:+--model "$$LAMINA_MODEL"} $(PARAMS)
 
 # Open every page of the built book in headless Chromium at 1300 and 800 px: no console error,
 # no request leaving the machine, nothing wider than the text column outside an explicit scroll

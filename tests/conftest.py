@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -248,21 +246,12 @@ def micro_organisms(tmp_path_factory) -> Path:
     return root
 
 
-@contextmanager
-def lamina_env(data: Path, results: Path) -> Iterator[None]:
+def lamina_env(data: Path, results: Path):
     """Set LAMINA_DATA and LAMINA_RESULTS for this process (and so for the papermill kernels it
     starts); restore them on exit."""
-    env = {"LAMINA_DATA": str(data), "LAMINA_RESULTS": str(results)}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    from lamina.core.provenance import temporary_environ
+
+    return temporary_environ({"LAMINA_DATA": str(data), "LAMINA_RESULTS": str(results)})
 
 
 def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
@@ -303,14 +292,11 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
         repo / "book", root / "book", ignore=shutil.ignore_patterns("_build", "executed", "runs")
     )
     data = root / "data"
-    env = {"LAMINA_DATA": str(data), "LAMINA_RESULTS": str(data / "results")}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with lamina_env(data, data / "results"):
         shutil.copytree(micro_organisms / "organisms", data / "organisms")
         for chapter in CHAPTERS:
             params = {"quick": True, **quick.get(chapter, {})}
-            execute_chapter(chapter, root / "book" / "executed", params, progress=False)
+            execute_chapter(chapter, root / "book" / "executed", params, progress=False, book=True)
         subprocess.run(
             [
                 sys.executable,
@@ -344,10 +330,4 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
             text=True,
         )
         assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-2000:]
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return QuickBook(root, list(CHAPTERS))

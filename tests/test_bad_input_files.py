@@ -24,20 +24,29 @@ def _captured_main(monkeypatch, argv: list[str]) -> dict:
 
     seen: dict = {}
 
-    def fake(chapters, out, params, *, jobs, force=False):
+    def fake(chapters, out, params, *, jobs, force=False, book=False):
+        from lamina.book.execute import default_out
+
+        if out is None:  # each chapter's own folder under book/runs (issue 35)
+            out = default_out(chapters[0], params[chapters[0]], book)
         seen.update(chapters=chapters, out=out, params=params, jobs=jobs, force=force)
         return 0
 
     monkeypatch.setattr(book, "_execute_many", fake)
-    assert book.main(argv) == 0
+    assert _cli_main(argv) == 0
     return seen
 
 
+def _hash8(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(path).encode()).hexdigest()[:8]
+
+
 def _cli_error(capsys, argv: list[str]) -> str:
-    from lamina.book import execute as book
 
     with pytest.raises(SystemExit) as info:
-        book.main(argv)
+        _cli_main(argv)
     assert info.value.code == 2
     return capsys.readouterr().err
 
@@ -61,7 +70,7 @@ def test_bad3_relative_paths_in_p_resolve_against_the_callers_directory(tmp_path
     assert params["model"] == str(tmp_path / "my-model")
     assert params["results_root"] == str(tmp_path / "res")
     assert params["prompts"] == f"{tmp_path / 'my.jsonl'},semantic"
-    assert seen["out"] == ROOT / "book" / "runs" / "my-model"
+    assert seen["out"].parent == ROOT / "book" / "runs" / f"my-model-{_hash8(tmp_path / 'my-model')}"
 
 
 def test_bad3_hub_names_and_organisms_are_left_alone(tmp_path, monkeypatch):
@@ -164,7 +173,6 @@ print("{name}", quick)
 def test_bad11_two_chapters_in_parallel_repeatedly(tmp_path, monkeypatch):
     """``execute --jobs 2 --out <relative>``: papermill changes the working directory of the
     process that runs a chapter, which broke the other thread's relative paths."""
-    from lamina.book import execute as book
 
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -176,7 +184,7 @@ def test_bad11_two_chapters_in_parallel_repeatedly(tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     for attempt in range(2):
         out = f"run{attempt}/executed"
-        assert book.main(["execute", "alpha", "beta", "--jobs", "2", "--out", out,
+        assert _cli_main(["execute", "alpha", "beta", "--jobs", "2", "--out", out,
                           "-p", "quick", "true"]) == 0  # fmt: skip
         for name in ("alpha", "beta"):
             report = json.loads((work / out / f"{name}.report.json").read_text())
@@ -330,6 +338,12 @@ def test_bad4_a_model_parameter_takes_a_list_of_names(monkeypatch):
         monkeypatch, ["execute", "organisms", "-p", "model", '["organism-gpt2", "organism-llama"]']
     )
     assert seen["params"]["organisms"]["model"] == ["organism-gpt2", "organism-llama"]
-    assert seen["out"].name == "organism-gpt2+organism-llama"
+    assert seen["out"].parent.name == "organism-gpt2+organism-llama"
     seen = _captured_main(monkeypatch, ["execute", "convergence", "-p", "pooling", "[1]"])
     assert seen["params"]["convergence"]["pooling"] == "[1]"  # not a model: the text itself
+
+
+def _cli_main(argv):
+    from lamina.book.cli import main
+
+    return main(argv)

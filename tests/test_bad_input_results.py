@@ -52,14 +52,13 @@ def book(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_bad3_bad4_other_runs_get_their_own_namespace_and_marked_cells(book, tmp_path, monkeypatch):
-    from lamina.book import execute as cli
     from lamina.book.scorecard import claims_table, load_records
 
     monkeypatch.setenv("LAMINA_RESULTS", "res")  # relative: the caller's directory (BAD 4)
-    assert cli.main(["execute", "convergence", "--out", "a"]) == 0
+    assert _cli_main(["execute", "convergence", "--out", "a", "--book"]) == 0  # the book's build
     book_file = book / "res" / "synthetic-null" / "convergence.json"
     before = book_file.read_bytes()
-    assert cli.main(["execute", "convergence", "--out", "b", "-p", "seed", "1",
+    assert _cli_main(["execute", "convergence", "--out", "b", "-p", "seed", "1",
                      "-p", "quick", "true"]) == 0  # fmt: skip
     assert book_file.read_bytes() == before  # the book's results are not replaced (BAD 3)
     assert not (tmp_path / "notebooks" / "res").exists()
@@ -74,7 +73,7 @@ def test_bad3_bad4_other_runs_get_their_own_namespace_and_marked_cells(book, tmp
     assert cells["synthetic-null"] == 0.5
     (label,) = [m for m in cells if m != "synthetic-null"]
     assert "quick=True" in label and "seed=1" in label and cells[label] == 1.5
-    assert cli.main(["pages", "--root", str(tmp_path)]) == 0  # the relative variable again
+    assert _cli_main(["pages", "--root", str(tmp_path)]) == 0  # the relative variable again
     page = (tmp_path / "book" / "generated" / "scorecard.md").read_text()
     assert "seed=1" in page
 
@@ -224,3 +223,9 @@ def test_poor_available_offline_lists_peer_and_synthetic_sources():
     assert tuple(SYNTHETIC_SOURCES) == tuple(SYNTHETIC)
     names = " ".join(available_offline())
     assert "synthetic-null" in names and "synthetic-planted" in names
+
+
+def _cli_main(argv):
+    from lamina.book.cli import main
+
+    return main(argv)

@@ -75,8 +75,8 @@ def chapter(tmp_path, monkeypatch):
 
 
 def _run(state, params=None, **kw):
-    return book.execute_chapter(
-        "alpha", state["out"], {**state["params"], **(params or {})}, progress=False, **kw
+    return book.execute_chapter(  # the book's own build: results in the book's slot
+        "alpha", state["out"], {**state["params"], **(params or {})}, progress=False, book=True, **kw
     )
 
 
@@ -124,8 +124,8 @@ def test_a_failed_run_is_never_reused(chapter):
     chapter["fail"] = True
     with pytest.raises(RuntimeError, match="cell failed"):
         _run(chapter)
-    report = json.loads((chapter["out"] / "alpha.report.json").read_text())
-    assert report["status"] == "failed"
+    report = json.loads((chapter["out"] / "alpha.failed.report.json").read_text())
+    assert report["status"] == "failed" and not (chapter["out"] / "alpha.report.json").exists()
     chapter["fail"] = False
     # even beside a notebook left by an earlier success, with the same key
     shutil.copy(chapter["source"], chapter["out"] / "alpha.ipynb")
@@ -249,13 +249,19 @@ def test_a_real_kernel_run_is_reused_through_the_command_line(tmp_path, monkeypa
     monkeypatch.setenv("LAMINA_NOTEBOOKS", str(notebooks))
     monkeypatch.setenv("LAMINA_DATA", str(tmp_path / "data"))
     results = tmp_path / "results"
-    argv = ["execute", "alpha", "--out", str(tmp_path / "out"), "-p", "results_root", str(results)]
-    assert book.main(argv) == 0
+    argv = ["execute", "alpha", "--book", "--out", str(tmp_path / "out"), "-p", "results_root", str(results)]
+    assert _cli_main(argv) == 0
     notebook = tmp_path / "out" / "alpha.ipynb"
     stamp = notebook.stat().st_mtime_ns
     assert json.loads((results / "m" / "alpha.json").read_text()) == {"quick": False}
-    assert book.main(argv) == 0
+    assert _cli_main(argv) == 0
     assert notebook.stat().st_mtime_ns == stamp
     assert "alpha: inputs unchanged since" in capsys.readouterr().err
-    assert book.main([*argv, "--force"]) == 0
+    assert _cli_main([*argv, "--force"]) == 0
     assert notebook.stat().st_mtime_ns != stamp
+
+
+def _cli_main(argv):
+    from lamina.book.cli import main
+
+    return main(argv)

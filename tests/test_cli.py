@@ -18,18 +18,20 @@ def test_chapters_lists_every_registry_record(capsys):
 def test_run_passes_model_and_parameters_to_the_executor(monkeypatch):
     seen = {}
 
-    def fake(argv):
-        seen["argv"] = argv
+    def fake(chapters, out, params, *, jobs, force=False, book=False):
+        seen.update(chapters=chapters, params=params, book=book)
         return 0
 
-    monkeypatch.setattr("lamina.book.execute.main", fake)
-    assert cli.main(["run", "curvature", "--model", "organism-gpt2", "-p", "quick", "true"]) == 0
-    assert seen["argv"] == ["execute", "curvature", "-p", "quick", "true", "-p", "model", "organism-gpt2"]
+    monkeypatch.setattr("lamina.book.execute._execute_many", fake)
+    assert cli.main(["run", "curvature", "--model", "synthetic-null", "-p", "quick", "true"]) == 0
+    assert seen["params"] == {"curvature": {"quick": True, "model": "synthetic-null"}}
+    assert seen["book"] is False
 
 
-def test_an_empty_model_is_refused():
-    with pytest.raises(SystemExit, match="--model is empty"):
+def test_an_empty_model_is_refused(capsys):
+    with pytest.raises(SystemExit) as info:
         cli.main(["run", "curvature", "--model", " "])
+    assert info.value.code == 2 and "--model is empty" in capsys.readouterr().err
 
 
 def test_an_unknown_command_names_itself(capsys):

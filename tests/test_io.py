@@ -73,7 +73,8 @@ def test_missing_peer_folder_is_a_clear_error(tmp_path):
         read_latent_trajectories(tmp_path)
 
 
-def test_results_are_written_with_provenance_and_read_back(tmp_path):
+def test_results_are_written_with_provenance_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAMINA_RUN", json.dumps({"book": True, "namespace": None}))  # make book
     table = pd.DataFrame({"layer": [0, 1], "value": [0.5, 0.25]})
     path = write_results(
         "curvature",

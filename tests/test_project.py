@@ -122,17 +122,21 @@ def test_a_first_run_orders_chapters_longest_first(tmp_path) -> None:
     assert _last_seconds(tmp_path, "trajectory_tour") == 99999
 
 
-def test_make_chapter_passes_a_model_path_with_spaces_as_one_value():
-    """``make chapter MODEL="/path with spaces/m.gguf"`` (issue 23): the model reaches the
-    executor as one ``-p model`` value (``make -n`` prints the command without running it)."""
+@pytest.mark.parametrize("model", ["/models with spaces/m.gguf", 'a"b', "it's $x"])
+def test_make_chapter_passes_any_model_name_as_one_value(model):
+    """``make chapter MODEL=...`` (issues 23, 35): the model reaches the executor as one
+    ``--model`` value, whatever characters it holds (a space, a quote, a dollar). The recipe
+    runs with a stand-in interpreter that prints its arguments."""
+    import json
     import shutil
     import subprocess
 
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
+    echo = "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
     out = subprocess.run(
-        ["make", "-n", "-o", ".venv/.lamina-installed", "chapter", "CH=curvature",
-         "MODEL=/models with spaces/m.gguf"],
+        ["make", "-s", "-o", ".venv/.lamina-installed", "chapter", "CH=curvature",
+         f"MODEL={model}", f"PY={echo}"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert '-p model "/models with spaces/m.gguf"' in out
+    assert json.loads(out.strip().splitlines()[-1])[-2:] == ["--model", model]

@@ -1,7 +1,7 @@
 """The ``lamina`` console command (also ``python -m lamina``).
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
-    lamina run --all [--jobs 2]            # every chapter of the book, in registry order
+    lamina run --all [--jobs 2] [--book]   # every chapter; --book: the book's own build
     lamina chapters                        # the registry: name, paper, default models
     lamina pages [--results DIR]           # scorecard, comparison, reproducibility pages
     lamina methods                         # the methods page's quoted definitions
@@ -9,8 +9,8 @@
     lamina calibrate [N_SEEDS] [--page OUT.md]
     lamina organisms build|list ...        # the model organisms (python -m lamina.sources.organisms)
 
-``run`` is ``python -m lamina.book execute`` with ``--model M`` as a shorthand for
-``-p model M``; the older ``python -m`` forms stay.
+``run`` is ``python -m lamina.book execute`` (``--model M`` is ``-p model M``; ``lamina run
+--help`` lists every option); the older ``python -m`` forms stay. Usage errors exit with 2.
 """
 
 from __future__ import annotations
@@ -22,17 +22,12 @@ __all__ = ["main"]
 
 
 def _run(argv: list[str]) -> int:
-    """``lamina run``: translate ``--model`` and hand the rest to the book's executor."""
-    from lamina.book.execute import main as execute
+    """``lamina run``: the book's executor (:func:`lamina.book.cli.run_main`)."""
+    if not {"-h", "--help"} & set(argv):  # importing torch takes a while on a first run
+        print("[lamina] run: loading lamina ...", file=sys.stderr, flush=True)
+    from lamina.book.cli import run_main
 
-    pre = argparse.ArgumentParser(prog="lamina run", add_help=False)
-    pre.add_argument("--model", default=None)
-    known, rest = pre.parse_known_args(argv)
-    if known.model is not None:
-        if not known.model.strip():
-            raise SystemExit("lamina run: --model is empty; give a model name, path or 'default'")
-        rest += ["-p", "model", known.model]
-    return execute(["execute", *rest])
+    return run_main(argv, prog="lamina run")
 
 
 def _chapters() -> int:
@@ -90,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         from lamina.sources.organisms.__main__ import main as organisms
 
         return int(organisms(rest) or 0)
-    from lamina.book.execute import main as book
+    from lamina.book.cli import main as book
 
-    return book([command, *rest])
+    return book([command, *rest], prog="lamina")
 
 
 if __name__ == "__main__":

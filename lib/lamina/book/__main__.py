@@ -1,5 +1,5 @@
-"""``python -m lamina.book``: see :func:`lamina.book.execute.main`."""
+"""``python -m lamina.book``: see :func:`lamina.book.cli.main`."""
 
-from lamina.book.execute import main
+from lamina.book.cli import main
 
 raise SystemExit(main())

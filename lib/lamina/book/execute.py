@@ -1,39 +1,44 @@
-"""Chapter execution with papermill, and the ``python -m lamina.book`` command line.
+"""Chapter execution with papermill (the command line is :mod:`lamina.book.cli`).
 
 Chapters are jupytext percent-format ``.py`` files in ``notebooks/``. Executing one converts
-it to a fresh ``.ipynb`` in the build folder (the source is never written to), runs it with
-papermill and the given parameters, and leaves the executed notebook for Jupyter Book.
+it to a fresh ``.ipynb`` in the output folder (the source is never written to), checks what
+can be checked before a kernel starts (:mod:`lamina.book.preflight`), runs it with papermill
+and the given parameters, and leaves the executed notebook for Jupyter Book.
 
-CLI::
+Where a run lands (:mod:`lamina.states.runs`): the book's own build (``book=True``, what
+``make book`` runs) writes ``book/executed/`` and the book's results slot; any other run writes
+``book/runs/<model>/<namespace>/`` and ``<results>/<model>/<namespace>/``, the namespace a hash
+of the parameters that differ from the book's.
 
-    python -m lamina.book execute CHAPTER [-p NAME VALUE ...] [--out DIR] [--force]
-    python -m lamina.book execute --all
+While the kernel runs, lamina's progress lines (GGUF dequantisation, extraction, training) are
+printed on the terminal (:mod:`lamina.core.progress`), not into the notebook; the kernel is
+reached over Unix sockets (no unencrypted TCP). The last line names the executed notebook and
+the results. A run that fails keeps the last successful run's notebook and report as they
+were and writes ``<chapter>.failed.ipynb`` and ``<chapter>.failed.report.json`` beside them;
+its results records (if any) are marked ``failed``, those of a run killed before it ended stay
+``running`` (both shown as unfinished on the scorecard).
 
 A chapter whose inputs have not changed since its last successful run into the same folder is
 not executed again: its notebook and results are reused (see :mod:`lamina.book.reuse` for the
-input key). ``--force`` reruns it.
+input key). ``force`` reruns it.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
+import functools
 import json
 import os
-import re
 import sys
+import tempfile
 import time
+from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lamina.book.methods import methods_markdown
-from lamina.book.params import (
-    MODEL_PARAMETERS,
-    ParameterError,
-    chapter_defaults,
-    check_parameters,
-    cli_parameters,
-)
+from lamina.book.params import chapter_defaults, check_parameters
+from lamina.book.preflight import preflight
 from lamina.book.reuse import (
     changed_components,
     component_digests,
@@ -43,96 +48,63 @@ from lamina.book.reuse import (
     results_files,
     reusable,
 )
-from lamina.book.scorecard import write_pages
 from lamina.core import registry
+from lamina.core.progress import PROGRESS_ENV, forward, say
 from lamina.core.provenance import (
     absolute_env_paths,
     atomic_write_json,
-    atomic_write_text,
     repo_root,
+    temporary_environ,
     writable_folder,
 )
-from lamina.states.io import RUN_ENV, ResultsFileError, results_dir
+from lamina.states.io import ResultsFileError, mark_run, read_result_file, results_dir
+from lamina.states.runs import (
+    RUN_ENV,
+    namespace_of,
+    notebooks_dir,
+    runs_folder_name,
+    varied_parameters,
+)
 
-__all__ = ["CHAPTERS", "execute_chapter", "fold_injected_parameters", "main"]
+__all__ = ["CHAPTERS", "book_folder", "default_out", "execute_chapter", "fold_injected_parameters",
+           "run_namespace"]  # fmt: skip
 
 # Order of execution and of the book (the registry, lamina.core.registry).
 CHAPTERS = registry.names()
 
 
-def run_namespace(source: Path, parameters: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def run_namespace(
+    source: Path, parameters: Mapping[str, Any], book: bool = False
+) -> tuple[dict[str, Any], str | None]:
     """(varied, namespace): the parameters that differ from the book's (the chapter's
-    ``parameters`` cell), model names and ``results_root`` aside, and a 12-hex hash of them
-    (None when there are none: the run is the book's own). A run with a namespace writes its
-    results to ``<results>/<model>/<namespace>/`` (:func:`lamina.states.io.write_results`)."""
-    import hashlib
-
-    defaults = chapter_defaults(source)
-    skip = (*MODEL_PARAMETERS, "results_root")
-    varied = {k: v for k, v in sorted(parameters.items()) if k not in skip and v != defaults.get(k)}
-    if not varied:
-        return {}, None
-    text = json.dumps(varied, sort_keys=True, default=str)
-    return varied, hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _run_env(run: _Run) -> str:
-    """The ``$LAMINA_RUN`` JSON for ``run`` (see :func:`lamina.states.io.run_record`)."""
-    varied, namespace = run_namespace(run.source, run.parameters)
-    quick = bool(run.parameters.get("quick", chapter_defaults(run.source).get("quick", False)))
-    return json.dumps(
-        {"chapter": run.chapter, "parameters": run.parameters, "varied": varied,
-         "namespace": namespace, "key": run.key, "quick": quick},
-        default=str,
-    )  # fmt: skip
-
-
-def _check_out(out: Path) -> Path:
-    """``out`` as a writable folder (created); ValueError naming it otherwise."""
-    try:
-        return writable_folder(out, f"--out {str(out)!r}")
-    except OSError as exc:
-        raise ValueError(str(exc)) from None
+    ``parameters`` cell; model names and lists included, ``results_root`` aside) and their
+    12-hex namespace (:func:`lamina.states.runs.namespace_of`); namespace None only for the
+    book's own build (``book``)."""
+    varied = varied_parameters(parameters, chapter_defaults(source))
+    return varied, (None if book else namespace_of(varied))
 
 
 def _notebooks_dir() -> Path:
-    """``$LAMINA_NOTEBOOKS`` (for tests), else the checkout's ``notebooks/``."""
-    if os.environ.get("LAMINA_NOTEBOOKS"):
-        return Path(os.environ["LAMINA_NOTEBOOKS"]).resolve()
-    root = repo_root()
-    if root is None:
+    folder = notebooks_dir()
+    if folder is None:
         raise RuntimeError("chapters are executed from a lamina checkout (notebooks/ not found)")
-    return root / "notebooks"
+    return folder
 
 
-def execute_chapter(
-    chapter: str,
-    out_dir: str | os.PathLike,
-    parameters: dict[str, Any] | None = None,
-    *,
-    kernel: str = "python3",
-    progress: bool = True,
-    force: bool = False,
-) -> Path:
-    """Execute ``notebooks/<chapter>.py`` with papermill into ``<out_dir>/<chapter>.ipynb``.
+def book_folder() -> Path:
+    """``book/executed`` of the checkout: written only by the book's own build."""
+    return (repo_root() or Path.cwd()) / "book" / "executed"
 
-    The jupytext source is converted to a temporary notebook first, so the ``.py`` file is
-    never modified. Writes ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status,
-    the input key with its components, the results files written). ``parameters`` are checked
-    against the chapter's parameters cell first (:func:`lamina.book.params.check_parameters`:
-    unknown names and wrong types raise ``ParameterError``; relative paths resolve against the
-    caller's working directory, as does ``out_dir``).
 
-    Unless ``force``, a chapter whose last run into ``out_dir`` succeeded with the same input
-    key (:func:`lamina.book.reuse.input_key`), and whose notebook and results files are still
-    as that run wrote them, is not executed again: one line says so and the notebook is
-    returned. When it reruns after an earlier run, one line says which inputs changed.
-    """
-    absolute_env_paths()  # the kernel runs in notebooks/: relative LAMINA_* would move
-    run = _prepare(chapter, out_dir, parameters)
-    if _reuse(run, force):
-        return run.target
-    return _execute(run, kernel, progress)
+def default_out(chapter: str, parameters: Mapping[str, Any], book: bool) -> Path:
+    """Where a run's notebook goes without ``--out``: ``book/executed`` for the book's build,
+    else ``book/runs/<model>/<namespace>/`` (:func:`lamina.states.runs.runs_folder_name`)."""
+    if book:
+        return book_folder()
+    source = _notebooks_dir() / f"{chapter}.py"
+    _, namespace = run_namespace(source, parameters)
+    model = parameters.get("model", "default")
+    return book_folder().parent / "runs" / runs_folder_name(model) / str(namespace)
 
 
 class _Run(NamedTuple):
@@ -144,6 +116,7 @@ class _Run(NamedTuple):
     out: Path  # absolute
     key: str
     detail: dict[str, Any]  # the key's components
+    book: bool  # the book's own build: the book's results slot
 
     @property
     def target(self) -> Path:
@@ -153,17 +126,57 @@ class _Run(NamedTuple):
     def report(self) -> Path:
         return self.out / f"{self.chapter}.report.json"
 
+    def env(self) -> str:
+        """The ``$LAMINA_RUN`` JSON (:func:`lamina.states.runs.run_record`)."""
+        varied, namespace = run_namespace(self.source, self.parameters, self.book)
+        quick = self.parameters.get("quick", chapter_defaults(self.source).get("quick", False))
+        return json.dumps({"chapter": self.chapter, "book": self.book, "parameters": self.parameters,
+                           "varied": varied, "namespace": namespace, "key": self.key,
+                           "quick": bool(quick)}, default=str)  # fmt: skip
 
-def _prepare(chapter: str, out_dir: str | os.PathLike, parameters: dict[str, Any] | None) -> _Run:
+
+def _prepare(
+    chapter: str, out_dir: str | os.PathLike | None, parameters: Mapping[str, Any] | None, book: bool
+) -> _Run:
     """The chapter's source, checked parameters, absolute output folder and input key."""
     source = _notebooks_dir() / f"{chapter}.py"
     if not source.is_file():
         known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
-    checked = check_parameters(chapter, source, parameters or {})
-    out = Path(out_dir).resolve()  # papermill's cwd= changes the process's directory
-    key, detail = input_key(source, checked)
-    return _Run(chapter, source, checked, out, key, detail)
+    checked = check_parameters(chapter, source, dict(parameters or {}))
+    out = Path(out_dir).resolve() if out_dir is not None else default_out(chapter, checked, book)
+    key, detail = input_key(source, checked, book)
+    return _Run(chapter, source, checked, out, key, detail, book)
+
+
+def execute_chapter(
+    chapter: str,
+    out_dir: str | os.PathLike | None = None,
+    parameters: dict[str, Any] | None = None,
+    *,
+    kernel: str = "python3",
+    progress: bool = True,
+    force: bool = False,
+    book: bool = False,
+) -> Path:
+    """Execute ``notebooks/<chapter>.py`` with papermill into ``<out_dir>/<chapter>.ipynb``
+    (default :func:`default_out`) and return that path.
+
+    ``parameters`` are checked against the chapter's parameters cell first
+    (:func:`lamina.book.params.check_parameters`), then the run is checked before the kernel
+    starts (:func:`lamina.book.preflight.preflight`); relative paths resolve against the
+    caller's working directory. ``book``: this is the book's own build (``make book``), whose
+    results go to the book's slot; any other run's go to their namespace. Writes
+    ``<out_dir>/<chapter>.report.json`` (parameters, seconds, status, the input key with its
+    components, the results files written). Unless ``force``, a chapter whose last run into
+    ``out_dir`` succeeded with the same input key, and whose notebook and results files are
+    still as that run wrote them, is reused (one line says so)."""
+    absolute_env_paths()  # the kernel runs in notebooks/: relative LAMINA_* would move
+    run = _prepare(chapter, out_dir, parameters, book)
+    preflight(chapter, run.parameters)
+    if _reuse(run, force):
+        return run.target
+    return _execute(run, kernel, progress)
 
 
 def _reuse(run: _Run, force: bool) -> bool:
@@ -188,64 +201,118 @@ def _reuse(run: _Run, force: bool) -> bool:
     return False
 
 
+def _kernel_manager() -> type:
+    """A kernel manager whose kernels listen on Unix sockets (IPC) in a private temporary
+    folder: no unencrypted TCP ports, so no "Kernel is running over TCP" warning. TCP where
+    there are no Unix sockets (Windows)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            if os.name == "posix":
+                kwargs.setdefault("transport", "ipc")
+                kwargs.setdefault("ip", os.path.join(_socket_folder(), "kernel"))
+            super().__init__(**kwargs)
+
+    return IPCKernelManager
+
+
+@functools.cache
+def _socket_folder() -> str:
+    """A private temporary folder for this process's kernel sockets, removed at exit."""
+    import atexit
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="lamina-kernel-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def _records_of(run: _Run, root: Path, since: float) -> tuple[dict[str, str], list[Path]]:
+    """({path: SHA-256} of the results files ``run`` wrote under ``root`` since ``since``: in
+    the book's slot for the book's build, else in the run's namespace; and the results
+    records among them that carry this run's key)."""
+    namespace = json.loads(run.env())["namespace"]
+    if namespace is None:
+        written = results_files(run.chapter, root, since)
+    else:
+        written = {}
+        for folder in sorted(root.glob(f"*/{namespace}")) if root.is_dir() else []:
+            written.update(results_files(run.chapter, folder.parent, since))
+    mine = []
+    for path in (Path(p) for p in written if p.endswith(".json")):
+        try:
+            if (read_result_file(path).get("run") or {}).get("key") == run.key:
+                mine.append(path)
+        except ResultsFileError:
+            continue
+    return written, mine
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
 def _execute(run: _Run, kernel: str, progress: bool) -> Path:
-    """Run the chapter with papermill and write its report (see :func:`execute_chapter`)."""
+    """Run the chapter with papermill and write its report (see the module docstring)."""
     import jupytext
     import papermill
 
-    chapter, out_dir, target = run.chapter, run.out, run.target
-    _check_out(out_dir)
-    staged = out_dir / f".{chapter}.src.ipynb"
+    chapter, out = run.chapter, run.out
+    writable_folder(out, f"output folder {str(out)!r}")
+    staged, running = out / f".{chapter}.src.ipynb", out / f".{chapter}.running.ipynb"
     jupytext.write(jupytext.read(run.source), staged, fmt="ipynb")
-    tmp_target = out_dir / f".{chapter}.running.ipynb"
-    results_root = Path(run.parameters.get("results_root") or results_dir())
-    started = time.time() - 1.0  # mtimes of files written during the run (coarse clocks)
-    start = time.perf_counter()
-    status = "ok"
-    written: dict[str, str] = {}
-    previous_run_env = os.environ.get(RUN_ENV)
-    os.environ[RUN_ENV] = _run_env(run)  # the kernel inherits it: write_results records it
+    root = Path(run.parameters.get("results_root") or results_dir())
+    lines = Path(tempfile.mkstemp(prefix=f"lamina-{chapter}-", suffix=".progress")[1])
+    started, start = time.time() - 1.0, time.perf_counter()
+    status, failure = "ok", None
+    say_ = say if progress else (lambda _: None)
+    say_(f"[lamina] {chapter}: starting a kernel (notebook -> {run.target})")
+    shown = forward(lines, f"[lamina] {chapter}: ") if progress else nullcontext()
     try:
-        papermill.execute_notebook(
-            str(staged),
-            str(tmp_target),
-            parameters=run.parameters,
-            kernel_name=kernel,
-            progress_bar=progress,
-            cwd=str(_notebooks_dir()),
-        )
-        fold_injected_parameters(tmp_target)
-        os.replace(tmp_target, target)
-        written = results_files(chapter, results_root, started)
-        namespace = json.loads(os.environ[RUN_ENV])["namespace"]
-        for folder in results_root.glob(f"*/{namespace}") if namespace else []:
-            written.update(results_files(chapter, folder.parent, started))
-    except BaseException:
-        status = "failed"
-        raise
+        with temporary_environ({RUN_ENV: run.env(), PROGRESS_ENV: str(lines)}), shown:
+            papermill.execute_notebook(
+                str(staged), str(running), parameters=run.parameters, kernel_name=kernel,
+                progress_bar=False, cwd=str(_notebooks_dir()),
+                kernel_manager_class=_kernel_manager(),
+            )  # fmt: skip
+        fold_injected_parameters(running)
+        os.replace(running, run.target)
+    except BaseException as exc:  # noqa: BLE001 (re-raised below, after the report)
+        status, failure = "failed", exc
     finally:
-        if previous_run_env is None:
-            os.environ.pop(RUN_ENV, None)
-        else:
-            os.environ[RUN_ENV] = previous_run_env
         staged.unlink(missing_ok=True)
-        atomic_write_json(
-            run.report,
-            {
-                "chapter": chapter,
-                "parameters": run.parameters,
-                "seconds": round(time.perf_counter() - start, 2),
-                "status": status,
-                "output": str(target if status == "ok" else tmp_target),
-                "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "key": run.key,
-                "key_components": component_digests(run.detail),
-                "key_detail": run.detail,
-                "notebook_sha256": file_digest(target) if status == "ok" else None,
-                "results": written,
-            },
-        )
-    return target
+        lines.unlink(missing_ok=True)
+    written, mine = _records_of(run, root, started)
+    mark_run(mine, status)  # "running" until now: a killed run stays so
+    written, _ = _records_of(run, root, started)
+    seconds = time.perf_counter() - start
+    report = {
+        "chapter": chapter, "parameters": run.parameters, "seconds": round(seconds, 2),
+        "status": status, "output": str(run.target if status == "ok" else out / f"{chapter}.failed.ipynb"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "key": run.key,
+        "key_components": component_digests(run.detail), "key_detail": run.detail,
+        "notebook_sha256": file_digest(run.target) if status == "ok" else None, "results": written,
+    }  # fmt: skip
+    if status == "ok":
+        atomic_write_json(run.report, report)
+        for stale in (f"{chapter}.failed.ipynb", f"{chapter}.failed.report.json"):
+            (out / stale).unlink(missing_ok=True)
+        folders = sorted({str(Path(p).parent) for p in written if p.endswith(".json")})
+        where = {0: "none written", 1: folders[0] if folders else ""}.get(
+            len(folders), f"{len(folders)} folders under {root}")  # fmt: skip
+        say_(f"[lamina] {chapter}: done in {_minutes(seconds)}; notebook {run.target}; results {where}")
+        return run.target
+    partial = out / f"{chapter}.failed.ipynb"
+    partial.unlink(missing_ok=True)
+    if running.is_file():
+        os.replace(running, partial)
+    atomic_write_json(out / f"{chapter}.failed.report.json", report)
+    kept = f"partial notebook {partial}" if partial.is_file() else "no notebook was written"
+    say_(f"[lamina] {chapter}: failed after {_minutes(seconds)} ({type(failure).__name__}); "
+         f"{kept}; the last successful run's notebook and report, if any, are kept")  # fmt: skip
+    assert failure is not None
+    raise failure
 
 
 def fold_injected_parameters(path: str | os.PathLike) -> None:
@@ -264,87 +331,6 @@ def fold_injected_parameters(path: str | os.PathLike) -> None:
         nbformat.write(nb, path)
 
 
-def _safe_dirname(model: str) -> str:
-    """The runs folder named after ``model``: a local folder's own name, else the hub name
-    with unsafe characters replaced; never ``.`` or ``..``."""
-    name = Path(model).name if Path(model).is_absolute() else model
-    name = re.sub(r"[^A-Za-z0-9._@-]+", "_", name)
-    if name.strip(".") == "":
-        raise ValueError(f"model {model!r} gives no usable folder name; pass --out")
-    return name
-
-
-def _parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m lamina.book``: execute, pages, methods."""
-    parser = argparse.ArgumentParser(prog="python -m lamina.book")
-    sub = parser.add_subparsers(dest="command", required=True)
-    ex = sub.add_parser("execute", help="execute chapters with papermill")
-    ex.add_argument("chapters", nargs="*", help="chapter names (notebooks/<name>.py)")
-    ex.add_argument("--all", action="store_true", help="every chapter of the book, in order")
-    ex.add_argument("--out", default=None, help="output folder (default book/executed)")
-    ex.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    ex.add_argument(
-        "--jobs", type=int, default=1, help="chapters executed at once (each kernel is separate)"
-    )
-    ex.add_argument(
-        "--force",
-        action="store_true",
-        help="execute even chapters whose inputs are unchanged since their last run in --out",
-    )
-    pg = sub.add_parser(
-        "pages", help="write the scorecard, abstract, comparison and reproducibility pages"
-    )
-    pg.add_argument("--root", default=None, help="book root (default: the checkout)")
-    pg.add_argument(
-        "--results", default=None, help="results folder (default: $LAMINA_RESULTS or data/results)"
-    )
-    me = sub.add_parser("methods", help="write the methods page's quoted definitions")
-    me.add_argument("--out", default=None, help="default book/generated/definitions.md")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-
-    absolute_env_paths()  # relative LAMINA_* folders: against the caller's directory
-    root = repo_root() or Path.cwd()
-    if args.command == "pages":
-        if args.results is not None and not Path(args.results).is_dir():
-            parser.error(f"--results {args.results!r}: no such results folder")
-        try:
-            paths = write_pages(args.root or root, args.results)
-        except (FileNotFoundError, ResultsFileError) as exc:
-            parser.error(str(exc))
-        for path in paths:
-            print(f"[lamina] wrote {path}", file=sys.stderr)
-        return 0
-    if args.command == "methods":
-        target = Path(args.out) if args.out else root / "book" / "generated" / "definitions.md"
-        atomic_write_text(target, methods_markdown())
-        print(f"[lamina] wrote {target}", file=sys.stderr)
-        return 0
-
-    chapters = CHAPTERS if args.all else args.chapters
-    if not chapters:
-        parser.error("name a chapter or pass --all")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1; got {args.jobs}")
-    try:
-        params = cli_parameters(chapters, args.p, _notebooks_dir())
-        models = [p["model"] for p in params.values() if "model" in p]
-        if args.out:
-            out = _check_out(Path(args.out).resolve())
-        elif models:
-            names = models[0] if isinstance(models[0], list) else [models[0]]
-            out = root / "book" / "runs" / "+".join(_safe_dirname(str(m)) for m in names)
-        else:
-            out = root / "book" / "executed"
-    except (ParameterError, ValueError) as exc:
-        parser.error(str(exc))
-    return _execute_many(chapters, out, params, jobs=args.jobs, force=args.force)
-
-
 TYPICAL_SECONDS: dict[str, float] = {c.name: c.typical_seconds for c in registry.REGISTRY}
 """Each chapter's ``typical_seconds`` (:class:`lamina.core.registry.ChapterRecord`): only the
 order of a first run, before any report exists (longest first)."""
@@ -355,60 +341,61 @@ def _last_seconds(out: Path, chapter: str) -> float:
     chapter not listed there)."""
     try:
         return float(json.loads((out / f"{chapter}.report.json").read_text())["seconds"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return float(TYPICAL_SECONDS.get(chapter, 0.0))
 
 
-def _run_chapter(
-    chapter: str, out: Path, params: dict[str, Any], progress: bool, force: bool, check: bool
-) -> str:
-    """One chapter, in :func:`_execute_many` or a worker process of it: reused when ``check``
-    finds its inputs unchanged (and not ``force``), else executed."""
-    run = _prepare(chapter, out, params)
+def _run_chapter(run: _Run, progress: bool, force: bool, check: bool) -> str:
+    """One prepared chapter, in :func:`_execute_many` or a worker process of it: reused when
+    ``check`` finds its inputs unchanged (and not ``force``), else executed."""
     if check and _reuse(run, force):
-        return chapter
-    print(f"[lamina] executing {chapter} -> {out}", file=sys.stderr, flush=True)
+        return run.chapter
+    print(f"[lamina] executing {run.chapter} -> {run.out}", file=sys.stderr, flush=True)
     _execute(run, "python3", progress)
-    return chapter
+    return run.chapter
 
 
 def _execute_many(
     chapters: list[str],
-    out: Path,
+    out: Path | None,
     params: dict[str, dict[str, Any]],
     *,
     jobs: int,
     force: bool = False,
+    book: bool = False,
 ) -> int:
-    """Execute ``chapters`` into ``out`` (made absolute), ``params[chapter]`` for each, reusing
-    those whose inputs are unchanged unless ``force``. With ``jobs > 1``, the reusable ones are
-    found first, here; each other chapter runs in its own process (papermill changes the
-    working directory of the process that runs it), several at once, longest (by the last
-    run's report) first, so the slow chapters do not queue behind the quick ones."""
+    """Execute ``chapters`` into ``out`` (None: each chapter's :func:`default_out`),
+    ``params[chapter]`` for each, reusing those whose inputs are unchanged unless ``force``.
+    Every chapter is checked (:func:`lamina.book.preflight.preflight`) before the first
+    kernel starts. With ``jobs > 1``, the reusable ones are found first, here; each other
+    chapter runs in its own process (papermill changes the working directory of the process
+    that runs it), several at once, longest (by the last run's report) first."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    out = Path(out).resolve()
+    out = Path(out).resolve() if out is not None else None
     per = {c: params.get(c, {}) for c in chapters}
+    start = time.perf_counter()
+    runs = {c: _prepare(c, out, per[c], book) for c in chapters}
+    for c, run in runs.items():
+        preflight(c, run.parameters)
+    print(f"[lamina] checked the parameters, models and folders of {', '.join(chapters)} "
+          f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
     if jobs <= 1:
         for chapter in chapters:
-            _run_chapter(chapter, out, per[chapter], True, force, check=True)
+            _run_chapter(runs[chapter], True, force, True)
         return 0
-    todo = [c for c in chapters if not _reuse(_prepare(c, out, per[c]), force)]
+    todo = [c for c in chapters if not _reuse(runs[c], force)]
     if not todo:
         return 0
-    order = sorted(todo, key=lambda c: -_last_seconds(out, c))
+    order = sorted(todo, key=lambda c: -_last_seconds(runs[c].out, c))
     # kernels inherit the environment: share the cores out instead of oversubscribing them
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
         os.environ.setdefault(name, threads)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_run_chapter, c, out, per[c], False, force, False) for c in order]
+        futures = [pool.submit(_run_chapter, runs[c], True, force, False) for c in order]
         for future in futures:
             future.result()  # re-raise the first failure
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -18,6 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lamina.sources.prompts import prompt_sources
+from lamina.states.runs import parameters_cell
+
 __all__ = [
     "ParameterError",
     "chapter_defaults",
@@ -41,25 +44,13 @@ class ParameterError(ValueError):
 
 
 def chapter_defaults(source: str | os.PathLike) -> dict[str, Any]:
-    """``{name: default}`` from the ``parameters`` cell of the jupytext chapter ``source``.
-    A default that is not a literal maps to ``...`` (its type is then not checked)."""
-    import jupytext
-
-    notebook = jupytext.read(source)
-    for cell in notebook.cells:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            tree = ast.parse(cell.source)
-            out: dict[str, Any] = {}
-            for node in tree.body:
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        if isinstance(target, ast.Name):
-                            try:
-                                out[target.id] = ast.literal_eval(node.value)
-                            except ValueError:
-                                out[target.id] = ...
-            return out
-    raise ParameterError(f"{source}: no cell tagged 'parameters'")
+    """``{name: default}`` from the ``parameters`` cell of the jupytext chapter ``source``
+    (:func:`lamina.states.runs.parameters_cell`). A default that is not a literal maps to
+    ``...`` (its type is then not checked)."""
+    try:
+        return parameters_cell(source)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
 
 
 def parse_literal(text: str) -> Any:
@@ -171,11 +162,14 @@ def _resolve_model(chapter: str, name: str, value: Any, cwd: Path) -> Any:
 
 
 def _resolve_prompts(value: Any, cwd: Path) -> Any:
+    """A ``prompts`` value with its files made absolute: the whole value when it names a file
+    (whose name may hold a comma), else each comma-separated part that is a path."""
     if not isinstance(value, str):
         return value
-    parts = [p.strip() for p in value.split(",")]
+    if (cwd / value).expanduser().is_file():
+        return _absolute(value, cwd)
     out = []
-    for p in parts:
+    for p in prompt_sources(value):
         is_path = (cwd / p).expanduser().is_file() or os.sep in p or p.endswith(".jsonl")
         out.append(_absolute(p, cwd) if is_path else p)
     return ",".join(out)

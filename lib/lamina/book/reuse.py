@@ -40,7 +40,8 @@ over these components:
     that compute or render results (:data:`LIBRARIES`), and lamina's version.
 ``locations``
     The resolved data folder (``$LAMINA_DATA``) and results folder (``$LAMINA_RESULTS`` or
-    ``results_root``), whose contents the chapter reads and writes.
+    ``results_root``), whose contents the chapter reads and writes, and whether the run is the
+    book's own build (which writes the book's results slot; any other run, a namespace).
 
 Not in the key: thread counts (``OMP_NUM_THREADS``; they can change the last bits of float
 sums) and the contents of caches, which are keyed on their own inputs. Pass ``--force`` when
@@ -83,7 +84,7 @@ __all__ = [
     "reusable",
 ]
 
-KEY_FORMAT = "lamina-reuse-2"  # 2: lazy exports narrow the closure
+KEY_FORMAT = "lamina-reuse-3"  # 2: lazy exports narrow the closure; 3: the book flag
 """Part of every key: bump when the key's definition changes."""
 
 LIBRARIES = (
@@ -195,11 +196,13 @@ def _peer_data(parameters: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def input_key(
-    source: str | os.PathLike, parameters: Mapping[str, Any]
+    source: str | os.PathLike, parameters: Mapping[str, Any], book: bool = False
 ) -> tuple[str, dict[str, Any]]:
     """The input key of executing the chapter notebook ``source`` with the checked
-    ``parameters`` (see the module docstring): -> (SHA-256 hex, ``{component: detail}``),
-    where each component's detail is a JSON-able record of what was hashed."""
+    ``parameters`` (see the module docstring), as the book's own build or not (``book``: the
+    book's results slot or a namespace, :mod:`lamina.states.runs`): -> (SHA-256 hex,
+    ``{component: detail}``), where each component's detail is a JSON-able record of what was
+    hashed."""
     source = Path(source)
     results = parameters.get("results_root") or results_dir()
     detail: dict[str, Any] = {
@@ -220,6 +223,7 @@ def input_key(
         "locations": {
             "data": str(data_dir().resolve()),
             "results": str(Path(results).resolve()),
+            "book": bool(book),
         },
     }
     return _json_sha(component_digests(detail)), detail

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from lamina.core import registry
 from lamina.core.provenance import EnvPathError, atomic_write_text, provenance
 from lamina.evidence.claims import PAPER_VERDICTS, SELF_VERDICTS
 from lamina.states.io import ResultsFileError, read_result_file, results_dir
+from lamina.states.runs import model_folder
 
 __all__ = ["CHAPTER_PAPER", "claims_table", "load_records", "validate_record", "write_pages"]
 
@@ -87,38 +89,74 @@ def validate_record(record: dict[str, Any], path: str | os.PathLike) -> dict[str
     return record
 
 
+def _short(value: Any) -> str:
+    """A parameter value as a column label shows it: a path by its last part."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    text = str(value)
+    return Path(text).name if text.startswith("/") and Path(text).name else text
+
+
 def _run_label(record: dict[str, Any]) -> str:
     """Which run a record comes from, as its column shows it: "" for the book's own run, else
-    "run <namespace>" and/or "quick" (quick mode from the run's parameters or the config)."""
+    "run <namespace>: <the parameters it varied>" (the model aside when it is the record's
+    own), "quick", and "unfinished" for a run that failed or never ended."""
     run = record.get("run") or {}
     config = record.get("config") or {}
     quick = bool(run.get("quick") if run.get("quick") is not None else config.get("quick"))
+    varied = {k: v for k, v in (run.get("varied") or {}).items()
+              if not (k == "model" and v == record.get("model"))}  # fmt: skip
     parts = [f"run {run['namespace']}"] if run.get("namespace") else []
-    if run.get("varied"):
+    if varied:
         parts[-1:] = [f"{parts[-1] if parts else 'run'}: " + ", ".join(
-            f"{k}={v}" for k, v in sorted(run["varied"].items()))]  # fmt: skip
+            f"{k}={_short(v)}" for k, v in sorted(varied.items()))]  # fmt: skip
     elif quick:
         parts.append("quick")
+    if run.get("status") in ("running", "failed"):
+        parts.append("unfinished" if run["status"] == "running" else "failed run")
     return "; ".join(parts)
+
+
+def _misplaced(record: dict[str, Any], path: Path, folder: Path) -> str | None:
+    """Why the record at ``path`` (under the results ``folder``) is not where its run puts it
+    (:mod:`lamina.states.runs`): a copy in another folder (``<model>/old/``), another model's
+    folder or a namespace that is not its own; None when it is in place."""
+    rel = path.relative_to(folder).parts
+    run = record.get("run") or {}
+    namespace = run.get("namespace")
+    if rel[0] != model_folder(str(record.get("model"))):
+        return f"its model {record.get('model')!r} belongs in {model_folder(str(record.get('model')))}/"
+    if len(rel) == 2 and namespace:
+        return f"it is from run {namespace}, not the book's own"
+    if len(rel) == 3 and rel[1] != namespace:
+        return f"it is from {'the book' if not namespace else f'run {namespace}'}, not run {rel[1]!r}"
+    return None
 
 
 def load_records(folder: Path, root: Path | None = None) -> list[dict[str, Any]]:
     """Every results record of the book, validated (:func:`validate_record`): the book's
-    own (``<folder>/<model>/<chapter>.json``), other runs' namespaces
-    (``<folder>/<model>/<namespace>/<chapter>.json``) and ``<root>/book/runs/*/results``.
-    Raises FileNotFoundError naming ``folder`` when it is not a folder, and
-    :class:`ResultsFileError` when no valid record is found."""
+    own (``<folder>/<model>/<chapter>.json``) and other runs' namespaces
+    (``<folder>/<model>/<namespace>/<chapter>.json``). A record whose model or namespace
+    disagrees with its folder (a backup copy under ``<model>/old/``, a file moved by hand) is
+    left out with a printed note naming it. Raises FileNotFoundError naming ``folder`` when
+    it is not a folder, and :class:`ResultsFileError` when no valid record is found."""
     if not folder.is_dir():
         raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
-    paths = sorted(folder.glob("*/*.json")) + sorted(folder.glob("*/*/*.json"))
-    runs = root / "book" / "runs" if root is not None else None
-    if runs is not None and runs.is_dir():
-        paths += sorted(runs.glob("*/results/*/*.json")) + sorted(runs.glob("*/results/*/*/*.json"))
-    records = [validate_record(read_result_file(p), p) for p in paths]
+    records = []
+    for path in sorted(folder.glob("*/*.json")) + sorted(folder.glob("*/*/*.json")):
+        try:  # where the record says it belongs, before its tables are checked
+            peek = json.loads(path.read_text(encoding="utf-8"))
+            why = _misplaced(peek, path, folder) if isinstance(peek, dict) else None
+        except (OSError, ValueError, RecursionError):
+            why = None  # read_result_file names the problem
+        if why is not None:
+            print(f"[lamina] pages: left out {path}: {why}", file=sys.stderr)
+            continue
+        records.append(validate_record(read_result_file(path), path))
     if not records:
         raise ResultsFileError(
             f"results folder {str(folder)!r} holds no results record (<model>/<chapter>.json); "
-            "run the chapters first (make book, or python -m lamina.book execute CHAPTER)"
+            "run the chapters first (make book, or lamina run CHAPTER)"
         )
     return records
 
@@ -267,7 +305,14 @@ def _reproducibility_md(executed: Path) -> str:
     lines += ["", "| chapter | parameters | seconds | status |", "|---|---|---|---|"]
     total = 0.0
     for report in sorted(executed.glob("*.report.json")):
-        r = json.loads(report.read_text())
+        if report.name.endswith(".failed.report.json"):  # an attempt that failed: not the page's run
+            continue
+        try:
+            r = json.loads(report.read_text())
+            r["chapter"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ResultsFileError(f"{report}: not a readable run report ({exc.__class__.__name__}: "
+                                   f"{exc}); rerun the chapter (make book)") from None  # fmt: skip
         total += float(r.get("seconds", 0))
         lines.append(
             f"| {r['chapter']} | `{json.dumps(r.get('parameters', {}))}` | {r.get('seconds')} | {r.get('status')} |"
@@ -284,7 +329,7 @@ def _comparison_md(table: pd.DataFrame) -> str:
 
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
-    from the results files (default :func:`lamina.states.io.results_dir`, plus ``book/runs/*``),
+    from the results files (default :func:`lamina.states.io.results_dir`),
     each validated (:func:`load_records`). A results folder that does not exist, or holds no
     valid record, raises naming it (``$LAMINA_RESULTS`` named when it came from there); a
     malformed file or claim row raises naming the file and the row."""

@@ -34,7 +34,7 @@ from lamina.chapters.results import ExperimentResult
 from lamina.sources import organisms
 from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
 from lamina.sources.peer import default_peer_root, is_peer, peer_models
-from lamina.sources.prompts import load_prompts
+from lamina.sources.prompts import load_prompt_files, prompt_sources
 
 __all__ = [
     "CONVENTIONS",
@@ -184,13 +184,11 @@ def load_chapter_prompts(
     separated) or the default ``families``, concatenated. Raises ValueError naming a missing
     required column, and ``lamina.sources.prompts.PromptFileError`` for a malformed file."""
 
-    sources = [s.strip() for s in config.prompts.split(",")] if config.prompts else families
-    frames = []
+    sources = prompt_sources(config.prompts) if config.prompts else families
     for src in sources:
         if config.prompts and not Path(src).expanduser().is_file() and os.sep in src:
             raise FileNotFoundError(f"prompt file {src!r} does not exist")
-        frames.append(load_prompts(src))
-    table = pd.concat(frames, ignore_index=True)
+    table = load_prompt_files(sources)  # an id in two files is refused
     missing = [c for c in required if c not in table.columns]
     if missing:
         raise ValueError(

@@ -23,7 +23,9 @@ __all__ = [
     "FamilySchema",
     "PromptFileError",
     "list_families",
+    "load_prompt_files",
     "load_prompts",
+    "prompt_sources",
     "prompts_dir",
 ]
 
@@ -227,6 +229,8 @@ def _parse_line(path: Path, line: int, raw_bytes: bytes) -> dict[str, Any] | Non
         raise PromptFileError(
             path, line, None, f"malformed JSON: {err.msg} (column {err.colno})"
         ) from err
+    except RecursionError:  # thousands of nested brackets
+        raise PromptFileError(path, line, None, "JSON nested too deeply to be a prompt row") from None
     if not isinstance(row, dict):
         raise PromptFileError(path, line, None, f"expected an object, got {_type_name(row)}")
     return row
@@ -246,7 +250,10 @@ def _row_family(path: Path, line: int, row: dict[str, Any], family: str | None) 
             )
         family = row["family"]
     if "family" in row and row["family"] != family:
-        raise PromptFileError(path, line, "family", f"expected {family!r}, got {row['family']!r}")
+        raise PromptFileError(
+            path, line, "family", f"expected {family!r}, got {row['family']!r}: one file holds "
+            "one family (put each family in its own file and pass them comma-separated)"
+        )  # fmt: skip
     return family
 
 
@@ -308,6 +315,43 @@ def load_prompts(path_or_family: str | os.PathLike[str]) -> pd.DataFrame:
     frame.attrs["family"] = family
     frame.attrs["path"] = str(path)
     return frame
+
+
+def prompt_sources(text: str) -> list[str]:
+    """The prompt files or family names a ``prompts`` parameter names: the whole text when it
+    is an existing file (a name may hold a comma), else its comma-separated parts, stripped."""
+    if Path(text).expanduser().is_file():
+        return [text]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def load_prompt_files(sources: list[str]) -> pd.DataFrame:
+    """Several prompt files or families (:func:`load_prompts` each), concatenated. Prompt ids
+    are the resampling units of the claims, so an id in two files is refused
+    (:class:`PromptFileError` naming both files and the line of the second), like a duplicate
+    within one file; so is a file named twice. ``attrs["paths"]`` lists the files read."""
+    frames: list[pd.DataFrame] = []
+    first: dict[str, str] = {}
+    paths: list[str] = []
+    for src in sources:
+        frame = load_prompts(src)
+        path = frame.attrs["path"]
+        if path in paths:
+            raise PromptFileError(path, None, None, "named twice among the prompt files")
+        for i, pid in enumerate(frame["id"]):
+            if pid in first:
+                raise PromptFileError(
+                    path, None, "id", f"id {pid!r} (row {i + 1}) is also in {first[pid]}: ids "
+                    "are the resampling units, so each prompt id must be unique across files"
+                )  # fmt: skip
+            first[pid] = path
+        frames.append(frame)
+        paths.append(path)
+    if not frames:
+        raise PromptFileError("(none)", None, None, "no prompt file or family given")
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["paths"] = paths
+    return table
 
 
 def bifurcation_prompts(table: pd.DataFrame) -> pd.DataFrame:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lamina.core.progress import bar
 from lamina.core.provenance import provenance
 from lamina.core.types import BoolMask, TokenStates
 from lamina.sources.models import get_adapter, hf_config
@@ -376,8 +377,6 @@ def _run_batches(
     """One forward pass of the bare transformer per batch of similar-length texts (padded,
     position ids following the attention mask), in eval mode and without gradients, with
     ``collector``'s hooks attached; the caller's train/eval modes are restored afterwards."""
-    from tqdm.auto import tqdm
-
     adapter = get_adapter(model)
     device = next(model.parameters()).device
     order = np.argsort([len(ids) for ids in encoded], kind="stable")
@@ -387,7 +386,8 @@ def _run_batches(
     model.eval()  # dropout off: states must not depend on the caller's train mode
     try:
         with hooks.attached(model, collector.hooks()), torch.inference_mode():
-            for rows in tqdm(batches, desc="extract", disable=not progress, leave=False):
+            name = getattr(model, "lamina_name", None) or type(model).__name__
+            for rows in bar(batches, desc=f"extract {name}", disable=not progress):
                 batch = tokenizer.pad(
                     {"input_ids": [encoded[r] for r in rows]}, return_tensors="pt"
                 )

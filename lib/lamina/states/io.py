@@ -1,30 +1,37 @@
-"""Results files with provenance, and the reader for the states released with paper 1."""
+"""Results files with provenance, sealed and written all or nothing, and the reader for the
+states released with paper 1."""
 
 from __future__ import annotations
 
 import json
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lamina.core.manifest import ManifestError, check_seal, seal, sha256_file
 from lamina.core.provenance import (
-    atomic_write,
-    atomic_write_json,
+    atomic_write_text,
+    clean_stale_temporaries,
     data_dir,
     env_dir,
     provenance,
+    temporary_beside,
 )
 from lamina.sources.peer import peer_convention
 from lamina.states.extract import Trajectories
+from lamina.states.runs import RUN_ENV, model_folder, run_record
 
 __all__ = [
+    "RUN_ENV",
     "PeerDataError",
     "ResultsFileError",
+    "ResultsWriteError",
+    "mark_run",
     "read_latent_hidden_states",
     "read_latent_trajectories",
     "read_result_file",
@@ -41,11 +48,6 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 
 
-RUN_ENV = "LAMINA_RUN"
-"""The environment variable through which ``python -m lamina.book execute`` tells the chapter's
-kernel which run it is (JSON: parameters, key, namespace); see :func:`run_record`."""
-
-
 def results_dir(*, create: bool = True) -> Path:
     """Where chapters write machine-readable results: ``$LAMINA_RESULTS`` (absolute against the
     working directory; created unless ``create=False``, when a missing folder is an error
@@ -55,27 +57,25 @@ def results_dir(*, create: bool = True) -> Path:
     return data_dir() / "results"
 
 
-def run_record() -> dict[str, Any]:
-    """The run a results file comes from: what ``python -m lamina.book execute`` put in
-    ``$LAMINA_RUN`` (``parameters``: every parameter given, checked; ``varied``: those that
-    differ from the book's defaults, model names aside; ``namespace``: a hash of ``varied``, or
-    None for the book's own parameters; ``key``: the run's input key; ``quick``), else a record
-    saying the results were written from Python directly (``via: "python"``)."""
-    text = os.environ.get(RUN_ENV)
-    if not text:
-        return {"via": "python", "parameters": None, "varied": None, "namespace": None,
-                "key": None, "quick": None}  # fmt: skip
-    try:
-        run = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"${RUN_ENV} is not valid JSON ({exc}): {text[:200]!r}") from exc
-    if not isinstance(run, dict):
-        raise ValueError(f"${RUN_ENV} is not a JSON object: {text[:200]!r}")
-    return {"via": "lamina.book execute", **run}
+class ResultsFileError(ValueError):
+    """A results file that is not valid JSON, not a results record, or whose bytes changed
+    since it was written (its seal or a table's SHA-256); names the file."""
 
 
-def _slug(name: str) -> str:
+class ResultsWriteError(OSError):
+    """Results that could not be written (a full disk, a read-only folder): nothing of them
+    was left behind; the message names the folder and the system's reason."""
+
+
+def _table_slug(name: str) -> str:
+    """A table's file name part: letters, digits and ``-_.@``, anything else as ``_``."""
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
+
+
+def _table_entry(path: Path, table: pd.DataFrame) -> dict[str, Any]:
+    """A table file's manifest entry: size, SHA-256, rows and each column's dtype."""
+    return {"size": path.stat().st_size, "sha256": sha256_file(path), "rows": int(len(table)),
+            "columns": {str(c): str(t) for c, t in table.dtypes.items()}}  # fmt: skip
 
 
 def write_results(
@@ -87,48 +87,73 @@ def write_results(
     tables: dict[str, pd.DataFrame] | None = None,
     root: str | os.PathLike | None = None,
 ) -> Path:
-    """Write a chapter's results for one model, atomically.
+    """Write a chapter's results for one model, all or nothing.
 
-    ``<root>/<model>/<chapter>.json`` holds ``summary`` (claims, measured values, verdicts),
-    ``config`` (the experiment's parameters), the run (:func:`run_record`: its full parameters
-    and key) and a provenance record; each table goes to
-    ``<root>/<model>/<chapter>.<name>.parquet``. A run whose parameters differ from the
-    book's writes into its own namespace, ``<root>/<model>/<namespace>/``, and so never
-    replaces the book's results. Returns the JSON path.
-    """
-    run = run_record()
-    folder = Path(root) if root is not None else results_dir()
-    folder = folder / _slug(model)
-    if run.get("namespace"):
-        folder = folder / _slug(str(run["namespace"]))
-    for name, table in (tables or {}).items():
-        target = folder / f"{chapter}.{_slug(name)}.parquet"
-        atomic_write(
-            target, cast(Callable[[Path], object], lambda tmp, t=table: t.to_parquet(tmp, index=False))
-        )
-    record = {
-        "chapter": chapter,
-        "model": model,
-        "summary": summary,
-        "config": config,
-        "tables": sorted(tables or {}),
-        "run": run,
-        "provenance": provenance(),
-    }
-    return atomic_write_json(folder / f"{chapter}.json", record)
+    ``<root>/<model>/[<namespace>/]<chapter>.json`` holds ``summary`` (claims, measured
+    values, verdicts), ``config`` (the experiment's parameters), the run
+    (:func:`lamina.states.runs.run_record`: the book's own build, or the namespace of the
+    parameters it varied, its status), a provenance record, the manifest of its tables
+    (``files``: size, SHA-256, rows, column dtypes) and its own SHA-256 seal
+    (:func:`lamina.core.manifest.seal`); each table goes to ``<chapter>.<name>.parquet``
+    beside it. ``<model>`` is :func:`lamina.states.runs.model_folder`; only the book's build
+    writes without a namespace. Every file is written to a temporary beside its final name
+    and renamed only when all are written, the JSON last; on a failure (a full disk) the
+    temporaries are removed and :class:`ResultsWriteError` names the folder. Returns the JSON
+    path."""
+    run = run_record(chapter, config)
+    folder = (Path(root) if root is not None else results_dir()) / model_folder(model)
+    folder = folder / str(run["namespace"]) if run.get("namespace") else folder
+    staged: list[tuple[Path, Path]] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        clean_stale_temporaries(folder)
+        files = {}
+        for name, table in (tables or {}).items():
+            final = folder / f"{chapter}.{_table_slug(name)}.parquet"
+            staged.append((temporary_beside(final), final))
+            table.to_parquet(staged[-1][0], index=False)
+            files[final.name] = _table_entry(staged[-1][0], table)
+        record = {"chapter": chapter, "model": model, "summary": summary, "config": config,
+                  "tables": sorted(tables or {}), "files": files, "run": run,
+                  "provenance": provenance()}  # fmt: skip
+        staged.append((temporary_beside(folder / f"{chapter}.json"), folder / f"{chapter}.json"))
+        staged[-1][0].write_text(json.dumps(seal(record), indent=2) + "\n", encoding="utf-8")
+        for tmp, final in staged:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, final)
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise ResultsWriteError(
+            f"cannot write the {chapter} results of {model!r} into {folder}: "
+            f"{exc.strerror or exc}; nothing was written"
+        ) from None
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    return folder / f"{chapter}.json"
 
 
-class ResultsFileError(ValueError):
-    """A results file that is not valid JSON or not a results record; names the file."""
+def mark_run(paths: Iterable[str | os.PathLike], status: str) -> None:
+    """Set ``run.status`` (``"ok"`` or ``"failed"``) of the results records at ``paths`` (JSON
+    files :func:`write_results` wrote during a run of ``lamina.book.execute``), sealed again;
+    a record left at ``"running"`` is from a run that never finished."""
+    for path in paths:
+        record = read_result_file(path)
+        record.setdefault("run", {})["status"] = status
+        atomic_write_text(path, json.dumps(seal(record), indent=2) + "\n")
 
 
 def read_result_file(path: str | os.PathLike) -> dict[str, Any]:
-    """One results record (what :func:`write_results` wrote); :class:`ResultsFileError`
-    naming ``path`` when it is not JSON or lacks the record's fields."""
+    """One results record (what :func:`write_results` wrote), checked: its seal and every
+    table its manifest lists (size and SHA-256). :class:`ResultsFileError` names ``path``
+    (or the table) when it is not JSON, lacks the record's fields, or changed since it was
+    written. A record without a seal (written before lamina sealed them) is read unchecked."""
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ResultsFileError(f"{path}: not a valid results JSON file ({exc})") from exc
     missing = (
         [k for k in ("chapter", "model", "summary") if k not in record]
@@ -137,17 +162,29 @@ def read_result_file(path: str | os.PathLike) -> dict[str, Any]:
     )
     if missing:
         raise ResultsFileError(f"{path}: not a lamina results record; missing {missing}")
+    if "sha256" in record:
+        try:
+            record = {k: v for k, v in check_seal(record, path).items() if k != "sha256"}
+        except ManifestError as exc:
+            raise ResultsFileError(str(exc)) from None
+    for name, entry in (record.get("files") or {}).items():
+        table = path.parent / name
+        if not table.is_file() or table.stat().st_size != entry.get("size") or (
+                sha256_file(table) != entry.get("sha256")):  # fmt: skip
+            raise ResultsFileError(f"{table}: missing, or changed since {path.name} recorded it")
     return record
 
 
 def read_results(root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """Every results record under ``root`` (default :func:`results_dir`), newest layout.
+    """Every results record under ``root`` (default :func:`results_dir`): the book's
+    (``<model>/<chapter>.json``) and other runs' (``<model>/<namespace>/<chapter>.json``).
     A ``root`` that is not a folder raises ``FileNotFoundError`` naming it; a corrupt file
     raises :class:`ResultsFileError` naming it."""
     folder = Path(root) if root is not None else results_dir()
     if not folder.is_dir():
         raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
-    return [read_result_file(p) for p in sorted(folder.glob("*/*.json"))]
+    paths = sorted(folder.glob("*/*.json")) + sorted(folder.glob("*/*/*.json"))
+    return [read_result_file(p) for p in paths]
 
 
 # ----------------------------------------------------------------------------------------
