@@ -425,9 +425,28 @@ def format_report(r: PageReport) -> str:
     return "\n".join(lines)
 
 
+def unbuilt(html_dir: Path) -> str | None:
+    """Why ``html_dir`` is not a built book (no folder, no ``index.html``, or a chapter of the
+    registry without its page ``executed/<chapter>.html``), or None when it is one."""
+    from lamina.core.registry import names
+
+    if not html_dir.is_dir():
+        return f"{html_dir} does not exist: build the book first (make book)"
+    if not (html_dir / "index.html").is_file():
+        return f"{html_dir} has no index.html: it is not a built book (make book)"
+    missing = [c for c in names() if not (html_dir / CHAPTER_DIR / f"{c}.html").is_file()]
+    if missing:
+        return f"{html_dir} lacks the chapter pages {missing}: the book is not fully built (make book)"
+    return None
+
+
 if __name__ == "__main__":
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "book/_build/html")
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("artifacts/screenshots")
+    why = unbuilt(folder)
+    if why is not None:  # checking no page is not a pass
+        print(f"check-book: {why}", file=sys.stderr)
+        raise SystemExit(2)
     bad = 0
     for r in check_book(folder, out):
         print(format_report(r), flush=True)
