@@ -29,7 +29,7 @@ from lamina.anatomy.perplexity import (
     sequence_batches,
     sequence_nll,
 )
-from lamina.anatomy.predictability import predicted_layer_state
+from lamina.anatomy.predictability import RIDGE_ALPHA, predicted_layer_state
 from lamina.anatomy.surgery import (
     SurgeryOption,
     apply_surgery,
@@ -45,6 +45,7 @@ __all__ = [
     "anti_layers",
     "critical_core",
     "importance_range",
+    "predicted_joint_nll",
     "predicted_replacement_curve",
     "sweep_nll",
 ]
@@ -388,7 +389,7 @@ def predicted_replacement_curve(
     *,
     order: Sequence[int] | None = None,
     k_max: int | None = None,
-    alpha: float = 1.0,
+    alpha: float = RIDGE_ALPHA,
     degree: int = 2,
     batch_size: int = 8,
 ) -> pd.DataFrame:
@@ -414,3 +415,27 @@ def predicted_replacement_curve(
             }
         )
     return pd.DataFrame(rows)
+
+
+def predicted_joint_nll(
+    model: nn.Module,
+    token_ids: TokenIds,
+    layers: Sequence[int],
+    *,
+    alpha: float = RIDGE_ALPHA,
+    degree: int = 2,
+    batch_size: int = 8,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sequence mean NLL (nats per token), each (n_seq,), of the intact model and of the
+    model with ridge-predicted weights (leave-one-out, from the clean model:
+    :func:`lamina.anatomy.predictability.predicted_layer_state`) in every one of ``layers``
+    at once: the joint replacement whose excess over the single-layer replacements measures
+    how errors accumulate."""
+    layers = [check_layer(model, l) for l in layers]
+    states = {l: predicted_layer_state(model, l, alpha=alpha, degree=degree) for l in layers}
+    base = perplexity(model, token_ids, batch_size=batch_size, n_bootstrap=0)
+    with ExitStack() as stack:
+        for l in layers:
+            stack.enter_context(substitute_weights(model, l, states[l]))
+        joint = perplexity(model, token_ids, batch_size=batch_size, n_bootstrap=0)
+    return base.nll_per_seq, joint.nll_per_seq

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lamina.anatomy.growth_claims import CONTROLS
 from lamina.chapters.config import ChapterConfig, as_list, default_models
 
 __all__ = [
@@ -17,9 +18,6 @@ __all__ = [
 
 CHAPTER = "growth_training"
 SCHEDULES = ("uniform", "growth", "reverse", "random")
-CONTROLS = ("reverse", "random")
-"""Ordering controls: the growth phases and budget with the layer groups in reverse or in a
-seeded random order, separating "budget by importance" from "training in phases"."""
 PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
 REAL_MODELS = default_models(CHAPTER)[0]
 """The offline real pretrained models whose skip-ablation importance orders extra growth runs

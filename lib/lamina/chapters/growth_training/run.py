@@ -22,50 +22,51 @@ import torch
 
 from lamina.anatomy.growth import (
     Phase,
-    compare_runs,
     growth_schedule,
     train_with_schedule,
     uniform_schedule,
     warmup_cosine,
 )
-from lamina.chapters.growth_training.claims import (
+from lamina.anatomy.growth_claims import CONTROLS, GrowthTables, judge_growth, measure_growth
+from lamina.anatomy.growth_compare import (
+    LEARNED_GATE,
     budget_comparison,
-    gated_claims,
-    growth_claims,
+    compare_runs,
     learning_gate,
-    source_claims,
+    unigram_loss,
 )
-from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, PAPER_SCALE, GrowthConfig
-from lamina.chapters.growth_training.data import clean_val_windows
-from lamina.chapters.growth_training.importance import (
-    build_model,
+from lamina.anatomy.growth_orders import (
     depth_map,
-    layer_importance,
+    random_order,
     rank_correlations,
     real_importance,
     real_label,
+)
+from lamina.anatomy.growth_text import clean_val_windows
+from lamina.anatomy.growth_timing import modelled_wall, time_phases
+from lamina.chapters.growth_training.config import CHAPTER, PAPER_SCALE, GrowthConfig
+from lamina.chapters.growth_training.importance import (
+    build_model,
+    layer_importance,
     resolve_real_models,
 )
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.runtime import corpus_windows, threads
+from lamina.evidence.claims import claims_frame
+from lamina.evidence.decide import GateResult
 from lamina.sources import organisms
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
-from lamina.sources.organisms.evaluate import unigram_perplexity
 from lamina.sources.organisms.tokenizer import train_tokenizer
 
-__all__ = ["random_order", "run_growth", "schedules_for", "source_run", "unigram_loss"]
+__all__ = ["run_growth", "schedules_for", "source_run"]
+
+TIMING_REPEATS, TIMING_STEPS = 5, 3  # interleaved timing: repeats x steps per kind of step
 
 
 def source_run(label: str) -> str:
     """The schedule name of the growth run ordered by ``label``'s importance."""
     return f"growth ({label} order)"
-
-
-def random_order(n_layers: int, seed: int) -> np.ndarray:
-    """(n_layers,) the random-order control's layer scores for training seed ``seed``: a
-    permutation of 0..n_layers-1 drawn from ``default_rng(seed + 4242)``, fresh per seed."""
-    return np.random.default_rng(int(seed) + 4242).permutation(n_layers).astype(float)
 
 
 def schedules_for(
@@ -156,13 +157,6 @@ def _real_orders(
     return mapped, profiles, corr, notes
 
 
-def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int) -> float:
-    """The unigram baseline's validation loss (nats): log of
-    ``lamina.sources.organisms.evaluate.unigram_perplexity`` (add-one unigram of the (n, T) training
-    windows, scored on the (m, T) validation windows' targets val[:, 1:])."""
-    return float(np.log(unigram_perplexity(train.reshape(-1), val, vocab_size)))
-
-
 def training_tokenizer(config: GrowthConfig) -> Any:
     """The trained model's tokenizer: a byte-level BPE of ``config.vocab_size`` entries trained
     on the organism corpus's train split, or (None) the built organism's own tokenizer."""
@@ -242,13 +236,19 @@ def _schedule_table(config: GrowthConfig, plans: Mapping[int, Mapping[str, list[
 
 def _claims(
     config: GrowthConfig,
+    label: str,
     curves: pd.DataFrame,
+    plans: Mapping[int, Mapping[str, list[Phase]]],
     sources: dict[str, str],
-    n_params: int,
     unigram: float,
-) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, Any]]:
-    """(claims gated on uniform having learned, {comparison, budgets, orders, baseline},
-    the gate :func:`learning_gate`)."""
+    timing: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], GateResult]:
+    """(claims judged by :mod:`lamina.anatomy.growth_claims`, {curves, comparison, budgets,
+    orders, baseline}, the learning gate). The curves' ``wall_s`` becomes the clock modelled
+    from the interleaved timing (:func:`lamina.anatomy.growth_timing.modelled_wall`; the
+    clock measured while each arm trained is kept as ``wall_measured_s``)."""
+    curves = curves.assign(wall_measured_s=curves["wall_s"],
+                           wall_s=modelled_wall(curves, plans, timing))
     cmp = compare_runs(curves)
     budgets = pd.concat(
         [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
@@ -256,31 +256,24 @@ def _claims(
     controls = [c for c in CONTROLS if c in config.schedules]
     orders = pd.concat(
         [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
-        or [pd.DataFrame(columns=["run", "control", "loss_ratio"])],
+        or [pd.DataFrame(columns=["run", "seed", "control", "loss_ratio"])],
         ignore_index=True,
     )
-    claims = pd.concat(
-        [
-            growth_claims(config, cmp, budgets, n_params, orders),
-            source_claims(budgets, sources, n_params),
-        ],
-        ignore_index=True,
-    )
-    claims["stage"] = claims["stage"].fillna("") if "stage" in claims else ""
     gate = learning_gate(cmp, unigram, config.learn_gate)
+    machine = f"{next(iter(timing['device']), 'cpu')}, {torch.get_num_threads()} thread(s)"
+    t = GrowthTables(budgets, orders, cmp, timing, plans, sources, machine)
+    rows = judge_growth(label, measure_growth(t), {LEARNED_GATE: gate}, tuple(sources))
     baseline = cmp[["run", "seed", "final_val_loss"]].assign(
-        unigram_loss=unigram,
-        ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
-        learn_gate=config.learn_gate,
-        gate_passed=gate["passed"],
-    )
-    tables = {"comparison": cmp, "budgets": budgets, "orders": orders, "baseline": baseline}
-    return gated_claims(claims, gate), tables, gate
+        unigram_loss=unigram, ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
+        learn_gate=config.learn_gate, gate_passed=gate.passed)
+    tables = {"curves": curves, "comparison": cmp, "budgets": budgets, "orders": orders,
+              "baseline": baseline}
+    return claims_frame(rows), tables, gate
 
 
 def _notes(
     config: GrowthConfig,
-    gate: dict[str, Any],
+    gate: GateResult,
     n_params: int,
     n_train: int,
     n_val: int,
@@ -294,7 +287,7 @@ def _notes(
         f"{val_info['dropped']:,} dropped (mostly templated curriculum documents that "
         "repeat training text)"
     )
-    verdict = "passed" if gate["passed"] else "failed: every growth claim reads not testable"
+    verdict = "passed" if gate.passed else "failed: every growth claim reads not testable"
     return [
         f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
         f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
@@ -307,10 +300,7 @@ def _notes(
         )
         + f"{n_train:,} training tokens.",
         f"Validation: {val}.",
-        f"Learning gate: uniform training ends at {gate['mean_loss']:.3f} nats (mean; worst "
-        f"seed {gate['worst_loss']:.3f}) against the unigram baseline's "
-        f"{gate['unigram_loss']:.3f} (worst ratio {gate['worst_ratio']:.3f}; the claims need "
-        f"<= {gate['threshold']:g}): {verdict}.",
+        f"Learning gate: {gate.values}: {verdict}.",
         "Optimiser: "
         + (
             "one AdamW whose state carries across phases"
@@ -320,8 +310,12 @@ def _notes(
         + f"; peak lr {config.lr:g}, linear warmup over {config.warmup_fraction:g} of the "
         f"steps, cosine decay to {config.min_lr_ratio:g} x peak at the last step, the same "
         "rate at the same step in every schedule.",
-        "Timing: every arm trains alone in this process, one after another; the curves' "
-        "load_avg column is the 1-minute load average when each arm started.",
+        "Timing: the arms train one after another, so the wall-time claims use interleaved "
+        "timing instead (lamina.anatomy.growth_timing): every kind of step the schedules take, "
+        f"{TIMING_STEPS} steps each in {TIMING_REPEATS} repeats in a seeded order, on one "
+        "model; the curves' wall_s is the clock modelled from it (wall_measured_s: the clock "
+        "while each arm trained, load_avg: the load when it started). Wall time depends on "
+        "the machine.",
     ]
 
 
@@ -401,11 +395,15 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         extra = {sources[k]: v for k, v in mapped.items()}
         plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
         curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
-    claims, parts, gate = _claims(config, curves, sources, n_params, unigram)
+        phases = [p for by_run in plans.values() for ps in by_run.values() for p in ps]
+        timing = time_phases(lambda: build_model(config, tok, 0), phases, train,
+                             config.batch_size, config.lr, repeats=TIMING_REPEATS,
+                             steps=TIMING_STEPS, seed=0)
+    claims, parts, gate = _claims(config, label, curves, plans, sources, unigram, timing)
     imp = _importance_table(config.n_layers, ref_name, importance, mapped)
     tables = {
-        "curves": curves,
         **parts,
+        "timing": timing,
         "schedule": _schedule_table(config, plans),
         "importance": imp,
         "profiles": profiles,
@@ -413,7 +411,6 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     }
     for t in tables.values():
         t.insert(0, "model", label)
-    claims["model"] = label
     notes = [
         f"Importance: {where}.",
         *real_notes,
