@@ -4,7 +4,9 @@ Each run is compared with uniform training of its seed (paired: same initial wei
 batches; :mod:`lamina.anatomy.growth_compare`). Every claim needs uniform training to have
 learned (the gate :data:`~lamina.anatomy.growth_compare.LEARNED_GATE`). Loss ratios are
 summarised over seeds as a geometric mean with a t interval on the logs; the claimed 4.7x is
-matched within half its log-effect (4.7^0.5 to 4.7^1.5). The ordering controls (growth against
+matched within a quarter of its log-effect (4.7^0.75 to 4.7^1.25; half the claimed effect
+lies outside, so that it reads "smaller than claimed"); the savings within a quarter of their
+size. The ordering controls (growth against
 the same phases in reverse or random layer order) say whether the *order* explains a gain, so
 they are judged only when growth shows a gain (``Present("p3-growth-loss")``), each at alpha
 0.025 (Bonferroni over the two controls) and with a minimum size of 5% lower loss (ours).
@@ -40,7 +42,7 @@ CONTROLS = ("reverse", "random")
 DEFAULT_SOURCES = tuple(by_name("growth_training").default_models)
 ORDER_ALPHA = 0.025  # 0.05 over the two ordering controls (Bonferroni)
 ORDER_MIN = 1.05  # the smallest gain from the order that counts (ours)
-_LOSS = (GROWTH_LOSS_RATIO**0.5, GROWTH_LOSS_RATIO**1.5)
+_LOSS = (GROWTH_LOSS_RATIO**0.75, GROWTH_LOSS_RATIO**1.25)
 _LEARNED = (Gate(LEARNED_GATE),)
 _CAL_SEEDS = ("per-seed log loss ratios at the chapter's 3 seeds, drawn with the spread and "
               "skew of the chapter's own seeds: null = no gain; planted = 4.7x")  # fmt: skip
@@ -95,7 +97,7 @@ BASE_SPECS: tuple[ClaimSpec, ...] = (
         paper_value="13%", kind="effect", statistic="1 - growth / uniform training time at "
         "equal steps, interleaved step timing (machine-dependent)", unit="fraction",
         resampling="timing repeat", test="one-sided t over timing repeats", sided="greater",
-        direction=1, claimed=(GROWTH_FASTER / 2, GROWTH_FASTER * 2), requires=_LEARNED,
+        direction=1, claimed=(GROWTH_FASTER * 0.75, GROWTH_FASTER * 1.25), requires=_LEARNED,
         short="G faster", calibrated="per-repeat savings with the spread of interleaved "
         "timing on a loaded core: null = 0; planted = 13%"),
     ClaimSpec(
@@ -103,7 +105,7 @@ BASE_SPECS: tuple[ClaimSpec, ...] = (
         "extrapolation in the paper)", paper_value="~54%", kind="effect",
         statistic="1 - FLOPs for growth to reach uniform's final loss / uniform's FLOPs",
         unit="fraction", resampling="seed", test="one-sided t over seeds", sided="greater",
-        direction=1, claimed=(GROWTH_COST / 2, min(1.0, GROWTH_COST * 1.5)), requires=_LEARNED,
+        direction=1, claimed=(GROWTH_COST * 0.75, GROWTH_COST * 1.25), requires=_LEARNED,
         short="G cost", calibrated=_CAL_SEEDS.replace("log loss ratios", "FLOP savings")
         .replace("4.7x", "54%")),
     *(_order_spec(c) for c in CONTROLS),
@@ -117,8 +119,8 @@ def _ratios(x: np.ndarray, alpha: float = 0.05) -> dict[str, Any]:
     bounds and the one-sided t p (log scale) that the mean exceeds 1, and the opposite."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x) & (x > 0)]
-    if len(x) < 2:
-        return {"untestable": f"{len(x)} seed(s) with a ratio; a t interval needs 2"}
+    if len(x) < 2 or np.ptp(np.log(x)) == 0:
+        return {"untestable": f"{len(x)} seed(s) with a ratio, all equal or too few for a t test"}
     m, lo, hi, _ = t_summary(x, log=True, sided="two-sided" if alpha < 0.05 else "greater")
     logs = np.log(x)
     p = float(stats.ttest_1samp(logs, 0.0, alternative="greater").pvalue)

@@ -32,6 +32,7 @@ __all__ = [
     "UnitSums",
     "anti_layers",
     "core_share_p",
+    "log_range",
     "measure_anti",
     "measure_anti_at",
     "measure_core",
@@ -100,7 +101,7 @@ def _quantiles(draws: np.ndarray, level: float, n_units: int) -> tuple[float, fl
     return float(lo), float(hi)
 
 
-def _log_range(d: np.ndarray, keep: np.ndarray) -> np.ndarray:
+def log_range(d: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """log10(max / min) over the positive entries of ``d`` (..., L) where ``keep`` (L,)."""
     pos = np.where((d > 0) & keep, d, np.nan)
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
@@ -113,8 +114,8 @@ def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int)
     excludes 0 (``delta_ci_low > 0``; a change indistinguishable from 0 cannot be the divisor),
     with its 95% expanded percentile CI over units (the same layers in every resample)."""
     sig = (skip["delta_ci_low"] > 0).to_numpy()
-    est = float(_log_range(us.delta_pct(), sig))
-    draws = _log_range(us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed)), sig)
+    est = float(log_range(us.delta_pct(), sig))
+    draws = log_range(us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed)), sig)
     lo, hi = _quantiles(draws, 0.95, us.n_units)
     d = skip.set_index("layer")["delta_pct"][sig]
     where = (f"max layer {int(d.idxmax())} ({d.max():+,.4g}%), min layer {int(d.idxmin())} "

@@ -72,7 +72,8 @@ def measure_predicted(
     vs_skip = d - skip.reindex(pr["layer"]).to_numpy(float)
     out: dict[str, Any] = {"estimate": float(np.median(d)), "ci_low": lo, "ci_high": hi,
                            "sided": "greater", "n_units": len(d),
-                           "effect_size": float(np.nanmedian(vs_skip)),
+                           "effect_size": float(np.nanmedian(vs_skip))
+                           if np.isfinite(vs_skip).any() else np.nan,
                            "effect_name": "median (predicted - skip) delta_pct",
                            "detail": f"layers {', '.join(map(str, pr['layer']))}"}  # fmt: skip
     above, n = int((excess > 0).sum()), int((excess != 0).sum())
