@@ -37,3 +37,18 @@ def test_out_of_range_layer_gives_a_clear_error(micro_data, tiny_model_dirs):
 def test_unknown_surgery_gives_a_clear_error():
     with pytest.raises(ValueError, match="unknown surgery"):
         AnatomyConfig(surgeries=["skip", "transplant"])
+
+
+@pytest.mark.slow
+def test_the_notebook_executes_in_quick_mode(micro_data, tiny_model_dirs, tmp_path):
+    import json
+
+    from lamina.book import execute_chapter
+
+    model = str(tiny_model_dirs["llama"])
+    execute_chapter("layer_anatomy", tmp_path, {"model": model, "corpus": MICRO, "quick": True},
+                    progress=False)
+    found = list((micro_data / "results").rglob("layer_anatomy.json"))
+    assert found
+    record = json.loads(found[-1].read_text())
+    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in SPECS]
