@@ -26,3 +26,16 @@ def test_a_quick_run_judges_every_declared_claim(micro_data):
     assert {"curves", "budgets", "orders", "timing"} <= set(result.tables)
     timing = result.tables["timing"]
     assert timing["repeat"].nunique() >= 2 and (timing["seconds"] > 0).all()
+
+
+@pytest.mark.slow
+def test_the_notebook_executes_in_quick_mode(micro_data, tmp_path):
+    import json
+
+    from lamina.book import execute_chapter
+
+    execute_chapter("growth_training", tmp_path, {"model": MICRO, "quick": True}, progress=False)
+    found = list((micro_data / "results").rglob("growth_training.json"))
+    assert found
+    record = json.loads(found[-1].read_text())
+    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in BASE_SPECS]
