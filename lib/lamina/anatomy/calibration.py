@@ -48,8 +48,8 @@ from lamina.anatomy.recovery import measure_recovery
 from lamina.evidence.claims import Claim
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 
-__all__ = ["ANTI_PCT", "FIT", "SOURCES", "calibration_runs", "importance_sweep",
-           "recovery_source", "robustness_sweep", "run_rows"]  # fmt: skip
+__all__ = ["ANTI_PCT", "FIT", "SOURCES", "calibration_runs", "importance_sweep", "paper3_runs",
+           "paper3_specs", "recovery_source", "robustness_sweep", "run_rows"]
 
 SOURCES = ("null", "planted", "half")
 N_UNITS, SEQ_LEN = 16, 128  # the chapter's pretrained budget: 2,048 tokens in 16 units
@@ -233,4 +233,23 @@ def calibration_runs(seeds: Iterable[int]) -> pd.DataFrame:
         seconds.append(time.perf_counter() - t0)
     out = pd.DataFrame(rows)
     out.attrs["seconds"] = seconds
+    return out
+
+
+def paper3_specs() -> list[Any]:
+    """Every declared claim of paper 3: the layer-anatomy claims, then Growth Training's."""
+    from lamina.anatomy.growth_claims import SPECS as GROWTH
+
+    return [*CLAIMS.values(), *GROWTH]
+
+
+def paper3_runs(seeds: Iterable[int]) -> pd.DataFrame:
+    """The calibration runs of :func:`paper3_specs` (RUN_COLUMNS): :func:`calibration_runs`
+    and :func:`lamina.anatomy.growth_calibration.growth_runs`; ``attrs["seconds"]`` per seed."""
+    from lamina.anatomy.growth_calibration import growth_runs
+
+    seeds = list(seeds)
+    a, g = calibration_runs(seeds), growth_runs(seeds)
+    out = pd.concat([a, g], ignore_index=True)
+    out.attrs["seconds"] = [x + y for x, y in zip(a.attrs["seconds"], g.attrs["seconds"], strict=True)]
     return out

@@ -22,15 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.layer_anatomy import calibration as anatomy_calibration
+from lamina.anatomy.calibration import paper3_runs, paper3_specs
 from lamina.chapters.weight_update_signature import calibration as signature_calibration
 from lamina.core.provenance import atomic_write_text
 from lamina.trajectory.calibration import default_cache, row_text, summarise
 
 __all__ = ["cache_key", "rules_markdown"]
 
-CODE = ("chapters/weight_update_signature", "chapters/layer_anatomy", "chapters/results.py",
-        "weights", "anatomy", "evidence", "trajectory/calibration.py")  # under lib/lamina
+CODE = ("chapters/weight_update_signature", "chapters/results.py", "weights", "anatomy",
+        "evidence", "trajectory/calibration.py")  # under lib/lamina
 
 
 def cache_key(n_seeds: int) -> str:
@@ -53,8 +53,9 @@ def _rows(which: str, n_seeds: int) -> pd.DataFrame:
     import torch
 
     torch.set_num_threads(1)
-    module = signature_calibration if which == "signature" else anatomy_calibration
-    return module.calibration_rows(range(n_seeds))
+    if which == "anatomy":
+        return paper3_runs(range(n_seeds))
+    return signature_calibration.calibration_rows(range(n_seeds))
 
 
 def _head(size: str) -> str:
@@ -72,6 +73,37 @@ def _section(title: str, runs: pd.DataFrame, size: str) -> list[str]:
         if not (r.calibrated and r.fpr_ok and r.power_ok):
             why = r.why_null if not r.fpr_ok else r.why_planted
             lines.append(f"\n- `{r.claim_id}` misses a target" + (f": {why}" if why else "") + ".")
+    return [*lines, ""]
+
+
+def _pct(x: float, lo: float, hi: float) -> str:
+    return "n/a" if not np.isfinite(x) else f"{x:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def _paper3_section(runs: pd.DataFrame) -> list[str]:
+    """Paper 3's and Growth Training's claims: every declared claim with its rates
+    (:func:`lamina.evidence.calibration.calibration_table`) or the reason it has none."""
+    from lamina.evidence.calibration import calibration_rates, calibration_table
+
+    table = calibration_table(paper3_specs(), calibration_rates(runs))
+    cost = float(np.mean(runs.attrs["seconds"]))
+    lines = ["### Paper 3: layer anatomy and Growth Training", "",
+             f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of computation per seed, "
+             "every source, on one core). FPR: the null's share of rows that say the claim "
+             "holds (an effect present, a count or location as claimed); power: the planted "
+             "source's share read as claimed; half size: the shares reading \"smaller than "
+             "claimed\" and \"reproduced\" (95% Wilson intervals).", "",
+             "| claim | FPR on the null | power at the paper's size | half size: smaller / "
+             "reproduced | status |", "|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        if not str(r["status"]).startswith("calibrated"):
+            lines.append(f"| `{r['claim_id']}` | | | | {r['status']} |")
+            continue
+        half = (f"{r['half_smaller']:.0%} / {r['half_reproduced']:.0%}"
+                if np.isfinite(r.get("half_smaller", np.nan)) else "n/a")
+        lines.append(f"| `{r['claim_id']}` | {_pct(r['fpr'], r['fpr_low'], r['fpr_high'])} | "
+                     f"{_pct(r['power'], r['power_low'], r['power_high'])} | {half} | "
+                     f"calibrated: {r['null']} |")
     return [*lines, ""]
 
 
@@ -93,7 +125,7 @@ def rules_markdown(n_seeds: int = 20, *, jobs: int = 2, cache: Path | None = Non
     text = "\n".join([
         *_section("Paper 2: Q/K alignment updates enriched; writes close to random", sig,
                   "lamina's planted size"),
-        *_section("Paper 3: the critical core and its size", ana, "the paper's size"),
+        *_paper3_section(ana),
         f"(Computed in {time.perf_counter() - start:.0f} s of wall time.)", "",
     ])  # fmt: skip
     if path is not None:
