@@ -32,7 +32,7 @@ def test_an_organisms_text_keeps_its_three_held_out_plays_as_clusters(text):
 def test_windows_of_one_play_do_not_overlap(text):
     h = text["heldout"]
     for unit in {d for d in h.doc_ids if h.sources[d] == "play"}:
-        rows = [tuple(w.tolist()) for w, d in zip(h.windows, h.doc_ids) if d == unit]
+        rows = [tuple(w.tolist()) for w, d in zip(h.windows, h.doc_ids, strict=True) if d == unit]
         assert len(set(rows)) == len(rows)
 
 

@@ -19,7 +19,7 @@ from lamina.anatomy.predictability import (
 )
 from lamina.sources.models import get_adapter
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 SURGERY_OPTIONS = {
     "skip": {},

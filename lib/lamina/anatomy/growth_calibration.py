@@ -28,7 +28,14 @@ import numpy as np
 import pandas as pd
 
 from lamina.anatomy.growth import Phase
-from lamina.anatomy.growth_claims import CLAIMS, CONTROLS, DEFAULT_SOURCES, GrowthTables, measure_growth, source_spec
+from lamina.anatomy.growth_claims import (
+    CLAIMS,
+    CONTROLS,
+    DEFAULT_SOURCES,
+    GrowthTables,
+    measure_growth,
+    source_spec,
+)
 from lamina.anatomy.growth_compare import LEARNED_GATE
 from lamina.anatomy.paper import GROWTH_COST, GROWTH_FASTER, GROWTH_LOSS_RATIO
 from lamina.evidence.claims import Claim
