@@ -103,7 +103,9 @@ def ridge_depth_fit(
         keep = np.arange(n) != j
         pred[j] = x[j] @ ridge(x[keep], w[keep], alpha)
     sse, sst = fit_terms(w, pred)
-    return float(1.0 - sse.sum() / sst.sum()), 1.0 - sse / sst, pred
+    with np.errstate(divide="ignore", invalid="ignore"):  # a layer at the mean: its own R2 is undefined
+        per_layer = 1.0 - sse / sst
+    return float(1.0 - sse.sum() / sst.sum()), per_layer, pred
 
 
 def fit_terms(weights: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
