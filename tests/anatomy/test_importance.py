@@ -85,7 +85,7 @@ def test_a_dominant_core_is_found_and_its_size_is_the_core_peak():
 def test_the_core_and_the_anti_layers_share_one_depth_convention():
     assert paper_layers(list(PAPER_CORE), 30) == [8, 9, 10, 11]
     assert paper_layers(list(PAPER_CORE), 18) == [4, 5, 6, 7]
-    assert [paper_layers([p], 12) for p in PAPER_ANTI] == [[5], [6]]
+    assert [paper_layers([p], 12) for p in PAPER_ANTI] == [[5], [6, 7]]  # L17: [17/30, 18/30)
     assert mapped_layers(PAPER_CORE, 18, "none") is None
 
 
