@@ -120,3 +120,16 @@ def test_a_planted_core_at_the_mapped_l8_11_reads_reproduced(n_layers):
     claims = _judge(AnatomyTables(_sweep(_rows("skip", deltas, 10, rng), 10), np.arange(10), n_layers))
     assert claims.loc["p3-anatomy-core", "verdict"] == "reproduced"
     assert claims.loc["p3-anatomy-core-max", "verdict"] == "reproduced"
+
+
+def test_a_large_layer_in_a_core_that_is_not_the_most_important_is_no_core_size():
+    """SmolLM2's +74,279% layer at core layer 9 while its other large layers lie outside the
+    core: the core is not the most important, so its size is not judged (at 2a683dc, before
+    issue 22, the size check alone read "reproduced")."""
+    rng = np.random.default_rng(5)
+    deltas = [20.0] * 30
+    for layer, d in {9: 74_279.0, 1: 2_048.0, 29: 1_695.5, 20: 390.0}.items():
+        deltas[layer] = d
+    claims = _judge(AnatomyTables(_sweep(_rows("skip", deltas, 10, rng), 10), np.arange(10), 30))
+    assert claims.loc["p3-anatomy-core", "verdict"] == "absent"
+    assert claims.loc["p3-anatomy-core-max", "verdict"] == "not testable"
