@@ -28,9 +28,7 @@
 # baseline's loss, or every claim reads "not testable".
 
 # %% tags=["parameters", "hide-input"]
-model = (
-    "organism-llama"  # the organism whose corpus (train / val) and importance are used
-)
+model = "organism-llama"  # the organism whose corpus (train / val) and importance are used
 importance = "organism"  # "organism": its skip-ablation importance; "pretrain": a brief run's
 total_steps = 240  # optimiser steps of every schedule (16 x 128 tokens each)
 final_fraction = 0.4  # share of steps in growth's final full fine-tune
@@ -195,9 +193,14 @@ show_details(
 # :::
 
 # %% tags=["hide-input"]
-show_details(T["baseline"].pivot_table(index="run", values=["final_val_loss", "ratio_to_unigram"],
-                                       aggfunc=["mean", "max"]).round(3),
-             "Final validation loss of each schedule against the unigram baseline's")
+show_details(
+    T["baseline"]
+    .pivot_table(
+        index="run", values=["final_val_loss", "ratio_to_unigram"], aggfunc=["mean", "max"]
+    )
+    .round(3),
+    "Final validation loss of each schedule against the unigram baseline's",
+)
 
 # %% [markdown]
 # :::{admonition} Verdict: 4.7× lower validation loss
@@ -258,26 +261,46 @@ show_details(T["baseline"].pivot_table(index="run", values=["final_val_loss", "r
 # exactly as growth is.
 
 # %% tags=["hide-input"]
-prof = T["profiles"].assign(label=lambda d: d["source"] + " (" + d["n_layers"].astype(str) + " layers)")
+prof = T["profiles"].assign(
+    label=lambda d: d["source"] + " (" + d["n_layers"].astype(str) + " layers)"
+)
 if prof["source"].nunique() > 1:
     show_figure(
-        alt.Chart(prof, title="Skip-ablation importance by relative depth").mark_line(point=True).encode(
-            x=alt.X("depth:Q", title="relative depth (layer + 0.5) / layers", scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("delta_pct:Q", title="perplexity change when skipped (%, symlog)",
-                    scale=alt.Scale(type="symlog")),
+        alt.Chart(prof, title="Skip-ablation importance by relative depth")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "depth:Q",
+                title="relative depth (layer + 0.5) / layers",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            y=alt.Y(
+                "delta_pct:Q",
+                title="perplexity change when skipped (%, symlog)",
+                scale=alt.Scale(type="symlog"),
+            ),
             color=alt.Color("label:N", title="importance of"),
             tooltip=["source", "layer", alt.Tooltip("delta_pct:Q", format=".3g")],
-        ).properties(width=480, height=240),
+        )
+        .properties(width=480, height=240),
         what="Skip-ablation importance of each layer against its relative depth, for the model "
         "whose order growth uses and for each real pretrained model (each at its own depth).",
         look_at="whether the real models rank the depths as the reference does",
     )
     show_details(T["correlations"].round(3), "Spearman rank correlations of the mapped orders")
-    show_verdicts(claims_view(result.claims[result.claims["claim_id"].str.startswith("p3-growth-loss-")
-                                            & ~result.claims["claim_id"].isin(["p3-growth-loss-flops", "p3-growth-loss-wall"])]),
-                  summary="The real-model orders' rows")
+    show_verdicts(
+        claims_view(
+            result.claims[
+                result.claims["claim_id"].str.startswith("p3-growth-loss-")
+                & ~result.claims["claim_id"].isin(["p3-growth-loss-flops", "p3-growth-loss-wall"])
+            ]
+        ),
+        summary="The real-model orders' rows",
+    )
 else:
-    show_notes(["No real-model importance orders ran (`real_models`); see the notes."], "Real-model orders")
+    show_notes(
+        ["No real-model importance orders ran (`real_models`); see the notes."], "Real-model orders"
+    )
 
 # %% [markdown]
 # ## Scorecard

@@ -37,7 +37,9 @@
 # %% tags=["parameters", "hide-input"]
 model = "default"  # "default": smollm2-135m-instruct, gemma-3-270m, organism-llama; or one spec
 corpus = None  # organism whose text is used; None: the model's own (or organism-llama)
-plays = None  # "all" plays or the "heldout" ones; None: the budget's (all for a model we did not train)
+plays = (
+    None  # "all" plays or the "heldout" ones; None: the budget's (all for a model we did not train)
+)
 surgeries = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]  # to sweep
 noise_scale = 0.5  # relative Gaussian noise (sd / weight RMS) of the "noise" surgery
 recovery_noise = 0.5  # relative noise of the recovery perturbation (paper: 0.5)
@@ -74,13 +76,18 @@ result = run_anatomy(config)
 paths = result.write()
 claims, T, lead = result.claims, result.tables, result.models[0]
 head = claims[claims["model"] == lead]
-glue_claim_strings("anat", head.set_index(head["claim_id"].str.removeprefix("p3-anatomy-")), detail=True)
+glue_claim_strings(
+    "anat", head.set_index(head["claim_id"].str.removeprefix("p3-anatomy-")), detail=True
+)
 for cid, reason in zip(head["claim_id"], head["reason"], strict=True):
     glue("anat_" + cid.removeprefix("p3-anatomy-").replace("-", "_") + "_reason", reason)
 ppl = T["perplexity"].query("model == @lead").iloc[0]
 glue("anat_model", lead)
-glue("anat_ppl", f"{ppl['ppl']:.2f} [{ppl['ci_low']:.2f}, {ppl['ci_high']:.2f}] on "
-     f"{int(ppl['n_tokens']):,} tokens from {int(ppl['n_documents'])} units")
+glue(
+    "anat_ppl",
+    f"{ppl['ppl']:.2f} [{ppl['ci_low']:.2f}, {ppl['ci_high']:.2f}] on "
+    f"{int(ppl['n_tokens']):,} tokens from {int(ppl['n_documents'])} units",
+)
 
 # %% [markdown]
 # ## Method
@@ -105,26 +112,42 @@ glue("anat_ppl", f"{ppl['ppl']:.2f} [{ppl['ci_low']:.2f}, {ppl['ci_high']:.2f}] 
 # ## (2) Importance: how unequal are the layers?
 
 # %% tags=["hide-input"]
-imp = T["sweep"].query("surgery == 'skip'").assign(
-    sign=lambda d: np.where(d["delta_pct"] > 0, "PPL rises", "PPL falls"),
-    size=lambda d: d["delta_pct"].abs().clip(lower=1e-3),
+imp = (
+    T["sweep"]
+    .query("surgery == 'skip'")
+    .assign(
+        sign=lambda d: np.where(d["delta_pct"] > 0, "PPL rises", "PPL falls"),
+        size=lambda d: d["delta_pct"].abs().clip(lower=1e-3),
+    )
 )
 show_figure(
     facet(
-        alt.Chart(imp).mark_bar().encode(
+        alt.Chart(imp)
+        .mark_bar()
+        .encode(
             x=alt.X("layer:O", title="layer"),
-            y=alt.Y("size:Q", title="|PPL change| when skipped (%, log)", scale=alt.Scale(type="log")),
+            y=alt.Y(
+                "size:Q", title="|PPL change| when skipped (%, log)", scale=alt.Scale(type="log")
+            ),
             color=alt.Color("sign:N", title=None, scale=alt.Scale(range=["#4c78a8", "#e45756"])),
-            tooltip=["layer", alt.Tooltip("delta_pct:Q", format=".3g"),
-                     alt.Tooltip("delta_ci_low:Q", format=".3g"),
-                     alt.Tooltip("delta_ci_high:Q", format=".3g")],
+            tooltip=[
+                "layer",
+                alt.Tooltip("delta_pct:Q", format=".3g"),
+                alt.Tooltip("delta_ci_low:Q", format=".3g"),
+                alt.Tooltip("delta_ci_high:Q", format=".3g"),
+            ],
         ),
-        "model", imp["model"], height=180, title="Perplexity change when each layer is skipped",
+        "model",
+        imp["model"],
+        height=180,
+        title="Perplexity change when each layer is skipped",
     ).resolve_scale(x="independent"),
     what="The change in perplexity when each layer is skipped, on a log scale, one panel per "
     "model; colour gives its sign (a fall marks an anti-layer candidate).",
     look_at="how many decades separate the tallest and the shortest bars, and where the tallest "
-    "sit in depth", claims=claims, claim_id="p3-anatomy-range",
+    "sit in depth",
+    claims=claims,
+    claim_id="p3-anatomy-range",
 )
 
 # %% [markdown]
@@ -151,19 +174,28 @@ show_figure(
 # %% tags=["hide-input"]
 heat = T["sweep"].query("surgery != 'skip'")  # the five strategies
 heat = heat.assign(log_ratio=np.log10(1 + heat["delta_pct"] / 100))
-base = alt.Chart(heat).encode(x=alt.X("layer:O", title="layer"),
-                              y=alt.Y("surgery:N", title="strategy", sort=config.surgeries))
+base = alt.Chart(heat).encode(
+    x=alt.X("layer:O", title="layer"), y=alt.Y("surgery:N", title="strategy", sort=config.surgeries)
+)
 show_figure(
     facet(
         base.mark_rect().encode(
-            color=alt.Color("log_ratio:Q", title="log10(ppl / clean)",
-                            scale=alt.Scale(scheme="redblue", reverse=True, domainMid=0)),
-            tooltip=["surgery", "layer", alt.Tooltip("delta_pct:Q", format=".3g")]),
-        "model", heat["model"], height=150, title="Perplexity change per strategy and layer",
+            color=alt.Color(
+                "log_ratio:Q",
+                title="log10(ppl / clean)",
+                scale=alt.Scale(scheme="redblue", reverse=True, domainMid=0),
+            ),
+            tooltip=["surgery", "layer", alt.Tooltip("delta_pct:Q", format=".3g")],
+        ),
+        "model",
+        heat["model"],
+        height=150,
+        title="Perplexity change per strategy and layer",
     ).resolve_scale(x="independent"),
     what="The perplexity change (log10 of the ratio to clean) when one layer is edited by each "
     "strategy, one panel per model; red marks damage, blue improvement.",
-    look_at="which rows stay near zero across every layer", claims=claims,
+    look_at="which rows stay near zero across every layer",
+    claims=claims,
     claim_id="p3-anatomy-scaling",
 )
 
@@ -185,30 +217,50 @@ show_figure(
 pred = T["predictability"]
 show_figure(
     facet(
-        alt.Chart(pred).mark_bar().encode(
-            x=alt.X("matrix:N", title="matrix type"), xOffset=alt.XOffset("target:N"),
-            y=alt.Y("r2:Q", title="leave-one-layer-out R²"), color=alt.Color("target:N", title="target"),
-            tooltip=["matrix", "target", alt.Tooltip("r2:Q", format=".3f")]),
-        "model", pred["model"], height=160, title="How well a layer's weights follow from its depth",
+        alt.Chart(pred)
+        .mark_bar()
+        .encode(
+            x=alt.X("matrix:N", title="matrix type"),
+            xOffset=alt.XOffset("target:N"),
+            y=alt.Y("r2:Q", title="leave-one-layer-out R²"),
+            color=alt.Color("target:N", title="target"),
+            tooltip=["matrix", "target", alt.Tooltip("r2:Q", format=".3f")],
+        ),
+        "model",
+        pred["model"],
+        height=160,
+        title="How well a layer's weights follow from its depth",
     ),
     what="The leave-one-layer-out R² of a ridge fit on depth for each matrix type, of its raw "
     "entries and of its per-layer summaries (norms, spectra), one panel per model.",
-    look_at="the bars against the paper's R² = 0.91", claims=claims, claim_id="p3-anatomy-r2",
+    look_at="the bars against the paper's R² = 0.91",
+    claims=claims,
+    claim_id="p3-anatomy-r2",
 )
 
 # %% tags=["hide-input"]
 delta = T["delta"]
 show_figure(
     facet(
-        alt.Chart(delta).mark_circle(size=30).encode(
-            x=alt.X("corr_null:Q", title="expected for independent layers", scale=alt.Scale(zero=False)),
+        alt.Chart(delta)
+        .mark_circle(size=30)
+        .encode(
+            x=alt.X(
+                "corr_null:Q", title="expected for independent layers", scale=alt.Scale(zero=False)
+            ),
             y=alt.Y("corr:Q", title="corr(ΔW(l), ΔW(l+1))", scale=alt.Scale(zero=False)),
-            color="matrix:N", tooltip=["matrix", "layer", alt.Tooltip("corr:Q", format=".3f")]),
-        "model", delta["model"], height=180, title="Delta correlations against independent layers",
+            color="matrix:N",
+            tooltip=["matrix", "layer", alt.Tooltip("corr:Q", format=".3f")],
+        ),
+        "model",
+        delta["model"],
+        height=180,
+        title="Delta correlations against independent layers",
     ),
     what="Each point is one layer pair's delta correlation against the value independent layers "
     "would give (−0.5 when their variances are equal), one panel per model.",
-    look_at="whether the points sit below the diagonal x = y", claims=claims,
+    look_at="whether the points sit below the diagonal x = y",
+    claims=claims,
     claim_id="p3-anatomy-delta-structure",
 )
 
@@ -241,23 +293,34 @@ show_figure(
 # ## (3) Recovery speed
 
 # %% tags=["hide-input"]
-rec = T["recovery"].merge(T["sweep"].query("surgery == 'skip'")[["model", "layer", "delta_pct"]],
-                          on=["model", "layer"])
+rec = T["recovery"].merge(
+    T["sweep"].query("surgery == 'skip'")[["model", "layer", "delta_pct"]], on=["model", "layer"]
+)
 if len(rec):
     show_figure(
         facet(
             alt.Chart(rec.assign(status=np.where(rec["recovered"], "recovered", "censored")))
-            .mark_circle(size=60).encode(
-                x=alt.X("delta_pct:Q", title="PPL change when skipped (%, log)", scale=alt.Scale(type="log")),
+            .mark_circle(size=60)
+            .encode(
+                x=alt.X(
+                    "delta_pct:Q",
+                    title="PPL change when skipped (%, log)",
+                    scale=alt.Scale(type="log"),
+                ),
                 y=alt.Y("steps_ranked:Q", title="recovery time (steps, interpolated)"),
                 color=alt.Color("status:N", title=None),
-                tooltip=["layer", "perturbed_ppl", "final_ppl", "steps_ranked"]),
-            "model", rec["model"], height=180, title="Recovery time against layer importance",
+                tooltip=["layer", "perturbed_ppl", "final_ppl", "steps_ranked"],
+            ),
+            "model",
+            rec["model"],
+            height=180,
+            title="Recovery time against layer importance",
         ),
         what="Each point is a fine-tuned layer: its importance against the optimiser steps it "
         "took to return within 5% of the clean perplexity after noise (interpolated between "
         "evaluations; censored layers rank after, by the damage left).",
-        look_at="whether the points rise from left to right", claims=claims,
+        look_at="whether the points rise from left to right",
+        claims=claims,
         claim_id="p3-anatomy-recovery",
     )
 
@@ -275,14 +338,24 @@ if len(rec):
 # ## Structure
 
 # %% tags=["hide-input"]
-structure = T["structure"].melt(id_vars=["model", "layer", "matrix"],
-                                value_vars=["frobenius", "stable_rank", "effective_rank"])
+structure = T["structure"].melt(
+    id_vars=["model", "layer", "matrix"], value_vars=["frobenius", "stable_rank", "effective_rank"]
+)
 structure = structure[structure["model"] == lead]
 show_figure(
-    facet(alt.Chart(structure).mark_line(point=True).encode(
-        x=alt.X("layer:O"), y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-        color="matrix:N"), "variable", structure["variable"], height=150,
-        title=f"Weight norms and ranks by depth: {lead}").resolve_scale(y="independent"),
+    facet(
+        alt.Chart(structure)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+            color="matrix:N",
+        ),
+        "variable",
+        structure["variable"],
+        height=150,
+        title=f"Weight norms and ranks by depth: {lead}",
+    ).resolve_scale(y="independent"),
     what=f"{lead}: the Frobenius norm, stable rank and effective rank of each weight matrix type "
     "at each layer.",
     look_at="any trend or break with depth",

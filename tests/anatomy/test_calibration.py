@@ -37,16 +37,19 @@ def test_the_planted_profile_spans_the_papers_range_with_the_core_on_top():
 
 @pytest.mark.parametrize("source, r2", [("planted", 0.91), ("half", 0.455)])
 def test_the_weight_sources_plant_the_r2_they_name(source, r2):
-    fits = [ridge_depth_fit(m.reshape(30, -1), alpha=0.01)[0]
-            for m in weight_stacks("r2", source, 0).values()]
+    fits = [
+        ridge_depth_fit(m.reshape(30, -1), alpha=0.01)[0]
+        for m in weight_stacks("r2", source, 0).values()
+    ]
     assert abs(np.mean(fits) - r2) < 0.06
 
 
 def test_the_range_ci_covers_at_the_chapters_16_units():
     sweep, docs = cal.importance_sweep("null", 0)
     skip = skip_rows(sweep)
-    cover = range_coverage(unit_sums(skip, docs), (skip["delta_ci_low"] > 0).to_numpy(),
-                           n_sims=150, n_bootstrap=500)
+    cover = range_coverage(
+        unit_sums(skip, docs), (skip["delta_ci_low"] > 0).to_numpy(), n_sims=150, n_bootstrap=500
+    )
     assert cover["expanded"] >= 0.9
 
 

@@ -15,17 +15,24 @@ from lamina.anatomy.regularity import permuted_r2
 OPTS = MeasureOptions(n_bootstrap=400, n_permutations=200)
 
 
-def _rows(surgery: str, deltas: list[float], n_units: int, rng: np.random.Generator,
-          sd: float = 0.01) -> list[dict]:
+def _rows(
+    surgery: str, deltas: list[float], n_units: int, rng: np.random.Generator, sd: float = 0.01
+) -> list[dict]:
     """Sweep rows of one surgery: per-unit NLLs (one window per unit) whose mean gives each
     delta_pct, with per-window noise ``sd`` (nats per token)."""
     base = 3.0 + 0.2 * rng.standard_normal(n_units)
     rows = []
     for layer, d in enumerate(deltas):
         per = base + np.log1p(d / 100) + sd * rng.standard_normal(n_units)
-        rows.append({"layer": layer, "surgery": surgery, "nll_per_seq": per,
-                     "base_nll_per_seq": base,
-                     "delta_pct": 100 * float(np.expm1(per.mean() - base.mean()))})
+        rows.append(
+            {
+                "layer": layer,
+                "surgery": surgery,
+                "nll_per_seq": per,
+                "base_nll_per_seq": base,
+                "delta_pct": 100 * float(np.expm1(per.mean() - base.mean())),
+            }
+        )
     return rows
 
 
@@ -52,7 +59,9 @@ def _weights(kind: str, rng: np.random.Generator, n_layers: int = 12) -> dict:
 
 def _judge(t: AnatomyTables) -> pd.DataFrame:
     measured, gates = measure_anatomy(t, OPTS)
-    return pd.DataFrame([c.row() for c in judge_anatomy("m", measured, gates)]).set_index("claim_id")
+    return pd.DataFrame([c.row() for c in judge_anatomy("m", measured, gates)]).set_index(
+        "claim_id"
+    )
 
 
 def test_catastrophic_predicted_weights_after_a_poor_depth_fit_are_not_the_papers_claim():
@@ -85,7 +94,8 @@ def test_accumulation_has_a_ci_and_a_test_over_documents_of_every_swept_layer():
     assert "layers 0, 1, 2, 3 replaced jointly" in row["reason"]
     additive = base + single + 0.01 * rng.standard_normal(n)
     row = _judge(AnatomyTables(_sweep(rows, n), np.arange(n), 6, joint_nll=additive)).loc[
-        "p3-anatomy-accumulation"]
+        "p3-anatomy-accumulation"
+    ]
     assert row["verdict"] in ("absent", "reversed")
 
 
@@ -117,7 +127,9 @@ def test_a_planted_core_at_the_mapped_l8_11_reads_reproduced(n_layers):
     deltas = list(5 + 10 * rng.random(n_layers))
     for layer in paper_layers(list(PAPER_CORE), n_layers):
         deltas[layer] = 60_000.0
-    claims = _judge(AnatomyTables(_sweep(_rows("skip", deltas, 10, rng), 10), np.arange(10), n_layers))
+    claims = _judge(
+        AnatomyTables(_sweep(_rows("skip", deltas, 10, rng), 10), np.arange(10), n_layers)
+    )
     assert claims.loc["p3-anatomy-core", "verdict"] == "reproduced"
     assert claims.loc["p3-anatomy-core-max", "verdict"] == "reproduced"
 

@@ -11,20 +11,44 @@ from lamina.anatomy.growth_claims import GrowthTables, judge_growth, measure_gro
 from lamina.anatomy.growth_compare import LEARNED_GATE
 from lamina.evidence.decide import GateResult
 
-PLANS = {0: {"uniform": [Phase(None, 100, True)], "growth": [Phase([0], 60, True), Phase(None, 40, True)]}}
+PLANS = {
+    0: {
+        "uniform": [Phase(None, 100, True)],
+        "growth": [Phase([0], 60, True), Phase(None, 40, True)],
+    }
+}
 
 
 def _tables(gain: list[float], orders: list[float], saving: float = 0.1) -> GrowthTables:
-    budgets = pd.DataFrame([{"run": "growth", "seed": s, "budget": b, "loss_ratio": r}
-                            for b in ("step", "flops", "wall_s") for s, r in enumerate(gain)])
-    o = pd.DataFrame([{"run": "growth", "seed": s, "control": c, "loss_ratio": r}
-                      for c in ("reverse", "random") for s, r in enumerate(orders)])
-    cmp = pd.DataFrame([{"run": "uniform", "seed": s, "flops_saving": np.nan, "total_flops": 1.0}
-                        for s in range(3)] + [{"run": "growth", "seed": s, "flops_saving": 0.2,
-                                               "total_flops": 0.8} for s in range(3)])
+    budgets = pd.DataFrame(
+        [
+            {"run": "growth", "seed": s, "budget": b, "loss_ratio": r}
+            for b in ("step", "flops", "wall_s")
+            for s, r in enumerate(gain)
+        ]
+    )
+    o = pd.DataFrame(
+        [
+            {"run": "growth", "seed": s, "control": c, "loss_ratio": r}
+            for c in ("reverse", "random")
+            for s, r in enumerate(orders)
+        ]
+    )
+    cmp = pd.DataFrame(
+        [
+            {"run": "uniform", "seed": s, "flops_saving": np.nan, "total_flops": 1.0}
+            for s in range(3)
+        ]
+        + [{"run": "growth", "seed": s, "flops_saving": 0.2, "total_flops": 0.8} for s in range(3)]
+    )
     group = (100 * (1 - saving) - 40) / 60
-    timing = pd.DataFrame([{"repeat": r, "key": k, "seconds": v * (1 + 0.01 * r), "device": "cpu"}
-                           for r in range(5) for k, v in (("all+emb", 1.0), ("0+emb", group))])
+    timing = pd.DataFrame(
+        [
+            {"repeat": r, "key": k, "seconds": v * (1 + 0.01 * r), "device": "cpu"}
+            for r in range(5)
+            for k, v in (("all+emb", 1.0), ("0+emb", group))
+        ]
+    )
     return GrowthTables(budgets, o, cmp, timing, PLANS, {}, "cpu, 1 thread(s)")
 
 

@@ -30,8 +30,16 @@ def _ids(n: int, t: int = 10, seed: int = 0) -> torch.Tensor:
 def _train(phases: list[Phase], carry: bool) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     model = tiny_model("llama", n_layers=2)
-    train_with_schedule(model, phases, _ids(16), _ids(4, seed=1), lr=1e-2, batch_size=4,
-                        eval_every=100, carry_optimizer=carry)
+    train_with_schedule(
+        model,
+        phases,
+        _ids(16),
+        _ids(4, seed=1),
+        lr=1e-2,
+        batch_size=4,
+        eval_every=100,
+        carry_optimizer=carry,
+    )
     return {k: p.detach().clone() for k, p in model.named_parameters()}
 
 
@@ -44,7 +52,9 @@ def test_carried_optimizer_makes_two_phases_one_continuous_run():
 
 
 def _cmp(uniform: list[float]) -> pd.DataFrame:
-    return pd.DataFrame([{"run": "uniform", "seed": s, "final_val_loss": v} for s, v in enumerate(uniform)])
+    return pd.DataFrame(
+        [{"run": "uniform", "seed": s, "final_val_loss": v} for s, v in enumerate(uniform)]
+    )
 
 
 def test_the_learning_gate_passes_only_when_every_seed_learned():
@@ -52,7 +62,9 @@ def test_the_learning_gate_passes_only_when_every_seed_learned():
     worst = learning_gate(_cmp([5.0, 5.2, 0.86 * UNIGRAM]), UNIGRAM, 0.85)
     assert not worst.passed and "5.590 vs unigram 6.500" in worst.values
     assert not learning_gate(_cmp([5.0, float("nan")]), UNIGRAM, 0.85).passed
-    assert not learning_gate(pd.DataFrame(columns=["run", "seed", "final_val_loss"]), UNIGRAM, 0.85).passed
+    assert not learning_gate(
+        pd.DataFrame(columns=["run", "seed", "final_val_loss"]), UNIGRAM, 0.85
+    ).passed
 
 
 def test_unigram_loss_is_the_entropy_of_a_known_distribution():

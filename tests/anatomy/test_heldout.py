@@ -10,8 +10,10 @@ from lamina.anatomy.heldout import expanded_level, heldout_text
 
 @pytest.fixture(scope="module")
 def text(byte_tokenizer):
-    return {p: heldout_text("organism-llama", byte_tokenizer, 2048, 128, 0, plays=p)
-            for p in ("all", "heldout")}
+    return {
+        p: heldout_text("organism-llama", byte_tokenizer, 2048, 128, 0, plays=p)
+        for p in ("all", "heldout")
+    }
 
 
 def test_every_window_is_its_own_unit_when_every_play_may_be_read(text):

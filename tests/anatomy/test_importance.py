@@ -23,11 +23,18 @@ from lamina.anatomy.paper import PAPER_ANTI, PAPER_CORE, mapped_layers, paper_la
 def _sweep(delta: list[float], n: int = 15, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)
     base = 3.0 + rng.normal(0, 0.2, n)
-    rows = [{"layer": l, "surgery": "skip", "base_nll_per_seq": base,
-             "nll_per_seq": base + np.log1p(d / 100) + rng.normal(0, 0.003, n)}
-            for l, d in enumerate(delta)]
-    df = pd.DataFrame(rows).assign(delta_pct=lambda f: [100 * np.expm1(np.mean(a - base))
-                                                        for a in f["nll_per_seq"]])
+    rows = [
+        {
+            "layer": l,
+            "surgery": "skip",
+            "base_nll_per_seq": base,
+            "nll_per_seq": base + np.log1p(d / 100) + rng.normal(0, 0.003, n),
+        }
+        for l, d in enumerate(delta)
+    ]
+    df = pd.DataFrame(rows).assign(
+        delta_pct=lambda f: [100 * np.expm1(np.mean(a - base)) for a in f["nll_per_seq"]]
+    )
     return regroup_sweep(df, np.arange(n), 64, 300, 0), np.arange(n)
 
 
@@ -39,7 +46,9 @@ def test_document_sums_aggregate_windows_by_unit():
 def test_a_unit_bootstrap_is_wider_than_a_window_bootstrap_under_clustering():
     rng = np.random.default_rng(0)
     n_docs, per_doc = 12, 10
-    nll = 3.0 + np.repeat(rng.normal(0, 0.5, n_docs), per_doc) + rng.normal(0, 0.02, n_docs * per_doc)
+    nll = (
+        3.0 + np.repeat(rng.normal(0, 0.5, n_docs), per_doc) + rng.normal(0, 0.02, n_docs * per_doc)
+    )
     counts = np.full(nll.size, 63.0)
     docs = np.repeat(np.arange(n_docs), per_doc)
     _, lo_d, hi_d = document_ppl_ci(nll, counts, docs, 1000, 0)

@@ -40,6 +40,13 @@ def test_the_pretrained_budget_evaluates_after_every_step():
 
 def test_a_recovery_correlation_with_too_few_layers_says_so():
     imp = pd.Series([1.0, 2.0, 3.0], index=[0, 1, 2])
-    rec = pd.DataFrame({"layer": [0, 1, 2], "steps_ranked": [1.0, 2.0, 3.0], "perturbed_ppl": 30.0,
-                        "baseline_ppl": 20.0, "recovered": True})
+    rec = pd.DataFrame(
+        {
+            "layer": [0, 1, 2],
+            "steps_ranked": [1.0, 2.0, 3.0],
+            "perturbed_ppl": 30.0,
+            "baseline_ppl": 20.0,
+            "recovered": True,
+        }
+    )
     assert "needs 5" in measure_recovery(imp, rec, 100, 0)["untestable"]

@@ -63,10 +63,19 @@ def test_the_summary_target_finds_a_depth_trend_the_raw_entries_hide():
     rng = np.random.default_rng(6)
     depth = np.linspace(0, 1, 12)[:, None]
     stacks = rng.normal(size=(12, 400)) * (1 + 2 * depth)  # i.i.d. entries, scale grows
-    structure = pd.DataFrame([
-        {"layer": l, "matrix": "q", "frobenius": np.linalg.norm(w), "spectral": np.abs(w).max(),
-         "stable_rank": 1 + l + rng.uniform(0, 0.1), "effective_rank": 2 + l ** 1.2}
-        for l, w in enumerate(stacks)])
+    structure = pd.DataFrame(
+        [
+            {
+                "layer": l,
+                "matrix": "q",
+                "frobenius": np.linalg.norm(w),
+                "spectral": np.abs(w).max(),
+                "stable_rank": 1 + l + rng.uniform(0, 0.1),
+                "effective_rank": 2 + l**1.2,
+            }
+            for l, w in enumerate(stacks)
+        ]
+    )
     assert summary_predictability(structure)["r2"].iloc[0] > 0.5
     assert _perm_p(list(summary_stacks(structure).values()), 0)[1] < 0.05
     r2_raw, p_raw = _perm_p([stacks], 0)
@@ -89,7 +98,9 @@ def test_the_independence_value_is_minus_half_for_equal_variances_and_follows_th
     t = delta_table(model_stacks(model))
     assert np.allclose(t["corr_null"], -0.5, atol=0.05)
     assert abs((t["corr"] - t["corr_null"]).mean()) < 0.02
-    with torch.no_grad():  # alternating variances: -9/10 after a quiet layer, -1/10 after a loud one
+    with (
+        torch.no_grad()
+    ):  # alternating variances: -9/10 after a quiet layer, -1/10 after a loud one
         for block in model.model.layers[1::2]:
             block.self_attn.q_proj.weight.mul_(3.0)
     q = delta_table(model_stacks(model)).query("matrix == 'q'")["corr_null"].to_numpy()
@@ -107,7 +118,8 @@ def test_independent_layers_sit_at_minus_half_and_show_no_structure():
 def test_an_oscillation_beyond_independence_is_detected_over_matrix_types():
     rng = np.random.default_rng(4)
     sign = (-1.0) ** np.arange(12)[:, None]
-    t = delta_table({r: 0.6 * sign * rng.normal(size=2000) + rng.normal(size=(12, 2000))
-                     for r in "abcdefg"})
+    t = delta_table(
+        {r: 0.6 * sign * rng.normal(size=2000) + rng.normal(size=(12, 2000)) for r in "abcdefg"}
+    )
     s = measure_delta_structure(t, 300, 0)
     assert s["estimate"] < -0.1 and s["p"] < 0.01 and s["n_units"] == 7

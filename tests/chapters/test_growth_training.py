@@ -87,7 +87,6 @@ def test_training_tokenizer_is_a_bpe_of_the_asked_size_or_rejected():
         training_tokenizer(GrowthConfig(organism="organism-nope", vocab_size=300))
 
 
-
 def test_real_models_parameter_is_checked_and_quick_mode_skips_the_default():
     with pytest.raises(TypeError, match="real_models must be None or a list"):
         GrowthConfig(real_models="smollm2-135m-instruct")  # type: ignore[arg-type]
@@ -124,7 +123,9 @@ def test_growth_chapter_runs_an_extra_schedule_per_real_model(micro_data, tmp_pa
     gemma = _save("gemma3", 6, tmp_path / "tiny-gemma")
     params = {"model": MICRO, "quick": True, "seeds": [0, 1], "real_models": [llama, gemma]}
     nb = execute_chapter("growth_training", tmp_path / "out", params, progress=False)
-    found = sorted((micro_data / "results").rglob("growth_training.json"), key=lambda f: f.stat().st_mtime)
+    found = sorted(
+        (micro_data / "results").rglob("growth_training.json"), key=lambda f: f.stat().st_mtime
+    )
     found = found[-1:]
     record = json.loads(found[0].read_text())
     ids = {c["claim_id"] for c in record["summary"]["claims"]}

@@ -21,8 +21,14 @@ def micro_data(micro_organisms, tmp_path_factory):
 
 
 def test_a_quick_run_judges_every_declared_claim(micro_data, tiny_model_dirs):
-    cfg = AnatomyConfig(model=str(tiny_model_dirs["llama"]), corpus=MICRO, quick=True,
-                        n_bootstrap=200, n_permutations=50, quant_control=False)
+    cfg = AnatomyConfig(
+        model=str(tiny_model_dirs["llama"]),
+        corpus=MICRO,
+        quick=True,
+        n_bootstrap=200,
+        n_permutations=50,
+        quant_control=False,
+    )
     result = run_anatomy(cfg)
     assert list(result.claims["claim_id"]) == [s.id for s in SPECS]
     assert {"sweep", "perplexity", "recovery", "delta", "predictability"} <= set(result.tables)
@@ -46,8 +52,9 @@ def test_the_notebook_executes_in_quick_mode(micro_data, tiny_model_dirs, tmp_pa
     from lamina.book import execute_chapter
 
     model = str(tiny_model_dirs["llama"])
-    execute_chapter("layer_anatomy", tmp_path, {"model": model, "corpus": MICRO, "quick": True},
-                    progress=False)
+    execute_chapter(
+        "layer_anatomy", tmp_path, {"model": model, "corpus": MICRO, "quick": True}, progress=False
+    )
     found = list((micro_data / "results").rglob("layer_anatomy.json"))
     assert found
     record = json.loads(found[-1].read_text())
@@ -113,9 +120,16 @@ def test_a_tiny_gemma3_maps_the_papers_layers_by_depth_and_skips_recovery(micro_
     folder = tmp_path / "gemma3"
     tiny_model("gemma3", n_layers=6).save_pretrained(folder)
     _byte_tokenizer().save_pretrained(folder)
-    cfg = AnatomyConfig(model=str(folder), corpus=MICRO, quick=True,
-                        surgeries=["skip", "interpolate", "scale"], importance_surgeries=["skip"],
-                        robustness_layers=[0, 3], recovery_layers=[], n_bootstrap=50)
+    cfg = AnatomyConfig(
+        model=str(folder),
+        corpus=MICRO,
+        quick=True,
+        surgeries=["skip", "interpolate", "scale"],
+        importance_surgeries=["skip"],
+        robustness_layers=[0, 3],
+        recovery_layers=[],
+        n_bootstrap=50,
+    )
     result = run_anatomy(cfg)
     sweep = result.tables["sweep"]
     assert sorted(sweep.query("surgery == 'skip'")["layer"]) == list(range(6))
@@ -123,8 +137,7 @@ def test_a_tiny_gemma3_maps_the_papers_layers_by_depth_and_skips_recovery(micro_
     claims = result.claims.set_index("claim_id")
     assert claims.loc["p3-anatomy-recovery", "verdict"] == "not testable"
     assert claims.loc["p3-anatomy-core", "verdict"] != "not testable"
-    assert any("core L8-11 -> layers 1, 2" in n and "L14 -> 2; L17 -> 3" in n
-               for n in result.notes)
+    assert any("core L8-11 -> layers 1, 2" in n and "L14 -> 2; L17 -> 3" in n for n in result.notes)
 
 
 def test_a_quantised_gguf_gets_the_requantisation_control_on_its_weight_deltas(
@@ -138,10 +151,18 @@ def test_a_quantised_gguf_gets_the_requantisation_control_on_its_weight_deltas(
     from ..gguf_writer import write_gguf
 
     monkeypatch.setenv("LAMINA_GGUF_CACHE", str(tmp_path / "gguf-cache"))
-    gguf = write_gguf(tiny_model("llama", n_layers=4), _byte_tokenizer(),
-                      tmp_path / "tiny-q8.gguf", qtype="Q8_0")
-    cfg = AnatomyConfig(model=str(gguf), corpus=MICRO, quick=True, surgeries=["skip"],
-                        recovery_layers=[], depth_mapping="none", n_bootstrap=50)
+    gguf = write_gguf(
+        tiny_model("llama", n_layers=4), _byte_tokenizer(), tmp_path / "tiny-q8.gguf", qtype="Q8_0"
+    )
+    cfg = AnatomyConfig(
+        model=str(gguf),
+        corpus=MICRO,
+        quick=True,
+        surgeries=["skip"],
+        recovery_layers=[],
+        depth_mapping="none",
+        n_bootstrap=50,
+    )
     result = run_anatomy(cfg)
     claims = result.claims.set_index("claim_id")
     for cid in QUANT_CONTROL_CLAIMS:

@@ -1,7 +1,7 @@
 """Layer anatomy (paper 3): one import for the five diagnostics, plus recovery speed.
 
 The pieces: :mod:`~lamina.anatomy.surgery` (context managers), :mod:`~lamina.anatomy.perplexity`,
-:mod:`~lamina.anatomy.ablation` (sweeps with prefix reuse and their reports),
+:mod:`~lamina.anatomy.ablation` (sweeps with prefix reuse),
 :mod:`~lamina.anatomy.predictability` (weight predictability and structure),
 :mod:`~lamina.anatomy.recovery` (recovery speed) and :mod:`~lamina.anatomy.growth` (Growth
 Training schedules). All but Growth Training are re-exported here.
@@ -9,9 +9,6 @@ Training schedules). All but Growth Training are re-exported here.
 
 from lamina.anatomy.ablation import (
     ablation_sweep,
-    anti_layers,
-    critical_core,
-    importance_range,
     predicted_replacement_curve,
     sweep_nll,
 )
@@ -42,13 +39,10 @@ __all__ = [
     "PerplexityResult",
     "TokenIds",
     "ablation_sweep",
-    "anti_layers",
     "apply_surgery",
     "check_layer",
     "chunk_tokens",
-    "critical_core",
     "delta_correlation",
-    "importance_range",
     "interpolate_neighbours",
     "layer_structure",
     "noise_layer",

@@ -48,8 +48,18 @@ from lamina.anatomy.recovery import measure_recovery
 from lamina.evidence.claims import Claim
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 
-__all__ = ["ANTI_PCT", "FIT", "SOURCES", "calibration_runs", "importance_sweep", "paper3_runs",
-           "paper3_specs", "recovery_source", "robustness_sweep", "run_rows"]
+__all__ = [
+    "ANTI_PCT",
+    "FIT",
+    "SOURCES",
+    "calibration_runs",
+    "importance_sweep",
+    "paper3_runs",
+    "paper3_specs",
+    "recovery_source",
+    "robustness_sweep",
+    "run_rows",
+]
 
 SOURCES = ("null", "planted", "half")
 N_UNITS, SEQ_LEN = 16, 128  # the chapter's pretrained budget: 2,048 tokens in 16 units
@@ -94,7 +104,9 @@ def importance_profile(source: str, rng: np.random.Generator) -> np.ndarray:
     return d
 
 
-def _unit_nll(mu: np.ndarray, rng: np.random.Generator, n_units: int) -> tuple[np.ndarray, np.ndarray]:
+def _unit_nll(
+    mu: np.ndarray, rng: np.random.Generator, n_units: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(per-window NLL (L, G), base (G,)), nats per token, of true shifts ``mu`` (L,)."""
     base = 4.0 + 0.5 * rng.standard_normal(n_units)
     shared = rng.standard_normal(n_units)
@@ -104,9 +116,16 @@ def _unit_nll(mu: np.ndarray, rng: np.random.Generator, n_units: int) -> tuple[n
 
 
 def _rows(surgery: str, layers: Iterable[int], per: np.ndarray, base: np.ndarray) -> list[dict]:
-    return [{"layer": int(l), "surgery": surgery, "nll_per_seq": per[i], "base_nll_per_seq": base,
-             "delta_pct": 100 * float(np.expm1(per[i].mean() - base.mean()))}
-            for i, l in enumerate(layers)]  # fmt: skip
+    return [
+        {
+            "layer": int(l),
+            "surgery": surgery,
+            "nll_per_seq": per[i],
+            "base_nll_per_seq": base,
+            "delta_pct": 100 * float(np.expm1(per[i].mean() - base.mean())),
+        }
+        for i, l in enumerate(layers)
+    ]
 
 
 def importance_sweep(source: str, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -165,41 +184,80 @@ def recovery_source(source: str, seed: int) -> tuple[pd.Series, pd.DataFrame]:
     d = 0.7 * x + np.sqrt(1 - 0.49) * rng.standard_normal(N_RECOVERY)
     y = 0.6 * d + b * x + 0.8 * rng.standard_normal(N_RECOVERY)
     cut = np.quantile(y, 0.75)
-    table = pd.DataFrame({"layer": range(N_RECOVERY), "baseline_ppl": 20.0,
-                          "perturbed_ppl": 20.0 * np.exp(1 + 0.5 * d), "recovered": y <= cut,
-                          "steps_ranked": 6 + 2 * y})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "layer": range(N_RECOVERY),
+            "baseline_ppl": 20.0,
+            "perturbed_ppl": 20.0 * np.exp(1 + 0.5 * d),
+            "recovered": y <= cut,
+            "steps_ranked": 6 + 2 * y,
+        }
+    )
     return pd.Series(10 ** (1 + x), index=range(N_RECOVERY)), table
 
 
 def _stub(cid: str) -> Claim:
     """A present row of ``cid``, for a precondition the source takes as given."""
     spec = CLAIMS[cid]
-    return Claim(claim_id=cid, claim=spec.claim, paper_value=spec.paper_value, model="given",
-                 measured=1.0, verdict="reproduced", present=True)  # fmt: skip
+    return Claim(
+        claim_id=cid,
+        claim=spec.claim,
+        paper_value=spec.paper_value,
+        model="given",
+        measured=1.0,
+        verdict="reproduced",
+        present=True,
+    )
 
 
-def run_rows(source: str, seed: int, measured: dict[str, Measurement], ids: Iterable[str],
-             given: Iterable[str] = ()) -> list[dict[str, Any]]:  # fmt: skip
+def run_rows(
+    source: str,
+    seed: int,
+    measured: dict[str, Measurement],
+    ids: Iterable[str],
+    given: Iterable[str] = (),
+) -> list[dict[str, Any]]:
     """The calibration rows (:data:`lamina.evidence.calibration.RUN_COLUMNS`) of claims ``ids``
     judged on ``measured``, in declaration order; the claims ``given`` are taken as present and
     the depth-fit gate as passed (each source calibrates its claims given their
     preconditions)."""
     rows = {c: _stub(c) for c in given}
-    judge = Judge(Context(model=f"{source}-{seed}", rows=rows,
-                          gates={DEPTH_FIT_GATE: GateResult(True, "given")}))  # fmt: skip
+    judge = Judge(
+        Context(
+            model=f"{source}-{seed}", rows=rows, gates={DEPTH_FIT_GATE: GateResult(True, "given")}
+        )
+    )
     out = []
     for cid in [c for c in CLAIMS if c in set(ids)]:
         r = judge(CLAIMS[cid], measured.get(cid, Measurement(untestable="not measured")))
-        out.append({"claim_id": cid, "source": source, "seed": seed, "verdict": r.verdict,
-                    "kind": r.kind, "present": r.present, "reason": r.reason[:120]})  # fmt: skip
+        out.append(
+            {
+                "claim_id": cid,
+                "source": source,
+                "seed": seed,
+                "verdict": r.verdict,
+                "kind": r.kind,
+                "present": r.present,
+                "reason": r.reason[:120],
+            }
+        )
     return out
 
 
-IMPORTANCE = ("p3-anatomy-range", "p3-anatomy-core", "p3-anatomy-core-max", "p3-anatomy-anti",
-              "p3-anatomy-anti-at")  # fmt: skip
+IMPORTANCE = (
+    "p3-anatomy-range",
+    "p3-anatomy-core",
+    "p3-anatomy-core-max",
+    "p3-anatomy-anti",
+    "p3-anatomy-anti-at",
+)
 CORE_MAX = "p3-anatomy-core-max"  # judged given the core (its precondition): its size alone
-ROBUSTNESS = ("p3-anatomy-predicted", "p3-anatomy-accumulation", "p3-anatomy-scaling",
-              "p3-anatomy-scaling-only")  # fmt: skip
+ROBUSTNESS = (
+    "p3-anatomy-predicted",
+    "p3-anatomy-accumulation",
+    "p3-anatomy-scaling",
+    "p3-anatomy-scaling-only",
+)
 
 
 def seed_rows(seed: int) -> list[dict[str, Any]]:
@@ -251,5 +309,7 @@ def paper3_runs(seeds: Iterable[int]) -> pd.DataFrame:
     seeds = list(seeds)
     a, g = calibration_runs(seeds), growth_runs(seeds)
     out = pd.concat([a, g], ignore_index=True)
-    out.attrs["seconds"] = [x + y for x, y in zip(a.attrs["seconds"], g.attrs["seconds"], strict=True)]
+    out.attrs["seconds"] = [
+        x + y for x, y in zip(a.attrs["seconds"], g.attrs["seconds"], strict=True)
+    ]
     return out

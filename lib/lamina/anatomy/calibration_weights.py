@@ -53,8 +53,14 @@ def _null(rng: np.random.Generator) -> np.ndarray:
 def weight_stacks(kind: str, source: str, seed: int) -> dict[str, np.ndarray]:
     """Type -> (L, m, n) matrices over depth of one source (``kind`` "r2", "summary" or
     "delta"; module docstring)."""
-    rng = np.random.default_rng([seed, ("null", "planted", "half").index(source), 43,
-                                 ("r2", "summary", "delta").index(kind)])
+    rng = np.random.default_rng(
+        [
+            seed,
+            ("null", "planted", "half").index(source),
+            43,
+            ("r2", "summary", "delta").index(kind),
+        ]
+    )
     out = {}
     z = np.arange(N_LAYERS) / (N_LAYERS - 1)
     f = np.stack([z - 0.5, (z - 0.5) ** 2 - 1 / 12])  # (2, L)
@@ -66,30 +72,41 @@ def weight_stacks(kind: str, source: str, seed: int) -> dict[str, np.ndarray]:
             u = np.linalg.qr(rng.standard_normal((SHAPE[0], SHAPE[0])))[0]
             v = np.linalg.qr(rng.standard_normal((SHAPE[1], SHAPE[0])))[0]
             i = np.arange(SHAPE[0])
-            out[role] = np.stack([u @ np.diag(np.exp(zl / 2 - (0.1 + 0.3 * zl) * i)) @ v.T
-                                  for zl in z])
+            out[role] = np.stack(
+                [u @ np.diag(np.exp(zl / 2 - (0.1 + 0.3 * zl) * i)) @ v.T for zl in z]
+            )
             out[role] += SUMMARY_SIGMA[source] * rng.standard_normal((N_LAYERS, *SHAPE))
         elif kind == "r2":
             b = rng.standard_normal((2, *SHAPE))
-            out[role] = (np.einsum("kl,kmn->lmn", f, b)
-                         + R2_SIGMA[source] * rng.standard_normal((N_LAYERS, *SHAPE)))
+            out[role] = np.einsum("kl,kmn->lmn", f, b) + R2_SIGMA[source] * rng.standard_normal(
+                (N_LAYERS, *SHAPE)
+            )
         else:
             a = np.sqrt(DELTA_A2[source]) * rng.standard_normal(SHAPE)
             out[role] = sign[:, None, None] * a + rng.standard_normal((N_LAYERS, *SHAPE))
     return out
 
 
-def weight_rows(source: str, seed: int, run_rows: Callable[..., list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def weight_rows(
+    source: str, seed: int, run_rows: Callable[..., list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
     """The R^2 and delta-structure calibration rows of one source and seed (``run_rows``:
     :func:`lamina.anatomy.calibration.run_rows`)."""
     out: list[dict[str, Any]] = []
     for kind, ids in (("r2", R2_CLAIMS), ("summary", SUMMARY_CLAIMS), ("delta", DELTA_CLAIMS)):
         mats = weight_stacks(kind, source, seed)
         flat = {r: m.reshape(N_LAYERS, -1) for r, m in mats.items()}
-        w = stack_tables(flat, matrix_structure({r: list(m) for r, m in mats.items()}), RIDGE_ALPHA, 2,
-                         OPTIONS.n_permutations, seed)
-        t = AnatomyTables(_empty_sweep(), np.zeros(0, int), N_LAYERS, w["terms"], w["r2_null"],
-                          w["delta"])
+        w = stack_tables(
+            flat,
+            matrix_structure({r: list(m) for r, m in mats.items()}),
+            RIDGE_ALPHA,
+            2,
+            OPTIONS.n_permutations,
+            seed,
+        )
+        t = AnatomyTables(
+            _empty_sweep(), np.zeros(0, int), N_LAYERS, w["terms"], w["r2_null"], w["delta"]
+        )
         measured, _ = measure_anatomy(t, OPTIONS)
         out += run_rows(source, seed, measured, ids)
     return out
@@ -98,4 +115,6 @@ def weight_rows(source: str, seed: int, run_rows: Callable[..., list[dict[str, A
 def _empty_sweep() -> Any:
     import pandas as pd
 
-    return pd.DataFrame(columns=["layer", "surgery", "delta_pct", "nll_per_seq", "base_nll_per_seq"])
+    return pd.DataFrame(
+        columns=["layer", "surgery", "delta_pct", "nll_per_seq", "base_nll_per_seq"]
+    )

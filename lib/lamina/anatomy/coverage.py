@@ -46,5 +46,10 @@ def range_coverage(
         for name, a in (("percentile", a_pct), ("expanded", a_exp)):
             lo, hi = np.quantile(draws, [a / 2, 1 - a / 2])
             hits[name] += int(lo <= truth <= hi)
-    return {"percentile": hits["percentile"] / n_sims, "expanded": hits["expanded"] / n_sims,
-            "n_units": g, "n_sims": n_sims, "truth": truth}
+    return {
+        "percentile": hits["percentile"] / n_sims,
+        "expanded": hits["expanded"] / n_sims,
+        "n_units": g,
+        "n_sims": n_sims,
+        "truth": truth,
+    }

@@ -324,8 +324,18 @@ def train_with_schedule(
     if not schedule:
         raise ValueError("schedule is empty")
     gen = torch.Generator().manual_seed(seed)
-    run = _Run(model, train_ids.long(), val_ids.long(), gen, batch_size, lr, lr_scale,
-               grad_clip, eval_every, on_step)  # fmt: skip
+    run = _Run(
+        model,
+        train_ids.long(),
+        val_ids.long(),
+        gen,
+        batch_size,
+        lr,
+        lr_scale,
+        grad_clip,
+        eval_every,
+        on_step,
+    )
     flags = {k: p.requires_grad for k, p in model.named_parameters()}
     was_training = model.training
     run.log(-1, "init", np.nan, evaluate=True)

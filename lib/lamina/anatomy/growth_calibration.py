@@ -47,8 +47,12 @@ SOURCES = ("null", "planted", "half")
 N_SEEDS, N_REPEATS = 3, 5
 SEED_SD = {"loss": 0.01, "timing": 0.03, "saving": 0.05}
 ORDER_PLANTED = 1.1
-_PLANS = {0: {"uniform": [Phase(None, 100, True, "uniform")],
-              "growth": [Phase([0], 60, True, "group 1"), Phase(None, 40, True, "full")]}}
+_PLANS = {
+    0: {
+        "uniform": [Phase(None, 100, True, "uniform")],
+        "growth": [Phase([0], 60, True, "group 1"), Phase(None, 40, True, "full")],
+    }
+}
 
 
 def _t(rng: np.random.Generator, sd: float, n: int) -> np.ndarray:
@@ -62,52 +66,96 @@ def growth_source(source: str, seed: int) -> GrowthTables:
     seeds = np.arange(N_SEEDS)
     log_gain = f * np.log(GROWTH_LOSS_RATIO)
     runs = {"growth": log_gain, **{f"growth ({m} order)": log_gain for m in DEFAULT_SOURCES}}
-    budgets = pd.DataFrame([
-        {"run": run, "seed": s, "budget": b, "loss_ratio": float(np.exp(mu + e))}
-        for run, mu in runs.items() for b in ("step", "flops", "wall_s")
-        for s, e in zip(seeds, _t(rng, SEED_SD["loss"], N_SEEDS), strict=True)])
-    orders = pd.DataFrame([
-        {"run": "growth", "seed": s, "control": c, "loss_ratio": float(np.exp(f * np.log(ORDER_PLANTED) + e))}
-        for c in CONTROLS for s, e in zip(seeds, _t(rng, SEED_SD["loss"], N_SEEDS), strict=True)])
+    budgets = pd.DataFrame(
+        [
+            {"run": run, "seed": s, "budget": b, "loss_ratio": float(np.exp(mu + e))}
+            for run, mu in runs.items()
+            for b in ("step", "flops", "wall_s")
+            for s, e in zip(seeds, _t(rng, SEED_SD["loss"], N_SEEDS), strict=True)
+        ]
+    )
+    orders = pd.DataFrame(
+        [
+            {
+                "run": "growth",
+                "seed": s,
+                "control": c,
+                "loss_ratio": float(np.exp(f * np.log(ORDER_PLANTED) + e)),
+            }
+            for c in CONTROLS
+            for s, e in zip(seeds, _t(rng, SEED_SD["loss"], N_SEEDS), strict=True)
+        ]
+    )
     saving = np.clip(f * GROWTH_COST + _t(rng, SEED_SD["saving"], N_SEEDS), -0.9, 0.99)
     comparison = pd.DataFrame(
         [{"run": "uniform", "seed": s, "flops_saving": np.nan, "total_flops": 1.0} for s in seeds]
-        + [{"run": "growth", "seed": s, "flops_saving": float(v), "total_flops": 0.8}
-           for s, v in zip(seeds, saving, strict=True)])
+        + [
+            {"run": "growth", "seed": s, "flops_saving": float(v), "total_flops": 0.8}
+            for s, v in zip(seeds, saving, strict=True)
+        ]
+    )
     fast = (100 * (1 - f * GROWTH_FASTER) - 40) / 60  # seconds of a group step: the saving
-    timing = pd.DataFrame([
-        {"repeat": r, "key": k, "seconds": float(base * (1 + e)), "device": "synthetic"}
-        for r in range(N_REPEATS) for k, base in (("all+emb", 1.0), ("0+emb", fast))
-        for e in _t(rng, SEED_SD["timing"], 1)])
+    timing = pd.DataFrame(
+        [
+            {"repeat": r, "key": k, "seconds": float(base * (1 + e)), "device": "synthetic"}
+            for r in range(N_REPEATS)
+            for k, base in (("all+emb", 1.0), ("0+emb", fast))
+            for e in _t(rng, SEED_SD["timing"], 1)
+        ]
+    )
     sources = {m: f"growth ({m} order)" for m in DEFAULT_SOURCES}
     return GrowthTables(budgets, orders, comparison, timing, _PLANS, sources, "synthetic")
 
 
 def _stub(cid: str) -> Claim:
     spec = CLAIMS[cid]
-    return Claim(claim_id=cid, claim=spec.claim, paper_value=spec.paper_value, model="given",
-                 measured=1.0, verdict="reproduced", present=True)
+    return Claim(
+        claim_id=cid,
+        claim=spec.claim,
+        paper_value=spec.paper_value,
+        model="given",
+        measured=1.0,
+        verdict="reproduced",
+        present=True,
+    )
 
 
 def growth_runs(seeds: Iterable[int]) -> pd.DataFrame:
     """The growth claims' calibration runs over ``seeds`` (RUN_COLUMNS); ``attrs["seconds"]``:
     each seed's computation time."""
-    specs = [*(s for s in CLAIMS.values() if not s.id.startswith("p3-growth-loss-")
-               or s.id in ("p3-growth-loss-flops", "p3-growth-loss-wall")),
-             *(source_spec(m) for m in DEFAULT_SOURCES)]
+    specs = [
+        *(
+            s
+            for s in CLAIMS.values()
+            if not s.id.startswith("p3-growth-loss-")
+            or s.id in ("p3-growth-loss-flops", "p3-growth-loss-wall")
+        ),
+        *(source_spec(m) for m in DEFAULT_SOURCES),
+    ]
     rows: list[dict[str, Any]] = []
     seconds = []
     for seed in seeds:
         t0 = time.perf_counter()
         for source in SOURCES:
             measured = measure_growth(growth_source(source, seed))
-            ctx = Context(model=f"{source}-{seed}", gates={LEARNED_GATE: GateResult(True, "given")},
-                          rows={"p3-growth-loss": _stub("p3-growth-loss")})
+            ctx = Context(
+                model=f"{source}-{seed}",
+                gates={LEARNED_GATE: GateResult(True, "given")},
+                rows={"p3-growth-loss": _stub("p3-growth-loss")},
+            )
             for spec in specs:
                 r = Judge(ctx)(spec, measured[spec.id])  # each given its preconditions
-                rows.append({"claim_id": spec.id, "source": source, "seed": seed,
-                             "verdict": r.verdict, "kind": r.kind, "present": r.present,
-                             "reason": r.reason[:120]})
+                rows.append(
+                    {
+                        "claim_id": spec.id,
+                        "source": source,
+                        "seed": seed,
+                        "verdict": r.verdict,
+                        "kind": r.kind,
+                        "present": r.present,
+                        "reason": r.reason[:120],
+                    }
+                )
         seconds.append(time.perf_counter() - t0)
     out = pd.DataFrame(rows)
     out.attrs["seconds"] = seconds

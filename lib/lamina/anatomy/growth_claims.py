@@ -25,8 +25,13 @@ import pandas as pd
 from scipy import stats
 
 from lamina.anatomy.growth import Phase
-from lamina.anatomy.growth_compare import LEARNED_GATE
-from lamina.anatomy.growth_timing import schedule_seconds
+from lamina.anatomy.growth_compare import (
+    LEARNED_GATE,
+    budget_comparison,
+    compare_runs,
+    learning_gate,
+)
+from lamina.anatomy.growth_timing import modelled_wall, schedule_seconds
 from lamina.anatomy.paper import GROWTH_COST, GROWTH_FASTER, GROWTH_LOSS_RATIO
 from lamina.core.registry import by_name
 from lamina.evidence.claims import Claim
@@ -34,8 +39,17 @@ from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 from lamina.evidence.declare import ClaimSpec, Gate, Present, check_declarations
 from lamina.evidence.stats import t_summary
 
-__all__ = ["BASE_SPECS", "CONTROLS", "DEFAULT_SOURCES", "SPECS", "GrowthTables", "judge_growth",
-           "measure_growth", "source_spec"]  # fmt: skip
+__all__ = [
+    "BASE_SPECS",
+    "CONTROLS",
+    "DEFAULT_SOURCES",
+    "SPECS",
+    "GrowthTables",
+    "compare_growth",
+    "judge_growth",
+    "measure_growth",
+    "source_spec",
+]
 
 CONTROLS = ("reverse", "random")
 # the real models whose importance orders extra runs by default: the chapter's registry record
@@ -44,17 +58,29 @@ ORDER_ALPHA = 0.025  # 0.05 over the two ordering controls (Bonferroni)
 ORDER_MIN = 1.05  # the smallest gain from the order that counts (ours)
 _LOSS = (GROWTH_LOSS_RATIO**0.75, GROWTH_LOSS_RATIO**1.25)
 _LEARNED = (Gate(LEARNED_GATE),)
-_CAL_SEEDS = ("per-seed log loss ratios at the chapter's 3 seeds, drawn with the spread and "
-              "skew of the chapter's own seeds: null = no gain; planted = 4.7x")  # fmt: skip
+_CAL_SEEDS = (
+    "per-seed log loss ratios at the chapter's 3 seeds, drawn with the spread and "
+    "skew of the chapter's own seeds: null = no gain; planted = 4.7x"
+)
 
 
 def _loss_spec(name: str, where: str, **kw: Any) -> ClaimSpec:
     return ClaimSpec(
-        id=f"p3-growth-{name}", claim="Growth Training reaches 4.7x lower validation loss than "
-        f"uniform training at identical parameter count ({where})", kind="effect",
+        id=f"p3-growth-{name}",
+        claim="Growth Training reaches 4.7x lower validation loss than "
+        f"uniform training at identical parameter count ({where})",
+        kind="effect",
         statistic=f"uniform / growth validation loss at {where}, geometric mean over seeds",
-        unit="ratio", resampling="seed", test="one-sided t over seeds (log ratio)",
-        sided="greater", direction=1, null=1.0, claimed=_LOSS, requires=_LEARNED, **kw)
+        unit="ratio",
+        resampling="seed",
+        test="one-sided t over seeds (log ratio)",
+        sided="greater",
+        direction=1,
+        null=1.0,
+        claimed=_LOSS,
+        requires=_LEARNED,
+        **kw,
+    )
 
 
 def source_spec(label: str) -> ClaimSpec:
@@ -64,50 +90,102 @@ def source_spec(label: str) -> ClaimSpec:
         id=f"p3-growth-loss-{label.lower()}".replace("_", "-").replace(".", "-"),
         claim=f"Growth Training with layer importance measured on {label} (mapped by relative "
         "depth) reaches 4.7x lower validation loss than uniform training (equal steps)",
-        paper_value="4.7x (importance from SmolLM2-135M)", kind="effect",
+        paper_value="4.7x (importance from SmolLM2-135M)",
+        kind="effect",
         statistic="uniform / growth validation loss at equal steps, geometric mean over seeds",
-        unit="ratio", resampling="seed", test="one-sided t over seeds (log ratio)",
-        sided="greater", direction=1, null=1.0, claimed=_LOSS, requires=_LEARNED,
-        short=f"G loss ({label} order)", calibrated=_CAL_SEEDS)
+        unit="ratio",
+        resampling="seed",
+        test="one-sided t over seeds (log ratio)",
+        sided="greater",
+        direction=1,
+        null=1.0,
+        claimed=_LOSS,
+        requires=_LEARNED,
+        short=f"G loss ({label} order)",
+        calibrated=_CAL_SEEDS,
+    )
 
 
 def _order_spec(control: str) -> ClaimSpec:
     return ClaimSpec(
-        id=f"p3-growth-order-{control}", claim="The gain comes from allocating budget by layer "
+        id=f"p3-growth-order-{control}",
+        claim="The gain comes from allocating budget by layer "
         f"importance: growth beats the same phases and budget in {control} layer order",
-        paper_value="implied (allocating budget by importance)", kind="effect",
+        paper_value="implied (allocating budget by importance)",
+        kind="effect",
         statistic=f"{control} / growth validation loss at equal steps, geometric mean over seeds",
-        unit="ratio", resampling="seed", test="one-sided t over seeds (log ratio)",
-        sided="greater", alpha=ORDER_ALPHA, level=1 - ORDER_ALPHA, direction=1, null=1.0,
-        claimed=(ORDER_MIN, math.inf), requires=(*_LEARNED, Present("p3-growth-loss")),
-        short=f"G order vs {control}", calibrated=_CAL_SEEDS + "; the order effect planted at "
-        "1.1x on top of a growth gain")
+        unit="ratio",
+        resampling="seed",
+        test="one-sided t over seeds (log ratio)",
+        sided="greater",
+        alpha=ORDER_ALPHA,
+        level=1 - ORDER_ALPHA,
+        direction=1,
+        null=1.0,
+        claimed=(ORDER_MIN, math.inf),
+        requires=(*_LEARNED, Present("p3-growth-loss")),
+        short=f"G order vs {control}",
+        calibrated=_CAL_SEEDS + "; the order effect planted at 1.1x on top of a growth gain",
+    )
 
 
 BASE_SPECS: tuple[ClaimSpec, ...] = (
-    _loss_spec("loss", "equal steps", paper_value="4.7x (0.599 / 0.127, equal steps)",
-               main=True, short="G loss", calibrated=_CAL_SEEDS),
-    _loss_spec("loss-flops", "equal FLOPs", paper_value="4.7x (claimed at equal steps)",
-               short="G loss (FLOPs)", calibrated=_CAL_SEEDS),
-    _loss_spec("loss-wall", "equal wall time, machine-dependent",
-               paper_value="4.7x (claimed at equal steps)", short="G loss (wall)",
-               calibrated=_CAL_SEEDS),
+    _loss_spec(
+        "loss",
+        "equal steps",
+        paper_value="4.7x (0.599 / 0.127, equal steps)",
+        main=True,
+        short="G loss",
+        calibrated=_CAL_SEEDS,
+    ),
+    _loss_spec(
+        "loss-flops",
+        "equal FLOPs",
+        paper_value="4.7x (claimed at equal steps)",
+        short="G loss (FLOPs)",
+        calibrated=_CAL_SEEDS,
+    ),
+    _loss_spec(
+        "loss-wall",
+        "equal wall time, machine-dependent",
+        paper_value="4.7x (claimed at equal steps)",
+        short="G loss (wall)",
+        calibrated=_CAL_SEEDS,
+    ),
     ClaimSpec(
-        id="p3-growth-faster", claim="Growth Training is 13% faster than uniform training",
-        paper_value="13%", kind="effect", statistic="1 - growth / uniform training time at "
-        "equal steps, interleaved step timing (machine-dependent)", unit="fraction",
-        resampling="timing repeat", test="one-sided t over timing repeats", sided="greater",
-        direction=1, claimed=(GROWTH_FASTER * 0.75, GROWTH_FASTER * 1.25), requires=_LEARNED,
-        short="G faster", calibrated="per-repeat savings with the spread of interleaved "
-        "timing on a loaded core: null = 0; planted = 13%"),
+        id="p3-growth-faster",
+        claim="Growth Training is 13% faster than uniform training",
+        paper_value="13%",
+        kind="effect",
+        statistic="1 - growth / uniform training time at "
+        "equal steps, interleaved step timing (machine-dependent)",
+        unit="fraction",
+        resampling="timing repeat",
+        test="one-sided t over timing repeats",
+        sided="greater",
+        direction=1,
+        claimed=(GROWTH_FASTER * 0.75, GROWTH_FASTER * 1.25),
+        requires=_LEARNED,
+        short="G faster",
+        calibrated="per-repeat savings with the spread of interleaved "
+        "timing on a loaded core: null = 0; planted = 13%",
+    ),
     ClaimSpec(
-        id="p3-growth-cost", claim="Growth Training achieves ~54% cost reduction (an "
-        "extrapolation in the paper)", paper_value="~54%", kind="effect",
+        id="p3-growth-cost",
+        claim="Growth Training achieves ~54% cost reduction (an extrapolation in the paper)",
+        paper_value="~54%",
+        kind="effect",
         statistic="1 - FLOPs for growth to reach uniform's final loss / uniform's FLOPs",
-        unit="fraction", resampling="seed", test="one-sided t over seeds", sided="greater",
-        direction=1, claimed=(GROWTH_COST * 0.75, GROWTH_COST * 1.25), requires=_LEARNED,
-        short="G cost", calibrated=_CAL_SEEDS.replace("log loss ratios", "FLOP savings")
-        .replace("4.7x", "54%")),
+        unit="fraction",
+        resampling="seed",
+        test="one-sided t over seeds",
+        sided="greater",
+        direction=1,
+        claimed=(GROWTH_COST * 0.75, GROWTH_COST * 1.25),
+        requires=_LEARNED,
+        short="G cost",
+        calibrated=_CAL_SEEDS.replace("log loss ratios", "FLOP savings").replace("4.7x", "54%"),
+    ),
     *(_order_spec(c) for c in CONTROLS),
 )
 SPECS = (*BASE_SPECS, *(source_spec(m) for m in DEFAULT_SOURCES))
@@ -125,9 +203,17 @@ def _ratios(x: np.ndarray, alpha: float = 0.05) -> dict[str, Any]:
     logs = np.log(x)
     p = float(stats.ttest_1samp(logs, 0.0, alternative="greater").pvalue)
     q = float(stats.ttest_1samp(logs, 0.0, alternative="less").pvalue)
-    return {"estimate": m, "ci_low": lo, "ci_high": hi, "sided": "greater",
-            "p": p if np.isfinite(p) else None, "p_opposite": q if np.isfinite(q) else None,
-            "n_units": len(x), "effect_size": float(len(x)), "effect_name": "seeds"}  # fmt: skip
+    return {
+        "estimate": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "p": p if np.isfinite(p) else None,
+        "p_opposite": q if np.isfinite(q) else None,
+        "n_units": len(x),
+        "effect_size": float(len(x)),
+        "effect_name": "seeds",
+    }
 
 
 class GrowthTables:
@@ -137,9 +223,16 @@ class GrowthTables:
     reaches uniform's final loss; total_flops), ``timing`` (``time_phases``), ``plans``
     ({seed: {run: phases}}), ``sources`` ({label: run}) and ``machine`` (device and threads)."""
 
-    def __init__(self, budgets: pd.DataFrame, orders: pd.DataFrame, comparison: pd.DataFrame,
-                 timing: pd.DataFrame, plans: Mapping[int, Mapping[str, list[Phase]]],
-                 sources: Mapping[str, str], machine: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        budgets: pd.DataFrame,
+        orders: pd.DataFrame,
+        comparison: pd.DataFrame,
+        timing: pd.DataFrame,
+        plans: Mapping[int, Mapping[str, list[Phase]]],
+        sources: Mapping[str, str],
+        machine: str,
+    ) -> None:
         self.budgets, self.orders, self.comparison = budgets, orders, comparison
         self.timing, self.plans, self.sources, self.machine = timing, plans, sources, machine
 
@@ -153,12 +246,21 @@ def _faster(t: GrowthTables) -> dict[str, Any]:
     if t.timing.empty:
         return {"untestable": "no interleaved timing in this run"}
     plans = next(iter(t.plans.values()))
-    saving = 1 - schedule_seconds(plans["growth"], t.timing) / schedule_seconds(plans["uniform"], t.timing)
+    saving = 1 - schedule_seconds(plans["growth"], t.timing) / schedule_seconds(
+        plans["uniform"], t.timing
+    )
     m, lo, hi, p = t_summary(saving, sided="greater")
     q = t_summary(saving, sided="less")[3]
-    return {"estimate": m, "ci_low": lo, "ci_high": hi, "sided": "greater", "p": p,
-            "p_opposite": q, "n_units": len(saving),
-            "detail": f"machine-dependent: {t.machine}, {len(saving)} interleaved repeats"}  # fmt: skip
+    return {
+        "estimate": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "p": p,
+        "p_opposite": q,
+        "n_units": len(saving),
+        "detail": f"machine-dependent: {t.machine}, {len(saving)} interleaved repeats",
+    }
 
 
 def _cost(t: GrowthTables, claimed_lo: float) -> dict[str, Any]:
@@ -173,13 +275,23 @@ def _cost(t: GrowthTables, claimed_lo: float) -> dict[str, Any]:
         return {"untestable": f"{len(x)} seed(s); a t interval needs 2"}
     m, lo, hi, p = t_summary(x, sided="greater")
     q = t_summary(x, sided="less")[3]
-    out = {"estimate": m, "ci_low": lo, "ci_high": hi, "sided": "greater", "p": p,
-           "p_opposite": q, "n_units": len(x), "effect_size": float(censored.sum()),
-           "effect_name": "seeds never reaching uniform's final loss (their upper bound used)"}  # fmt: skip
+    out = {
+        "estimate": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "p": p,
+        "p_opposite": q,
+        "n_units": len(x),
+        "effect_size": float(censored.sum()),
+        "effect_name": "seeds never reaching uniform's final loss (their upper bound used)",
+    }
     if censored.any() and hi >= claimed_lo:
-        out["untestable"] = (f"growth never reached uniform's final loss on {int(censored.sum())} "
-                             f"of {len(x)} seeds, and the savings' upper bounds do not exclude "
-                             f"the claimed {claimed_lo:g}")  # fmt: skip
+        out["untestable"] = (
+            f"growth never reached uniform's final loss on {int(censored.sum())} "
+            f"of {len(x)} seeds, and the savings' upper bounds do not exclude "
+            f"the claimed {claimed_lo:g}"
+        )
     return out
 
 
@@ -210,9 +322,11 @@ def measure_growth(t: GrowthTables) -> dict[str, Measurement]:
 
 
 def judge_growth(
-    model: str, measured: Mapping[str, Measurement], gates: Mapping[str, GateResult],
+    model: str,
+    measured: Mapping[str, Measurement],
+    gates: Mapping[str, GateResult],
     labels: tuple[str, ...] = (),
-) -> list[Claim]:  # fmt: skip
+) -> list[Claim]:
     """Every claim of :data:`BASE_SPECS`, then one :func:`source_spec` row
     per label in ``labels`` (the real models that ordered a run), judged by
     :func:`lamina.evidence.decide.decide` in order."""
@@ -220,3 +334,53 @@ def judge_growth(
     specs = [*BASE_SPECS, *(source_spec(label) for label in labels)]
     missing = Measurement(untestable="not measured in this run")
     return [judge(s, measured.get(s.id, missing)) for s in specs]
+
+
+def compare_growth(
+    curves: pd.DataFrame,
+    plans: Mapping[int, Mapping[str, list[Phase]]],
+    sources: Mapping[str, str],
+    unigram: float,
+    timing: pd.DataFrame,
+    controls: tuple[str, ...],
+    learn_gate: float,
+    machine: str,
+) -> tuple[GrowthTables, GateResult, dict[str, pd.DataFrame]]:
+    """One run's curves (``train_with_schedule`` rows with run and seed) compared: the curves'
+    ``wall_s`` becomes the clock modelled from the interleaved ``timing``
+    (:func:`lamina.anatomy.growth_timing.modelled_wall`; the clock measured while each arm
+    trained is kept as ``wall_measured_s``); each run against uniform at equal steps, FLOPs and
+    wall time, growth against each ordering control in ``controls``, and the learning gate
+    (``learn_gate`` x the ``unigram`` loss). -> (:class:`GrowthTables`, the gate, {curves,
+    comparison, budgets, orders, baseline})."""
+    curves = curves.assign(
+        wall_measured_s=curves["wall_s"], wall_s=modelled_wall(curves, plans, timing)
+    )
+    cmp = compare_runs(curves)
+    budgets = pd.concat(
+        [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
+    )
+    orders = pd.concat(
+        [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
+        or [pd.DataFrame(columns=["run", "seed", "control", "loss_ratio"])],
+        ignore_index=True,
+    )
+    gate = learning_gate(cmp, unigram, learn_gate)
+    baseline = cmp[["run", "seed", "final_val_loss"]].assign(
+        unigram_loss=unigram,
+        ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
+        learn_gate=learn_gate,
+        gate_passed=gate.passed,
+    )
+    t = GrowthTables(budgets, orders, cmp, timing, plans, sources, machine)
+    return (
+        t,
+        gate,
+        {
+            "curves": curves,
+            "comparison": cmp,
+            "budgets": budgets,
+            "orders": orders,
+            "baseline": baseline,
+        },
+    )

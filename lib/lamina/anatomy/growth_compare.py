@@ -93,8 +93,17 @@ def budget_comparison(frame: pd.DataFrame, column: str, baseline: str = "uniform
         budget = float(min(g[column].iloc[-1], b[column].iloc[-1]))
         loss = float(np.interp(budget, g[column], g["val_loss"]))
         base = float(np.interp(budget, b[column], b["val_loss"]))
-        rows.append({"run": run, "seed": seed, "budget": column, "budget_value": budget,
-                     "val_loss": loss, "baseline_val_loss": base, "loss_ratio": base / loss})  # fmt: skip
+        rows.append(
+            {
+                "run": run,
+                "seed": seed,
+                "budget": column,
+                "budget_value": budget,
+                "val_loss": loss,
+                "baseline_val_loss": base,
+                "loss_ratio": base / loss,
+            }
+        )
     return pd.DataFrame(rows)
 
 

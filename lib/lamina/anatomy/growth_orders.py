@@ -108,8 +108,13 @@ def rank_correlations(profiles: dict[str, np.ndarray]) -> pd.DataFrame:
                 raise ValueError(f"profiles {a!r} {x.shape} and {b!r} {y.shape} differ in length")
             flat = np.ptp(x) == 0 or np.ptp(y) == 0
             res = None if flat else stats.spearmanr(x, y)
-            rows.append({"a": a, "b": b,
-                         "rho": float("nan") if res is None else float(res.statistic),
-                         "p": float("nan") if res is None else float(res.pvalue),
-                         "n_layers": int(x.size)})
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "rho": float("nan") if res is None else float(res.statistic),
+                    "p": float("nan") if res is None else float(res.pvalue),
+                    "n_layers": int(x.size),
+                }
+            )
     return pd.DataFrame(rows, columns=["a", "b", "rho", "p", "n_layers"])

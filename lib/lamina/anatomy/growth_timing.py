@@ -64,14 +64,24 @@ def time_phases(
         for key in order_rng.permutation(sorted(kinds)):
             params = enter_phase(model, kinds[key])
             model.train()
-            batch = [train_ids[torch.randint(0, train_ids.shape[0], (batch_size,), generator=gen)]
-                     .to(device) for _ in range(steps + 1)]  # fmt: skip
+            batch = [
+                train_ids[torch.randint(0, train_ids.shape[0], (batch_size,), generator=gen)].to(
+                    device
+                )
+                for _ in range(steps + 1)
+            ]
             next_token_step(model, opt, params, batch[0], lr, 1.0)  # warm-up, untimed
             t0 = synced_clock(device)
             for ids in batch[1:]:
                 next_token_step(model, opt, params, ids, lr, 1.0)
-            rows.append({"repeat": r, "key": str(key), "device": device.type,
-                         "seconds": (synced_clock(device) - t0) / steps})  # fmt: skip
+            rows.append(
+                {
+                    "repeat": r,
+                    "key": str(key),
+                    "device": device.type,
+                    "seconds": (synced_clock(device) - t0) / steps,
+                }
+            )
     for p in model.parameters():
         p.requires_grad_(True)
     return pd.DataFrame(rows)

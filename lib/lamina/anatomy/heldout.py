@@ -185,8 +185,9 @@ def heldout_text(
             raise ValueError(f"play {names[i]!r} is too short for {parts[i]} windows")
         play_windows.append((i, window))
     if len(play_windows) + len(cur_windows) < need:
-        raise ValueError(f"the held-out text of {corpus} gives too few tokens; {n_tokens} were "
-                         "asked for")
+        raise ValueError(
+            f"the held-out text of {corpus} gives too few tokens; {n_tokens} were asked for"
+        )
     rows: list[list[int]] = []
     units: list[int] = []
     sources, unit_names = ["play"] * len(names), list(names)

@@ -87,8 +87,9 @@ def unit_sums(skip: pd.DataFrame, doc_ids: np.ndarray | None) -> UnitSums:
     groups = np.arange(per.shape[1]) if doc_ids is None else np.asarray(doc_ids)[: per.shape[1]]
     _, g = np.unique(groups, return_inverse=True)
     layers = np.stack([np.bincount(g, row) for row in per], axis=1)  # (G, L)
-    return UnitSums(np.bincount(g).astype(float), np.bincount(g, base), layers,
-                    skip["layer"].to_numpy())  # fmt: skip
+    return UnitSums(
+        np.bincount(g).astype(float), np.bincount(g, base), layers, skip["layer"].to_numpy()
+    )
 
 
 def _quantiles(draws: np.ndarray, level: float, n_units: int) -> tuple[float, float]:
@@ -118,13 +119,25 @@ def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int)
     draws = log_range(us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed)), sig)
     lo, hi = _quantiles(draws, 0.95, us.n_units)
     d = skip.set_index("layer")["delta_pct"][sig]
-    where = (f"max layer {int(d.idxmax())} ({d.max():+,.4g}%), min layer {int(d.idxmin())} "
-             f"({d.min():+,.4g}%)") if len(d) else "no layer's CI excludes 0"  # fmt: skip
-    return {"estimate": est, "ci_low": lo, "ci_high": hi, "sided": "two-sided",
-            "effect_size": float(sig.sum()), "effect_name": "layers whose CI excludes 0",
-            "n_units": us.n_units, "detail": where,
-            "untestable": None if np.isfinite(est) else "fewer than 2 layers raise PPL "
-            "significantly"}  # fmt: skip
+    where = (
+        (
+            f"max layer {int(d.idxmax())} ({d.max():+,.4g}%), min layer {int(d.idxmin())} "
+            f"({d.min():+,.4g}%)"
+        )
+        if len(d)
+        else "no layer's CI excludes 0"
+    )
+    return {
+        "estimate": est,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "two-sided",
+        "effect_size": float(sig.sum()),
+        "effect_name": "layers whose CI excludes 0",
+        "n_units": us.n_units,
+        "detail": where,
+        "untestable": None if np.isfinite(est) else "fewer than 2 layers raise PPL significantly",
+    }
 
 
 def core_share_p(n_layers: int, n_core: int, n_top: int, hits: int) -> float:
@@ -157,13 +170,19 @@ def measure_core(
     draws = us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed + 1))
     tops = us.layer_ids[np.argsort(-draws, axis=1, kind="stable")[:, :k]]
     lo, hi = _quantiles(np.isin(tops, core).mean(1), 0.90, us.n_units)
-    return {"estimate": hits / k, "ci_low": lo, "ci_high": hi, "sided": "greater",
-            "p": core_share_p(n_layers, k, k, hits),
-            "p_opposite": float(stats.hypergeom.cdf(hits, n_layers, k, k)),
-            "effect_size": float(top[0]), "effect_name": "most important layer",
-            "n_units": us.n_units,
-            "detail": f"top {k}: layers {', '.join(map(str, sorted(top)))}; core "
-            f"{', '.join(map(str, core))} of {n_layers}"}  # fmt: skip
+    return {
+        "estimate": hits / k,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "p": core_share_p(n_layers, k, k, hits),
+        "p_opposite": float(stats.hypergeom.cdf(hits, n_layers, k, k)),
+        "effect_size": float(top[0]),
+        "effect_name": "most important layer",
+        "n_units": us.n_units,
+        "detail": f"top {k}: layers {', '.join(map(str, sorted(top)))}; core "
+        f"{', '.join(map(str, core))} of {n_layers}",
+    }
 
 
 def measure_core_max(
@@ -188,20 +207,30 @@ def measure_core_max(
         lo, hi = _quantiles(np.log10(np.where(draws > 0, draws, np.nan)), 0.95, us.n_units)
     at0 = f"{d[ids.index(0)]:+,.0f}%" if 0 in ids else "not swept"
     top = int(us.layer_ids[np.argmax(d)])
-    return {"estimate": float(np.log10(peak)), "ci_low": lo, "ci_high": hi,
-            "sided": "two-sided", "effect_size": float(us.layer_ids[in_core][np.argmax(d[in_core])]),
-            "effect_name": "core layer with the largest skip delta_pct", "n_units": us.n_units,
-            "detail": f"core peak {peak:+,.0f}%; outside the core, not deciding it: layer 0 "
-            f"{at0}, largest layer {top} ({d.max():+,.0f}%)"}  # fmt: skip
+    return {
+        "estimate": float(np.log10(peak)),
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "two-sided",
+        "effect_size": float(us.layer_ids[in_core][np.argmax(d[in_core])]),
+        "effect_name": "core layer with the largest skip delta_pct",
+        "n_units": us.n_units,
+        "detail": f"core peak {peak:+,.0f}%; outside the core, not deciding it: layer 0 "
+        f"{at0}, largest layer {top} ({d.max():+,.0f}%)",
+    }
 
 
-def anti_layers(us: UnitSums, skip: pd.DataFrame, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+def anti_layers(
+    us: UnitSums, skip: pd.DataFrame, alpha: float = 0.05
+) -> tuple[np.ndarray, np.ndarray]:
     """(anti-layers, BH q-values (L,)): the layers whose skip lowers the NLL, by a one-sided
     Wilcoxon signed-rank test over units per layer, Benjamini-Hochberg q < ``alpha`` over the
     layers, with the paired 95% CI of delta_pct (``skip["delta_ci_high"]``) below 0."""
     diff = us.differences()  # (G, L)
-    ps = [float(stats.wilcoxon(col, alternative="less").pvalue) if np.any(col != 0) else 1.0
-          for col in diff.T]  # fmt: skip
+    ps = [
+        float(stats.wilcoxon(col, alternative="less").pvalue) if np.any(col != 0) else 1.0
+        for col in diff.T
+    ]
     q = fdr_bh(ps)["q_value"].to_numpy()
     ci_high = skip.set_index("layer")["delta_ci_high"].reindex(us.layer_ids).to_numpy()
     return us.layer_ids[(q < alpha) & (ci_high < 0)], q
@@ -211,9 +240,13 @@ def measure_anti(anti: np.ndarray, q: np.ndarray, n_units: int) -> dict[str, Any
     """The number of anti-layers (:func:`anti_layers`); a count row, no CI (the BH rule
     controls the chance of any false one at 5% when no layer is an anti-layer)."""
     names = ", ".join(map(str, anti)) or "none"
-    return {"estimate": float(len(anti)), "effect_size": float(np.nanmin(q)) if len(q) else np.nan,
-            "effect_name": "smallest BH q over layers", "n_units": n_units,
-            "detail": f"anti-layers: {names}"}  # fmt: skip
+    return {
+        "estimate": float(len(anti)),
+        "effect_size": float(np.nanmin(q)) if len(q) else np.nan,
+        "effect_name": "smallest BH q over layers",
+        "n_units": n_units,
+        "detail": f"anti-layers: {names}",
+    }
 
 
 def measure_anti_at(anti: np.ndarray, n_layers: int, mapping: str, why: str = "") -> dict[str, Any]:
@@ -223,10 +256,13 @@ def measure_anti_at(anti: np.ndarray, n_layers: int, mapping: str, why: str = ""
     if any(a is None for a in at):
         return {"untestable": why}
     found = [any(x in (a or []) for x in anti) for a in at]
-    mapped = "; ".join(f"L{p} -> {', '.join(map(str, a or []))}"
-                       for p, a in zip(PAPER_ANTI, at, strict=True))  # fmt: skip
-    return {"estimate": float(sum(found)), "detail": f"{mapped}; anti-layers anywhere: "
-            f"{', '.join(map(str, anti)) or 'none'}"}  # fmt: skip
+    mapped = "; ".join(
+        f"L{p} -> {', '.join(map(str, a or []))}" for p, a in zip(PAPER_ANTI, at, strict=True)
+    )
+    return {
+        "estimate": float(sum(found)),
+        "detail": f"{mapped}; anti-layers anywhere: {', '.join(map(str, anti)) or 'none'}",
+    }
 
 
 def core_layers(n_layers: int) -> list[int]:

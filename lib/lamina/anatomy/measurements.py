@@ -42,8 +42,14 @@ from lamina.anatomy.robustness import (
 )
 from lamina.evidence.decide import GateResult, Measurement
 
-__all__ = ["DEPTH_FIT_GATE", "R2_TOLERANCE", "AnatomyTables", "MeasureOptions",
-           "depth_fit_gate", "measure_anatomy"]  # fmt: skip
+__all__ = [
+    "DEPTH_FIT_GATE",
+    "R2_TOLERANCE",
+    "AnatomyTables",
+    "MeasureOptions",
+    "depth_fit_gate",
+    "measure_anatomy",
+]
 
 R2_TOLERANCE = 0.1  # a fit "as good as the paper's" has R^2 >= 0.91 - 0.1 (ours)
 DEPTH_FIT_GATE = "p3-anatomy-depth-fit"
@@ -101,16 +107,26 @@ def _m(kw: dict[str, Any]) -> Measurement:
     return Measurement(**kw)
 
 
-def measure_anatomy(t: AnatomyTables, o: MeasureOptions) -> tuple[dict[str, Measurement], dict[str, GateResult]]:
+def measure_anatomy(
+    t: AnatomyTables, o: MeasureOptions
+) -> tuple[dict[str, Measurement], dict[str, GateResult]]:
     """({claim id: measurement}, {gate name: result}) of every claim of
     :mod:`lamina.anatomy.claims` on one model's tables; a claim whose tables are missing gets
     an untestable measurement that says so."""
     out: dict[str, dict[str, Any]] = {}
     b, s = o.n_bootstrap, o.seed
     missing = {"untestable": "not measured in this run (see the notes)"}
-    for cid, target in (("r2", "raw entries"), ("r2-gate", GATE), ("r2-summary", "layer summaries")):
+    for cid, target in (
+        ("r2", "raw entries"),
+        ("r2-gate", GATE),
+        ("r2-summary", "layer summaries"),
+    ):
         terms = t.terms.get(target)
-        out[cid] = missing if terms is None else measure_r2(terms, t.r2_null.get(target, np.array([])), b, s, target)
+        out[cid] = (
+            missing
+            if terms is None
+            else measure_r2(terms, t.r2_null.get(target, np.array([])), b, s, target)
+        )
     gates = {DEPTH_FIT_GATE: depth_fit_gate(out["r2"])}
     if t.delta is not None and len(t.delta):
         out["delta-structure"] = measure_delta_structure(t.delta, b, s)
@@ -118,8 +134,11 @@ def measure_anatomy(t: AnatomyTables, o: MeasureOptions) -> tuple[dict[str, Meas
     else:
         out["delta-structure"] = out["delta"] = missing
     out["predicted"] = measure_predicted(t.sweep, o.catastrophic_pct, b, s)
-    out["accumulation"] = (missing if t.joint_nll is None else
-                           measure_accumulation(t.sweep, t.joint_nll, t.doc_ids, b, s))  # fmt: skip
+    out["accumulation"] = (
+        missing
+        if t.joint_nll is None
+        else measure_accumulation(t.sweep, t.joint_nll, t.doc_ids, b, s)
+    )
     skip = skip_rows(t.sweep)
     if skip.empty:
         for k in ("range", "core", "core-max", "anti", "anti-at", "recovery"):

@@ -63,4 +63,3 @@ def mapped_layers(
     if mapping == "none" and n_layers != PAPER_L:
         return None
     return paper_layers(paper, n_layers, PAPER_L)
-

@@ -103,7 +103,9 @@ def ridge_depth_fit(
         keep = np.arange(n) != j
         pred[j] = x[j] @ ridge(x[keep], w[keep], alpha)
     sse, sst = fit_terms(w, pred)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a layer at the mean: its own R2 is undefined
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # a layer at the mean: its own R2 is undefined
         per_layer = 1.0 - sse / sst
     return float(1.0 - sse.sum() / sst.sum()), per_layer, pred
 
@@ -127,8 +129,10 @@ def depth_fit_terms(
     for role, w in stacks.items():
         _, _, pred = ridge_depth_fit(w, alpha=alpha, degree=degree)
         sse, sst = fit_terms(np.asarray(w, np.float64), pred)
-        rows += [{"matrix": role, "layer": l, "sse": float(a), "sst": float(b)}
-                 for l, (a, b) in enumerate(zip(sse, sst, strict=True))]  # fmt: skip
+        rows += [
+            {"matrix": role, "layer": l, "sse": float(a), "sst": float(b)}
+            for l, (a, b) in enumerate(zip(sse, sst, strict=True))
+        ]
     return pd.DataFrame(rows, columns=["matrix", "layer", "sse", "sst"])
 
 
@@ -150,8 +154,15 @@ def weight_predictability(
         if per_layer:
             rows += [{**base, "layer": l, "r2": float(v)} for l, v in enumerate(r2_layer)]
         else:
-            rows.append({**base, "r2": r2, "n_layers": w.shape[0], "n_params": w.shape[1],
-                         "target": "raw entries"})  # fmt: skip
+            rows.append(
+                {
+                    **base,
+                    "r2": r2,
+                    "n_layers": w.shape[0],
+                    "n_params": w.shape[1],
+                    "target": "raw entries",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -183,9 +194,17 @@ def summary_predictability(
     rows = []
     for role, w in summary_stacks(structure).items():
         r2, _, _ = ridge_depth_fit(w, alpha=alpha, degree=degree)
-        rows.append({"matrix": role, "alpha": alpha, "degree": degree, "r2": r2,
-                     "n_layers": w.shape[0], "n_params": w.shape[1],
-                     "target": "layer summaries"})  # fmt: skip
+        rows.append(
+            {
+                "matrix": role,
+                "alpha": alpha,
+                "degree": degree,
+                "r2": r2,
+                "n_layers": w.shape[0],
+                "n_params": w.shape[1],
+                "target": "layer summaries",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -235,11 +254,15 @@ def _spectrum(w: torch.Tensor) -> np.ndarray:
 def layer_structure(model: nn.Module) -> pd.DataFrame:
     """Per-layer, per-matrix structure of ``model``'s weights (:func:`matrix_structure`)."""
     adapter = get_adapter(model)
-    return matrix_structure({
-        role: [weight_of(adapter.block_part(model, l, path)).detach().double().cpu().numpy()
-               for l in range(adapter.n_layers(model))]
-        for role, path in matrix_types(model).items()
-    })
+    return matrix_structure(
+        {
+            role: [
+                weight_of(adapter.block_part(model, l, path)).detach().double().cpu().numpy()
+                for l in range(adapter.n_layers(model))
+            ]
+            for role, path in matrix_types(model).items()
+        }
+    )
 
 
 def matrix_structure(mats: dict[str, list[np.ndarray]]) -> pd.DataFrame:
@@ -258,9 +281,16 @@ def matrix_structure(mats: dict[str, list[np.ndarray]]) -> pd.DataFrame:
             s = np.linalg.svd(np.asarray(w, np.float64), compute_uv=False)
             p = s / s.sum()
             p = p[p > 0]
-            rows.append({"layer": l, "matrix": role, "frobenius": float(np.sqrt((s**2).sum())),
-                         "spectral": float(s[0]), "stable_rank": float((s**2).sum() / s[0] ** 2),
-                         "effective_rank": float(np.exp(-(p * np.log(p)).sum()))})
+            rows.append(
+                {
+                    "layer": l,
+                    "matrix": role,
+                    "frobenius": float(np.sqrt((s**2).sum())),
+                    "spectral": float(s[0]),
+                    "stable_rank": float((s**2).sum() / s[0] ** 2),
+                    "effective_rank": float(np.exp(-(p * np.log(p)).sum())),
+                }
+            )
     return pd.DataFrame(rows).sort_values("layer", kind="stable", ignore_index=True)
 
 

@@ -19,8 +19,14 @@ from lamina.anatomy.perplexity import TokenIds, perplexity, require_lm
 from lamina.anatomy.surgery import noise_layer
 from lamina.evidence.stats import partial_spearman
 
-__all__ = ["Recovery", "crossing_step", "measure_recovery", "recovery_steps", "restore_all",
-           "speed_rank"]  # fmt: skip
+__all__ = [
+    "Recovery",
+    "crossing_step",
+    "measure_recovery",
+    "recovery_steps",
+    "restore_all",
+    "speed_rank",
+]
 
 
 class Recovery(TypedDict):
@@ -130,9 +136,17 @@ def recovery_steps(
         opt = torch.optim.AdamW(list(model.parameters()), lr=lr, weight_decay=weight_decay)
         if found is None:
             found = _fine_tune_until(
-                model, opt, train, batch_size, seed, eval_ppl, target, eval_every, budget_steps,
+                model,
+                opt,
+                train,
+                batch_size,
+                seed,
+                eval_ppl,
+                target,
+                eval_every,
+                budget_steps,
                 curve,
-            )  # fmt: skip
+            )
     return {
         "layer": layer,
         "baseline_ppl": base,
@@ -161,8 +175,9 @@ def crossing_step(curve: list[tuple[int, float]], target: float) -> float | None
     return None
 
 
-def speed_rank(curve: list[tuple[int, float]], baseline_ppl: float, target: float,
-               budget_steps: int) -> float:  # fmt: skip
+def speed_rank(
+    curve: list[tuple[int, float]], baseline_ppl: float, target: float, budget_steps: int
+) -> float:
     """A recovery time that orders every layer (larger = slower): :func:`crossing_step` when
     the run recovered; otherwise budget_steps + the share of the initial log-PPL excess still
     left at the last evaluation, so that censored layers rank after every recovered one and,
@@ -191,8 +206,10 @@ def measure_recovery(
     common = importance.index.intersection(r.index)
     r = r.loc[common]
     damage = (r["perturbed_ppl"] / r["baseline_ppl"]).to_numpy(float)
-    values = "; ".join(f"layer {l}: {d:.3g}x, time {t:.3g}"
-                       for l, d, t in zip(common, damage, r["steps_ranked"], strict=True))  # fmt: skip
+    values = "; ".join(
+        f"layer {l}: {d:.3g}x, time {t:.3g}"
+        for l, d, t in zip(common, damage, r["steps_ranked"], strict=True)
+    )
     if len(common) < 5:
         return {"untestable": f"{len(common)} fine-tuned layers; a partial correlation needs 5"}
     if not r["recovered"].any():
@@ -203,7 +220,14 @@ def measure_recovery(
     x = importance.loc[common].to_numpy(float)
     pc = partial_spearman(x, y, damage, n_resamples=n_resamples, seed=seed)
     plain = float(pd.Series(x).corr(pd.Series(y), method="spearman"))
-    return {"estimate": pc["rho"], "ci_low": pc["ci_low"], "ci_high": pc["ci_high"],
-            "sided": "two-sided", "p": pc["p"], "effect_size": plain,
-            "effect_name": "plain Spearman rho", "n_units": len(common),
-            "detail": f"{int(r['recovered'].sum())} of {len(common)} layers recovered"}  # fmt: skip
+    return {
+        "estimate": pc["rho"],
+        "ci_low": pc["ci_low"],
+        "ci_high": pc["ci_high"],
+        "sided": "two-sided",
+        "p": pc["p"],
+        "effect_size": plain,
+        "effect_name": "plain Spearman rho",
+        "n_units": len(common),
+        "detail": f"{int(r['recovered'].sum())} of {len(common)} layers recovered",
+    }

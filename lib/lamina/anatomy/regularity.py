@@ -59,9 +59,14 @@ def delta_table(stacks: dict[str, np.ndarray]) -> pd.DataFrame:
         s2 = w.var(axis=1)
         for l in range(len(s2) - 2):
             den = np.sqrt((s2[l] + s2[l + 1]) * (s2[l + 1] + s2[l + 2]))
-            rows.append({"matrix": role, "layer": l,
-                         "corr": float(np.corrcoef(d[l], d[l + 1])[0, 1]),
-                         "corr_null": float(-s2[l + 1] / den)})
+            rows.append(
+                {
+                    "matrix": role,
+                    "layer": l,
+                    "corr": float(np.corrcoef(d[l], d[l + 1])[0, 1]),
+                    "corr_null": float(-s2[l + 1] / den),
+                }
+            )
     return pd.DataFrame(rows, columns=["matrix", "layer", "corr", "corr_null"])
 
 
@@ -128,15 +133,18 @@ def measure_r2(
     draws = _mean_r2(sse, sst, idx)
     draws = draws[np.isfinite(draws)]
     a = 1 - expanded_level(0.90, n_layers)
-    lo, hi = (np.quantile(draws, [a / 2, 1 - a / 2]) if draws.size >= 10
-              else (np.nan, np.nan))  # fmt: skip
+    lo, hi = np.quantile(draws, [a / 2, 1 - a / 2]) if draws.size >= 10 else (np.nan, np.nan)
     null = np.asarray(null, float)
     out: dict[str, Any] = {
-        "estimate": est, "ci_low": float(lo), "ci_high": float(hi), "sided": "greater",
+        "estimate": est,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "sided": "greater",
         "effect_size": float(np.median(null)) if null.size else np.nan,
-        "effect_name": "median R2 with the layer order shuffled", "n_units": n_layers,
+        "effect_name": "median R2 with the layer order shuffled",
+        "n_units": n_layers,
         "detail": f"{what}: {sse.shape[0]} matrix type(s), {n_layers} layers",
-    }  # fmt: skip
+    }
     if null.size:
         out["p"] = float((1 + np.sum(null >= est)) / (1 + null.size))
         out["p_opposite"] = float((1 + np.sum(null <= est)) / (1 + null.size))
@@ -170,10 +178,15 @@ def measure_delta_structure(delta: pd.DataFrame, n_bootstrap: int, seed: int) ->
     t = _type_means(delta)
     x = t["diff"].to_numpy(float)
     lo, hi = _type_ci(x, 0.90, n_bootstrap, seed)
-    out: dict[str, Any] = {"estimate": float(x.mean()) if len(x) else np.nan, "ci_low": lo,
-                           "ci_high": hi, "sided": "less", "n_units": len(x),
-                           "effect_size": float(delta["corr_null"].mean()) if len(delta) else np.nan,
-                           "effect_name": "mean correlation independent layers give"}  # fmt: skip
+    out: dict[str, Any] = {
+        "estimate": float(x.mean()) if len(x) else np.nan,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "less",
+        "n_units": len(x),
+        "effect_size": float(delta["corr_null"].mean()) if len(delta) else np.nan,
+        "effect_name": "mean correlation independent layers give",
+    }
     if len(x) < 2 or not np.any(x != 0):
         return out | {"untestable": f"{len(x)} matrix type(s): too few for a test"}
     out["p"] = float(stats.wilcoxon(x, alternative="less").pvalue)
@@ -187,7 +200,12 @@ def measure_delta(delta: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str,
     so the claim's precondition is the structure beyond that null)."""
     x = _type_means(delta)["corr"].to_numpy(float)
     lo, hi = _type_ci(x, 0.95, n_bootstrap, seed)
-    return {"estimate": float(x.mean()) if len(x) else np.nan, "ci_low": lo, "ci_high": hi,
-            "sided": "two-sided", "n_units": len(x),
-            "effect_size": float(delta["corr_null"].mean()) if len(delta) else np.nan,
-            "effect_name": "mean correlation independent layers give"}  # fmt: skip
+    return {
+        "estimate": float(x.mean()) if len(x) else np.nan,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "two-sided",
+        "n_units": len(x),
+        "effect_size": float(delta["corr_null"].mean()) if len(delta) else np.nan,
+        "effect_name": "mean correlation independent layers give",
+    }

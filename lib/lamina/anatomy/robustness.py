@@ -70,12 +70,16 @@ def measure_predicted(
     excess = np.log1p(d / 100) - np.log1p(threshold_pct / 100)
     skip = sweep[sweep["surgery"] == "skip"].set_index("layer")["delta_pct"]
     vs_skip = d - skip.reindex(pr["layer"]).to_numpy(float)
-    out: dict[str, Any] = {"estimate": float(np.median(d)), "ci_low": lo, "ci_high": hi,
-                           "sided": "greater", "n_units": len(d),
-                           "effect_size": float(np.nanmedian(vs_skip))
-                           if np.isfinite(vs_skip).any() else np.nan,
-                           "effect_name": "median (predicted - skip) delta_pct",
-                           "detail": f"layers {', '.join(map(str, pr['layer']))}"}  # fmt: skip
+    out: dict[str, Any] = {
+        "estimate": float(np.median(d)),
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "n_units": len(d),
+        "effect_size": float(np.nanmedian(vs_skip)) if np.isfinite(vs_skip).any() else np.nan,
+        "effect_name": "median (predicted - skip) delta_pct",
+        "detail": f"layers {', '.join(map(str, pr['layer']))}",
+    }
     above, n = int((excess > 0).sum()), int((excess != 0).sum())
     if n == 0:
         return out | {"untestable": "every layer exactly at the threshold"}
@@ -110,8 +114,10 @@ def measure_accumulation(
     joint = np.bincount(g, np.asarray(joint_nll, float)) - us.base  # (G,) nats x windows
     single = (us.layers - us.base[:, None]).sum(1)  # (G,)
     if single.sum() <= 0:
-        return {"untestable": "the single-layer replacements do not raise PPL in total "
-                f"({single.sum() / us.counts.sum():+.3g} nats per token)"}  # fmt: skip
+        return {
+            "untestable": "the single-layer replacements do not raise PPL in total "
+            f"({single.sum() / us.counts.sum():+.3g} nats per token)"
+        }
     idx = cluster_draws(us.n_units, n_bootstrap, seed + 5)
     with np.errstate(divide="ignore", invalid="ignore"):
         draws = joint[idx].sum(1) / single[idx].sum(1)
@@ -120,13 +126,16 @@ def measure_accumulation(
     inter = (joint - single) / us.counts
     layers = ", ".join(map(str, pr["layer"]))
     out: dict[str, Any] = {
-        "estimate": float(joint.sum() / single.sum()), "ci_low": lo, "ci_high": hi,
-        "sided": "greater", "n_units": us.n_units,
+        "estimate": float(joint.sum() / single.sum()),
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "n_units": us.n_units,
         "effect_size": float(100 * np.expm1(joint.sum() / us.counts.sum())),
         "effect_name": "delta_pct with every layer replaced at once",
         "detail": f"layers {layers} replaced jointly; interaction "
         f"{inter.mean():+.3g} nats per token (mean over units)",
-    }  # fmt: skip
+    }
     if us.n_units < 3:
         return out | {"untestable": f"{us.n_units} unit(s) of held-out text; a test needs 3"}
     out["p"] = sign_flip_test(inter, n_flips, seed, alternative="greater")
@@ -134,8 +143,9 @@ def measure_accumulation(
     return out
 
 
-def _worst(rows: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
-           ) -> tuple[float, float, float, int]:  # fmt: skip
+def _worst(
+    rows: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
+) -> tuple[float, float, float, int]:
     """(worst-layer delta_pct, its CI (one-sided 95% bounds), units) of one surgery's rows."""
     us = unit_sums(rows, doc_ids)
     d = us.delta_pct()
@@ -154,9 +164,15 @@ def measure_scaling(
     if rows.empty:
         return {"untestable": "scale was not swept"}
     worst, lo, hi, n = _worst(rows, doc_ids, n_bootstrap, seed)
-    return {"estimate": worst, "ci_low": lo, "ci_high": hi, "sided": "less", "n_units": n,
-            "detail": f"{len(rows)} layers, worst layer "
-            f"{int(rows.loc[rows['delta_pct'].idxmax(), 'layer'])}"}  # fmt: skip
+    return {
+        "estimate": worst,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "less",
+        "n_units": n,
+        "detail": f"{len(rows)} layers, worst layer "
+        f"{int(rows.loc[rows['delta_pct'].idxmax(), 'layer'])}",
+    }
 
 
 def measure_preserving(
@@ -176,5 +192,7 @@ def measure_preserving(
             kept.append(f"{s} ({worst:+.3g}%)")
     if not tested:
         return {"untestable": "none of the other four strategies was swept"}
-    return {"estimate": float(len(kept)),
-            "detail": f"preserving: {', '.join(kept) or 'none'} of {', '.join(tested)}"}  # fmt: skip
+    return {
+        "estimate": float(len(kept)),
+        "detail": f"preserving: {', '.join(kept) or 'none'} of {', '.join(tested)}",
+    }

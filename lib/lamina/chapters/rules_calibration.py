@@ -29,8 +29,14 @@ from lamina.trajectory.calibration import default_cache, row_text, summarise
 
 __all__ = ["cache_key", "rules_markdown"]
 
-CODE = ("chapters/weight_update_signature", "chapters/results.py", "weights", "anatomy",
-        "evidence", "trajectory/calibration.py")  # under lib/lamina
+CODE = (
+    "chapters/weight_update_signature",
+    "chapters/results.py",
+    "weights",
+    "anatomy",
+    "evidence",
+    "trajectory/calibration.py",
+)  # under lib/lamina
 
 
 def cache_key(n_seeds: int) -> str:
@@ -59,15 +65,23 @@ def _rows(which: str, n_seeds: int) -> pd.DataFrame:
 
 
 def _head(size: str) -> str:
-    return ("| claim | main | FPR (null: reproduced, partially or smaller than claimed) "
-            f"| power at {size} | power at half size | targets |\n|---|---|---|---|---|---|")
+    return (
+        "| claim | main | FPR (null: reproduced, partially or smaller than claimed) "
+        f"| power at {size} | power at half size | targets |\n|---|---|---|---|---|---|"
+    )
 
 
 def _section(title: str, runs: pd.DataFrame, size: str) -> list[str]:
     s = summarise(runs)
     cost = float(np.mean(runs.attrs["seconds"]))
-    lines = [f"### {title}", "", f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of "
-             "computation per seed, all three sources, on one core).", "", _head(size)]
+    lines = [
+        f"### {title}",
+        "",
+        f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of "
+        "computation per seed, all three sources, on one core).",
+        "",
+        _head(size),
+    ]
     lines += [row_text(r) for r in s.itertuples()]
     for r in s.itertuples():
         if not (r.calibrated and r.fpr_ok and r.power_ok):
@@ -87,23 +101,33 @@ def _paper3_section(runs: pd.DataFrame) -> list[str]:
 
     table = calibration_table(paper3_specs(), calibration_rates(runs))
     cost = float(np.mean(runs.attrs["seconds"]))
-    lines = ["### Paper 3: layer anatomy and Growth Training", "",
-             f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of computation per seed, "
-             "every source, on one core). FPR: the null's share of rows that say the claim "
-             "holds (an effect present, a count or location as claimed); power: the planted "
-             "source's share read as claimed; half size: the shares reading \"smaller than "
-             "claimed\" and \"reproduced\" (95% Wilson intervals).", "",
-             "| claim | FPR on the null | power at the paper's size | half size: smaller / "
-             "reproduced | status |", "|---|---|---|---|---|"]
+    lines = [
+        "### Paper 3: layer anatomy and Growth Training",
+        "",
+        f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of computation per seed, "
+        "every source, on one core). FPR: the null's share of rows that say the claim "
+        "holds (an effect present, a count or location as claimed); power: the planted "
+        "source's share read as claimed; half size: the shares reading \"smaller than "
+        'claimed" and "reproduced" (95% Wilson intervals).',
+        "",
+        "| claim | FPR on the null | power at the paper's size | half size: smaller / "
+        "reproduced | status |",
+        "|---|---|---|---|---|",
+    ]
     for r in table.to_dict("records"):
         if not str(r["status"]).startswith("calibrated"):
             lines.append(f"| `{r['claim_id']}` | | | | {r['status']} |")
             continue
-        half = (f"{r['half_smaller']:.0%} / {r['half_reproduced']:.0%}"
-                if np.isfinite(r.get("half_smaller", np.nan)) else "n/a")
-        lines.append(f"| `{r['claim_id']}` | {_pct(r['fpr'], r['fpr_low'], r['fpr_high'])} | "
-                     f"{_pct(r['power'], r['power_low'], r['power_high'])} | {half} | "
-                     f"calibrated: {r['null']} |")
+        half = (
+            f"{r['half_smaller']:.0%} / {r['half_reproduced']:.0%}"
+            if np.isfinite(r.get("half_smaller", np.nan))
+            else "n/a"
+        )
+        lines.append(
+            f"| `{r['claim_id']}` | {_pct(r['fpr'], r['fpr_low'], r['fpr_high'])} | "
+            f"{_pct(r['power'], r['power_low'], r['power_high'])} | {half} | "
+            f"calibrated: {r['null']} |"
+        )
     return [*lines, ""]
 
 

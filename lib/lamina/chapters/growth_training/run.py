@@ -27,12 +27,9 @@ from lamina.anatomy.growth import (
     uniform_schedule,
     warmup_cosine,
 )
-from lamina.anatomy.growth_claims import CONTROLS, GrowthTables, judge_growth, measure_growth
+from lamina.anatomy.growth_claims import CONTROLS, compare_growth, judge_growth, measure_growth
 from lamina.anatomy.growth_compare import (
     LEARNED_GATE,
-    budget_comparison,
-    compare_runs,
-    learning_gate,
     unigram_loss,
 )
 from lamina.anatomy.growth_orders import (
@@ -43,7 +40,7 @@ from lamina.anatomy.growth_orders import (
     real_label,
 )
 from lamina.anatomy.growth_text import clean_val_windows
-from lamina.anatomy.growth_timing import modelled_wall, time_phases
+from lamina.anatomy.growth_timing import time_phases
 from lamina.chapters.growth_training.config import CHAPTER, PAPER_SCALE, GrowthConfig
 from lamina.chapters.growth_training.importance import (
     build_model,
@@ -201,10 +198,17 @@ def _train_runs(
             model = build_model(config, tok, seed)
             n_params = sum(p.numel() for p in model.parameters())
             df = train_with_schedule(
-                model, phases, train, val, lr=config.lr, batch_size=config.batch_size,
-                seed=seed, eval_every=config.eval_every,
-                carry_optimizer=config.carry_optimizer, lr_scale=lr_scale,
-            )  # fmt: skip
+                model,
+                phases,
+                train,
+                val,
+                lr=config.lr,
+                batch_size=config.batch_size,
+                seed=seed,
+                eval_every=config.eval_every,
+                carry_optimizer=config.carry_optimizer,
+                lr_scale=lr_scale,
+            )
             t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
             # arms run one after another in this process; the load average says what
             # else shared the CPUs while each was timed
@@ -243,31 +247,14 @@ def _claims(
     unigram: float,
     timing: pd.DataFrame,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], GateResult]:
-    """(claims judged by :mod:`lamina.anatomy.growth_claims`, {curves, comparison, budgets,
-    orders, baseline}, the learning gate). The curves' ``wall_s`` becomes the clock modelled
-    from the interleaved timing (:func:`lamina.anatomy.growth_timing.modelled_wall`; the
-    clock measured while each arm trained is kept as ``wall_measured_s``)."""
-    curves = curves.assign(wall_measured_s=curves["wall_s"],
-                           wall_s=modelled_wall(curves, plans, timing))
-    cmp = compare_runs(curves)
-    budgets = pd.concat(
-        [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
-    )
-    controls = [c for c in CONTROLS if c in config.schedules]
-    orders = pd.concat(
-        [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
-        or [pd.DataFrame(columns=["run", "seed", "control", "loss_ratio"])],
-        ignore_index=True,
-    )
-    gate = learning_gate(cmp, unigram, config.learn_gate)
+    """(claims judged by :mod:`lamina.anatomy.growth_claims`, the comparison tables of
+    :func:`lamina.anatomy.growth_claims.compare_growth`, the learning gate)."""
+    controls = tuple(c for c in CONTROLS if c in config.schedules)
     machine = f"{next(iter(timing['device']), 'cpu')}, {torch.get_num_threads()} thread(s)"
-    t = GrowthTables(budgets, orders, cmp, timing, plans, sources, machine)
+    t, gate, tables = compare_growth(
+        curves, plans, sources, unigram, timing, controls, config.learn_gate, machine
+    )
     rows = judge_growth(label, measure_growth(t), {LEARNED_GATE: gate}, tuple(sources))
-    baseline = cmp[["run", "seed", "final_val_loss"]].assign(
-        unigram_loss=unigram, ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
-        learn_gate=config.learn_gate, gate_passed=gate.passed)
-    tables = {"curves": curves, "comparison": cmp, "budgets": budgets, "orders": orders,
-              "baseline": baseline}
     return claims_frame(rows), tables, gate
 
 
@@ -396,9 +383,16 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
         curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
         phases = [p for by_run in plans.values() for ps in by_run.values() for p in ps]
-        timing = time_phases(lambda: build_model(config, tok, 0), phases, train,
-                             config.batch_size, config.lr, repeats=TIMING_REPEATS,
-                             steps=TIMING_STEPS, seed=0)
+        timing = time_phases(
+            lambda: build_model(config, tok, 0),
+            phases,
+            train,
+            config.batch_size,
+            config.lr,
+            repeats=TIMING_REPEATS,
+            steps=TIMING_STEPS,
+            seed=0,
+        )
     claims, parts, gate = _claims(config, label, curves, plans, sources, unigram, timing)
     imp = _importance_table(config.n_layers, ref_name, importance, mapped)
     tables = {

@@ -192,8 +192,9 @@ class AnatomyConfig(ChapterConfig):
         if self.plays is not None and self.plays not in PLAYS:
             raise ValueError(f"plays must be one of {PLAYS} or None, got {self.plays!r}")
         if self.depth_mapping not in DEPTH_MAPPINGS:
-            raise ValueError(f"depth_mapping must be one of {DEPTH_MAPPINGS}, got "
-                             f"{self.depth_mapping!r}")  # fmt: skip
+            raise ValueError(
+                f"depth_mapping must be one of {DEPTH_MAPPINGS}, got {self.depth_mapping!r}"
+            )
         for name in ("recovery_layers", "robustness_layers"):
             rl = getattr(self, name)
             if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
@@ -203,8 +204,10 @@ class AnatomyConfig(ChapterConfig):
         if self.importance_surgeries is not None:
             imp = as_list(self.importance_surgeries, str)
             if "skip" not in imp or not set(imp) <= set(IMPORTANCE_SURGERIES):
-                raise ValueError(f"importance_surgeries must include 'skip' and be among "
-                                 f"{IMPORTANCE_SURGERIES}, got {imp!r}")  # fmt: skip
+                raise ValueError(
+                    f"importance_surgeries must include 'skip' and be among "
+                    f"{IMPORTANCE_SURGERIES}, got {imp!r}"
+                )
             self.importance_surgeries = imp
         self.apply_quick()
 

@@ -67,7 +67,9 @@ def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
     return models, notes
 
 
-def recovery_layer_list(config: AnatomyConfig, n_layers: int, field: str = "recovery_layers") -> list[int]:
+def recovery_layer_list(
+    config: AnatomyConfig, n_layers: int, field: str = "recovery_layers"
+) -> list[int]:
     """The layers of ``field`` (recovery_layers or robustness_layers): a list as given; an int
     n: n evenly spaced layers from first to last (all when n >= L); None: ``layers`` or all."""
     rl = getattr(config, field)
@@ -95,20 +97,28 @@ def robustness_layer_list(config: AnatomyConfig, n_layers: int) -> list[int]:
 
 def _plan(config: AnatomyConfig, n_layers: int, n_windows: int, seq_len: int) -> SweepPlan:
     full_names = config.importance_surgeries or list(IMPORTANCE_SURGERIES)
-    opts = {"scale": {"alpha": config.alpha},
-            "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
-            "reinit": {"seed": config.seed},
-            "predicted": {"alpha": config.ridge_alpha, "degree": config.ridge_degree}}
+    opts = {
+        "scale": {"alpha": config.alpha},
+        "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
+        "reinit": {"seed": config.seed},
+        "predicted": {"alpha": config.ridge_alpha, "degree": config.ridge_degree},
+    }
     return SweepPlan(
         full=[s for s in config.surgeries if s in full_names],
         predicted="predicted" in config.surgeries and n_layers >= config.ridge_degree + 2,
         rest=[s for s in config.surgeries if s not in full_names and s != "predicted"],
-        layers=config.layers, robust_layers=robustness_layer_list(config, n_layers),
+        layers=config.layers,
+        robust_layers=robustness_layer_list(config, n_layers),
         n_robust=min(n_windows, -(-int(config.robustness_tokens or seq_len) // seq_len)),
-        options=opts, ridge_alpha=config.ridge_alpha, ridge_degree=config.ridge_degree)
+        options=opts,
+        ridge_alpha=config.ridge_alpha,
+        ridge_degree=config.ridge_degree,
+    )
 
 
-def _notes(config: AnatomyConfig, n_layers: int, info: dict[str, Any], plan: SweepPlan) -> list[str]:
+def _notes(
+    config: AnatomyConfig, n_layers: int, info: dict[str, Any], plan: SweepPlan
+) -> list[str]:
     """The budget row, the held-out text, and how the paper's layer numbers map here."""
     m = config.model
     by = ", ".join(f"{v} {k}" for k, v in info["documents_by_source"].items())
@@ -122,17 +132,27 @@ def _notes(config: AnatomyConfig, n_layers: int, info: dict[str, Any], plan: Swe
     ]
     core = mapped_layers(PAPER_CORE, n_layers, config.depth_mapping)
     if n_layers == PAPER_L:
-        notes.append(f"{m}: {n_layers} layers, as in paper 3: its layer numbers are tested as stated.")
+        notes.append(
+            f"{m}: {n_layers} layers, as in paper 3: its layer numbers are tested as stated."
+        )
     elif core is None:
-        notes.append(f"{m}: {n_layers} layers and depth_mapping='none': the core and anti-layer "
-                     "positions are not testable.")
+        notes.append(
+            f"{m}: {n_layers} layers and depth_mapping='none': the core and anti-layer "
+            "positions are not testable."
+        )
     else:
-        anti = "; ".join(f"L{p} -> {', '.join(map(str, mapped_layers([p], n_layers, 'span') or []))}"
-                         for p in PAPER_ANTI)
-        notes.append(f"{m}: {n_layers} layers, not paper 3's {PAPER_L}: core L8-11 -> layers "
-                     f"{', '.join(map(str, core))}; anti-layers {anti} (depth span).")
+        anti = "; ".join(
+            f"L{p} -> {', '.join(map(str, mapped_layers([p], n_layers, 'span') or []))}"
+            for p in PAPER_ANTI
+        )
+        notes.append(
+            f"{m}: {n_layers} layers, not paper 3's {PAPER_L}: core L8-11 -> layers "
+            f"{', '.join(map(str, core))}; anti-layers {anti} (depth span)."
+        )
     if not recovery_layer_list(config, n_layers):
-        notes.append(f"{m}: no recovery fine-tune in this budget: P3-recovery is not testable here.")
+        notes.append(
+            f"{m}: no recovery fine-tune in this budget: P3-recovery is not testable here."
+        )
     return notes
 
 
@@ -143,23 +163,53 @@ def _corpus_name(config: AnatomyConfig) -> str:
     return name if name in ORGANISMS else "organism-llama"
 
 
-def _recovery(model: torch.nn.Module, tok: Any, config: AnatomyConfig, windows: torch.Tensor,
-              sources: list[str], doc_ids: np.ndarray, n_layers: int) -> pd.DataFrame:
+def _recovery(
+    model: torch.nn.Module,
+    tok: Any,
+    config: AnatomyConfig,
+    windows: torch.Tensor,
+    sources: list[str],
+    doc_ids: np.ndarray,
+    n_layers: int,
+) -> pd.DataFrame:
     """Fine-tuning windows from the corpus's train split; evaluation on held-out curriculum
     windows (the held-out split; a play window may be a train-split play with plays="all")."""
     layers = recovery_layer_list(config, n_layers)
     if not layers:
-        return recovery_table(model, windows[:0], windows[:0], [], noise=0, budget=0, lr=0,
-                              batch=1, tolerance_pct=0, eval_every=1, seed=0)
+        return recovery_table(
+            model,
+            windows[:0],
+            windows[:0],
+            [],
+            noise=0,
+            budget=0,
+            lr=0,
+            batch=1,
+            tolerance_pct=0,
+            eval_every=1,
+            seed=0,
+        )
     budget, batch = int(config.recovery_budget or 1), int(config.recovery_batch or 1)
     seq_len = windows.shape[1]
-    train = corpus_windows(_corpus_name(config), tok, "train", 4 * budget * batch * seq_len, seq_len)
+    train = corpus_windows(
+        _corpus_name(config), tok, "train", 4 * budget * batch * seq_len, seq_len
+    )
     held = np.array([sources[d] == "curriculum" for d in doc_ids])
     n_eval = max(1, -(-int(config.recovery_tokens or seq_len) // seq_len))
     evals = windows[torch.from_numpy(np.flatnonzero(held)[:n_eval])]
-    return recovery_table(model, train, evals, layers, noise=config.recovery_noise, budget=budget,
-                          lr=config.recovery_lr, batch=batch, tolerance_pct=config.tolerance_pct,
-                          eval_every=int(config.recovery_eval_every or 1), seed=config.seed)
+    return recovery_table(
+        model,
+        train,
+        evals,
+        layers,
+        noise=config.recovery_noise,
+        budget=budget,
+        lr=config.recovery_lr,
+        batch=batch,
+        tolerance_pct=config.tolerance_pct,
+        eval_every=int(config.recovery_eval_every or 1),
+        seed=config.seed,
+    )
 
 
 def _run_one(config: AnatomyConfig) -> ExperimentResult:
@@ -176,36 +226,73 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         n_layers = get_adapter(model).n_layers(model)
         for name in ("layers", "recovery_layers", "robustness_layers"):
             if isinstance(getattr(config, name), list):
-                config = dataclasses.replace(config, **{name: [check_layer(model, l) for l in getattr(config, name)]})
+                config = dataclasses.replace(
+                    config, **{name: [check_layer(model, l) for l in getattr(config, name)]}
+                )
         max_pos = getattr(model.config, "max_position_embeddings", None) or config.seq_len
         config = dataclasses.replace(config, seq_len=min(config.seq_len, int(cast(int, max_pos))))
-        held = heldout_text(_corpus_name(config), tok, int(cast(int, config.n_tokens)), config.seq_len,
-                            config.seed, plays=config.plays or "heldout")
+        held = heldout_text(
+            _corpus_name(config),
+            tok,
+            int(cast(int, config.n_tokens)),
+            config.seq_len,
+            config.seed,
+            plays=config.plays or "heldout",
+        )
         plan = _plan(config, n_layers, held.windows.shape[0], config.seq_len)
         notes = _notes(config, n_layers, held.summary(), plan)
         ppl = perplexity_table(model, held.windows, held.doc_ids, config.n_bootstrap, config.seed)
         mark("setup")
-        sweep, joint = sweep_model(model, held.windows, held.doc_ids, plan, config.n_bootstrap, config.seed)
+        sweep, joint = sweep_model(
+            model, held.windows, held.doc_ids, plan, config.n_bootstrap, config.seed
+        )
         mark("sweep")
-        weights = weight_tables(model, config.ridge_alpha, config.ridge_degree,
-                                config.n_permutations, config.seed) if plan.predicted else {}
+        weights = (
+            weight_tables(
+                model, config.ridge_alpha, config.ridge_degree, config.n_permutations, config.seed
+            )
+            if plan.predicted
+            else {}
+        )
         mark("weights")
         recovery = _recovery(model, tok, config, held.windows, held.sources, held.doc_ids, n_layers)
         mark("recovery")
         spectra = spectra_table(model)
-    tables = AnatomyTables(sweep, held.doc_ids, n_layers, weights.get("terms", {}),
-                           weights.get("r2_null", {}), weights.get("delta"), joint, recovery)
-    opts = MeasureOptions(config.depth_mapping, config.catastrophic_pct, config.preserve_pct,
-                          config.n_bootstrap, config.n_permutations, config.seed)
+    tables = AnatomyTables(
+        sweep,
+        held.doc_ids,
+        n_layers,
+        weights.get("terms", {}),
+        weights.get("r2_null", {}),
+        weights.get("delta"),
+        joint,
+        recovery,
+    )
+    opts = MeasureOptions(
+        config.depth_mapping,
+        config.catastrophic_pct,
+        config.preserve_pct,
+        config.n_bootstrap,
+        config.n_permutations,
+        config.seed,
+    )
     measured, gates = measure_anatomy(tables, opts)
     claims = claims_frame(judge_anatomy(config.model, measured, gates))
     mark("claims")
-    notes.append(f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
-                 f"{time.process_time() - cpu0:.0f} s CPU (" + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
-                 + f"; {config.threads or torch.get_num_threads()} thread(s)).")
-    out = {"perplexity": ppl, "recovery": recovery, "spectra": spectra,
-           "sweep": sweep.drop(columns=["nll_per_seq", "base_nll_per_seq"]).assign(
-               depth=lambda d: d["layer"] / max(n_layers - 1, 1))}
+    notes.append(
+        f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
+        f"{time.process_time() - cpu0:.0f} s CPU ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in lap.items())
+        + f"; {config.threads or torch.get_num_threads()} thread(s))."
+    )
+    out = {
+        "perplexity": ppl,
+        "recovery": recovery,
+        "spectra": spectra,
+        "sweep": sweep.drop(columns=["nll_per_seq", "base_nll_per_seq"]).assign(
+            depth=lambda d: d["layer"] / max(n_layers - 1, 1)
+        ),
+    }
     out |= {k: weights[k] for k in ("predictability", "delta", "structure") if k in weights}
     for t in out.values():
         t.insert(0, "model", config.model)
@@ -232,12 +319,15 @@ def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
 # the claims the quantisation control re-measures on re-quantised weights: the weight-delta
 # correlations (seconds); the others need the sweeps or fine-tunes rerun, beyond the budget
 QUANT_CONTROL_CLAIMS = ("p3-anatomy-delta-structure", "p3-anatomy-delta")
-QUANT_COST = ("cost: it needs the ridge depth fits, the layer sweeps or the recovery fine-tunes "
-              "rerun on the re-quantised weights, beyond the book's budget")
+QUANT_COST = (
+    "cost: it needs the ridge depth fits, the layer sweeps or the recovery fine-tunes "
+    "rerun on the re-quantised weights, beyond the book's budget"
+)
 
 
-def _quant_control(model: torch.nn.Module, config: AnatomyConfig, claims: pd.DataFrame,
-                   notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _quant_control(
+    model: torch.nn.Module, config: AnatomyConfig, claims: pd.DataFrame, notes: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The quantisation control (:mod:`lamina.states.quant_control`) of a model from a quantised
     GGUF: :data:`QUANT_CONTROL_CLAIMS` re-measured on its weights re-quantised; the others read
     "not run: cost". -> (claims with ``quant_shift``, flip table)."""
@@ -245,9 +335,13 @@ def _quant_control(model: torch.nn.Module, config: AnatomyConfig, claims: pd.Dat
 
     def run_claims(name: str) -> pd.DataFrame:
         delta = delta_table(model_stacks(quantize_model(model, name.rpartition("+")[2])))
-        return claims_frame(judge_delta(name, delta, config.n_bootstrap, config.seed)).assign(model=name)
+        return claims_frame(judge_delta(name, delta, config.n_bootstrap, config.seed)).assign(
+            model=name
+        )
 
     out, flips = run_quant_control([config.model], claims, quantization, run_claims, notes=notes)
     rest = ~out["claim_id"].isin(QUANT_CONTROL_CLAIMS)
-    out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, QUANT_COST)["quant_shift"]
+    out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, QUANT_COST)[
+        "quant_shift"
+    ]
     return out, flips
