@@ -53,22 +53,7 @@ from lamina.book.tables import show_details, show_verdicts
 from lamina.chapters.growth_training import GrowthConfig, run_growth
 
 setup_altair()
-config = GrowthConfig(
-    organism=model,
-    importance=importance,
-    total_steps=total_steps,
-    final_fraction=final_fraction,
-    n_groups=n_groups,
-    schedules=schedules,
-    carry_optimizer=carry_optimizer,
-    n_layers=n_layers,
-    d_model=d_model,
-    seeds=seeds,
-    real_models=real_models,
-    real_tokens=real_tokens,
-    vocab_size=vocab_size,
-    quick=quick,
-)
+config = GrowthConfig.from_globals(globals())
 result = run_growth(config)
 paths = result.write()
 T = result.tables

@@ -69,9 +69,7 @@ from lamina.book.tables import show_verdicts
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
 
 setup_altair()
-config = AnatomyConfig.from_params(
-    {k: v for k, v in globals().items() if k in AnatomyConfig.parameter_names()}
-)
+config = AnatomyConfig.from_globals(globals())
 result = run_anatomy(config)
 paths = result.write()
 claims, T, lead = result.claims, result.tables, result.models[0]

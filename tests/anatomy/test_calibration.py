@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lamina.anatomy import calibration as cal
+from lamina.anatomy import calibration_sources as cal
+from lamina.anatomy.calibration import CLAIMS, calibration_runs
 from lamina.anatomy.calibration_weights import weight_stacks
 from lamina.anatomy.coverage import range_coverage
 from lamina.anatomy.growth_calibration import growth_runs
@@ -55,8 +56,9 @@ def test_the_range_ci_covers_at_the_chapters_16_units():
 
 @pytest.mark.slow
 def test_the_anatomy_rules_on_their_known_answer_sources():
-    runs = cal.calibration_runs(range(4))
-    assert set(RUN_COLUMNS) <= set(runs.columns)
+    runs = calibration_runs(3, cache=None)
+    assert list(runs.columns) == list(RUN_COLUMNS) and len(runs.attrs["seconds"]) == 3
+    assert set(runs["claim_id"]) == {c.id for c in CLAIMS if c.calibrated}
     rates = calibration_rates(runs).set_index("claim_id")
     for cid in ("p3-anatomy-r2", "p3-anatomy-core", "p3-anatomy-accumulation"):
         assert rates.loc[cid, "fpr"] <= 0.25 and rates.loc[cid, "power"] >= 0.75
@@ -67,3 +69,20 @@ def test_the_growth_rules_on_their_known_answer_sources():
     assert (rates["fpr"] <= 0.12).all()
     assert rates.loc["p3-growth-loss", "power"] >= 0.9
     assert rates.loc["p3-growth-loss", "half_smaller"] >= 0.9
+
+
+def test_calibration_runs_are_cached_and_a_damaged_entry_is_recomputed(tmp_path, monkeypatch):
+    from lamina.anatomy import calibration as runner
+
+    calls = []
+    monkeypatch.setattr(runner, "seed_runs", lambda s: calls.append(s) or [
+        {"claim_id": "p3-growth-loss", "source": "null", "seed": s, "verdict": "absent",
+         "kind": "effect", "present": False, "reason": ""}])
+    first = runner.calibration_runs(2, cache=tmp_path)
+    again = runner.calibration_runs(2, cache=tmp_path)
+    assert calls == [0, 1] and again.equals(first)
+    entry = next(tmp_path.glob("paper3-*-1.json"))
+    entry.write_text(entry.read_text().replace("absent", "reproduced"))
+    with pytest.warns(UserWarning, match="damaged"):
+        runner.calibration_runs(2, cache=tmp_path)
+    assert calls == [0, 1, 1]

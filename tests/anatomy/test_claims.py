@@ -114,7 +114,7 @@ def test_no_anti_layer_is_never_a_partial_reproduction():
 
 
 def test_every_declared_claim_has_a_calibration_status_and_one_sidedness():
-    for spec in CLAIMS.values():
+    for spec in CLAIMS:
         assert bool(spec.calibrated) != bool(spec.not_calibrated)
         assert spec.id.startswith("p3-anatomy-")
 

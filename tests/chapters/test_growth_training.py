@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.anatomy.growth_claims import BASE_SPECS
+from lamina.anatomy.growth_claims import BASE_CLAIMS
 from lamina.anatomy.growth_orders import random_order, real_label
 from lamina.chapters.growth_training import CONTROLS, GrowthConfig, run_growth, schedules_for
 from lamina.chapters.growth_training.importance import resolve_real_models
@@ -27,8 +27,8 @@ def micro_data(micro_organisms, tmp_path_factory):
 
 
 def test_a_quick_run_judges_every_declared_claim(micro_data):
-    result = run_growth(GrowthConfig(organism=MICRO, quick=True, seeds=[0, 1]))
-    assert list(result.claims["claim_id"]) == [s.id for s in BASE_SPECS]
+    result = run_growth(GrowthConfig(model=MICRO, quick=True, seeds=[0, 1]))
+    assert list(result.claims["claim_id"]) == [s.id for s in BASE_CLAIMS]
     assert {"curves", "budgets", "orders", "timing"} <= set(result.tables)
     timing = result.tables["timing"]
     assert timing["repeat"].nunique() >= 2 and (timing["seconds"] > 0).all()
@@ -44,7 +44,7 @@ def test_the_notebook_executes_in_quick_mode(micro_data, tmp_path):
     found = list((micro_data / "results").rglob("growth_training.json"))
     assert found
     record = json.loads(found[-1].read_text())
-    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in BASE_SPECS]
+    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in BASE_CLAIMS]
 
 
 def test_ordering_controls_spend_the_same_phases_and_budget():
@@ -79,12 +79,12 @@ def test_random_control_draws_a_fresh_order_per_seed():
 def test_training_tokenizer_is_a_bpe_of_the_asked_size_or_rejected():
     from lamina.chapters.growth_training.run import training_tokenizer
 
-    tok = training_tokenizer(GrowthConfig(organism="organism-llama-micro", vocab_size=300))
+    tok = training_tokenizer(GrowthConfig(model="organism-llama-micro", vocab_size=300))
     assert len(tok) == 300 and tok.eos_token_id is not None
     with pytest.raises(ValueError, match="vocab_size"):
         GrowthConfig(vocab_size=100)
     with pytest.raises(ValueError, match="registered organism"):
-        training_tokenizer(GrowthConfig(organism="organism-nope", vocab_size=300))
+        training_tokenizer(GrowthConfig(model="organism-nope", vocab_size=300))
 
 
 def test_real_models_parameter_is_checked_and_quick_mode_skips_the_default():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lamina.anatomy.claims import SPECS
+from lamina.anatomy.claims import CLAIMS
 from lamina.chapters.layer_anatomy import AnatomyConfig, run_anatomy
 
 from ..conftest import lamina_env
@@ -30,7 +30,7 @@ def test_a_quick_run_judges_every_declared_claim(micro_data, tiny_model_dirs):
         quant_control=False,
     )
     result = run_anatomy(cfg)
-    assert list(result.claims["claim_id"]) == [s.id for s in SPECS]
+    assert list(result.claims["claim_id"]) == [s.id for s in CLAIMS]
     assert {"sweep", "perplexity", "recovery", "delta", "predictability"} <= set(result.tables)
 
 
@@ -58,16 +58,13 @@ def test_the_notebook_executes_in_quick_mode(micro_data, tiny_model_dirs, tmp_pa
     found = list((micro_data / "results").rglob("layer_anatomy.json"))
     assert found
     record = json.loads(found[-1].read_text())
-    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in SPECS]
+    assert [c["claim_id"] for c in record["summary"]["claims"]] == [s.id for s in CLAIMS]
 
 
 def test_budgets_fill_only_unset_fields_by_model_kind():
     from lamina.chapters.layer_anatomy.config import BUDGETS
-    from lamina.chapters.layer_anatomy.run import (
-        expand_anatomy_models,
-        recovery_layer_list,
-        robustness_layer_list,
-    )
+    from lamina.chapters.layer_anatomy.run import recovery_layer_list, robustness_layer_list
+    from lamina.chapters.models import chapter_models
 
     cfg = AnatomyConfig(n_tokens=4096)
     org = cfg.for_model("organism-llama@final")
@@ -85,7 +82,7 @@ def test_budgets_fill_only_unset_fields_by_model_kind():
         AnatomyConfig(depth_mapping="relative")
     with pytest.raises(ValueError, match="plays"):
         AnatomyConfig(plays="some")
-    assert expand_anatomy_models("some/model") == (["some/model"], [])
+    assert chapter_models("layer_anatomy", "some/model") == (["some/model"], [])
 
 
 def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
@@ -105,12 +102,12 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
 
 
 def test_default_models_are_smollm2_gemma_then_the_organism(monkeypatch):
-    import lamina.chapters.layer_anatomy.run as run_mod
+    import lamina.chapters.models as models_mod
     import lamina.sources.gguf_models as gguf_models
 
     monkeypatch.setattr(gguf_models, "locate_offline", lambda name: name)
-    monkeypatch.setattr(run_mod.organisms, "resolve", lambda name: name)
-    models, notes = run_mod.expand_anatomy_models("default")
+    monkeypatch.setattr(models_mod.organisms, "resolve", lambda name: name)
+    models, notes = models_mod.chapter_models("layer_anatomy", "default")
     assert models == ["smollm2-135m-instruct", "gemma-3-270m", "organism-llama"] and not notes
 
 

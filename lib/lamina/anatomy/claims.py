@@ -21,7 +21,7 @@ from lamina.evidence.claims import Claim
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 from lamina.evidence.declare import ClaimSpec, Gate, Present, check_declarations
 
-__all__ = ["CLAIMS", "SPECS", "judge_anatomy", "judge_delta"]
+__all__ = ["BY_ID", "CLAIMS", "judge_anatomy", "judge_delta"]
 
 _R2 = (PAPER_R2 - R2_TOLERANCE, 1.0)
 _CAL_IMPORTANCE = (
@@ -35,7 +35,7 @@ _CAL_WEIGHTS = (
     "polynomial explaining 91% of the variance"
 )
 
-SPECS: tuple[ClaimSpec, ...] = (
+CLAIMS: tuple[ClaimSpec, ...] = (
     ClaimSpec(
         id="p3-anatomy-r2",
         claim="Layer weights follow strong mathematical regularity across depth (R2 = 0.91)",
@@ -265,18 +265,19 @@ SPECS: tuple[ClaimSpec, ...] = (
         "planted = the other four at +20% or more",
     ),
 )
-CLAIMS = check_declarations(SPECS)
+BY_ID = check_declarations(CLAIMS)
 
 
 def judge_anatomy(
     model: str, measured: dict[str, Measurement], gates: dict[str, GateResult]
 ) -> list[Claim]:
-    """Every declared claim of :data:`SPECS` judged by :func:`lamina.evidence.decide.decide` on
+    """Every declared claim of :data:`CLAIMS` judged by :func:`lamina.evidence.decide.decide` on
     one model's measurements (:func:`lamina.anatomy.measurements.measure_anatomy`), in
     declaration order (so a ``Present`` precondition sees its claim's row)."""
     judge = Judge(Context(model=model, gates=gates))
     return [
-        judge(spec, measured.get(spec.id, Measurement(untestable="not measured"))) for spec in SPECS
+        judge(spec, measured.get(spec.id, Measurement(untestable="not measured")))
+        for spec in CLAIMS
     ]
 
 
@@ -286,8 +287,8 @@ def judge_delta(model: str, delta: pd.DataFrame, n_bootstrap: int, seed: int) ->
     judge = Judge(Context(model=model))
     return [
         judge(
-            CLAIMS["p3-anatomy-delta-structure"],
+            BY_ID["p3-anatomy-delta-structure"],
             Measurement(**measure_delta_structure(delta, n_bootstrap, seed)),
         ),
-        judge(CLAIMS["p3-anatomy-delta"], Measurement(**measure_delta(delta, n_bootstrap, seed))),
+        judge(BY_ID["p3-anatomy-delta"], Measurement(**measure_delta(delta, n_bootstrap, seed))),
     ]

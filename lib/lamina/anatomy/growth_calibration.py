@@ -29,7 +29,8 @@ import pandas as pd
 
 from lamina.anatomy.growth import Phase
 from lamina.anatomy.growth_claims import (
-    CLAIMS,
+    BASE_CLAIMS,
+    BY_ID,
     CONTROLS,
     DEFAULT_SOURCES,
     GrowthTables,
@@ -41,7 +42,7 @@ from lamina.anatomy.paper import GROWTH_COST, GROWTH_FASTER, GROWTH_LOSS_RATIO
 from lamina.evidence.claims import Claim
 from lamina.evidence.decide import Context, GateResult, Judge
 
-__all__ = ["SEED_SD", "SOURCES", "growth_runs", "growth_source"]
+__all__ = ["SEED_SD", "SOURCES", "growth_rows", "growth_runs", "growth_source"]
 
 SOURCES = ("null", "planted", "half")
 N_SEEDS, N_REPEATS = 3, 5
@@ -108,7 +109,7 @@ def growth_source(source: str, seed: int) -> GrowthTables:
 
 
 def _stub(cid: str) -> Claim:
-    spec = CLAIMS[cid]
+    spec = BY_ID[cid]
     return Claim(
         claim_id=cid,
         claim=spec.claim,
@@ -120,42 +121,41 @@ def _stub(cid: str) -> Claim:
     )
 
 
+def growth_rows(seed: int) -> list[dict[str, Any]]:
+    """The growth claims' calibration rows of one seed (RUN_COLUMNS), every source; the
+    ordering claims given a growth gain and every claim given the learning gate."""
+    specs = [*BASE_CLAIMS, *(source_spec(m) for m in DEFAULT_SOURCES)]
+    rows: list[dict[str, Any]] = []
+    for source in SOURCES:
+        measured = measure_growth(growth_source(source, seed))
+        ctx = Context(
+            model=f"{source}-{seed}",
+            gates={LEARNED_GATE: GateResult(True, "given")},
+            rows={"p3-growth-loss": _stub("p3-growth-loss")},
+        )
+        for spec in specs:
+            r = Judge(ctx)(spec, measured[spec.id])  # each given its preconditions
+            rows.append(
+                {
+                    "claim_id": spec.id,
+                    "source": source,
+                    "seed": seed,
+                    "verdict": r.verdict,
+                    "kind": r.kind,
+                    "present": r.present,
+                    "reason": r.reason[:120],
+                }
+            )
+    return rows
+
+
 def growth_runs(seeds: Iterable[int]) -> pd.DataFrame:
-    """The growth claims' calibration runs over ``seeds`` (RUN_COLUMNS); ``attrs["seconds"]``:
-    each seed's computation time."""
-    specs = [
-        *(
-            s
-            for s in CLAIMS.values()
-            if not s.id.startswith("p3-growth-loss-")
-            or s.id in ("p3-growth-loss-flops", "p3-growth-loss-wall")
-        ),
-        *(source_spec(m) for m in DEFAULT_SOURCES),
-    ]
+    """:func:`growth_rows` over ``seeds``; ``attrs["seconds"]``: each seed's computation time."""
     rows: list[dict[str, Any]] = []
     seconds = []
     for seed in seeds:
         t0 = time.perf_counter()
-        for source in SOURCES:
-            measured = measure_growth(growth_source(source, seed))
-            ctx = Context(
-                model=f"{source}-{seed}",
-                gates={LEARNED_GATE: GateResult(True, "given")},
-                rows={"p3-growth-loss": _stub("p3-growth-loss")},
-            )
-            for spec in specs:
-                r = Judge(ctx)(spec, measured[spec.id])  # each given its preconditions
-                rows.append(
-                    {
-                        "claim_id": spec.id,
-                        "source": source,
-                        "seed": seed,
-                        "verdict": r.verdict,
-                        "kind": r.kind,
-                        "present": r.present,
-                        "reason": r.reason[:120],
-                    }
-                )
+        rows += growth_rows(seed)
         seconds.append(time.perf_counter() - t0)
     out = pd.DataFrame(rows)
     out.attrs["seconds"] = seconds

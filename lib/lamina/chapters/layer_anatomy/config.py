@@ -11,17 +11,15 @@ from lamina.anatomy.heldout import PLAYS
 from lamina.anatomy.paper import DEPTH_MAPPINGS
 from lamina.anatomy.predictability import RIDGE_ALPHA
 from lamina.anatomy.surgery import SURGERIES
-from lamina.chapters.config import ChapterConfig, as_list, default_models
+from lamina.chapters.config import ChapterConfig, as_list
 
 __all__ = [
     "ALL_SURGERIES",
     "BUDGETS",
     "BUDGET_FIELDS",
     "CHAPTER",
-    "DEFAULT_ORGANISMS",
     "DEPTH_MAPPINGS",
     "IMPORTANCE_SURGERIES",
-    "PRETRAINED",
     "AnatomyConfig",
     "budget_row",
 ]
@@ -29,10 +27,6 @@ __all__ = [
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
-# "default" (the chapter's registry record): the offline pretrained LMs in the book's order,
-# paper 3's own 30-layer architecture first, then an 18-layer model on which the paper's layer
-# numbers map by depth (depth_mapping); then the organisms
-PRETRAINED, DEFAULT_ORGANISMS = default_models(CHAPTER)
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
 # "pretrained" for anything else). Sizes and what they buy (the chapter's notes give each
@@ -97,7 +91,8 @@ class AnatomyConfig(ChapterConfig):
 
     model: any spec ``lamina.load_model`` accepts (organism spec, hub name, local folder), or
         "default": the offline pretrained LM ``smollm2-135m-instruct`` (paper 3's own 30-layer
-        architecture) where installed, then :data:`DEFAULT_ORGANISMS` where built (models with
+        architecture) where installed, then gemma-3-270m, then organism-llama where built
+        (the registry record's default models; models with
         a full training history), each analysed on its own.
     corpus: registered organism whose held-out split supplies the text; None = the model's
         own organism, or ``organism-llama``'s corpus for any other model.

@@ -31,40 +31,21 @@ from lamina.anatomy.paper import PAPER_ANTI, PAPER_CORE, PAPER_L, mapped_layers
 from lamina.anatomy.regularity import delta_table, model_stacks
 from lamina.chapters.layer_anatomy.config import (
     CHAPTER,
-    DEFAULT_ORGANISMS,
     IMPORTANCE_SURGERIES,
-    PRETRAINED,
     AnatomyConfig,
     budget_row,
 )
+from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult, concat_tables
-from lamina.chapters.runtime import corpus_windows, threads
+from lamina.chapters.runtime import corpus_windows
+from lamina.core.threads import threads
 from lamina.evidence.claims import claims_frame
-from lamina.sources import organisms
-from lamina.sources.gguf_models import installed_offline
 from lamina.sources.models import get_adapter, load_model
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.quantize import quantize_model
 from lamina.states.quant_control import not_run_control, run_quant_control
 
-__all__ = ["expand_anatomy_models", "recovery_layer_list", "robustness_layer_list", "run_anatomy"]
-
-
-def expand_anatomy_models(model: str) -> tuple[list[str], list[str]]:
-    """(models, notes): "default" -> the installed :data:`PRETRAINED` models, then the built
-    :data:`DEFAULT_ORGANISMS` (a missing one is skipped with a note); else [model]."""
-    if model != "default":
-        return [model], []
-    models, notes = installed_offline(PRETRAINED)
-    for name in DEFAULT_ORGANISMS:
-        try:
-            organisms.resolve(name)
-            models.append(name)
-        except Exception as exc:  # not built yet: skip with a visible note
-            notes.append(f"{name} skipped: {exc}")
-    if not models:
-        raise ValueError("model='default' found no model: " + "; ".join(notes))
-    return models, notes
+__all__ = ["recovery_layer_list", "robustness_layer_list", "run_anatomy"]
 
 
 def recovery_layer_list(
@@ -303,11 +284,11 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
 
 def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
     """The five diagnostics of paper 3 on each model of ``config.model`` ("default": see
-    :func:`expand_anatomy_models`), each with its own budget (:meth:`AnatomyConfig.for_model`).
+    :func:`lamina.chapters.models.chapter_models`), each with its own budget (:meth:`AnatomyConfig.for_model`).
     Tables (each with a ``model`` column): perplexity, sweep (surgery x layer), predictability,
     delta, structure, spectra, recovery; claims: every claim of :mod:`lamina.anatomy.claims`
     per model, the first model first."""
-    models, notes = expand_anatomy_models(config.model)
+    models, notes = chapter_models(CHAPTER, config.model)
     results = [_run_one(config.for_model(m)) for m in models]
     names = dict.fromkeys(k for r in results for k in r.tables)
     tables = {k: concat_tables([r.tables[k] for r in results if k in r.tables]) for k in names}
