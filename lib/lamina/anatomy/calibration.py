@@ -27,6 +27,9 @@ import pandas as pd
 
 from lamina.anatomy import claims as anatomy_claims
 from lamina.anatomy import growth_claims
+from lamina.anatomy.calibration_sources import SOURCES, run_rows, seed_rows
+from lamina.anatomy.calibration_weights import weight_rows
+from lamina.anatomy.growth_calibration import growth_rows
 from lamina.core.provenance import atomic_write_json, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.calibration import RUN_COLUMNS
@@ -77,10 +80,8 @@ def cache_key() -> str:
 
 def seed_runs(seed: int) -> list[dict[str, Any]]:
     """Every paper-3 source's rows for one seed (RUN_COLUMNS)."""
-    from lamina.anatomy.calibration_sources import seed_rows
-    from lamina.anatomy.growth_calibration import growth_rows
-
-    return [*seed_rows(seed), *growth_rows(seed)]
+    weights = [r for source in SOURCES for r in weight_rows(source, seed, run_rows)]
+    return [*seed_rows(seed), *weights, *growth_rows(seed)]
 
 
 def _digest(rows: list[dict[str, Any]]) -> str:

@@ -259,9 +259,8 @@ ROBUSTNESS = (
 
 
 def seed_rows(seed: int) -> list[dict[str, Any]]:
-    """Every anatomy source's rows for one seed (importance, robustness, recovery, weights)."""
-    from lamina.anatomy.calibration_weights import weight_rows
-
+    """Every anatomy source's rows for one seed but the weights' (importance, robustness,
+    recovery; the weight stacks are :mod:`lamina.anatomy.calibration_weights`)."""
     out: list[dict[str, Any]] = []
     for source in SOURCES:
         sweep, docs = importance_sweep(source, seed)
@@ -275,5 +274,4 @@ def seed_rows(seed: int) -> list[dict[str, Any]]:
         imp, rec = recovery_source(source, seed)
         m = Measurement(**measure_recovery(imp, rec, OPTIONS.n_permutations, seed))
         out += run_rows(source, seed, {"p3-anatomy-recovery": m}, ("p3-anatomy-recovery",))
-        out += weight_rows(source, seed, run_rows)
     return out

@@ -9,7 +9,7 @@ text's units (:mod:`lamina.anatomy.heldout`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -101,7 +101,7 @@ def _one_sweep(
         batch_size=16,
         n_bootstrap=0,
         seed=seed,
-        **{k: v for k, v in plan.options.items() if k in names},
+        **cast("dict[str, Any]", {k: v for k, v in plan.options.items() if k in names}),
     )
     df["n_tokens"] = int(ids.numel())
     df["base_nll_per_seq"] = [np.asarray(df.attrs["baseline_nll_per_seq"])] * len(df)

@@ -25,6 +25,7 @@ import pandas as pd
 from lamina.anatomy import calibration as anatomy_calibration
 from lamina.chapters.weight_update_signature import calibration as signature_calibration
 from lamina.core.provenance import atomic_write_text
+from lamina.evidence.calibration import calibration_rates, calibration_table
 from lamina.trajectory.calibration import default_cache, row_text, summarise
 
 __all__ = ["cache_key", "rules_markdown"]
@@ -97,8 +98,6 @@ def _pct(x: float, lo: float, hi: float) -> str:
 def _paper3_section(runs: pd.DataFrame) -> list[str]:
     """Paper 3's and Growth Training's claims: every declared claim with its rates
     (:func:`lamina.evidence.calibration.calibration_table`) or the reason it has none."""
-    from lamina.evidence.calibration import calibration_rates, calibration_table
-
     table = calibration_table(anatomy_calibration.CLAIMS, calibration_rates(runs))
     cost = float(np.mean(runs.attrs["seconds"]))
     lines = [

@@ -78,7 +78,7 @@ def robustness_layer_list(config: AnatomyConfig, n_layers: int) -> list[int]:
 
 def _plan(config: AnatomyConfig, n_layers: int, n_windows: int, seq_len: int) -> SweepPlan:
     full_names = config.importance_surgeries or list(IMPORTANCE_SURGERIES)
-    opts = {
+    opts: dict[str, dict[str, Any]] = {
         "scale": {"alpha": config.alpha},
         "noise": {"rel_scale": config.noise_scale, "seed": config.seed},
         "reinit": {"seed": config.seed},
@@ -207,9 +207,10 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         n_layers = get_adapter(model).n_layers(model)
         for name in ("layers", "recovery_layers", "robustness_layers"):
             if isinstance(getattr(config, name), list):
-                config = dataclasses.replace(
-                    config, **{name: [check_layer(model, l) for l in getattr(config, name)]}
-                )
+                checked: dict[str, Any] = {
+                    name: [check_layer(model, l) for l in getattr(config, name)]
+                }
+                config = dataclasses.replace(config, **checked)
         max_pos = getattr(model.config, "max_position_embeddings", None) or config.seq_len
         config = dataclasses.replace(config, seq_len=min(config.seq_len, int(cast(int, max_pos))))
         held = heldout_text(
