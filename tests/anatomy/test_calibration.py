@@ -4,6 +4,7 @@ the rates the chapter's rules give on them (a few seeds here; the book runs 130)
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lamina.anatomy import calibration_sources as cal
@@ -75,9 +76,24 @@ def test_calibration_runs_are_cached_and_a_damaged_entry_is_recomputed(tmp_path,
     from lamina.anatomy import calibration as runner
 
     calls = []
-    monkeypatch.setattr(runner, "seed_runs", lambda s: calls.append(s) or [
-        {"claim_id": "p3-growth-loss", "source": "null", "seed": s, "verdict": "absent",
-         "kind": "effect", "present": False, "reason": ""}])
+    monkeypatch.setattr(
+        runner,
+        "seed_runs",
+        lambda s: (
+            calls.append(s)
+            or [
+                {
+                    "claim_id": "p3-growth-loss",
+                    "source": "null",
+                    "seed": s,
+                    "verdict": "absent",
+                    "kind": "effect",
+                    "present": False,
+                    "reason": "",
+                }
+            ]
+        ),
+    )
     first = runner.calibration_runs(2, cache=tmp_path)
     again = runner.calibration_runs(2, cache=tmp_path)
     assert calls == [0, 1] and again.equals(first)
@@ -86,3 +102,15 @@ def test_calibration_runs_are_cached_and_a_damaged_entry_is_recomputed(tmp_path,
     with pytest.warns(UserWarning, match="damaged"):
         runner.calibration_runs(2, cache=tmp_path)
     assert calls == [0, 1, 1]
+
+
+def test_the_noise_fit_recovers_the_parameters_of_a_known_sweep():
+    rng = np.random.default_rng(7)
+    d = 10 ** (1.5 + 0.6 * rng.standard_normal(30))
+    per, base = cal._unit_nll(np.log1p(d / 100), rng, 400)
+    skip = pd.DataFrame(
+        {"layer": range(30), "nll_per_seq": list(per), "base_nll_per_seq": [base] * 30}
+    )
+    fit = cal.fit_noise(skip)
+    assert abs(fit["rel_sd"] - cal.REL_SD) < 0.05 and abs(fit["abs_sd"] - cal.ABS_SD) < 0.02
+    assert abs(fit["log_mean"] - 1.5) < 0.3 and abs(fit["shared"] - cal.SHARED) < 0.05

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import least_squares
 
 from lamina.anatomy.claims import BY_ID
 from lamina.anatomy.heldout import regroup_sweep
@@ -51,6 +52,7 @@ __all__ = [
     "ANTI_PCT",
     "FIT",
     "SOURCES",
+    "fit_noise",
     "importance_profile",
     "importance_sweep",
     "recovery_source",
@@ -62,16 +64,46 @@ __all__ = [
 SOURCES = ("null", "planted", "half")
 N_UNITS, SEQ_LEN = 16, 128  # the chapter's pretrained budget: 2,048 tokens in 16 units
 N_ROBUST_UNITS, N_ROBUST_LAYERS, N_RECOVERY = 6, 14, 8
-# fitted on SmolLM2-135M-Instruct's skip sweep (16 units of 128 tokens, plays="all")
-FIT = "SmolLM2-135M-Instruct's skip sweep, 16 units of 128 tokens, 2026-12-02"
-LOG_MEAN, LOG_SD = 1.48, 0.58  # log10 delta_pct of its layers 1..28 (the edges excluded)
-# unit noise: sd of a unit's shift = sqrt((REL_SD mu)^2 + ABS_SD^2) (measured: 0.06 nats at
-# mu = 0.05, 0.33 at mu = 1.0), correlation across layers SHARED (measured: 0.07)
-REL_SD, ABS_SD, SHARED = 0.3, 0.05, 0.1
-PHI = 0.8  # the null's depth correlation (SmolLM2's interior: 0.26; a stress value)
+# :func:`fit_noise` of SmolLM2-135M-Instruct's skip sweep (16 units of 128 tokens,
+# plays="all", 2026-12-02): log10 delta_pct of its interior layers, mean 1.48, sd 0.58, lag-1
+# correlation 0.26; a unit's shift sd = sqrt((0.25 mu)^2 + 0.071^2) nats per token; the
+# correlation of units' residuals across layers 0.07
+FIT = "SmolLM2-135M-Instruct's skip sweep, 16 units of 128 tokens (fit_noise), 2026-12-02"
+LOG_MEAN, LOG_SD = 1.48, 0.58
+REL_SD, ABS_SD, SHARED = 0.25, 0.071, 0.07
+PHI = 0.8  # the null's depth correlation: a stress value above SmolLM2's 0.26
 N_ZERO = 3  # layers of no effect in the null
 ANTI_PCT = -5.0  # the planted anti-layers' delta_pct (lamina's size)
 OPTIONS = MeasureOptions(n_bootstrap=1_000, n_permutations=200)
+
+
+def fit_noise(skip: pd.DataFrame) -> dict[str, float]:
+    """The source's parameters fitted on a real skip sweep (rows by layer with per-unit NLLs
+    ``nll_per_seq`` and ``base_nll_per_seq``, one window per unit), over its interior layers
+    (the first and last excluded): log_mean, log_sd, phi (mean, sd and lag-1 correlation of
+    log10 delta_pct); rel_sd, abs_sd (least squares on log sd_l of
+    sd_l = sqrt((rel_sd mu_l)^2 + abs_sd^2), mu_l the layer's mean shift in nats per token);
+    shared (mean correlation across layers of the units' standardised residuals)."""
+    d = np.stack(skip["nll_per_seq"].to_list()) - np.asarray(skip["base_nll_per_seq"].iloc[0])
+    mu, sd = d.mean(1), d.std(1, ddof=1)  # (L,) nats per token
+    inner = slice(1, len(mu) - 1)
+    lg = np.log10(100 * np.expm1(mu[inner]))
+    fit = least_squares(
+        lambda x: np.log(sd[inner]) - 0.5 * np.log((x[0] * mu[inner]) ** 2 + x[1] ** 2),
+        [0.3, 0.05],
+        bounds=([0.0, 1e-6], [5.0, 5.0]),
+    )
+    z = (d - mu[:, None]) / sd[:, None]
+    c = np.corrcoef(z)
+    n = len(mu)
+    return {
+        "log_mean": float(lg.mean()),
+        "log_sd": float(lg.std()),
+        "phi": float(np.corrcoef(lg[:-1], lg[1:])[0, 1]),
+        "rel_sd": float(fit.x[0]),
+        "abs_sd": float(fit.x[1]),
+        "shared": float((c.sum() - n) / (n * (n - 1))),
+    }
 
 
 def _ar(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
