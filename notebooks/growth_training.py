@@ -61,8 +61,6 @@ claims = result.claims.set_index("claim_id")
 reference = T["importance"].query("not mapped")["source"].iloc[0]
 
 glue_claim_strings("grow", claims.set_index(claims.index.str.removeprefix("p3-growth-")))
-for cid, reason in claims["reason"].items():
-    glue("grow_" + cid.removeprefix("p3-growth-").replace("-", "_") + "_reason", reason)
 cmp = T["comparison"]
 final = cmp.groupby("run")["final_val_loss"].mean()
 glue("grow_uniform_loss", fmt_value(final["uniform"], ".3f"))

@@ -77,8 +77,6 @@ head = claims[claims["model"] == lead]
 glue_claim_strings(
     "anat", head.set_index(head["claim_id"].str.removeprefix("p3-anatomy-")), detail=True
 )
-for cid, reason in zip(head["claim_id"], head["reason"], strict=True):
-    glue("anat_" + cid.removeprefix("p3-anatomy-").replace("-", "_") + "_reason", reason)
 ppl = T["perplexity"].query("model == @lead").iloc[0]
 glue("anat_model", lead)
 glue(
