@@ -45,14 +45,16 @@ from lamina.anatomy.measurements import (
 )
 from lamina.anatomy.paper import PAPER_ANTI, PAPER_CORE, PAPER_CORE_MAX_PCT, PAPER_L
 from lamina.anatomy.recovery import measure_recovery
-from lamina.evidence.claims import Claim
+from lamina.evidence.claims import REPRODUCED, Claim
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
+from lamina.evidence.declare import ClaimSpec
 
 __all__ = [
     "ANTI_PCT",
     "FIT",
     "SOURCES",
     "fit_noise",
+    "given_row",
     "importance_profile",
     "importance_sweep",
     "recovery_source",
@@ -226,16 +228,15 @@ def recovery_source(source: str, seed: int) -> tuple[pd.Series, pd.DataFrame]:
     return pd.Series(10 ** (1 + x), index=range(N_RECOVERY)), table
 
 
-def _stub(cid: str) -> Claim:
-    """A present row of ``cid``, for a precondition the source takes as given."""
-    spec = BY_ID[cid]
+def given_row(spec: ClaimSpec) -> Claim:
+    """A present row of ``spec``: a precondition that a known-answer source takes as given."""
     return Claim(
-        claim_id=cid,
+        claim_id=spec.id,
         claim=spec.claim,
         paper_value=spec.paper_value,
         model="given",
         measured=1.0,
-        verdict="reproduced",
+        verdict=REPRODUCED,
         present=True,
     )
 
@@ -251,7 +252,7 @@ def run_rows(
     judged on ``measured``, in declaration order; the claims ``given`` are taken as present and
     the depth-fit gate as passed (each source calibrates its claims given their
     preconditions)."""
-    rows = {c: _stub(c) for c in given}
+    rows = {c: given_row(BY_ID[c]) for c in given}
     judge = Judge(
         Context(
             model=f"{source}-{seed}", rows=rows, gates={DEPTH_FIT_GATE: GateResult(True, "given")}

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lamina.anatomy.calibration_sources import given_row
 from lamina.anatomy.growth import Phase
 from lamina.anatomy.growth_claims import (
     BASE_CLAIMS,
@@ -39,7 +40,6 @@ from lamina.anatomy.growth_claims import (
 )
 from lamina.anatomy.growth_compare import LEARNED_GATE
 from lamina.anatomy.paper import GROWTH_COST, GROWTH_FASTER, GROWTH_LOSS_RATIO
-from lamina.evidence.claims import Claim
 from lamina.evidence.decide import Context, GateResult, Judge
 
 __all__ = ["SEED_SD", "SOURCES", "growth_rows", "growth_runs", "growth_source"]
@@ -108,19 +108,6 @@ def growth_source(source: str, seed: int) -> GrowthTables:
     return GrowthTables(budgets, orders, comparison, timing, _PLANS, sources, "synthetic")
 
 
-def _stub(cid: str) -> Claim:
-    spec = BY_ID[cid]
-    return Claim(
-        claim_id=cid,
-        claim=spec.claim,
-        paper_value=spec.paper_value,
-        model="given",
-        measured=1.0,
-        verdict="reproduced",
-        present=True,
-    )
-
-
 def growth_rows(seed: int) -> list[dict[str, Any]]:
     """The growth claims' calibration rows of one seed (RUN_COLUMNS), every source; the
     ordering claims given a growth gain and every claim given the learning gate."""
@@ -131,7 +118,7 @@ def growth_rows(seed: int) -> list[dict[str, Any]]:
         ctx = Context(
             model=f"{source}-{seed}",
             gates={LEARNED_GATE: GateResult(True, "given")},
-            rows={"p3-growth-loss": _stub("p3-growth-loss")},
+            rows={"p3-growth-loss": given_row(BY_ID["p3-growth-loss"])},
         )
         for spec in specs:
             r = Judge(ctx)(spec, measured[spec.id])  # each given its preconditions
