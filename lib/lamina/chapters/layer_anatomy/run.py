@@ -17,7 +17,9 @@ from scipy import stats
 
 from lamina.anatomy import check_layer
 from lamina.anatomy.claims import judge_anatomy, judge_delta
+from lamina.anatomy.coverage import range_coverage
 from lamina.anatomy.heldout import heldout_text
+from lamina.anatomy.importance import skip_rows, unit_sums
 from lamina.anatomy.measurements import AnatomyTables, MeasureOptions, measure_anatomy
 from lamina.anatomy.model_tables import (
     SweepPlan,
@@ -260,6 +262,7 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
     )
     measured, gates = measure_anatomy(tables, opts)
     claims = claims_frame(judge_anatomy(config.model, measured, gates))
+    notes.append(_coverage_note(config, sweep, held.doc_ids))
     mark("claims")
     notes.append(
         f"{config.model}: elapsed {time.perf_counter() - t0:.0f} s wall, "
@@ -281,6 +284,23 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
     if config.quant_control:
         claims, out["quantisation"] = _quant_control(model, config, claims, notes)
     return ExperimentResult(CHAPTER, config, claims, out, notes, [config.model])
+
+
+def _coverage_note(config: AnatomyConfig, sweep: pd.DataFrame, doc_ids: np.ndarray) -> str:
+    """The importance range's CI coverage, simulated on this model's own units
+    (:func:`lamina.anatomy.coverage.range_coverage`, 200 samples)."""
+    skip = skip_rows(sweep)
+    keep = (skip["delta_ci_low"] > 0).to_numpy()
+    if keep.sum() < 2:
+        return f"{config.model}: range coverage not simulated (fewer than 2 layers raise PPL)."
+    c = range_coverage(
+        unit_sums(skip, doc_ids), keep, n_sims=200, n_bootstrap=500, seed=config.seed
+    )
+    return (
+        f"{config.model}: the range CI's coverage, simulated by resampling this model's "
+        f"{c['n_units']} units (200 samples): {c['expanded']:.0%} for the expanded "
+        f"percentile interval the claim uses, {c['percentile']:.0%} for a plain one."
+    )
 
 
 def run_anatomy(config: AnatomyConfig) -> ExperimentResult:
