@@ -121,7 +121,7 @@ curves = T["curves"].dropna(subset=["val_loss"])
 budgets = {
     "step": "optimiser steps",
     "flops": "training FLOPs (10^12)",
-    "wall_s": "training wall time (s)",
+    "wall_s": "training time (s, modelled from interleaved timing)",
 }
 long = curves.assign(flops=curves["flops"] / 1e12).melt(
     id_vars=["run", "seed", "val_loss"], value_vars=list(budgets), var_name="budget", value_name="x"
