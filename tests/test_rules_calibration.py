@@ -1,5 +1,6 @@
-"""Paper 2's known-answer calibration sources (issue 22, item 3) and the rules calibration
-page (paper 3's sources are tested in tests/anatomy/test_calibration.py)."""
+"""Paper 2's known-answer calibration sources (issue 22, item 3) and the seed count of a
+calibration interval (paper 3's sources: tests/anatomy/test_calibration.py; its page section:
+tests/chapters/test_rules_calibration.py)."""
 
 from __future__ import annotations
 
@@ -49,18 +50,6 @@ def test_signature_rows_read_the_null_and_the_planted_source_apart():
     assert set(qk.loc["planted"]) == {"reproduced"}
     assert "reproduced" not in set(qk.loc["null"])
     assert set(rows["kind"]) == {"null", "planted", "planted-half"}
-
-
-def test_rules_markdown_is_cached_and_read_back(tmp_path, monkeypatch):
-    from lamina.chapters import rules_calibration as R
-
-    calls = []
-    real = R._rows
-    monkeypatch.setattr(R, "_rows", lambda which, n: calls.append(which) or real(which, n))
-    text = R.rules_markdown(1, jobs=1, cache=tmp_path)
-    assert "| `P2.align_qk_enriched` | yes |" in text and "| `p3-anatomy-core` |" in text
-    assert len(list(tmp_path.glob("rules-*.md"))) == 1
-    assert R.rules_markdown(1, jobs=1, cache=tmp_path) == text and len(calls) == 2
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.02, 0.04, 0.05])

@@ -97,6 +97,8 @@ def test_calibration_runs_are_cached_and_a_damaged_entry_is_recomputed(tmp_path,
     first = runner.calibration_runs(2, cache=tmp_path)
     again = runner.calibration_runs(2, cache=tmp_path)
     assert calls == [0, 1] and again.equals(first)
+    assert first.attrs["cached"] == [False, False] and again.attrs["cached"] == [True, True]
+    assert again.attrs["seconds"] == first.attrs["seconds"]  # the cost of computing them
     entry = next(tmp_path.glob("paper3-*-1.json"))
     entry.write_text(entry.read_text().replace("absent", "reproduced"))
     with pytest.warns(UserWarning, match="damaged"):

@@ -88,26 +88,26 @@ def _digest(rows: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _cached(seed: int, key: str, cache: Path | None) -> tuple[list[dict[str, Any]], float]:
-    """(rows, seconds of computation: 0 when read) of one seed, through the cache."""
+def _cached(seed: int, key: str, cache: Path | None) -> tuple[list[dict[str, Any]], float, bool]:
+    """(rows, seconds of their computation, read from the cache) of one seed."""
     path = None if cache is None else cache / f"paper3-{key[:20]}-{seed}.json"
     if path is not None and path.is_file():
         try:
             entry = json.loads(path.read_text())
             if entry["sha256"] == _digest(entry["rows"]):
-                return entry["rows"], float(entry["seconds"])
+                return entry["rows"], float(entry["seconds"]), True
             raise ValueError("its SHA-256 does not match its rows")
         except (ValueError, KeyError, TypeError) as exc:
             warnings.warn(f"calibration cache {path} is damaged ({exc}); recomputed", stacklevel=3)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: the cost on an idle core, whatever the machine's load
     rows = seed_runs(seed)
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0
     if path is not None:
         atomic_write_json(path, {"rows": rows, "sha256": _digest(rows), "seconds": seconds})
-    return rows, seconds
+    return rows, seconds, False
 
 
-def _one(args: tuple[int, str, Path | None]) -> tuple[list[dict[str, Any]], float]:
+def _one(args: tuple[int, str, Path | None]) -> tuple[list[dict[str, Any]], float, bool]:
     one_thread_process()
     return _cached(*args)
 
@@ -118,7 +118,8 @@ def calibration_runs(
     """The runs of every claim of :data:`CLAIMS` that has known-answer sources, over seeds
     0..n_seeds-1 (RUN_COLUMNS), in ``jobs`` worker processes of one thread each; ``cache``: a
     folder, None (not cached) or "default" (``<data>/cache/calibration``). ``attrs["seconds"]``:
-    each seed's computation time (0 for a seed read from the cache)."""
+    each seed's computation time (CPU seconds of one thread; recorded with a cached seed),
+    ``attrs["cached"]``: whether each seed was read from the cache."""
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be at least 1; got {n_seeds}")
     folder = data_dir() / "cache" / "calibration" if cache == "default" else cache
@@ -129,6 +130,7 @@ def calibration_runs(
             done = list(pool.map(_one, args))
     else:
         done = [_cached(*a) for a in args]
-    out = pd.DataFrame([r for rows, _ in done for r in rows], columns=list(RUN_COLUMNS))
-    out.attrs["seconds"] = [s for _, s in done]
+    out = pd.DataFrame([r for rows, _, _ in done for r in rows], columns=list(RUN_COLUMNS))
+    out.attrs["seconds"] = [s for _, s, _ in done]
+    out.attrs["cached"] = [c for _, _, c in done]
     return out
