@@ -5,7 +5,7 @@ the chapter runs exactly the record's models, in its order."""
 from __future__ import annotations
 
 import lamina.chapters.growth_training.importance as growth_importance
-import lamina.chapters.layer_anatomy.run as anatomy_run
+import lamina.chapters.models as chapter_models
 import lamina.chapters.organisms.run as organisms_run
 import lamina.chapters.weight_update_signature.config as signature_config
 from lamina.chapters.growth_training import GrowthConfig
@@ -16,7 +16,7 @@ from lamina.sources import organisms
 
 def _everything_available(monkeypatch):
     keep_all = lambda names=None: (list(dict.fromkeys(names or [])), [])  # noqa: E731
-    for module in (signature_config, anatomy_run, growth_importance):
+    for module in (signature_config, chapter_models):
         monkeypatch.setattr(module, "installed_offline", keep_all)
     monkeypatch.setattr(organisms, "list_checkpoints", lambda name: ["final"])
     monkeypatch.setattr(organisms, "resolve", lambda name: name)
@@ -28,7 +28,7 @@ def test_every_chapter_runs_its_registry_records_default_models(monkeypatch):
     real, orgs, _ = signature_config.expand_models(SignatureConfig())
     runs = {
         "weight_update_signature": [*real, *orgs],
-        "layer_anatomy": anatomy_run.expand_anatomy_models("default")[0],
+        "layer_anatomy": chapter_models.chapter_models("layer_anatomy", "default")[0],
         "growth_training": growth_importance.resolve_real_models(GrowthConfig())[0],
         "organisms": organisms_run.organism_names("default")[0],
     }

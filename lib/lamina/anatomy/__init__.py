@@ -1,17 +1,26 @@
-"""Layer anatomy (paper 3): one import for the five diagnostics, plus recovery speed.
+"""Layer anatomy (paper 3): the five diagnostics, their claims, and Growth Training.
 
-The pieces: :mod:`~lamina.anatomy.surgery` (context managers), :mod:`~lamina.anatomy.perplexity`,
-:mod:`~lamina.anatomy.ablation` (sweeps with prefix reuse and their reports),
-:mod:`~lamina.anatomy.predictability` (weight predictability and structure),
-:mod:`~lamina.anatomy.recovery` (recovery speed) and :mod:`~lamina.anatomy.growth` (Growth
-Training schedules). All but Growth Training are re-exported here.
+Measuring: :mod:`~lamina.anatomy.surgery` (context managers), :mod:`~lamina.anatomy.perplexity`,
+:mod:`~lamina.anatomy.ablation` (sweeps with prefix reuse), :mod:`~lamina.anatomy.predictability`
+(the depth fit, per-layer structure), :mod:`~lamina.anatomy.recovery` (recovery after noise),
+:mod:`~lamina.anatomy.heldout` (held-out text as independent units, cluster CIs) and
+:mod:`~lamina.anatomy.model_tables` (one model's tables).
+The claims: :mod:`~lamina.anatomy.paper` (the paper's numbers and layer names),
+:mod:`~lamina.anatomy.importance`, :mod:`~lamina.anatomy.regularity`,
+:mod:`~lamina.anatomy.robustness` (the measurements), :mod:`~lamina.anatomy.measurements` (all
+of one model's), :mod:`~lamina.anatomy.claims` (declared as data), :mod:`~lamina.anatomy.coverage`.
+Growth Training: :mod:`~lamina.anatomy.growth` (schedules, the training loop),
+:mod:`~lamina.anatomy.growth_compare`, :mod:`~lamina.anatomy.growth_timing`,
+:mod:`~lamina.anatomy.growth_orders`, :mod:`~lamina.anatomy.growth_text`,
+:mod:`~lamina.anatomy.growth_claims`.
+Calibration: :mod:`~lamina.anatomy.calibration` (the runs of every claim), its sources
+:mod:`~lamina.anatomy.calibration_sources`, :mod:`~lamina.anatomy.calibration_weights`,
+:mod:`~lamina.anatomy.growth_calibration`.
+The measuring functions are re-exported here.
 """
 
 from lamina.anatomy.ablation import (
     ablation_sweep,
-    anti_layers,
-    critical_core,
-    importance_range,
     predicted_replacement_curve,
     sweep_nll,
 )
@@ -42,13 +51,10 @@ __all__ = [
     "PerplexityResult",
     "TokenIds",
     "ablation_sweep",
-    "anti_layers",
     "apply_surgery",
     "check_layer",
     "chunk_tokens",
-    "critical_core",
     "delta_correlation",
-    "importance_range",
     "interpolate_neighbours",
     "layer_structure",
     "noise_layer",

@@ -29,7 +29,7 @@ from lamina.anatomy.perplexity import (
     sequence_batches,
     sequence_nll,
 )
-from lamina.anatomy.predictability import predicted_layer_state
+from lamina.anatomy.predictability import RIDGE_ALPHA, predicted_layer_state
 from lamina.anatomy.surgery import (
     SurgeryOption,
     apply_surgery,
@@ -42,9 +42,7 @@ from lamina.states import hooks
 
 __all__ = [
     "ablation_sweep",
-    "anti_layers",
-    "critical_core",
-    "importance_range",
+    "predicted_joint_nll",
     "predicted_replacement_curve",
     "sweep_nll",
 ]
@@ -258,9 +256,15 @@ def sweep_nll(
 
 
 def _sweep_row(
-    s: str, l: int, sums: np.ndarray, clean: np.ndarray, counts: np.ndarray,
-    base: PerplexityResult, n_bootstrap: int, seed: int,
-) -> dict[str, object]:  # fmt: skip
+    s: str,
+    l: int,
+    sums: np.ndarray,
+    clean: np.ndarray,
+    counts: np.ndarray,
+    base: PerplexityResult,
+    n_bootstrap: int,
+    seed: int,
+) -> dict[str, object]:
     """The :func:`ablation_sweep` row of surgery ``s`` at layer ``l`` (sums, clean, counts:
     (n_seq,) summed NLL in nats and predicted tokens)."""
     r = perplexity_result(sums, counts, n_bootstrap, seed)
@@ -309,15 +313,22 @@ def ablation_sweep(
     """
     t0 = time.perf_counter()
     clean, counts, ablated = sweep_nll(
-        model, token_ids, surgeries, layers, method=method, batch_size=batch_size,
+        model,
+        token_ids,
+        surgeries,
+        layers,
+        method=method,
+        batch_size=batch_size,
         **cast("dict[str, Any]", options),
     )
     seconds = time.perf_counter() - t0
     base = perplexity_result(clean, counts, n_bootstrap, seed)
     df = pd.DataFrame(
-        [_sweep_row(s, l, sums, clean, counts, base, n_bootstrap, seed)
-         for (s, l), sums in ablated.items()]
-    )  # fmt: skip
+        [
+            _sweep_row(s, l, sums, clean, counts, base, n_bootstrap, seed)
+            for (s, l), sums in ablated.items()
+        ]
+    )
     df.attrs.update(
         baseline_ppl=base.ppl,
         baseline_nll=base.nll,
@@ -329,66 +340,13 @@ def ablation_sweep(
     return df
 
 
-# ----------------------------------------------------------------------------------------
-# reports
-# ----------------------------------------------------------------------------------------
-
-
-def _one(df: pd.DataFrame, surgery: str) -> pd.DataFrame:
-    sub = df[df["surgery"] == surgery]
-    if sub.empty:
-        raise ValueError(f"no rows for surgery {surgery!r}; have {sorted(df['surgery'].unique())}")
-    return sub
-
-
-def importance_range(
-    df: pd.DataFrame, surgery: str = "skip", *, significant: bool = False
-) -> dict[str, float]:
-    """Importance range over layers with a positive perplexity change:
-    ratio = max(delta_pct) / min(delta_pct), both over delta_pct > 0 (paper 3: ~10^7).
-    ``significant=True``: only over layers whose paired 95% CI excludes 0 (delta_ci_low > 0),
-    so that a change indistinguishable from 0 cannot make the denominator (and the range)
-    arbitrarily small."""
-    pos = _one(df, surgery).query("delta_ci_low > 0" if significant else "delta_pct > 0")
-    if pos.empty:
-        return {
-            "max_delta_pct": float("nan"),
-            "min_delta_pct": float("nan"),
-            "ratio": float("nan"),
-            "log10_ratio": float("nan"),
-        }
-    hi, lo = pos.loc[pos["delta_pct"].idxmax()], pos.loc[pos["delta_pct"].idxmin()]
-    ratio = float(hi["delta_pct"] / lo["delta_pct"])
-    return {
-        "max_delta_pct": float(hi["delta_pct"]),
-        "max_layer": int(hi["layer"]),
-        "min_delta_pct": float(lo["delta_pct"]),
-        "min_layer": int(lo["layer"]),
-        "ratio": ratio,
-        "log10_ratio": float(np.log10(ratio)),
-    }
-
-
-def critical_core(df: pd.DataFrame, surgery: str = "skip", k: int = 3) -> list[int]:
-    """The ``k`` layers whose ablation raises perplexity most, most important first."""
-    return [int(l) for l in _one(df, surgery).nlargest(k, "delta_pct")["layer"]]
-
-
-def anti_layers(df: pd.DataFrame, surgery: str = "skip") -> pd.DataFrame:
-    """Layers whose ablation lowers perplexity with the paired 95% CI of the change below 0
-    (delta_ci_high < 0), so that an anti-layer is not noise."""
-    return _one(df, surgery).query("delta_ci_high < 0")[
-        ["layer", "delta_pct", "delta_ci_low", "delta_ci_high"]
-    ]
-
-
 def predicted_replacement_curve(
     model: nn.Module,
     token_ids: TokenIds,
     *,
     order: Sequence[int] | None = None,
     k_max: int | None = None,
-    alpha: float = 1.0,
+    alpha: float = RIDGE_ALPHA,
     degree: int = 2,
     batch_size: int = 8,
 ) -> pd.DataFrame:
@@ -414,3 +372,27 @@ def predicted_replacement_curve(
             }
         )
     return pd.DataFrame(rows)
+
+
+def predicted_joint_nll(
+    model: nn.Module,
+    token_ids: TokenIds,
+    layers: Sequence[int],
+    *,
+    alpha: float = RIDGE_ALPHA,
+    degree: int = 2,
+    batch_size: int = 8,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sequence mean NLL (nats per token), each (n_seq,), of the intact model and of the
+    model with ridge-predicted weights (leave-one-out, from the clean model:
+    :func:`lamina.anatomy.predictability.predicted_layer_state`) in every one of ``layers``
+    at once: the joint replacement whose excess over the single-layer replacements measures
+    how errors accumulate."""
+    layers = [check_layer(model, l) for l in layers]
+    states = {l: predicted_layer_state(model, l, alpha=alpha, degree=degree) for l in layers}
+    base = perplexity(model, token_ids, batch_size=batch_size, n_bootstrap=0)
+    with ExitStack() as stack:
+        for l in layers:
+            stack.enter_context(substitute_weights(model, l, states[l]))
+        joint = perplexity(model, token_ids, batch_size=batch_size, n_bootstrap=0)
+    return base.nll_per_seq, joint.nll_per_seq

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,10 +30,11 @@ from lamina.sources.models import get_adapter
 
 __all__ = [
     "Phase",
-    "compare_runs",
+    "enter_phase",
     "growth_schedule",
     "next_token_step",
     "step_flops",
+    "synced_clock",
     "train_with_schedule",
     "uniform_schedule",
     "warmup_cosine",
@@ -174,7 +175,7 @@ def _val_loss(model: nn.Module, val_ids: torch.Tensor, batch_size: int) -> float
     return perplexity(model, val_ids, batch_size=batch_size, n_bootstrap=0).nll
 
 
-def _enter_phase(model: nn.Module, phase: Phase) -> list[nn.Parameter]:
+def enter_phase(model: nn.Module, phase: Phase) -> list[nn.Parameter]:
     """Make exactly ``phase``'s parameters trainable (gradients cleared); returns them."""
     params = _trainable(model, phase)
     keep = {id(p) for p in params}
@@ -226,7 +227,7 @@ class _Run:
     flops: float = 0.0
     rows: list[dict[str, object]] = field(default_factory=list)
 
-    def log(self, k: int, name: str, train_loss: float, evaluate: bool) -> None:
+    def log(self, k: int, name: str, train_loss: float | torch.Tensor, evaluate: bool) -> None:
         """Append the row of the current step (validation loss only when ``evaluate``)."""
         val = _val_loss(self.model, self.val_ids, self.batch_size) if evaluate else np.nan
         self.rows.append(
@@ -241,26 +242,50 @@ class _Run:
             }
         )
 
+    def settle(self, pending: list[dict[str, object]], seconds: float) -> None:
+        """Give the rows of one stretch of steps between two synchronisations their training
+        losses (one transfer) and their wall clock (the stretch's ``seconds`` spread evenly)."""
+        losses = torch.stack([r["train_loss"] for r in pending]).tolist()  # type: ignore[misc]
+        for j, (row, loss) in enumerate(zip(pending, losses, strict=True)):
+            row["train_loss"] = float(loss)
+            row["wall_s"] = self.wall + seconds * (j + 1) / len(pending)
+        self.wall += seconds
+
     def phase(
         self, k: int, phase: Phase, opt: torch.optim.Optimizer, params: list[nn.Parameter]
     ) -> None:
-        """Run phase ``k``'s steps, logging each."""
+        """Run phase ``k``'s steps, logging each. The device is synchronised only at the
+        evaluations: the wall clock of the steps between two of them is their stretch's
+        training time (evaluation excluded) spread evenly, and their losses stay on the device
+        until then."""
         device = next(self.model.parameters()).device
         cost = step_flops(self.model, phase, self.batch_size, self.train_ids.shape[1])
         n = self.train_ids.shape[0]
+        pending: list[dict[str, object]] = []
+        t0 = synced_clock(device)
         for i in range(phase.steps):
             self.model.train()
-            t0 = time.perf_counter()
             pick = torch.randint(0, n, (self.batch_size,), generator=self.gen)
             lr = self.lr if self.lr_scale is None else self.lr * self.lr_scale(self.step)
             ids = self.train_ids[pick].to(device)
             loss = next_token_step(self.model, opt, params, ids, lr, self.grad_clip)
-            self.wall += time.perf_counter() - t0
             self.step, self.flops = self.step + 1, self.flops + cost
             if self.on_step is not None:
                 self.on_step(self.step, self.model)
-            evaluate = self.step % self.eval_every == 0 or i == phase.steps - 1
-            self.log(k, phase.name, loss.item(), evaluate)
+            self.log(k, phase.name, loss.detach(), evaluate=False)
+            pending.append(self.rows[-1])
+            if self.step % self.eval_every == 0 or i == phase.steps - 1:
+                self.settle(pending, synced_clock(device) - t0)
+                self.rows[-1]["val_loss"] = _val_loss(self.model, self.val_ids, self.batch_size)
+                pending = []
+                t0 = synced_clock(device)
+
+
+def synced_clock(device: torch.device) -> float:
+    """time.perf_counter() after the device's queued work is done (CUDA: synchronised)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def train_with_schedule(
@@ -299,8 +324,18 @@ def train_with_schedule(
     if not schedule:
         raise ValueError("schedule is empty")
     gen = torch.Generator().manual_seed(seed)
-    run = _Run(model, train_ids.long(), val_ids.long(), gen, batch_size, lr, lr_scale,
-               grad_clip, eval_every, on_step)  # fmt: skip
+    run = _Run(
+        model,
+        train_ids.long(),
+        val_ids.long(),
+        gen,
+        batch_size,
+        lr,
+        lr_scale,
+        grad_clip,
+        eval_every,
+        on_step,
+    )
     flags = {k: p.requires_grad for k, p in model.named_parameters()}
     was_training = model.training
     run.log(-1, "init", np.nan, evaluate=True)
@@ -308,7 +343,7 @@ def train_with_schedule(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             for k, phase in enumerate(schedule):
-                params = _enter_phase(model, phase)
+                params = enter_phase(model, phase)
                 if not carry_optimizer or k == 0:
                     opt = torch.optim.AdamW(
                         list(model.parameters()) if carry_optimizer else params,
@@ -322,62 +357,3 @@ def train_with_schedule(
             p.grad = None
         model.train(was_training)
     return pd.DataFrame(run.rows)
-
-
-def _at(evals: pd.DataFrame, column: str, budget: float) -> float:
-    """Validation loss at the last evaluation with ``column`` <= budget."""
-    ok = evals[evals[column] <= budget * (1 + 1e-9)]
-    return float(ok["val_loss"].iloc[-1]) if len(ok) else float("nan")
-
-
-def compare_runs(
-    runs: Mapping[str, pd.DataFrame] | pd.DataFrame, baseline: str = "uniform"
-) -> pd.DataFrame:
-    """Compare training runs with the baseline run of the same seed.
-
-    runs: {name: train_with_schedule frame}, or one frame with columns ``run`` (and ``seed``).
-    Per (run, seed): final validation loss; the validation loss at the baseline's final step,
-    FLOPs and wall time (the last evaluation within each budget); loss_ratio_* =
-    baseline final loss / run loss (> 1: the run is better, paper 3 claims 4.7 at equal steps);
-    and the steps, FLOPs and wall time at which the run first reaches the baseline's final
-    loss, with flops_saving = 1 - flops_to_target / baseline FLOPs (paper 3: 0.54).
-    """
-    if isinstance(runs, pd.DataFrame):
-        frame = runs.copy()
-    else:
-        frame = pd.concat([df.assign(run=name) for name, df in runs.items()], ignore_index=True)
-    if "seed" not in frame:
-        frame["seed"] = 0
-    if baseline not in set(frame["run"]):
-        raise ValueError(f"baseline run {baseline!r} not among {sorted(set(frame['run']))}")
-    evals = frame.dropna(subset=["val_loss"]).sort_values("step")
-    rows = []
-    for (run, seed), ev in evals.groupby(["run", "seed"], sort=False):
-        base = evals[(evals["run"] == baseline) & (evals["seed"] == seed)]
-        if base.empty:
-            raise ValueError(f"no baseline run {baseline!r} for seed {seed}")
-        b_last = base.iloc[-1]
-        target = float(b_last["val_loss"])
-        reached = ev[ev["val_loss"] <= target]
-        hit = reached.iloc[0] if len(reached) else None
-        row = {
-            "run": run,
-            "seed": seed,
-            "final_step": int(ev["step"].iloc[-1]),
-            "final_val_loss": float(ev["val_loss"].iloc[-1]),
-            "total_flops": float(ev["flops"].iloc[-1]),
-            "total_wall_s": float(ev["wall_s"].iloc[-1]),
-        }
-        for name, col in (("steps", "step"), ("flops", "flops"), ("wall", "wall_s")):
-            loss = _at(ev, col, float(b_last[col]))
-            row[f"val_loss_equal_{name}"] = loss
-            row[f"loss_ratio_equal_{name}"] = target / loss
-        row.update(
-            steps_to_target=np.nan if hit is None else int(hit["step"]),
-            flops_to_target=np.nan if hit is None else float(hit["flops"]),
-            wall_to_target=np.nan if hit is None else float(hit["wall_s"]),
-        )
-        row["flops_saving"] = 1 - row["flops_to_target"] / float(b_last["flops"])
-        row["wall_saving"] = 1 - row["wall_to_target"] / float(b_last["wall_s"])
-        rows.append(row)
-    return pd.DataFrame(rows)

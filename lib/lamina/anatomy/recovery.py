@@ -3,10 +3,13 @@ returns within a tolerance of the clean model's."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypedDict
+from typing import Any, TypedDict
 
+import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
@@ -14,8 +17,16 @@ from lamina.anatomy.growth import next_token_step
 from lamina.anatomy.layers import check_layer
 from lamina.anatomy.perplexity import TokenIds, perplexity, require_lm
 from lamina.anatomy.surgery import noise_layer
+from lamina.evidence.stats import partial_spearman
 
-__all__ = ["Recovery", "recovery_steps", "restore_all"]
+__all__ = [
+    "Recovery",
+    "crossing_step",
+    "measure_recovery",
+    "recovery_steps",
+    "restore_all",
+    "speed_rank",
+]
 
 
 class Recovery(TypedDict):
@@ -125,9 +136,17 @@ def recovery_steps(
         opt = torch.optim.AdamW(list(model.parameters()), lr=lr, weight_decay=weight_decay)
         if found is None:
             found = _fine_tune_until(
-                model, opt, train, batch_size, seed, eval_ppl, target, eval_every, budget_steps,
+                model,
+                opt,
+                train,
+                batch_size,
+                seed,
+                eval_ppl,
+                target,
+                eval_every,
+                budget_steps,
                 curve,
-            )  # fmt: skip
+            )
     return {
         "layer": layer,
         "baseline_ppl": base,
@@ -138,4 +157,77 @@ def recovery_steps(
         "budget_steps": budget_steps,
         "rel_noise": rel_noise,
         "tolerance_pct": tolerance_pct,
+    }
+
+
+def crossing_step(curve: list[tuple[int, float]], target: float) -> float | None:
+    """The (fractional) optimiser step at which perplexity first returns to ``target``: the
+    first evaluation of ``curve`` [(step, ppl)] with ppl <= target, interpolated linearly in
+    log ppl from the evaluation before it; 0.0 when the curve starts within it; None when it
+    never gets there (censored)."""
+    for i, (step, ppl) in enumerate(curve):
+        if ppl <= target:
+            if i == 0:
+                return 0.0
+            s0, p0 = curve[i - 1]
+            a, b, t = math.log(p0), math.log(ppl), math.log(target)
+            return float(s0 + (step - s0) * (a - t) / (a - b)) if a > b else float(step)
+    return None
+
+
+def speed_rank(
+    curve: list[tuple[int, float]], baseline_ppl: float, target: float, budget_steps: int
+) -> float:
+    """A recovery time that orders every layer (larger = slower): :func:`crossing_step` when
+    the run recovered; otherwise budget_steps + the share of the initial log-PPL excess still
+    left at the last evaluation, so that censored layers rank after every recovered one and,
+    among themselves, by how far they still are from baseline."""
+    step = crossing_step(curve, target)
+    if step is not None:
+        return step
+    first = math.log(curve[0][1] / baseline_ppl)
+    last = math.log(curve[-1][1] / baseline_ppl)
+    return float(budget_steps + (last / first if first > 0 else 1.0))
+
+
+def measure_recovery(
+    importance: pd.Series, recovery: pd.DataFrame, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """Recovery speed against importance: the Spearman partial correlation of a layer's skip
+    importance (``importance``: delta_pct by layer) with its recovery time (``recovery``:
+    columns layer, steps_ranked (:func:`speed_rank`), perturbed_ppl, baseline_ppl, recovered),
+    controlling for the initial damage (perturbed / baseline PPL: importance might only predict
+    how much the noise hurts). Two-sided permutation p and 95% bootstrap CI over layers
+    (:func:`lamina.evidence.stats.partial_spearman`); the plain Spearman rho is the effect size.
+    Not testable with fewer than 5 layers, every layer censored, or no variation in time."""
+    if recovery.empty:
+        return {"untestable": "no recovery fine-tune in this model's budget"}
+    r = recovery.set_index("layer")
+    common = importance.index.intersection(r.index)
+    r = r.loc[common]
+    damage = (r["perturbed_ppl"] / r["baseline_ppl"]).to_numpy(float)
+    values = "; ".join(
+        f"layer {l}: {d:.3g}x, time {t:.3g}"
+        for l, d, t in zip(common, damage, r["steps_ranked"], strict=True)
+    )
+    if len(common) < 5:
+        return {"untestable": f"{len(common)} fine-tuned layers; a partial correlation needs 5"}
+    if not r["recovered"].any():
+        return {"untestable": f"every layer censored (perturbed / clean PPL, time: {values})"}
+    y = r["steps_ranked"].to_numpy(float)
+    if np.ptp(y) == 0:
+        return {"untestable": f"every layer took the same time ({values})"}
+    x = importance.loc[common].to_numpy(float)
+    pc = partial_spearman(x, y, damage, n_resamples=n_resamples, seed=seed)
+    plain = float(pd.Series(x).corr(pd.Series(y), method="spearman"))
+    return {
+        "estimate": pc["rho"],
+        "ci_low": pc["ci_low"],
+        "ci_high": pc["ci_high"],
+        "sided": "two-sided",
+        "p": pc["p"],
+        "effect_size": plain,
+        "effect_name": "plain Spearman rho",
+        "n_units": len(common),
+        "detail": f"{int(r['recovered'].sum())} of {len(common)} layers recovered",
     }

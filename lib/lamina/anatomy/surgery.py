@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from lamina.anatomy.layers import check_layer
-from lamina.anatomy.predictability import predicted_layer_state
+from lamina.anatomy.predictability import RIDGE_ALPHA, predicted_layer_state
 from lamina.sources.models import get_adapter
 from lamina.states import hooks
 
@@ -212,7 +212,7 @@ def substitute_weights(
 
 
 def _predicted(
-    model: nn.Module, layer: int, *, alpha: float = 1.0, degree: int = 2
+    model: nn.Module, layer: int, *, alpha: float = RIDGE_ALPHA, degree: int = 2
 ) -> AbstractContextManager:
 
     return substitute_weights(

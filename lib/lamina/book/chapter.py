@@ -116,13 +116,15 @@ def glue_claim_strings(prefix: str, claims: pd.DataFrame, *, detail: bool = Fals
 
     For claim id ``c`` (dashes become underscores), ``<prefix>_<c>_verdict``, ``_measured``,
     ``_ci`` ("[low, high]"), ``_p`` (2 significant digits), ``_effect`` (numbers via
-    :func:`fmt_value`), and with ``detail`` also ``_detail`` (the effect's name)."""
+    :func:`fmt_value`), ``_reason`` (the verdict's reason; "" without one), and with
+    ``detail`` also ``_detail`` (the effect's name)."""
     for cid, row in claims.iterrows():
         key = f"{prefix}_" + str(cid).replace("-", "_")
         glue(f"{key}_verdict", row["verdict"])
         glue(f"{key}_measured", fmt_value(row["measured"]))
         glue(f"{key}_ci", f"[{fmt_value(row['ci_low'])}, {fmt_value(row['ci_high'])}]")
         glue(f"{key}_p", fmt_value(row["p"], ".2g"))
+        glue(f"{key}_reason", str(row.get("reason", "") or ""))
         if detail:
             glue(f"{key}_detail", str(row["effect_name"]))
         glue(f"{key}_effect", fmt_value(row["effect_size"]))

@@ -1,107 +1,66 @@
-"""The calibration page's section on paper 2's and paper 3's verdict rules: the false-positive
-rate and power of their main claims on known-answer weight updates
-(:mod:`lamina.chapters.weight_update_signature.calibration`) and skip sweeps
-(:mod:`lamina.chapters.layer_anatomy.calibration`), in the table format of paper 1's
-(:func:`lamina.trajectory.calibration.summarise`, :func:`~lamina.trajectory.calibration.row_text`).
+"""The calibration page's section on paper 3 (layer anatomy and Growth Training): every
+declared claim (:data:`lamina.anatomy.calibration.CLAIMS`) with its rates on the known-answer
+sources (:func:`lamina.anatomy.calibration.calibration_runs`, described by
+:data:`~lamina.anatomy.calibration.CALIBRATION_SOURCES`), or "not calibrated" and why, rendered
+by the page's one renderer (:func:`lamina.book.calibration.section_markdown`).
 
-The section is cached as a whole under ``<data>/cache/calibration/rules-<key>.json`` (sealed with
-its SHA-256, :mod:`lamina.core.manifest`), keyed by
-the source of every module that computes it, the number of seeds and the numpy / scipy /
-pandas / torch versions.
+Paper 2's section is :mod:`lamina.weights.calibration`'s (issue 34: the file is split by paper).
+Each seed's runs are cached by :func:`~lamina.anatomy.calibration.calibration_runs` (keyed by
+the source of :mod:`lamina.anatomy` and :mod:`lamina.evidence` and the library versions), so
+the section is recomputed only where they changed.
 
 CLI: ``python -m lamina.chapters.rules_calibration OUT.md [N_SEEDS]`` (default 20 seeds).
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from lamina.chapters.layer_anatomy import calibration as anatomy_calibration
-from lamina.chapters.weight_update_signature import calibration as signature_calibration
-from lamina.core.manifest import read_cache_entry, write_sealed_json
+from lamina.anatomy import calibration as anatomy_calibration
+from lamina.book.calibration import Section, section_markdown
 from lamina.core.provenance import atomic_write_text
-from lamina.trajectory.calibration import default_cache, row_text, summarise
 
-__all__ = ["cache_key", "rules_markdown"]
+__all__ = ["paper3_section", "rules_markdown"]
 
-CODE = ("chapters/weight_update_signature", "chapters/layer_anatomy", "chapters/results.py",
-        "weights", "anatomy", "evidence", "trajectory/calibration.py")  # under lib/lamina
+TITLE = "Paper 3: layer anatomy and Growth Training"
 
 
-def cache_key(n_seeds: int) -> str:
-    """sha256 (hex) of what the section depends on: the source of :data:`CODE`, ``n_seeds``
-    and the numpy / scipy / pandas / torch versions."""
-    import scipy
-    import torch
-
-    h = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]  # lib/lamina
-    for part in CODE:
-        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    h.update(repr((n_seeds, np.__version__, scipy.__version__, pd.__version__,
-                   torch.__version__)).encode())  # fmt: skip
-    return h.hexdigest()
-
-
-def _rows(which: str, n_seeds: int) -> pd.DataFrame:
-    import torch
-
-    torch.set_num_threads(1)
-    module = signature_calibration if which == "signature" else anatomy_calibration
-    return module.calibration_rows(range(n_seeds))
-
-
-def _head(size: str) -> str:
-    return ("| claim | main | FPR (null: reproduced, partially or smaller than claimed) "
-            f"| power at {size} | power at half size | targets |\n|---|---|---|---|---|---|")
-
-
-def _section(title: str, runs: pd.DataFrame, size: str) -> list[str]:
-    s = summarise(runs)
-    cost = float(np.mean(runs.attrs["seconds"]))
-    lines = [f"### {title}", "", f"{runs['seed'].nunique()} seeds per source ({cost:.1f} s of "
-             "computation per seed, all three sources, on one core).", "", _head(size)]
-    lines += [row_text(r) for r in s.itertuples()]
-    for r in s.itertuples():
-        if not (r.calibrated and r.fpr_ok and r.power_ok):
-            why = r.why_null if not r.fpr_ok else r.why_planted
-            lines.append(f"\n- `{r.claim_id}` misses a target" + (f": {why}" if why else "") + ".")
-    return [*lines, ""]
-
-
-def rules_markdown(n_seeds: int = 20, *, jobs: int = 2, cache: Path | None = None) -> str:
-    """The section's Markdown: a table per paper (claims of
-    ``weight_update_signature.calibration.CLAIMS`` and ``layer_anatomy.calibration.CLAIMS``)
-    over ``n_seeds`` seeds, the two papers computed in ``jobs`` processes; read from / written
-    to ``cache`` (a folder; None: not cached)."""
-    path = cache / f"rules-{cache_key(n_seeds)[:20]}.json" if cache is not None else None
-    entry = read_cache_entry(path) if path is not None else None  # sealed: never a damaged one
-    if entry is not None:
-        return str(entry["markdown"])
+def paper3_section(n_seeds: int, *, jobs: int = 2, cache: Path | None | str = "default") -> Section:
+    """Paper 3's :class:`~lamina.book.calibration.Section` over seeds 0..n_seeds-1, computed
+    in ``jobs`` one-thread processes; ``cache`` as
+    :func:`lamina.anatomy.calibration.calibration_runs`. Its cost line gives the seeds, the
+    mean CPU seconds of a seed's computation (recorded with a cached seed) and the wall time."""
     start = time.perf_counter()
-    which = ("signature", "anatomy")
-    if jobs > 1:
-        with ProcessPoolExecutor(min(jobs, 2)) as pool:
-            sig, ana = pool.map(_rows, which, [n_seeds] * 2)
-    else:
-        sig, ana = (_rows(w, n_seeds) for w in which)
-    text = "\n".join([
-        *_section("Paper 2: Q/K alignment updates enriched; writes close to random", sig,
-                  "lamina's planted size"),
-        *_section("Paper 3: the critical core and its size", ana, "the paper's size"),
-        f"(Computed in {time.perf_counter() - start:.0f} s of wall time.)", "",
-    ])  # fmt: skip
-    if path is not None:
-        write_sealed_json(path, {"markdown": text})
-    return text
+    runs = anatomy_calibration.calibration_runs(n_seeds, jobs=jobs, cache=cache)
+    n_read = sum(runs.attrs["cached"])
+    per_seed = f"{np.mean(runs.attrs['seconds']):.1f} s of CPU per seed on one core " + (
+        "(every seed read from the cache)"
+        if n_read == n_seeds
+        else f"({n_read} read from the cache)"
+    )
+    cost = (
+        f"{n_seeds} seeds per source: {per_seed}; {time.perf_counter() - start:.0f} s of wall "
+        f"time in {jobs} process(es)."
+    )
+    return Section(
+        TITLE,
+        anatomy_calibration.CLAIMS,
+        runs,
+        anatomy_calibration.CALIBRATION_SOURCES,
+        cost,
+    )
+
+
+def rules_markdown(
+    n_seeds: int = 20, *, jobs: int = 2, cache: Path | None | str = "default"
+) -> str:
+    """The section's Markdown (:func:`paper3_section`, rendered by
+    :func:`lamina.book.calibration.section_markdown`)."""
+    return section_markdown(paper3_section(n_seeds, jobs=jobs, cache=cache))
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
@@ -112,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     n = int(args[1]) if len(args) == 2 else 20
     if n < 1:
         raise SystemExit(f"N_SEEDS must be at least 1; got {n}")
-    print(atomic_write_text(args[0], rules_markdown(n, cache=default_cache())))
+    print(atomic_write_text(args[0], rules_markdown(n)))
 
 
 if __name__ == "__main__":  # pragma: no cover

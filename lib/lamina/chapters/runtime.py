@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from lamina.anatomy.heldout import passages
 from lamina.anatomy.perplexity import chunk_tokens
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
 
-__all__ = ["corpus_windows", "shuffled_documents", "tagged_passages", "threads"]
+__all__ = ["corpus_windows", "shuffled_documents", "threads"]
 
 
 @contextmanager
@@ -28,33 +29,11 @@ def threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def tagged_passages(docs: list[str], seed: int, passage_chars: int) -> list[tuple[int, str]]:
-    """[(document index, passage)]: each document cut into passages of at most
-    ``passage_chars`` characters at line breaks (a longer line is one passage), all passages
-    in one seeded random order."""
-    if passage_chars < 1:
-        raise ValueError(f"passage_chars must be >= 1, got {passage_chars}")
-    out: list[tuple[int, str]] = []
-    for i, doc in enumerate(docs):
-        piece: list[str] = []
-        size = 0
-        for line in doc.splitlines(keepends=True):
-            if size + len(line) > passage_chars and piece:
-                out.append((i, "".join(piece)))
-                piece, size = [], 0
-            piece.append(line)
-            size += len(line)
-        if piece:
-            out.append((i, "".join(piece)))
-    order = np.random.default_rng(seed).permutation(len(out))
-    return [out[j] for j in order]
-
-
 def shuffled_documents(docs: list[str], seed: int, passage_chars: int) -> list[str]:
-    """The passages of :func:`tagged_passages` without their document index: a play becomes
-    many passages that interleave with the curriculum's short documents, so the first n
-    tokens mix both sources instead of being one play."""
-    return [p for _, p in tagged_passages(docs, seed, passage_chars)]
+    """The passages of :func:`lamina.anatomy.heldout.passages` without their document index: a
+    play becomes many passages that interleave with the curriculum's short documents, so the
+    first n tokens mix both sources instead of being one play."""
+    return [p for _, p in passages(docs, seed, passage_chars)]
 
 
 def corpus_windows(

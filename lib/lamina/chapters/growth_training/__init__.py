@@ -1,23 +1,13 @@
 """Paper 3's Growth Training chapter: importance-ordered phased training against uniform
-training (:func:`run_growth`, configured by :class:`GrowthConfig`).
+training (:func:`run_growth`, configured by :class:`GrowthConfig`); the science and the claims
+are :mod:`lamina.anatomy`'s (growth, growth_compare, growth_timing, growth_orders,
+growth_claims)."""
 
-Modules: :mod:`.config` (the config and schedule names), :mod:`.importance` (skip-ablation
-importance of the organism or of real pretrained models, mapped by relative depth),
-:mod:`.claims` (budget comparisons and claim rows), :mod:`.run` (schedules and the
-experiment), :mod:`.figures` (the importance-profile figure).
+from lamina.anatomy.growth_claims import CLAIMS
+from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, GrowthConfig
+from lamina.chapters.growth_training.run import run_growth, schedules_for
 
-The public names of config, importance, claims and run are re-exported here: each module's
-``__all__`` is the one list of them.
-"""
+Config = GrowthConfig  # the chapter pattern: Config, run, CLAIMS
+run = run_growth
 
-from lamina.chapters.growth_training import claims, config, importance, run
-from lamina.chapters.growth_training.claims import *  # noqa: F403
-from lamina.chapters.growth_training.config import *  # noqa: F403
-from lamina.chapters.growth_training.importance import *  # noqa: F403
-from lamina.chapters.growth_training.run import *  # noqa: F403
-
-__all__: list[str] = []
-__all__ += config.__all__
-__all__ += importance.__all__
-__all__ += claims.__all__
-__all__ += run.__all__
+__all__ = ["Config", "run", "CHAPTER", "CLAIMS", "CONTROLS", "GrowthConfig", "run_growth", "schedules_for"]

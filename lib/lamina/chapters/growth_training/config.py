@@ -4,33 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lamina.chapters.config import ChapterConfig, as_list, default_models
+from lamina.anatomy.growth_claims import CONTROLS
+from lamina.chapters.config import ChapterConfig, as_list
 
 __all__ = [
     "CHAPTER",
     "CONTROLS",
     "PAPER_SCALE",
-    "REAL_MODELS",
     "SCHEDULES",
     "GrowthConfig",
 ]
 
 CHAPTER = "growth_training"
 SCHEDULES = ("uniform", "growth", "reverse", "random")
-CONTROLS = ("reverse", "random")
-"""Ordering controls: the growth phases and budget with the layer groups in reverse or in a
-seeded random order, separating "budget by importance" from "training in phases"."""
 PAPER_SCALE = "12 layers, 9.57M parameters, >= 500 steps, 3 paired seeds"
-REAL_MODELS = default_models(CHAPTER)[0]
-"""The offline real pretrained models whose skip-ablation importance orders extra growth runs
-by default (paper 3 measured importance on SmolLM2-135M): the chapter's registry record."""
 
 
 @dataclass
 class GrowthConfig(ChapterConfig):
     """Parameters of the Growth Training experiment (serialised next to its results).
 
-    organism: registered organism whose corpus (train / val splits) is used; it must be built
+    model: the registered organism whose corpus (train / val splits) is used (the chapter's
+        ``model`` parameter, as every chapter's); it must be built
         (its importance orders growth, and its tokenizer is used when ``vocab_size`` is None).
     vocab_size: entries of a byte-level BPE trained on the corpus's train split for the
         trained model (``lamina.sources.organisms.tokenizer.train_tokenizer``, deterministic, about
@@ -52,7 +47,7 @@ class GrowthConfig(ChapterConfig):
         importance, mapped onto the trained model's layers by relative depth
         (:func:`lamina.chapters.growth_training.importance.depth_map`), orders one extra
         growth run each ("growth (<model> order)", same phases, budget and seeds). None: the
-        installed :data:`REAL_MODELS` (none in quick mode); []: none.
+        installed models of the chapter's registry record (none in quick mode); []: none.
     real_tokens: held-out tokens of each real model's skip sweep (windows of
         ``real_seq_len`` tokens from the organism corpus's held-out split, mixed sources).
     carry_optimizer: one AdamW whose moments carry across the phases (True, default), or a
@@ -73,7 +68,7 @@ class GrowthConfig(ChapterConfig):
     threads: torch threads (wall-clock times depend on it).
     """
 
-    organism: str = "organism-llama"
+    model: str = "organism-llama"
     vocab_size: int | None = 2048
     arch: str = "llama"
     n_layers: int = 12

@@ -22,50 +22,49 @@ import torch
 
 from lamina.anatomy.growth import (
     Phase,
-    compare_runs,
     growth_schedule,
     train_with_schedule,
     uniform_schedule,
     warmup_cosine,
 )
-from lamina.chapters.growth_training.claims import (
-    budget_comparison,
-    gated_claims,
-    growth_claims,
-    learning_gate,
-    source_claims,
+from lamina.anatomy.growth_claims import CONTROLS, compare_growth, judge_growth, measure_growth
+from lamina.anatomy.growth_compare import (
+    LEARNED_GATE,
+    unigram_loss,
 )
-from lamina.chapters.growth_training.config import CHAPTER, CONTROLS, PAPER_SCALE, GrowthConfig
-from lamina.chapters.growth_training.data import clean_val_windows
-from lamina.chapters.growth_training.importance import (
-    build_model,
+from lamina.anatomy.growth_orders import (
     depth_map,
-    layer_importance,
+    random_order,
     rank_correlations,
     real_importance,
     real_label,
+)
+from lamina.anatomy.growth_text import clean_val_windows
+from lamina.anatomy.growth_timing import time_phases
+from lamina.chapters.growth_training.config import CHAPTER, PAPER_SCALE, GrowthConfig
+from lamina.chapters.growth_training.importance import (
+    build_model,
+    layer_importance,
     resolve_real_models,
 )
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.runtime import corpus_windows, threads
+from lamina.chapters.runtime import corpus_windows
+from lamina.core.threads import threads
+from lamina.evidence.claims import claims_frame
+from lamina.evidence.decide import GateResult
 from lamina.sources import organisms
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
-from lamina.sources.organisms.evaluate import unigram_perplexity
 from lamina.sources.organisms.tokenizer import train_tokenizer
 
-__all__ = ["random_order", "run_growth", "schedules_for", "source_run", "unigram_loss"]
+__all__ = ["run_growth", "schedules_for", "source_run"]
+
+TIMING_REPEATS, TIMING_STEPS = 5, 3  # interleaved timing: repeats x steps per kind of step
 
 
 def source_run(label: str) -> str:
     """The schedule name of the growth run ordered by ``label``'s importance."""
     return f"growth ({label} order)"
-
-
-def random_order(n_layers: int, seed: int) -> np.ndarray:
-    """(n_layers,) the random-order control's layer scores for training seed ``seed``: a
-    permutation of 0..n_layers-1 drawn from ``default_rng(seed + 4242)``, fresh per seed."""
-    return np.random.default_rng(int(seed) + 4242).permutation(n_layers).astype(float)
 
 
 def schedules_for(
@@ -128,7 +127,7 @@ def _real_orders(
     for name in models:
         label = real_label(name)
         delta, info = real_importance(
-            name, config.organism, config.real_tokens, config.real_seq_len
+            name, config.model, config.real_tokens, config.real_seq_len
         )
         mapped[label] = depth_map(delta, config.n_layers)
         native.append(
@@ -143,7 +142,7 @@ def _real_orders(
         )
         notes.append(
             f"Importance of {label}: skip ablation of its {info['n_layers']} layers on "
-            f"{info['n_tokens']:,} held-out tokens of the {config.organism} corpus "
+            f"{info['n_tokens']:,} held-out tokens of the {config.model} corpus "
             f"({info['n_windows']} windows from {info['n_documents']} documents; clean "
             f"perplexity {info['baseline_ppl']:.1f}), mapped onto {config.n_layers} layers by "
             f"relative depth (each trained layer: the overlap-weighted mean delta_pct of the "
@@ -156,23 +155,16 @@ def _real_orders(
     return mapped, profiles, corr, notes
 
 
-def unigram_loss(train: torch.Tensor, val: torch.Tensor, vocab_size: int) -> float:
-    """The unigram baseline's validation loss (nats): log of
-    ``lamina.sources.organisms.evaluate.unigram_perplexity`` (add-one unigram of the (n, T) training
-    windows, scored on the (m, T) validation windows' targets val[:, 1:])."""
-    return float(np.log(unigram_perplexity(train.reshape(-1), val, vocab_size)))
-
-
 def training_tokenizer(config: GrowthConfig) -> Any:
     """The trained model's tokenizer: a byte-level BPE of ``config.vocab_size`` entries trained
     on the organism corpus's train split, or (None) the built organism's own tokenizer."""
     if config.vocab_size is None:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.organism)))
-    name = config.organism.partition("@")[0]
+        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.model)))
+    name = config.model.partition("@")[0]
     if name not in ORGANISMS:
-        raise ValueError(f"corpus {config.organism!r} is not a registered organism")
+        raise ValueError(f"corpus {config.model!r} is not a registered organism")
     return train_tokenizer(load_corpus(ORGANISMS[name]).train, config.vocab_size)
 
 
@@ -207,10 +199,17 @@ def _train_runs(
             model = build_model(config, tok, seed)
             n_params = sum(p.numel() for p in model.parameters())
             df = train_with_schedule(
-                model, phases, train, val, lr=config.lr, batch_size=config.batch_size,
-                seed=seed, eval_every=config.eval_every,
-                carry_optimizer=config.carry_optimizer, lr_scale=lr_scale,
-            )  # fmt: skip
+                model,
+                phases,
+                train,
+                val,
+                lr=config.lr,
+                batch_size=config.batch_size,
+                seed=seed,
+                eval_every=config.eval_every,
+                carry_optimizer=config.carry_optimizer,
+                lr_scale=lr_scale,
+            )
             t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
             # arms run one after another in this process; the load average says what
             # else shared the CPUs while each was timed
@@ -242,45 +241,27 @@ def _schedule_table(config: GrowthConfig, plans: Mapping[int, Mapping[str, list[
 
 def _claims(
     config: GrowthConfig,
+    label: str,
     curves: pd.DataFrame,
+    plans: Mapping[int, Mapping[str, list[Phase]]],
     sources: dict[str, str],
-    n_params: int,
     unigram: float,
-) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, Any]]:
-    """(claims gated on uniform having learned, {comparison, budgets, orders, baseline},
-    the gate :func:`learning_gate`)."""
-    cmp = compare_runs(curves)
-    budgets = pd.concat(
-        [budget_comparison(curves, c) for c in ("step", "flops", "wall_s")], ignore_index=True
+    timing: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], GateResult]:
+    """(claims judged by :mod:`lamina.anatomy.growth_claims`, the comparison tables of
+    :func:`lamina.anatomy.growth_claims.compare_growth`, the learning gate)."""
+    controls = tuple(c for c in CONTROLS if c in config.schedules)
+    machine = f"{next(iter(timing['device']), 'cpu')}, {torch.get_num_threads()} thread(s)"
+    t, gate, tables = compare_growth(
+        curves, plans, sources, unigram, timing, controls, config.learn_gate, machine
     )
-    controls = [c for c in CONTROLS if c in config.schedules]
-    orders = pd.concat(
-        [budget_comparison(curves, "step", baseline=c).assign(control=c) for c in controls]
-        or [pd.DataFrame(columns=["run", "control", "loss_ratio"])],
-        ignore_index=True,
-    )
-    claims = pd.concat(
-        [
-            growth_claims(config, cmp, budgets, n_params, orders),
-            source_claims(budgets, sources, n_params),
-        ],
-        ignore_index=True,
-    )
-    claims["stage"] = claims["stage"].fillna("") if "stage" in claims else ""
-    gate = learning_gate(cmp, unigram, config.learn_gate)
-    baseline = cmp[["run", "seed", "final_val_loss"]].assign(
-        unigram_loss=unigram,
-        ratio_to_unigram=lambda d: d["final_val_loss"] / unigram,
-        learn_gate=config.learn_gate,
-        gate_passed=gate["passed"],
-    )
-    tables = {"comparison": cmp, "budgets": budgets, "orders": orders, "baseline": baseline}
-    return gated_claims(claims, gate), tables, gate
+    rows = judge_growth(label, measure_growth(t), {LEARNED_GATE: gate}, tuple(sources))
+    return claims_frame(rows), tables, gate
 
 
 def _notes(
     config: GrowthConfig,
-    gate: dict[str, Any],
+    gate: GateResult,
     n_params: int,
     n_train: int,
     n_val: int,
@@ -294,12 +275,12 @@ def _notes(
         f"{val_info['dropped']:,} dropped (mostly templated curriculum documents that "
         "repeat training text)"
     )
-    verdict = "passed" if gate["passed"] else "failed: every growth claim reads not testable"
+    verdict = "passed" if gate.passed else "failed: every growth claim reads not testable"
     return [
         f"Scale: {config.arch}, {config.n_layers} layers, d {config.d_model}, "
         f"{n_params:,} parameters, {config.total_steps} steps of {config.batch_size} x "
         f"{config.context} tokens, {len(config.seeds)} paired seed(s) (paper: {PAPER_SCALE}); "
-        f"corpus of {config.organism}, "
+        f"corpus of {config.model}, "
         + (
             "its own tokenizer; "
             if config.vocab_size is None
@@ -307,10 +288,7 @@ def _notes(
         )
         + f"{n_train:,} training tokens.",
         f"Validation: {val}.",
-        f"Learning gate: uniform training ends at {gate['mean_loss']:.3f} nats (mean; worst "
-        f"seed {gate['worst_loss']:.3f}) against the unigram baseline's "
-        f"{gate['unigram_loss']:.3f} (worst ratio {gate['worst_ratio']:.3f}; the claims need "
-        f"<= {gate['threshold']:g}): {verdict}.",
+        f"Learning gate: {gate.values}: {verdict}.",
         "Optimiser: "
         + (
             "one AdamW whose state carries across phases"
@@ -320,8 +298,12 @@ def _notes(
         + f"; peak lr {config.lr:g}, linear warmup over {config.warmup_fraction:g} of the "
         f"steps, cosine decay to {config.min_lr_ratio:g} x peak at the last step, the same "
         "rate at the same step in every schedule.",
-        "Timing: every arm trains alone in this process, one after another; the curves' "
-        "load_avg column is the 1-minute load average when each arm started.",
+        "Timing: the arms train one after another, so the wall-time claims use interleaved "
+        "timing instead (lamina.anatomy.growth_timing): every kind of step the schedules take, "
+        f"{TIMING_STEPS} steps each in {TIMING_REPEATS} repeats in a seeded order, on one "
+        "model; the curves' wall_s is the clock modelled from it (wall_measured_s: the clock "
+        "while each arm trained, load_avg: the load when it started). Wall time depends on "
+        "the machine.",
     ]
 
 
@@ -383,14 +365,14 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     tok = training_tokenizer(config)
     label = f"growth-{config.arch}-{config.n_layers}x{config.d_model}"
     ref_name = (
-        config.organism
+        config.model
         if config.importance == "organism"
         else f"{label} after {config.importance_steps} steps"
     )
     with threads(config.threads):
-        train = corpus_windows(config.organism, tok, "train", None, config.context)
+        train = corpus_windows(config.model, tok, "train", None, config.context)
         val, val_info = clean_val_windows(
-            config.organism, tok, config.val_tokens, config.context, config.val_shuffle_seed
+            config.model, tok, config.val_tokens, config.context, config.val_shuffle_seed
         )
         unigram = unigram_loss(train, val, len(tok))
         importance, where = layer_importance(config, tok, train, val)
@@ -401,11 +383,22 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         extra = {sources[k]: v for k, v in mapped.items()}
         plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
         curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
-    claims, parts, gate = _claims(config, curves, sources, n_params, unigram)
+        phases = [p for by_run in plans.values() for ps in by_run.values() for p in ps]
+        timing = time_phases(
+            lambda: build_model(config, tok, 0),
+            phases,
+            train,
+            config.batch_size,
+            config.lr,
+            repeats=TIMING_REPEATS,
+            steps=TIMING_STEPS,
+            seed=0,
+        )
+    claims, parts, gate = _claims(config, label, curves, plans, sources, unigram, timing)
     imp = _importance_table(config.n_layers, ref_name, importance, mapped)
     tables = {
-        "curves": curves,
         **parts,
+        "timing": timing,
         "schedule": _schedule_table(config, plans),
         "importance": imp,
         "profiles": profiles,
@@ -413,7 +406,6 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
     }
     for t in tables.values():
         t.insert(0, "model", label)
-    claims["model"] = label
     notes = [
         f"Importance: {where}.",
         *real_notes,

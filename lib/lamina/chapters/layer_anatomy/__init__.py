@@ -1,16 +1,12 @@
 """The layer-anatomy chapter (paper 3, ``notebooks/layer_anatomy.py``): its config
-(:mod:`~.config`), the run (:mod:`~.run`) and the claims of the abstract (:mod:`~.claims`)."""
+(:mod:`~.config`) and the run (:mod:`~.run`); the science and the claims are
+:mod:`lamina.anatomy`'s."""
 
-from lamina.chapters.layer_anatomy.claims import anatomy_claims
+from lamina.anatomy.claims import CLAIMS
 from lamina.chapters.layer_anatomy.config import CHAPTER, AnatomyConfig
-from lamina.chapters.layer_anatomy.run import delta_null, loo_hat_matrix, permuted_r2, run_anatomy
+from lamina.chapters.layer_anatomy.run import run_anatomy
 
-__all__ = [
-    "CHAPTER",
-    "AnatomyConfig",
-    "anatomy_claims",
-    "delta_null",
-    "loo_hat_matrix",
-    "permuted_r2",
-    "run_anatomy",
-]
+Config = AnatomyConfig  # the chapter pattern: Config, run, CLAIMS
+run = run_anatomy
+
+__all__ = ["Config", "run", "CHAPTER", "CLAIMS", "AnatomyConfig", "run_anatomy"]

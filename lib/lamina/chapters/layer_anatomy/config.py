@@ -7,18 +7,19 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from lamina.anatomy.heldout import PLAYS
+from lamina.anatomy.paper import DEPTH_MAPPINGS
+from lamina.anatomy.predictability import RIDGE_ALPHA
 from lamina.anatomy.surgery import SURGERIES
-from lamina.chapters.config import ChapterConfig, as_list, default_models
+from lamina.chapters.config import ChapterConfig, as_list
 
 __all__ = [
     "ALL_SURGERIES",
     "BUDGETS",
     "BUDGET_FIELDS",
     "CHAPTER",
-    "DEFAULT_ORGANISMS",
     "DEPTH_MAPPINGS",
     "IMPORTANCE_SURGERIES",
-    "PRETRAINED",
     "AnatomyConfig",
     "budget_row",
 ]
@@ -26,47 +27,44 @@ __all__ = [
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
-# "default" (the chapter's registry record): the offline pretrained LMs in the book's order,
-# paper 3's own 30-layer architecture first, then an 18-layer model on which the paper's layer
-# numbers map by depth (depth_mapping); then the organisms
-PRETRAINED, DEFAULT_ORGANISMS = default_models(CHAPTER)
-DEPTH_MAPPINGS = ("span", "none")
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
-# "pretrained" for anything else). "pretrained" (e.g. SmolLM2, 30 layers, d = 576) sweeps
-# skip over every layer and all 2,048 tokens (the importance claims rest on it); interpolate
-# joins the other edits on 256 tokens and a subset of layers, which halves the part's cost
-# (the cold book's 45-minute budget: 566 s on one core with interpolate on every layer): 6
-# evenly spaced layers plus the layers paper 3's claims name (mapped core L8-11, anti-layers
-# L14/L17, layers 0..k_max-1 of the joint predicted replacement; run.robustness_layer_list),
-# 14 layers on SmolLM2 (the 10 evenly spaced layers before missed the core and anti-layers);
-# "organism" (12 layers, d = 128) costs far less per token. "gemma-3-270m" (18 layers,
-# d = 640) has its own row: its 262,144-token unembedding (168M of its 268M parameters)
-# makes a token about 5 times as costly as on SmolLM2, and a fine-tuning step (all
-# parameters, AdamW) about 4 times, so its part is sized to about 6 minutes: the skip sweep
-# on all 18 layers over 8 windows (6 documents of organism-llama's held-out text);
-# interpolate joins the other edits on 2 windows and the first and last layer plus the named
-# ones (0, 1, 4-8, 10, 17: 9 layers); no recovery fine-tune (P3-recovery: not testable
-# within this budget).
+# "pretrained" for anything else). Sizes and what they buy (the chapter's notes give each
+# model's seconds):
+# - n_tokens: the skip sweep over every layer; 2,048 tokens are 16 windows, each its own unit
+#   of resampling on a pretrained model (plays="all": every play is unseen text for it), which
+#   the cluster bootstrap of the importance range covers at 95% (lamina.anatomy.coverage);
+# - predicted weights: the robustness layers on all n_tokens, then all replaced at once;
+# - robustness_tokens: the other edits on 6 windows (768 tokens), so that the worst-layer
+#   change under scaling has a CI over units; robustness_layers: 6 evenly spaced layers plus
+#   those the claims name (mapped core L8-11, anti-layers L14/L17, layers 0..k_max-1;
+#   run.robustness_layer_list), 14 layers on SmolLM2;
+# - recovery: 8 layers, 12 fine-tuning steps evaluated after every step (a recovery time
+#   interpolated between evaluations, lamina.anatomy.recovery.speed_rank), so that layers
+#   rank rather than tie.
+# "gemma-3-270m" (18 layers, d = 640): its 262,144-token unembedding (168M of its 268M
+# parameters) makes a token about 5 times as costly as on SmolLM2 and a fine-tuning step about
+# 4 times, so it runs no recovery fine-tune (P3-recovery: not testable within this budget) and
+# edits fewer robustness layers. "organism" (12 layers, d = 128) costs far less per token; its
+# text holds only the corpus's 3 held-out plays (plays="heldout": it trained on the others).
 _PRETRAINED: dict[str, Any] = {
     "n_tokens": 2_048,
-    "robustness_tokens": 256,
+    "robustness_tokens": 768,
     "robustness_layers": 6,
     "importance_surgeries": ["skip"],
-    "recovery_budget": 6,
+    "recovery_budget": 12,
     "recovery_batch": 1,
-    "recovery_eval_every": 3,
+    "recovery_eval_every": 1,
     "recovery_tokens": 128,
-    "recovery_layers": 6,
+    "recovery_layers": 8,
     "k_max": 4,
+    "plays": "all",
 }
 BUDGETS: dict[str, dict[str, Any]] = {
     "pretrained": _PRETRAINED,
     "gemma-3-270m": {
         **_PRETRAINED,
-        "n_tokens": 1_024,
         "robustness_layers": 2,
-        "importance_surgeries": ["skip"],
         "recovery_layers": [],
         "k_max": 2,
     },
@@ -76,11 +74,12 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "importance_surgeries": ["skip", "interpolate"],
         "recovery_budget": 24,
         "recovery_batch": 4,
-        "recovery_eval_every": 4,
+        "recovery_eval_every": 1,
         "recovery_tokens": 1_024,
         "recovery_layers": None,
         "robustness_layers": None,
         "k_max": None,
+        "plays": "heldout",
     },
 }
 BUDGET_FIELDS = tuple(BUDGETS["organism"])
@@ -92,7 +91,8 @@ class AnatomyConfig(ChapterConfig):
 
     model: any spec ``lamina.load_model`` accepts (organism spec, hub name, local folder), or
         "default": the offline pretrained LM ``smollm2-135m-instruct`` (paper 3's own 30-layer
-        architecture) where installed, then :data:`DEFAULT_ORGANISMS` where built (models with
+        architecture) where installed, then gemma-3-270m, then organism-llama where built
+        (the registry record's default models; models with
         a full training history), each analysed on its own.
     corpus: registered organism whose held-out split supplies the text; None = the model's
         own organism, or ``organism-llama``'s corpus for any other model.
@@ -116,6 +116,9 @@ class AnatomyConfig(ChapterConfig):
     The budget fields (:data:`BUDGET_FIELDS`) left None take the :data:`BUDGETS` row of the
         model's alias if it has one (gemma-3-270m), else of its kind (organism or
         pretrained), per model.
+    plays: the plays of the held-out text: "heldout" (the organism corpus's 3 held-out plays)
+        or "all" (every play: for a model lamina did not train); None: the budget's
+        (:mod:`lamina.anatomy.heldout`).
     depth_mapping: how the paper's 30-layer positions (core L8-11, anti-layers L14, L17) are
         read on a model of another depth: "span" maps them to the layers whose depth span
         [l/L, (l+1)/L) overlaps theirs (identity at L = 30); "none" tests them only at L = 30
@@ -149,8 +152,9 @@ class AnatomyConfig(ChapterConfig):
     robustness_layers: list[int] | int | None = None
     importance_surgeries: list[str] | None = None
     depth_mapping: str = "span"
+    plays: str | None = None
     tolerance_pct: float = 5.0
-    ridge_alpha: float = 1.0
+    ridge_alpha: float = RIDGE_ALPHA
     ridge_degree: int = 2
     k_max: int | None = None
     preserve_pct: float = 5.0
@@ -165,7 +169,7 @@ class AnatomyConfig(ChapterConfig):
         "n_tokens": 2_048,
         "robustness_tokens": 1_024,
         "recovery_budget": 4,
-        "recovery_eval_every": 2,
+        "recovery_eval_every": 1,
         "recovery_tokens": 512,
     }
 
@@ -180,9 +184,12 @@ class AnatomyConfig(ChapterConfig):
             raise ValueError("need noise_scale >= 0 and seq_len >= 2")
         if self.n_tokens is not None and self.n_tokens < self.seq_len:
             raise ValueError(f"need n_tokens >= seq_len ({self.seq_len}), got {self.n_tokens}")
+        if self.plays is not None and self.plays not in PLAYS:
+            raise ValueError(f"plays must be one of {PLAYS} or None, got {self.plays!r}")
         if self.depth_mapping not in DEPTH_MAPPINGS:
-            raise ValueError(f"depth_mapping must be one of {DEPTH_MAPPINGS}, got "
-                             f"{self.depth_mapping!r}")  # fmt: skip
+            raise ValueError(
+                f"depth_mapping must be one of {DEPTH_MAPPINGS}, got {self.depth_mapping!r}"
+            )
         for name in ("recovery_layers", "robustness_layers"):
             rl = getattr(self, name)
             if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
@@ -192,8 +199,10 @@ class AnatomyConfig(ChapterConfig):
         if self.importance_surgeries is not None:
             imp = as_list(self.importance_surgeries, str)
             if "skip" not in imp or not set(imp) <= set(IMPORTANCE_SURGERIES):
-                raise ValueError(f"importance_surgeries must include 'skip' and be among "
-                                 f"{IMPORTANCE_SURGERIES}, got {imp!r}")  # fmt: skip
+                raise ValueError(
+                    f"importance_surgeries must include 'skip' and be among "
+                    f"{IMPORTANCE_SURGERIES}, got {imp!r}"
+                )
             self.importance_surgeries = imp
         self.apply_quick()
 

@@ -9,15 +9,15 @@ import torch
 
 from lamina.anatomy.growth import (
     Phase,
-    compare_runs,
     growth_schedule,
     step_flops,
     train_with_schedule,
     uniform_schedule,
 )
+from lamina.anatomy.growth_compare import compare_runs
 from lamina.sources.models import get_adapter
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 
 def _ids(n: int, t: int = 10, seed: int = 0) -> torch.Tensor:

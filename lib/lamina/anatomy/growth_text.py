@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from lamina.anatomy.heldout import passages
 from lamina.anatomy.perplexity import chunk_tokens
-from lamina.chapters.runtime import tagged_passages
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
 
@@ -36,19 +36,19 @@ def word_ngrams(text: str, n: int = NGRAM) -> set[int]:
 def clean_passages(
     val_docs: list[str], train_docs: Iterable[str], seed: int, passage_chars: int
 ) -> tuple[list[str], dict[str, int]]:
-    """Passages of ``val_docs`` (:func:`lamina.chapters.runtime.tagged_passages`, seeded order,
+    """Passages of ``val_docs`` (:func:`lamina.anatomy.heldout.passages`, seeded order,
     at most ``passage_chars`` characters) with no word 8-gram in ``train_docs``.
 
     -> (kept passages in the seeded order, info: passages, kept, dropped, kept_chars)."""
     seen: set[int] = set()
     for doc in train_docs:
         seen |= word_ngrams(doc)
-    passages = [p for _, p in tagged_passages(val_docs, seed, passage_chars)]
-    kept = [p for p in passages if not (word_ngrams(p) & seen)]
+    cut = [p for _, p in passages(val_docs, seed, passage_chars)]
+    kept = [p for p in cut if not (word_ngrams(p) & seen)]
     return kept, {
-        "passages": len(passages),
+        "passages": len(cut),
         "kept": len(kept),
-        "dropped": len(passages) - len(kept),
+        "dropped": len(cut) - len(kept),
         "kept_chars": sum(len(p) for p in kept),
     }
 

@@ -19,7 +19,7 @@ from lamina.anatomy.predictability import (
 )
 from lamina.sources.models import get_adapter
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 SURGERY_OPTIONS = {
     "skip": {},
@@ -185,7 +185,7 @@ def test_prefix_sweep_without_full_cache_equals_naive(lm_models):
     assert all(np.array_equal(advanced[k], naive[k]) for k in naive)
 
 
-def test_ablation_sweep_frame_and_reports(lm_models):
+def test_ablation_sweep_frame(lm_models):
     model, ids = lm_models["gpt2"], _ids(8, 12)
     df = A.ablation_sweep(model, ids, ["skip"], n_bootstrap=300)
     assert list(df["layer"]) == [0, 1, 2, 3]
@@ -194,12 +194,6 @@ def test_ablation_sweep_frame_and_reports(lm_models):
     assert (df["delta_ci_low"] <= df["delta_pct"]).all() and (
         df["delta_pct"] <= df["delta_ci_high"]
     ).all()
-    core = A.critical_core(df, k=2)
-    assert core[0] == int(df.loc[df["delta_pct"].idxmax(), "layer"])
-    rng = A.importance_range(df)
-    if not np.isnan(rng["ratio"]):
-        assert rng["ratio"] >= 1
-    assert (A.anti_layers(df)["delta_ci_high"] < 0).all()
 
 
 def test_options_for_a_surgery_not_in_the_sweep_are_rejected(lm_models):

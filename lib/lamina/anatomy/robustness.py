@@ -1,0 +1,198 @@
+"""Paper 3's claims about edited weights: predicted weights fail catastrophically, their errors
+accumulate nonlinearly, and only scaling (alpha = 0.9) preserves quality.
+
+* **Predicted weights** (:func:`measure_predicted`): the median over layers of the single-layer
+  replacement's delta_pct, against a catastrophic threshold (ours: +100%), by a one-sided
+  sign test over layers (the share of layers above the threshold: it tests the median, which
+  a signed-rank test does not when the changes are skewed); the CI resamples layers.
+* **Accumulation** (:func:`measure_accumulation`): with every layer of the single-layer sweep
+  replaced at once, the joint log-PPL increase over the sum of the single-layer increases,
+
+      ratio = sum_g (S_joint,g - S_base,g) / sum_g sum_l (S_l,g - S_base,g)
+
+  (S: NLL sums of unit g, nats), > 1 when the errors compound. The CI resamples units; the p
+  is a sign-flip test over units of each unit's interaction
+  I_g = ((S_joint,g - S_base,g) - sum_l (S_l,g - S_base,g)) / C_g, nats per token.
+* **Scaling** (:func:`measure_scaling`, :func:`measure_preserving`): a strategy preserves
+  quality when its worst layer raises PPL by less than a threshold (ours: 5%); the worst
+  layer's delta_pct has a CI over units with the worst layer re-chosen in each resample.
+
+Each ``measure_*`` returns the keyword arguments of a
+:class:`lamina.evidence.decide.Measurement` (:mod:`lamina.anatomy.claims`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lamina.anatomy.heldout import cluster_draws, expanded_level
+from lamina.anatomy.importance import UnitSums, unit_sums
+from lamina.evidence.stats import sign_flip_test
+
+__all__ = [
+    "ROBUSTNESS_STRATEGIES",
+    "measure_accumulation",
+    "measure_predicted",
+    "measure_preserving",
+    "measure_scaling",
+]
+
+ROBUSTNESS_STRATEGIES = ("scale", "noise", "interpolate", "predicted", "reinit")  # paper 3's five
+
+
+def _q(draws: np.ndarray, level: float, n: int) -> tuple[float, float]:
+    draws = draws[np.isfinite(draws)]
+    if draws.size < 10 or n < 3:
+        return float("nan"), float("nan")
+    a = 1 - expanded_level(level, n)
+    lo, hi = np.quantile(draws, [a / 2, 1 - a / 2])
+    return float(lo), float(hi)
+
+
+def measure_predicted(
+    sweep: pd.DataFrame, threshold_pct: float, n_bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """Predicted weights are catastrophic: the median over layers of the ``predicted`` rows'
+    delta_pct (percent), the one-sided sign-test p over layers that the median exceeds
+    ``threshold_pct`` (and the opposite), and a CI whose ends are one-sided 95% bounds
+    (expanded percentile over resampled layers). Effect size: the median of predicted - skip
+    delta_pct over the same layers."""
+    pr = sweep[sweep["surgery"] == "predicted"].sort_values("layer")
+    if len(pr) < 2:
+        return {"untestable": f"{len(pr)} layer(s) replaced by predicted weights; a test needs 2"}
+    d = pr["delta_pct"].to_numpy(float)
+    rng = np.random.default_rng(seed)
+    lo, hi = _q(np.median(d[rng.integers(0, len(d), (n_bootstrap, len(d)))], axis=1), 0.90, len(d))
+    excess = np.log1p(d / 100) - np.log1p(threshold_pct / 100)
+    skip = sweep[sweep["surgery"] == "skip"].set_index("layer")["delta_pct"]
+    vs_skip = d - skip.reindex(pr["layer"]).to_numpy(float)
+    out: dict[str, Any] = {
+        "estimate": float(np.median(d)),
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "n_units": len(d),
+        "effect_size": float(np.nanmedian(vs_skip)) if np.isfinite(vs_skip).any() else np.nan,
+        "effect_name": "median (predicted - skip) delta_pct",
+        "detail": f"layers {', '.join(map(str, pr['layer']))}",
+    }
+    above, n = int((excess > 0).sum()), int((excess != 0).sum())
+    if n == 0:
+        return out | {"untestable": "every layer exactly at the threshold"}
+    out["p"] = float(stats.binomtest(above, n, 0.5, alternative="greater").pvalue)
+    out["p_opposite"] = float(stats.binomtest(above, n, 0.5, alternative="less").pvalue)
+    return out
+
+
+def measure_accumulation(
+    sweep: pd.DataFrame,
+    joint_nll: np.ndarray,
+    doc_ids: np.ndarray,
+    n_bootstrap: int,
+    seed: int,
+    n_flips: int = 10_000,
+) -> dict[str, Any]:
+    """Errors of predicted weights accumulate nonlinearly (module docstring): the joint /
+    summed single-layer log-PPL increase over the layers of the ``predicted`` rows of
+    ``sweep`` (each with per-window ``nll_per_seq`` and ``base_nll_per_seq`` on the same
+    windows as ``joint_nll``, (n_windows,) nats per token, every one of those layers replaced
+    at once), its CI (one-sided 95% bounds, expanded percentile over units ``doc_ids``) and the
+    one-sided sign-flip p of the per-unit interaction (and the opposite)."""
+    pr = sweep[sweep["surgery"] == "predicted"].sort_values("layer")
+    if pr.empty:
+        return {"untestable": "no single-layer predicted replacement"}
+    n = len(joint_nll)
+    if any(len(a) != n for a in pr["nll_per_seq"]):
+        return {"untestable": "the single-layer and joint replacements ran on different windows"}
+    us: UnitSums = unit_sums(pr, doc_ids)
+    ids = np.asarray(doc_ids)[:n]
+    _, g = np.unique(ids, return_inverse=True)
+    joint = np.bincount(g, np.asarray(joint_nll, float)) - us.base  # (G,) nats x windows
+    single = (us.layers - us.base[:, None]).sum(1)  # (G,)
+    if single.sum() <= 0:
+        return {
+            "untestable": "the single-layer replacements do not raise PPL in total "
+            f"({single.sum() / us.counts.sum():+.3g} nats per token)"
+        }
+    idx = cluster_draws(us.n_units, n_bootstrap, seed + 5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = joint[idx].sum(1) / single[idx].sum(1)
+    draws = np.where(single[idx].sum(1) > 0, draws, np.nan)
+    lo, hi = _q(draws, 0.90, us.n_units)
+    inter = (joint - single) / us.counts
+    layers = ", ".join(map(str, pr["layer"]))
+    out: dict[str, Any] = {
+        "estimate": float(joint.sum() / single.sum()),
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "greater",
+        "n_units": us.n_units,
+        "effect_size": float(100 * np.expm1(joint.sum() / us.counts.sum())),
+        "effect_name": "delta_pct with every layer replaced at once",
+        "detail": f"layers {layers} replaced jointly; interaction "
+        f"{inter.mean():+.3g} nats per token (mean over units)",
+    }
+    if us.n_units < 3:
+        return out | {"untestable": f"{us.n_units} unit(s) of held-out text; a test needs 3"}
+    out["p"] = sign_flip_test(inter, n_flips, seed, alternative="greater")
+    out["p_opposite"] = sign_flip_test(inter, n_flips, seed, alternative="less")
+    return out
+
+
+def _worst(
+    rows: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
+) -> tuple[float, float, float, int]:
+    """(worst-layer delta_pct, its CI (one-sided 95% bounds), units) of one surgery's rows."""
+    us = unit_sums(rows, doc_ids)
+    d = us.delta_pct()
+    draws = us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed + 7)).max(1)
+    lo, hi = _q(draws, 0.90, us.n_units)
+    return float(d.max()), lo, hi, us.n_units
+
+
+def measure_scaling(
+    sweep: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """Scaling preserves quality: the worst layer's delta_pct (percent) under ``scale``, with a
+    CI whose ends are one-sided 95% bounds (expanded percentile over units, the worst layer
+    re-chosen in each resample). No test: the claim is the upper bound below the threshold."""
+    rows = sweep[sweep["surgery"] == "scale"]
+    if rows.empty:
+        return {"untestable": "scale was not swept"}
+    worst, lo, hi, n = _worst(rows, doc_ids, n_bootstrap, seed)
+    return {
+        "estimate": worst,
+        "ci_low": lo,
+        "ci_high": hi,
+        "sided": "less",
+        "n_units": n,
+        "detail": f"{len(rows)} layers, worst layer "
+        f"{int(rows.loc[rows['delta_pct'].idxmax(), 'layer'])}",
+    }
+
+
+def measure_preserving(
+    sweep: pd.DataFrame, doc_ids: np.ndarray, threshold_pct: float, n_bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """How many of the other four strategies (noise, interpolate, predicted, reinit, those
+    swept) preserve quality: their worst layer's delta_pct has its upper bound (as in
+    :func:`measure_scaling`) below ``threshold_pct``. A count row, no CI."""
+    kept, tested = [], []
+    for s in ROBUSTNESS_STRATEGIES[1:]:
+        rows = sweep[sweep["surgery"] == s]
+        if rows.empty:
+            continue
+        tested.append(s)
+        worst, _, hi, _ = _worst(rows, doc_ids, n_bootstrap, seed)
+        if np.isfinite(hi) and hi < threshold_pct:
+            kept.append(f"{s} ({worst:+.3g}%)")
+    if not tested:
+        return {"untestable": "none of the other four strategies was swept"}
+    return {
+        "estimate": float(len(kept)),
+        "detail": f"preserving: {', '.join(kept) or 'none'} of {', '.join(tested)}",
+    }

@@ -1,0 +1,118 @@
+"""The known-answer sources of paper 3's claims: what they plant, what their nulls keep, and
+the rates the chapter's rules give on them (a few seeds here; the book runs 130)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lamina.anatomy import calibration_sources as cal
+from lamina.anatomy.calibration import CLAIMS, calibration_runs
+from lamina.anatomy.calibration_weights import weight_stacks
+from lamina.anatomy.coverage import range_coverage
+from lamina.anatomy.growth_calibration import growth_runs
+from lamina.anatomy.importance import skip_rows, unit_sums
+from lamina.anatomy.predictability import ridge_depth_fit
+from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
+
+
+def test_the_importance_null_is_smooth_over_depth_not_a_shuffled_order():
+    rng = np.random.default_rng(0)
+    lags = []
+    for _ in range(50):
+        d = cal.importance_profile("null", rng)
+        x = np.log10(np.where(d > 0, d, np.nan))
+        ok = np.isfinite(x[:-1]) & np.isfinite(x[1:])
+        lags.append(np.corrcoef(x[:-1][ok], x[1:][ok])[0, 1])
+    assert np.mean(lags) > 0.5  # a shuffled order has about 0
+    assert (cal.importance_profile("null", rng) == 0).sum() == cal.N_ZERO
+
+
+def test_the_planted_profile_spans_the_papers_range_with_the_core_on_top():
+    d = cal.importance_profile("planted", np.random.default_rng(1))
+    pos = d[d > 0]
+    assert np.isclose(np.log10(pos.max() / pos.min()), 7.0, atol=0.05)
+    assert set(np.argsort(-d)[:4]) == {8, 9, 10, 11}
+    assert (d[[14, 17]] == cal.ANTI_PCT).all()
+
+
+@pytest.mark.parametrize("source, r2", [("planted", 0.91), ("half", 0.455)])
+def test_the_weight_sources_plant_the_r2_they_name(source, r2):
+    fits = [
+        ridge_depth_fit(m.reshape(30, -1), alpha=0.01)[0]
+        for m in weight_stacks("r2", source, 0).values()
+    ]
+    assert abs(np.mean(fits) - r2) < 0.06
+
+
+def test_the_range_ci_covers_at_the_chapters_16_units():
+    sweep, docs = cal.importance_sweep("null", 0)
+    skip = skip_rows(sweep)
+    cover = range_coverage(
+        unit_sums(skip, docs), (skip["delta_ci_low"] > 0).to_numpy(), n_sims=150, n_bootstrap=500
+    )
+    assert cover["expanded"] >= 0.9
+
+
+@pytest.mark.slow
+def test_the_anatomy_rules_on_their_known_answer_sources():
+    runs = calibration_runs(3, cache=None)
+    assert list(runs.columns) == list(RUN_COLUMNS) and len(runs.attrs["seconds"]) == 3
+    assert set(runs["claim_id"]) == {c.id for c in CLAIMS if c.calibrated}
+    rates = calibration_rates(runs).set_index("claim_id")
+    for cid in ("p3-anatomy-r2", "p3-anatomy-core", "p3-anatomy-accumulation"):
+        assert rates.loc[cid, "fpr"] <= 0.25 and rates.loc[cid, "power"] >= 0.75
+
+
+def test_the_growth_rules_on_their_known_answer_sources():
+    rates = calibration_rates(growth_runs(range(60))).set_index("claim_id")
+    assert (rates["fpr"] <= 0.12).all()
+    assert rates.loc["p3-growth-loss", "power"] >= 0.9
+    assert rates.loc["p3-growth-loss", "half_smaller"] >= 0.9
+
+
+def test_calibration_runs_are_cached_and_a_damaged_entry_is_recomputed(tmp_path, monkeypatch):
+    from lamina.anatomy import calibration as runner
+
+    calls = []
+    monkeypatch.setattr(
+        runner,
+        "seed_runs",
+        lambda s: (
+            calls.append(s)
+            or [
+                {
+                    "claim_id": "p3-growth-loss",
+                    "source": "null",
+                    "seed": s,
+                    "verdict": "absent",
+                    "kind": "effect",
+                    "present": False,
+                    "reason": "",
+                }
+            ]
+        ),
+    )
+    first = runner.calibration_runs(2, cache=tmp_path)
+    again = runner.calibration_runs(2, cache=tmp_path)
+    assert calls == [0, 1] and again.equals(first)
+    assert first.attrs["cached"] == [False, False] and again.attrs["cached"] == [True, True]
+    assert again.attrs["seconds"] == first.attrs["seconds"]  # the cost of computing them
+    entry = next(tmp_path.glob("paper3-*-1.json"))
+    entry.write_text(entry.read_text().replace("absent", "reproduced"))
+    with pytest.warns(UserWarning, match="damaged"):
+        runner.calibration_runs(2, cache=tmp_path)
+    assert calls == [0, 1, 1]
+
+
+def test_the_noise_fit_recovers_the_parameters_of_a_known_sweep():
+    rng = np.random.default_rng(7)
+    d = 10 ** (1.5 + 0.6 * rng.standard_normal(30))
+    per, base = cal._unit_nll(np.log1p(d / 100), rng, 400)
+    skip = pd.DataFrame(
+        {"layer": range(30), "nll_per_seq": list(per), "base_nll_per_seq": [base] * 30}
+    )
+    fit = cal.fit_noise(skip)
+    assert abs(fit["rel_sd"] - cal.REL_SD) < 0.05 and abs(fit["abs_sd"] - cal.ABS_SD) < 0.02
+    assert abs(fit["log_mean"] - 1.5) < 0.3 and abs(fit["shared"] - cal.SHARED) < 0.05
