@@ -94,20 +94,6 @@ def test_poor_a_truncated_calibration_entry_is_recomputed_naming_it(tmp_path, mo
     assert calls == [0, 0]
 
 
-def test_bad6_an_edited_rules_calibration_section_is_recomputed(tmp_path, monkeypatch):
-    from lamina.chapters import rules_calibration
-
-    calls: list[str] = []
-    monkeypatch.setattr(rules_calibration, "_rows", lambda which, n: calls.append(which) or which)
-    monkeypatch.setattr(rules_calibration, "_section", lambda title, rows, size: [f"{rows}: 43%"])
-    text = rules_calibration.rules_markdown(2, jobs=1, cache=tmp_path)
-    (entry,) = [p for p in tmp_path.iterdir() if p.is_file()]
-    entry.write_text(entry.read_text().replace("43%", "3%"))
-    with pytest.warns(RuntimeWarning, match=re.escape(str(entry))):
-        again = rules_calibration.rules_markdown(2, jobs=1, cache=tmp_path)
-    assert len(calls) == 4 and again.split("(Computed")[0] == text.split("(Computed")[0]
-
-
 def test_sealed_json_round_trip_and_damage(tmp_path):
     from lamina.core.manifest import ManifestError, read_sealed_json, write_sealed_json
 
