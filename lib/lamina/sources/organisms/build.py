@@ -5,6 +5,7 @@ Folder layout (``<root>/<name>-<hash>/``)::
     build.json                     config, corpus card, 8-gram overlap with the evaluation
                                    prompts, provenance (threads, BLAS, CPU), wall and CPU seconds
     evaluation.json                perplexities and accuracies (see lamina.sources.organisms.evaluate)
+                                   and the gates (also in gates.json, per item in gates_items.csv)
     tokenizer/                     the trained tokenizer (also copied into every checkpoint)
     checkpoints/step-N/            pretraining checkpoints (HF folder + optimizer state)
     stages/{lm,sft,dpo}/           alignment stages (HF folder + optimizer state)
@@ -13,6 +14,7 @@ Folder layout (``<root>/<name>-<hash>/``)::
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -114,22 +116,22 @@ def contamination(corpus: Any) -> dict[str, Any]:
     return out
 
 
-def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any,
+def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any, folder: Path,
                     log: Callable[[str], None] = print) -> dict[str, Any]:  # fmt: skip
-    """Behavioural gates (:func:`lamina.sources.organisms.gates.measure_checkpoint`) of @final, @sft and
-    @dpo on every held-out instruction item: {checkpoint: {gate: {passed, values, reason}}}."""
-    import dataclasses
-
+    """Behavioural gates (:func:`lamina.sources.organisms.gates.measure_stages`) of the base
+    (@final), @sft and @dpo on every held-out instruction item, written to ``folder/gates.json``
+    (and ``gates_items.csv``); returns that record."""
     from lamina.sources.organisms.curriculum import generate_curriculum
-    from lamina.sources.organisms.gates import measure_checkpoint
+    from lamina.sources.organisms.gates import measure_stages, write_gates
 
     data = generate_curriculum(cfg.corpus_seed, 1).alignment
-    out: dict[str, Any] = {}
-    for ck in ("final", "sft", "dpo"):
-        res = measure_checkpoint(models[ck], models["final"], tok, data, cfg.context, cfg.seed)
-        out[ck] = {g: dataclasses.asdict(r) for g, r in res.items()}
-        log(f"{cfg.name} @{ck} gates: {res['preference'].reason} | {res['sft'].reason}")
-    return out
+    assert data is not None
+    res = measure_stages({"base": models["final"], "sft": models["sft"], "dpo": models["dpo"]},
+                         tok, data, cfg.context, cfg.seed)  # fmt: skip
+    write_gates(folder / "gates.json", res)
+    for stage in ("sft", "dpo"):
+        log(f"{cfg.name} @{stage} gate: {res[stage].reason}")
+    return json.loads((folder / "gates.json").read_text())
 
 
 def _evaluate_build(
@@ -138,6 +140,7 @@ def _evaluate_build(
     tok: Any,
     corpus: Corpus,
     streams: dict[str, torch.Tensor],
+    folder: Path,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """The evaluation of a build's checkpoints (``evaluation.json``: perplexities, SFT / DPO
@@ -154,7 +157,7 @@ def _evaluate_build(
         ref=models["sft"],
         beta=cfg.dpo_beta,
     )
-    ev["gates"] = alignment_gates(cfg, models, tok, log)
+    ev["gates"] = alignment_gates(cfg, models, tok, folder, log)
     final = ev["models"]["final"]
     log(
         f"{cfg.name}: val ppl {final['val_perplexity']:.1f} (unigram "
@@ -191,7 +194,7 @@ def build_into(
         model = make_model(cfg, tok)
         models = run_all(cfg, model, tok, corpus, streams, folder, progress, log)
         t_train = time.time() - t_pre
-        ev = _evaluate_build(cfg, models, tok, corpus, streams, log)
+        ev = _evaluate_build(cfg, models, tok, corpus, streams, folder, log)
         write_json(folder / "evaluation.json", ev)
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
