@@ -80,6 +80,21 @@ def test_answer_positions_and_a_shared_prompt_give_the_full_forwards_values_and_
     assert float((_grads(model) - want).norm() / want.norm()) < 1e-5
 
 
+def test_a_shared_prompt_fits_a_model_whose_positions_end_at_max_len(byte_tokenizer) -> None:
+    """Learned positions (GPT-2) of exactly max_len: a long prompt beside a long answer of
+    another row must not push the padding past the last position."""
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(byte_tokenizer), n_positions=40, n_embd=32,
+                                       n_layer=2, n_head=4)).eval()  # fmt: skip
+    prompts = ["Question: A river bank is not the same?\nAnswer:", "Q:"]
+    chosen, rejected = [" yes", " the cat sat on the mat while"], [" no", " a dog"]
+    with torch.no_grad():
+        pc, pr = pair_logprobs(model, byte_tokenizer, prompts, chosen, rejected, 40)
+        for got, comps in ((pc, chosen), (pr, rejected)):
+            want = sequence_logprobs(model, qa_batch(byte_tokenizer, prompts, comps, 40))
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
+
+
 def test_greedy_hits_read_the_argmax_at_answer_positions_only(byte_tokenizer) -> None:
     model = _model("llama", len(byte_tokenizer)).eval()
     b = qa_batch(byte_tokenizer, PROMPTS, CHOSEN, 64)

@@ -25,6 +25,7 @@ __all__ = [
     "pick",
     "shown_bpb",
     "span",
+    "stage_detail",
     "targets_table",
 ]
 
@@ -75,9 +76,9 @@ def shown_bpb(result: OrganismsResult) -> pd.DataFrame:
 
 def glue_organisms(result: OrganismsResult) -> None:
     """Glue every ``org_*`` value the organisms page quotes, section by section (build,
-    overlap, perplexity, bits per byte, SFT, DPO, seeds, homographs, targets)."""
+    overlap, perplexity, bits per byte, the stage gates, seeds, homographs, targets)."""
     glue("org_names", " and ".join(result.models))
-    for part in (_build, _overlap, _perplexity, _bpb, _sft, _dpo, _seeds, _homographs, _targets):
+    for part in (_build, _overlap, _perplexity, _bpb, _stages, _seeds, _homographs, _targets):
         part(result)
 
 
@@ -202,71 +203,54 @@ def _bpb_compare(result: OrganismsResult, shown: pd.DataFrame, source: str) -> s
     )
 
 
-def _by_checkpoint(table: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """checkpoint -> {model: accuracy} of a table's rows."""
-    return {
-        ck: dict(zip(t["model"], t["accuracy"], strict=True))
-        for ck, t in table.groupby("checkpoint")
-    }
+def _stage_spans(result: OrganismsResult) -> None:
+    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (entity pairs), and the
+    span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
+    best content-blind policy's), org_probe_{base,sft,acc} (content probe)."""
+    g = result.tables["gates"]
+    pol = result.tables["sft_accuracy"]
+    blind = pick(pol[pol["checkpoint"].str.startswith("content-blind")], component="all")
+    glue("org_n_sft", span(g["n_items"].tolist(), "{:.0f}"))
+    glue("org_n_dpo", span(g["n_triples"].tolist(), "{:.0f}"))
+    glue("org_n_units", span(g["n_units"].tolist(), "{:.0f}"))
+    glue("org_sft_blind", span(blind["accuracy"].tolist(), "{:.3f}"))
+    for stage, key in (("base", "base"), ("sft", "sft"), ("dpo", "acc")):
+        rows = g[g["stage"] == stage]
+        if stage != "dpo":
+            glue(f"org_sft_{key if stage == 'base' else 'acc'}", span(rows["sft_accuracy"].tolist(), "{:.3f}"))
+        glue(f"org_probe_{key}", span(rows["content_probe"].tolist(), "{:.3f}"))
 
 
-def _glue_accuracies(
-    result: OrganismsResult, stage: str, spans: Mapping[str, str]
-) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
-    """Glue ``org_n_<stage>`` (items scored per organism) and ``org_<stage>_<name>`` (the span
-    over organisms of the accuracy at checkpoint ``spans[name]``) from the table
-    ``<stage>_accuracy``; -> (its rows of component "all", checkpoint -> {model: accuracy})."""
-    rows = pick(result.tables[f"{stage}_accuracy"], component="all")
-    acc = _by_checkpoint(rows)
-    glue(f"org_n_{stage}", span(rows["n"].tolist(), "{:.0f}"))
-    for name, checkpoint in spans.items():
-        glue(f"org_{stage}_{name}", span(list(acc[checkpoint].values()), "{:.3f}"))
-    return rows, acc
+def stage_detail(gates: pd.DataFrame) -> str:
+    """One clause per organism and gated stage, from the gates table: whether the gate passed,
+    with the gain it tests and that gain's 95% CI (over entity pairs)."""
+    parts = []
+    for r in gates[gates["gated"].astype(bool)].to_dict("records"):
+        word = "passed" if r["passed"] else "failed"
+        if r["stage"] == "sft":
+            parts.append(
+                f"`{r['model']}` @sft {word}: held-out SFT accuracy {r['sft_accuracy']:.3f} against "
+                f"{r['base_sft_accuracy']:.3f} for the base and {r['best_policy_accuracy']:.3f} for "
+                f"the best content-blind policy, a gain of {r['gain_over_best_policy']:+.3f} "
+                f"(95% CI {r['gain_over_best_policy_ci_low']:+.3f} to "
+                f"{r['gain_over_best_policy_ci_high']:+.3f}) over that policy")  # fmt: skip
+        else:
+            parts.append(
+                f"`{r['model']}` @dpo {word}: content probe {r['content_probe']:.3f} against "
+                f"{r['sft_content_probe']:.3f} at @sft, a gain of {r['content_gain']:+.3f} (95% CI "
+                f"{r['content_gain_ci_low']:+.3f} to {r['content_gain_ci_high']:+.3f}); preference "
+                f"accuracy {r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}"
+                f"–{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
+                "for the best constant-style policy")  # fmt: skip
+    return "; ".join(parts) or "no gate was measured"
 
 
-def _sft(result: OrganismsResult) -> None:
-    """org_n_sft, org_sft_base, org_sft_acc, org_sft_majority, org_sft_detail (accuracy, CI,
-    the paired gain over the majority answer and whether its CI is above 0)."""
+def _stages(result: OrganismsResult) -> None:
+    """:func:`_stage_spans`, org_gate_detail (:func:`stage_detail`) and org_margin_detail
+    (reward margins of @dpo against @sft, nats)."""
     S = result.summaries
-    spans = {"base": "final", "acc": "sft", "majority": "majority answer"}
-    sft_all, acc = _glue_accuracies(result, "sft", spans)
-    tuned = pick(sft_all, checkpoint="sft").set_index("model")
-    gain = {m: S[m]["sft_gain_over_majority"] for m in S}
-    glue(
-        "org_sft_detail",
-        per_organism(
-            result,
-            "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}) against {m:.3f}, a gain of {g[0]:+.3f} "
-            "(95% CI {g[1]:+.3f} to {g[2]:+.3f}), which {v} the target of a gain above 0",
-            a=acc["sft"],
-            lo=tuned["ci_low"].to_dict(),
-            hi=tuned["ci_high"].to_dict(),
-            m=acc["majority answer"],
-            g=gain,
-            v={m: "meets" if g[1] > 0 else "misses" for m, g in gain.items()},
-        ),
-    )
-
-
-def _dpo(result: OrganismsResult) -> None:
-    """org_n_dpo, org_dpo_base, org_dpo_sft, org_dpo_acc, org_dpo_detail (against
-    ``TARGETS["dpo_preference_accuracy"]``) and org_margin_detail (reward margins, nats)."""
-    S = result.summaries
-    target = TARGETS["dpo_preference_accuracy"]
-    dpo_all, _ = _glue_accuracies(result, "dpo", {"base": "final", "sft": "sft", "acc": "dpo"})
-    d = pick(dpo_all, checkpoint="dpo").set_index("model")
-    glue(
-        "org_dpo_detail",
-        per_organism(
-            result,
-            "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}), which {v} the target of {t}",
-            a=d["accuracy"].to_dict(),
-            lo=d["ci_low"].to_dict(),
-            hi=d["ci_high"].to_dict(),
-            v={m: "meets" if a >= target else "misses" for m, a in d["accuracy"].items()},
-            t={m: target for m in S},
-        ),
-    )
+    _stage_spans(result)
+    glue("org_gate_detail", stage_detail(result.tables["gates"]))
     margins = result.tables["dpo_margins"]
     mg = {m: {r["pairs"]: r for r in margins[margins["model"] == m].to_dict("records")} for m in S}
     glue(
@@ -320,27 +304,8 @@ def _homographs(result: OrganismsResult) -> None:
     )
 
 
-GATED = (("sft", "sft"), ("dpo", "preference"))
-"""The (checkpoint, gate) pairs with a target: the SFT gate at ``@sft``, the preference gate
-(preference accuracy and content probe) at ``@dpo``."""
-
-
-def gate_detail(gates: pd.DataFrame) -> str:
-    """One entry per organism and targeted gate (:data:`GATED`): "<model> @<checkpoint> <gate>
-    gate: passed|failed: <first check>", cut from the gate's ``reason`` (its first two
-    colon-separated clauses; the whole reason is in the gate table)."""
-    parts = []
-    for r in gates.itertuples():
-        if (r.checkpoint, r.gate) in GATED:
-            head = ": ".join(str(r.reason).split(": ")[:2])
-            parts.append(f"{r.model} @{r.checkpoint} {r.gate} gate: {head}")
-    return "; ".join(parts) or "no gate was measured"
-
-
 def _targets(result: OrganismsResult) -> None:
-    """org_targets_met ('n of N'), org_missed (each missed target, or "none"),
-    org_gate_detail (:func:`gate_detail`)."""
-    glue("org_gate_detail", gate_detail(result.tables.get("gates", pd.DataFrame())))
+    """org_targets_met ('n of N'), org_missed (each missed target, or "none")."""
     targets = targets_table(result)
     glue("org_targets_met", f"{int(targets['met'].sum())} of {len(targets)}")
     glue(

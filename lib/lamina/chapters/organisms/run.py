@@ -3,13 +3,14 @@
 For every organism: its build (architecture, wall and CPU time, threads, CPU, corpus card, the
 word 8-grams its training text shares with ``data/prompts/``), loss curves, validation
 perplexity against the unigram baseline and the alignment stages' perplexity ratios to the
-base, generated samples, held-out SFT accuracy against the majority-answer baseline (Wilson 95%
-CIs; paired bootstrap CI of the difference), DPO preference accuracy and reward margins on
-training and held-out pairs, the spread over training seeds where several are built, and
-whether each homograph's two senses are separated at the final layer beyond its control.
-Metrics come from :mod:`lamina.sources.organisms.evaluate` and :func:`lamina.trajectory.bifurcation`.
-:data:`TARGETS` are the alignment targets of the organisms (issue 12); ``targets`` in each
-summary says which were met.
+base, generated samples, the stage gates (:func:`lamina.sources.organisms.gates.measure_stages`:
+the base, @sft and @dpo on held-out entity pairs, @sft against the content-blind policies and
+the base, @dpo's content probe against @sft) with accuracies per component and kind, DPO reward
+margins on training and held-out pairs, the spread over training seeds where several are
+built, and whether each homograph's two senses are separated at the final layer beyond its
+control. Metrics come from :mod:`lamina.sources.organisms.evaluate`,
+:mod:`lamina.sources.organisms.gates` and :func:`lamina.trajectory.bifurcation`. :data:`TARGETS`
+and the two gates are the organisms' targets; ``targets`` in each summary says which were met.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,27 +38,27 @@ from lamina.chapters.organisms.reference import (
     score_references,
 )
 from lamina.chapters.organisms.tables import (
-    GATE_CHECKPOINTS,
-    accuracy_rows,
     build_row,
     corpus_rows,
     gate_rows,
-    group_by_component,
+    kind_rows,
     loss_curves,
     margin_curve,
     margin_rows,
-    paired_gain,
     seed_rows,
+    stage_component_rows,
 )  # fmt: skip
 from lamina.evidence.stats import bootstrap_ci
 from lamina.sources import organisms
 from lamina.sources.models import load_model
+from lamina.sources.organisms.baselines import fit_policies, policy_hits
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus
 from lamina.sources.organisms.curriculum import generate_curriculum
-from lamina.sources.organisms.evaluate import sft_hits, unigram_perplexity
-from lamina.sources.organisms.gates import CONTENT_TARGET, PREFERENCE_TARGET, measure_checkpoint
+from lamina.sources.organisms.evaluate import unigram_perplexity
+from lamina.sources.organisms.gates import measure_stages
 from lamina.sources.organisms.instructions import AlignmentData
+from lamina.sources.organisms.pretrained import gate_sample
 from lamina.sources.organisms.stages import dpo_margins
 from lamina.sources.organisms.tokenizer import encode_stream
 from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows
@@ -79,10 +78,12 @@ __all__ = [
 
 DEFAULT_ORGANISMS = default_models("organisms")[1]  # the chapter's registry record
 CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
-TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
-"""@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
-answer (the paired bootstrap CI of the difference excludes 0); @dpo held-out preference accuracy
-at least 0.75; no evaluation 8-gram in the training text."""
+TARGETS = {"sft_ppl_ratio": 1.25, "overlap": 0}
+"""@sft validation perplexity at most 1.25x the base's; no evaluation 8-gram in the training
+text. With the two stage gates (:mod:`lamina.sources.organisms.gates`: @sft beats every
+content-blind policy and the base, @dpo raises the content probe over @sft, each with the CI of
+the gain above 0), these are the organisms' targets. (Until issue 34: @dpo preference accuracy
+at least 0.75 and @sft above the always-refuse answer.)"""
 
 
 @dataclass
@@ -91,7 +92,8 @@ class OrganismsConfig(ChapterConfig):
 
     model: "default" (every built full organism), one organism name, a comma-separated string
         or a list of names (e.g. the ``-micro`` test organisms).
-    n_eval: held-out curriculum questions / preference pairs scored (None: all of them).
+    n_eval: held-out SFT items gated (a seeded sample, with twice as many preference triples;
+        None: all of them).
     n_samples: prompts of :data:`SAMPLE_PROMPTS` to generate from (greedy and sampled), and
         held-out questions answered by the base and @sft.
     seed: seeds the sampled generations and the bootstrap.
@@ -220,12 +222,15 @@ def _alignment(cfg: OrganismConfig) -> AlignmentData:
     return _CACHE[key]
 
 
-def _gates(name: str, cfg: OrganismConfig, models: dict[str, Any], tok: Any, seed: int) -> list[dict]:
-    """Behavioural gate rows of every :data:`GATE_CHECKPOINTS` checkpoint (all held-out items)."""
-    data = _alignment(cfg)
-    return [row for ck in GATE_CHECKPOINTS
-            for row in gate_rows(name, ck, measure_checkpoint(models[ck], models["final"], tok,
-                                                              data, cfg.context, seed))]  # fmt: skip
+def _gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any, n_eval: int | None,
+           seed: int) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """(:func:`~lamina.sources.organisms.gates.measure_stages` of base = @final, @sft, @dpo on
+    the held-out items, or a seeded sample of ``n_eval``; the content-blind policies' per-item
+    hits on the same items)."""
+    data = gate_sample(_alignment(cfg), n_eval, seed)
+    gates = measure_stages({"base": models["final"], "sft": models["sft"], "dpo": models["dpo"]},
+                           tok, data, cfg.context, seed)  # fmt: skip
+    return gates, policy_hits(fit_policies(data.train), data.heldout)
 
 
 def _streams(
@@ -266,24 +271,8 @@ def _one(
     for row in quality:
         row["ratio_to_base"] = row["val_perplexity"] / base_ppl
     comp, L = _components(cfg), cfg.context
-    prior: dict[str, Counter] = {}  # answers of the SFT training pairs, by component
-    for q, a in corpus.sft:
-        prior.setdefault(comp.get(q, "other"), Counter())[a] += 1
-
-    def majority(g: list[tuple]) -> np.ndarray:
-        c = prior.get(comp.get(g[0][0], "other"), Counter())
-        return np.array([bool(c) and a == c.most_common(1)[0][0] for _, a in g])
-
-    sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
-    for ck in CHECKPOINTS:
-        sft_scorers[ck] = cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy())
-    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: (dpo_margins(m, None, tok, g, L) > 0).numpy())
-                   for ck in ("final", "sft", "dpo")}  # fmt: skip
-    sft_rows, sft_items = accuracy_rows(name, sft_scorers,
-                                         group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip
-    dpo_rows, _ = accuracy_rows(
-        name, dpo_scorers, group_by_component(corpus.dpo_eval[:n_eval], comp), 0.5
-    )
+    gates, policies = _gates(cfg, models, tok, n_eval, config.seed)
+    best = max(gates["policies"], key=lambda k: gates["policies"][k])
     n_pairs = len(corpus.dpo_eval[:n_eval])
     margins = {split: dpo_margins(models["dpo"], models["sft"], tok, items, L).numpy()
                for split, items in (("training", corpus.dpo[:n_pairs]),
@@ -300,10 +289,11 @@ def _one(
         "curves": loss_curves(name, folder).to_dict("records"),
         "margin_curve": margin_curve(name, folder),
         "quality": quality,
-        "sft_accuracy": sft_rows,
-        "dpo_accuracy": dpo_rows,
+        "sft_accuracy": stage_component_rows(name, gates, policies, best),
+        "dpo_accuracy": kind_rows(name, gates),
         "dpo_margins": margin_rows(name, margins, cfg.dpo_beta, config.seed),
-        "gates": _gates(name, cfg, models, tok, config.seed),
+        "gates": gate_rows(name, gates),
+        "policies": [{"model": name, "policy": k, "accuracy": v} for k, v in gates["policies"].items()],
         "seeds": seed_rows(name),
         "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
         "homographs": words.assign(model=name).to_dict("records"),
@@ -311,8 +301,7 @@ def _one(
         "bpb_documents": bpb_docs,
         "bits_per_byte": bpb_summary(pd.DataFrame(bpb_docs), config.seed),
     }  # fmt: skip
-    gain = paired_gain(sft_items["sft"], sft_items["majority answer"], config.seed)
-    return tables, _summary(tables, words, config.seed, gain, build)
+    return tables, _summary(tables, words, config.seed, build)
 
 
 def _texts(cfg: OrganismConfig, config: OrganismsConfig) -> pd.DataFrame:
@@ -342,14 +331,13 @@ def _references(
     return score_references(config.reference_models, _texts(cfg, config), config.seed, names[0])
 
 
-def _summary(
-    t: dict[str, list[dict]], words: pd.DataFrame, seed: int, gain: list[float], build: dict
-) -> dict[str, Any]:
+def _summary(t: dict[str, list[dict]], words: pd.DataFrame, seed: int, build: dict) -> dict[str, Any]:
     """Headline numbers, the targets (``targets``: value, CI, threshold, met) and the plain list
     of what did not work (``problems``)."""
     q = {r["checkpoint"]: r for r in t["quality"]}
     s = {r["checkpoint"]: r for r in t["sft_accuracy"] if r["component"] == "all"}
     d = {r["checkpoint"]: r for r in t["dpo_accuracy"] if r["component"] == "all"}
+    g = {r["stage"]: r for r in t["gates"]}
     mg = {r["pairs"]: r for r in t["dpo_margins"]}
     gap = (words["separation"] - words["control_separation"]).to_numpy()
     wil = sps.wilcoxon(gap) if np.count_nonzero(gap) else None
@@ -361,7 +349,10 @@ def _summary(
         "ppl_ratio_to_base": {ck: r["ratio_to_base"] for ck, r in q.items()},
         "unigram_perplexity": q["final"]["unigram_perplexity"],
         "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
-        "sft_gain_over_majority": gain,
+        "gates": {st: {"passed": r["passed"], "reason": r["reason"]} for st, r in g.items() if r["gated"]},
+        "sft_gain_over_best_policy": [g["sft"].get(f"gain_over_best_policy{k}", np.nan)
+                                      for k in ("", "_ci_low", "_ci_high")],
+        "dpo_content_gain": [g["dpo"].get(f"content_gain{k}", np.nan) for k in ("", "_ci_low", "_ci_high")],
         "dpo_accuracy": {
             ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()
         },  # fmt: skip
@@ -391,14 +382,7 @@ def _summary(
         {"target": "@sft validation perplexity / base", "value": q["sft"]["ratio_to_base"],
          "ci_low": None, "ci_high": None, "threshold": f"<= {TARGETS['sft_ppl_ratio']}",
          "met": bool(q["sft"]["ratio_to_base"] <= TARGETS["sft_ppl_ratio"])},
-        {"target": "@sft held-out accuracy - majority answer", "value": gain[0],
-         "ci_low": gain[1], "ci_high": gain[2], "threshold": "CI above 0",
-         "met": bool(gain[1] > 0)},
-        {"target": "@dpo held-out preference accuracy", "value": d["dpo"]["accuracy"],
-         "ci_low": d["dpo"]["ci_low"], "ci_high": d["dpo"]["ci_high"],
-         "threshold": f">= {TARGETS['dpo_preference_accuracy']}",
-         "met": bool(d["dpo"]["accuracy"] >= TARGETS["dpo_preference_accuracy"])},
-        *_gate_targets(t["gates"]),
+        *_gate_targets(g),
         {"target": "evaluation 8-grams in the training text", "value": overlap,
          "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
     ]  # fmt: skip
@@ -422,23 +406,20 @@ def _summary(
     return out
 
 
-def _gate_targets(gates: list[dict]) -> list[dict[str, Any]]:
-    """Targets from the behavioural gates: @dpo preference and content probe, @sft vs majority."""
-    by = {(r["checkpoint"], r["gate"]): r for r in gates}
+def _gate_targets(g: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The two stage gates as targets: @sft's gain over the best content-blind policy (its gate
+    also needs the gain over the base and over every policy) and @dpo's content-probe gain over
+    @sft (its gate also needs the preference accuracy above the constant-style baseline); met
+    = the gate passed."""
     out = []
-    for ck, gate, col, lo, hi, thr, met in (
-        ("dpo", "preference", "preference_accuracy", "preference_ci_low", "preference_ci_high",
-         f">= {PREFERENCE_TARGET}", lambda r: r["preference_accuracy"] >= PREFERENCE_TARGET),
-        ("dpo", "preference", "content_probe", "content_ci_low", "content_ci_high",
-         f">= {CONTENT_TARGET}", lambda r: r["content_probe"] >= CONTENT_TARGET),
-        ("sft", "sft", "difference", "difference_ci_low", "difference_ci_high", "CI above 0",
-         lambda r: r["difference_ci_low"] > 0),
-    ):  # fmt: skip
-        r = by.get((ck, gate))
-        if r is not None and col in r:
-            out.append({"target": f"@{ck} gate: held-out {col.replace('_', ' ')}", "value": r[col],
-                        "ci_low": r[lo], "ci_high": r[hi], "threshold": thr,
-                        "met": bool(met(r))})  # fmt: skip
+    for stage, what, col in (("sft", "@sft gate: held-out SFT accuracy - best content-blind policy",
+                              "gain_over_best_policy"),
+                             ("dpo", "@dpo gate: held-out content probe - @sft's", "content_gain")):  # fmt: skip
+        r = g.get(stage, {})
+        if col in r:
+            out.append({"target": what, "value": r[col], "ci_low": r[f"{col}_ci_low"],
+                        "ci_high": r[f"{col}_ci_high"], "threshold": "CI above 0 (and the gate's other checks)",
+                        "met": bool(r["passed"])})  # fmt: skip
     return out
 
 

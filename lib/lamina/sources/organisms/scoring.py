@@ -189,6 +189,7 @@ def pair_logprobs(
     cache.reorder_cache(torch.arange(B, device=dev).repeat(2))  # rows: B chosen, then B rejected
     a_ids, a_att = _pad(c_rows + r_rows, eos, dev)  # (2B, Ta)
     pos = p_len.repeat(2)[:, None] + torch.arange(a_ids.shape[1], device=dev)[None]  # (2B, Ta)
+    pos = pos.clamp(max=max_len - 1)  # padding only: each row's real tokens end below max_len
     h = split[0](input_ids=a_ids, attention_mask=torch.cat([p_att.repeat(2, 1), a_att], dim=1),
                  position_ids=pos, cache=cache, use_cache=True).last_hidden_state  # fmt: skip
     # answer token j is predicted by the prompt's last state (j = 0) or by answer state j - 1
