@@ -38,6 +38,7 @@ seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
 results_root = None  # where results are written; None: lamina.states.io.results_dir()
 reference_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # pretrained, in bits per byte; [] skips
+aligned_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # their aligned builds' gates; [] skips
 ref_docs = 64  # validation curriculum documents scored in bits per byte
 ref_passages = 4  # passages per validation play scored in bits per byte
 ref_passage_chars = 800  # characters per play passage
@@ -47,9 +48,10 @@ from lamina.book import setup_altair
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
 from lamina.book.tables import show_details  # noqa: E402
+from lamina.chapters.organisms import OrganismsConfig  # noqa: E402
 from lamina.chapters.organisms import views as V  # noqa: E402
 
-config = V.organisms_config(globals())  # the parameters above
+config = OrganismsConfig.from_globals(globals())  # the parameters above
 result = V.run_page(config, results_root)  # runs, writes the results, glues the values below
 
 # %% [markdown]
@@ -249,8 +251,9 @@ show_details(V.homograph_table(result), "Each homograph's separation and its con
 
 # %% [markdown]
 # ## Targets
-# Each row is computed from the results above; "met" compares the value with the threshold.
-# The organisms meet {glue:text}`org_targets_met` (missed: {glue:text}`org_missed`).
+# Each target is a self-check (`lamina.sources.organisms.claims`) judged by the book's one
+# verdict engine from the value above and its threshold. The organisms pass
+# {glue:text}`org_targets_met` (failed: {glue:text}`org_missed`).
 
 # %% tags=["hide-input"]
 show_details(V.targets_view(result), "Every target with its value, threshold and outcome")
@@ -268,7 +271,7 @@ V.problems(result)
 # %% [markdown]
 # :::{admonition} In short
 # :class: important
-# The organisms meet {glue:text}`org_targets_met` targets (missed: {glue:text}`org_missed`).
+# The organisms pass {glue:text}`org_targets_met` self-checks (failed: {glue:text}`org_missed`).
 # Validation perplexity: {glue:text}`org_ppl` against {glue:text}`org_unigram` for the
 # unigram baseline, after builds of {glue:text}`org_build_minutes` minutes of wall-clock time.
 # After SFT: {glue:text}`org_sft_ratio_detail`. The gates: {glue:text}`org_gate_detail`.

@@ -221,19 +221,21 @@ def test_cluster_ci_resamples_whole_units() -> None:
     assert cluster_ci(np.ones(5), np.arange(5), 0) == (1.0, 1.0, 1.0)
 
 
-def test_gate_records_round_trip_and_convert_to_the_engines_type() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class EngineGate:
-        passed: bool
-        values: dict[str, float]
+def test_gate_records_round_trip_and_reach_the_engine_as_a_stage_gate() -> None:
+    from lamina.evidence.decide import Context, Measurement, decide
+    from lamina.evidence.declare import ClaimSpec, Gate
 
-    g = GateResult(True, {"a": 1.0}, "ok")
-    assert g.to(EngineGate) == EngineGate(True, {"a": 1.0})
+    g = GateResult(False, {"content_gain": 0.0}, "failed: no gain")
     rec = {"format": 2, "sft": dataclasses.asdict(g), "dpo": {"values": {}}}
     got = read_gates(rec)
     assert got["sft"] == g and not got["dpo"].passed and "missing" in got["dpo"].reason
     with pytest.raises(ValueError, match="format"):
         read_gates({"sft": {}, "dpo": {}})
+    spec = ClaimSpec(id="p2-signature-x", claim="c", paper_value="1", kind="effect", statistic="s",
+                     unit="u", requires=(Gate("sft"),), not_calibrated="test")  # fmt: skip
+    row = decide(spec, Measurement(estimate=1.0, ci_low=0.5, ci_high=1.5, sided="two-sided"),
+                 Context(model="m", gates={"sft": g.for_engine()}))  # fmt: skip
+    assert row.verdict == "not testable" and "failed: no gain" in row.reason
 
 
 @pytest.mark.parametrize(("name", "group"), [

@@ -116,25 +116,25 @@ def test_summary_lists_what_did_not_work(result):
     for name in MICRO:
         problems = result.summaries[name]["problems"]
         assert any("unigram baseline" in p for p in problems)
-        assert any("@sft gate" in p for p in problems)
+        assert any("self-organisms-sft-gate" in p for p in problems)
 
 
 @pytest.mark.slow
 def test_targets_overlap_margins_and_seeds_are_reported(result):
     for name in MICRO:
         s = result.summaries[name]
-        targets = {t["target"]: t for t in s["targets"]}
-        assert targets["evaluation 8-grams in the training text"]["value"] == 0
-        assert targets["evaluation 8-grams in the training text"]["met"]
-        ratio = targets["@sft validation perplexity / base"]
-        assert ratio["met"] == (ratio["value"] <= 1.25)
-        assert ratio["value"] == pytest.approx(
-            s["val_perplexity"]["sft"] / s["val_perplexity"]["final"]
-        )
+        targets = {t["claim_id"]: t for t in s["targets"]}
+        assert [c["claim_id"] for c in s["claims"]] == list(targets)  # judged by the engine
+        leak = targets["self-organisms-no-leak"]
+        assert leak["value"] == 0 and leak["verdict"] == "check passed"
+        ratio = targets["self-organisms-sft-keeps-lm"]
+        assert ratio["value"] == pytest.approx(s["val_perplexity"]["sft"] / s["val_perplexity"]["final"])
+        assert (ratio["verdict"] == "check passed") == (ratio["value"] <= 1.25)
         for g in (s["sft_gain_over_best_policy"], s["dpo_content_gain"]):
             assert g[1] <= g[0] <= g[2]
-        gate_targets = [t for t in s["targets"] if " gate: " in t["target"]]
-        assert [t["met"] for t in gate_targets] == [s["gates"]["sft"]["passed"], s["gates"]["dpo"]["passed"]]
+        for stage in ("sft", "dpo"):
+            verdict = targets[f"self-organisms-{stage}-gate"]["verdict"]
+            assert verdict == ("check passed" if s["gates"][stage]["passed"] else "check failed")
         assert s["n_training_seeds"] == 1
     m = result.tables["dpo_margins"]
     assert set(m["pairs"]) == {"training", "held-out"}

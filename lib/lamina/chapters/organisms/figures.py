@@ -213,10 +213,9 @@ def gates_long(result: OrganismsResult) -> Any:
     rows = [{"kind": "stage", "model": r["model"], "stage": r["stage"], "measure": label,
              "value": r[m], "ci_low": r[f"{m}_ci_low"], "ci_high": r[f"{m}_ci_high"]}
             for r in g.to_dict("records") for m, label in MEASURES.items()]  # fmt: skip
-    blind = pick(result.tables["sft_accuracy"], component="all")
-    rows += [{"kind": "reference", "model": r["model"], "stage": r["checkpoint"],
-              "measure": MEASURES["sft_accuracy"], "value": r["accuracy"]}
-             for r in blind[blind["checkpoint"].str.startswith("content-blind")].to_dict("records")]  # fmt: skip
+    rows += [{"kind": "reference", "model": r["model"], "stage": "best content-blind policy",
+              "measure": MEASURES["sft_accuracy"], "value": r["best_policy_accuracy"]}
+             for r in g[g["stage"] == "sft"].to_dict("records")]  # fmt: skip
     rows += [{"kind": "reference", "model": r["model"], "stage": "constant style",
               "measure": MEASURES[m], "value": r["constant_style_baseline"]}
              for r in g[g["stage"] == "base"].to_dict("records") for m in ("content_probe", "preference_accuracy")]  # fmt: skip

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from lamina.book.glue import glue
-from lamina.chapters.organisms.run import TARGETS, OrganismsConfig, OrganismsResult
+from lamina.chapters.organisms.run import TARGETS, OrganismsResult
+from lamina.evidence.claims import SELF_VERDICTS
 from lamina.sources.organisms.configs import organism_config
 
 __all__ = [
     "glue_organisms",
-    "organisms_config",
     "per_organism",
     "pick",
     "shown_bpb",
@@ -28,13 +28,6 @@ __all__ = [
     "stage_detail",
     "targets_table",
 ]
-
-
-def organisms_config(params: Mapping[str, Any]) -> OrganismsConfig:
-    """The config of the notebook's parameters (pass ``globals()``): every name of ``params``
-    that is a field of :class:`OrganismsConfig` (others, e.g. ``results_root``, are ignored)."""
-    fields = set(OrganismsConfig.parameter_names())
-    return OrganismsConfig.from_params({k: v for k, v in params.items() if k in fields})
 
 
 def span(values: list[float], fmt: str = "{:.1f}") -> str:
@@ -62,7 +55,7 @@ def pick(table: pd.DataFrame, **where: object) -> pd.DataFrame:
 
 def targets_table(result: OrganismsResult) -> pd.DataFrame:
     """One row per organism and target (``targets`` of each summary): model, target, value,
-    threshold, met, and CIs where the target has them."""
+    threshold, the engine's verdict of the self-check, and CIs where it has them."""
     S = result.summaries
     return pd.DataFrame([{"model": m, **t} for m in S for t in S[m]["targets"]])
 
@@ -208,6 +201,7 @@ def _stage_spans(result: OrganismsResult) -> None:
     span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
     best content-blind policy's), org_probe_{base,sft,acc} (content probe)."""
     g = result.tables["gates"]
+    g = g[g["model"].isin(result.models)]  # the organisms (the aligned real models: the detail)
     pol = result.tables["sft_accuracy"]
     blind = pick(pol[pol["checkpoint"].str.startswith("content-blind")], component="all")
     glue("org_n_sft", span(g["n_items"].tolist(), "{:.0f}"))
@@ -307,8 +301,10 @@ def _homographs(result: OrganismsResult) -> None:
 def _targets(result: OrganismsResult) -> None:
     """org_targets_met ('n of N'), org_missed (each missed target, or "none")."""
     targets = targets_table(result)
-    glue("org_targets_met", f"{int(targets['met'].sum())} of {len(targets)}")
+    passed = targets["verdict"] == SELF_VERDICTS[0]  # the engine's "check passed"
+    glue("org_targets_met", f"{int(passed.sum())} of {len(targets)}")
     glue(
         "org_missed",
-        "; ".join(f"{r.model}: {r.target}" for r in targets.itertuples() if not r.met) or "none",
+        "; ".join(f"{m}: {c}" for m, c, ok in zip(targets["model"], targets["claim_id"], passed, strict=True)
+                  if not ok) or "none",
     )

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats as sps
 
 from lamina.chapters.config import ChapterConfig, default_models
+from lamina.chapters.models import chapter_models
+from lamina.chapters.organisms.checks import aligned_gates, summary
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
     DEFAULT_REFERENCE_MODELS,
-    bpb_by_source,
     bpb_rows,
     bpb_summary,
     reference_texts,
@@ -48,7 +48,7 @@ from lamina.chapters.organisms.tables import (
     seed_rows,
     stage_component_rows,
 )  # fmt: skip
-from lamina.evidence.stats import bootstrap_ci
+from lamina.core.threads import configured_threads, threads
 from lamina.sources import organisms
 from lamina.sources.models import load_model
 from lamina.sources.organisms.baselines import fit_policies, policy_hits
@@ -102,6 +102,9 @@ class OrganismsConfig(ChapterConfig):
     reference_models: pretrained models scored, like the organisms, in bits per byte on the
         organisms' validation text (default: smollm2-135m-instruct and gemma-3-270m; [] skips;
         in quick mode the default is [] and only models named explicitly are scored).
+    aligned_models: real models whose aligned builds' stage gates are shown beside the
+        organisms' (read from ``make aligned``'s builds, never trained here; default as
+        ``reference_models``, [] in quick mode).
     ref_docs: validation curriculum documents scored in bits per byte (evenly spaced);
     ref_passages: passages per validation play; ref_passage_chars: characters per passage.
     """
@@ -113,6 +116,7 @@ class OrganismsConfig(ChapterConfig):
     max_new_tokens: int = 40
     temperature: float = 0.8
     reference_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
+    aligned_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
     ref_docs: int = 64
     ref_passages: int = 4
     ref_passage_chars: int = 800
@@ -123,8 +127,12 @@ class OrganismsConfig(ChapterConfig):
     def __post_init__(self) -> None:
         if isinstance(self.reference_models, str):
             self.reference_models = [m.strip() for m in self.reference_models.split(",") if m.strip()]
+        if isinstance(self.aligned_models, str):
+            self.aligned_models = [m.strip() for m in self.aligned_models.split(",") if m.strip()]
         if self.quick and list(self.reference_models) == list(DEFAULT_REFERENCE_MODELS):
             self.reference_models = []
+        if self.quick and list(self.aligned_models) == list(DEFAULT_REFERENCE_MODELS):
+            self.aligned_models = []
         self.apply_quick()
 
 
@@ -146,7 +154,7 @@ class OrganismsResult:
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
         """``lamina.states.io.write_results("organisms", model, ...)`` once per organism, then once per
-        reference model (its bits-per-byte tables only)."""
+        reference or aligned real model (its bits-per-byte and gate tables only)."""
 
         return [
             write_results(
@@ -157,7 +165,7 @@ class OrganismsResult:
                 tables={
                     k: v[v["model"] == name].reset_index(drop=True)
                     for k, v in self.tables.items()
-                    if name in self.summaries or k in ("bits_per_byte", "bpb_documents")
+                    if name in self.summaries or k in ("bits_per_byte", "bpb_documents", "gates")
                 },
                 root=root,
             )
@@ -174,15 +182,15 @@ def _built(name: str) -> bool:
 
 
 def organism_names(model: str | list[str]) -> tuple[list[str], list[str]]:
-    """(organisms to report, notes). "default": the built full organisms, else the built micro
-    ones (noted); raises OrganismNotBuiltError (saying how to build) when none is built."""
+    """(organisms to report, notes): :func:`lamina.chapters.models.chapter_models` (for
+    "default", the registry's built organisms, the unbuilt ones noted), and when none of the
+    full organisms is built, the built micro ones (noted); raises OrganismNotBuiltError (saying
+    how to build) when none is built or a named one is not."""
+    names, notes = chapter_models("organisms", model)
     if model != "default":
-        names = [m.strip() for m in model.split(",")] if isinstance(model, str) else list(model)
         for n in names:
             organisms.resolve(n)  # clear error for an unknown or unbuilt organism
         return names, []
-    names = [n for n in DEFAULT_ORGANISMS if _built(n)]
-    notes = [f"{n} is not built; skipped." for n in DEFAULT_ORGANISMS if n not in names]
     if not names:
         names = [n for n in organisms.list_organisms(micro=True) if n.endswith("-micro")]
         names = [n for n in names if _built(n)]
@@ -301,7 +309,7 @@ def _one(
         "bpb_documents": bpb_docs,
         "bits_per_byte": bpb_summary(pd.DataFrame(bpb_docs), config.seed),
     }  # fmt: skip
-    return tables, _summary(tables, words, config.seed, build)
+    return tables, summary(name, tables, words, config.seed, build)
 
 
 def _texts(cfg: OrganismConfig, config: OrganismsConfig) -> pd.DataFrame:
@@ -331,118 +339,27 @@ def _references(
     return score_references(config.reference_models, _texts(cfg, config), config.seed, names[0])
 
 
-def _summary(t: dict[str, list[dict]], words: pd.DataFrame, seed: int, build: dict) -> dict[str, Any]:
-    """Headline numbers, the targets (``targets``: value, CI, threshold, met) and the plain list
-    of what did not work (``problems``)."""
-    q = {r["checkpoint"]: r for r in t["quality"]}
-    s = {r["checkpoint"]: r for r in t["sft_accuracy"] if r["component"] == "all"}
-    d = {r["checkpoint"]: r for r in t["dpo_accuracy"] if r["component"] == "all"}
-    g = {r["stage"]: r for r in t["gates"]}
-    mg = {r["pairs"]: r for r in t["dpo_margins"]}
-    gap = (words["separation"] - words["control_separation"]).to_numpy()
-    wil = sps.wilcoxon(gap) if np.count_nonzero(gap) else None
-    ratio = bootstrap_ci(words["ratio"].to_numpy(), np.median, n_resamples=2000, seed=seed,
-                         method="percentile").iloc[0]  # fmt: skip
-    overlap = build.get("overlap", {}).get("overlap")
-    out: dict[str, Any] = {
-        "val_perplexity": {ck: r["val_perplexity"] for ck, r in q.items()},
-        "ppl_ratio_to_base": {ck: r["ratio_to_base"] for ck, r in q.items()},
-        "unigram_perplexity": q["final"]["unigram_perplexity"],
-        "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
-        "gates": {st: {"passed": r["passed"], "reason": r["reason"]} for st, r in g.items() if r["gated"]},
-        "sft_gain_over_best_policy": [g["sft"].get(f"gain_over_best_policy{k}", np.nan)
-                                      for k in ("", "_ci_low", "_ci_high")],
-        "dpo_content_gain": [g["dpo"].get(f"content_gain{k}", np.nan) for k in ("", "_ci_low", "_ci_high")],
-        "dpo_accuracy": {
-            ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()
-        },  # fmt: skip
-        "dpo_reward_margin": {
-            k: [r["reward_margin"], r["margin_ci_low"], r["margin_ci_high"]] for k, r in mg.items()
-        },  # fmt: skip
-        "dpo_reward_accuracy": {
-            k: [r["reward_accuracy"], r["ci_low"], r["ci_high"]] for k, r in mg.items()
-        },  # fmt: skip
-        "eval_8gram_overlap": overlap,
-        "gloss_hits": len(build.get("overlap", {}).get("gloss_hits", [])),
-        "n_training_seeds": len(t["seeds"]),
-        "homographs_separated": int(words["separated"].sum()),
-        "homographs": len(words),
-        "homograph_median_ratio": [
-            float(ratio["estimate"]),
-            float(ratio["ci_low"]),
-            float(ratio["ci_high"]),
-        ],  # fmt: skip
-        "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
-        "bits_per_byte": bpb_by_source(t["bits_per_byte"], "final"),
-        "build_seconds": t["build"][0]["build_seconds"],
-        "cpu_seconds": t["build"][0]["cpu_seconds"],
-    }
-    base_ppl, uni = q["final"]["val_perplexity"], q["final"]["unigram_perplexity"]
-    out["targets"] = [
-        {"target": "@sft validation perplexity / base", "value": q["sft"]["ratio_to_base"],
-         "ci_low": None, "ci_high": None, "threshold": f"<= {TARGETS['sft_ppl_ratio']}",
-         "met": bool(q["sft"]["ratio_to_base"] <= TARGETS["sft_ppl_ratio"])},
-        *_gate_targets(g),
-        {"target": "evaluation 8-grams in the training text", "value": overlap,
-         "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
-    ]  # fmt: skip
-    problems = [f"{x['target']} is {x['value']:.3g} (target {x['threshold']})"
-                for x in out["targets"] if x["value"] is not None and not x["met"]]  # fmt: skip
-    if overlap is None:
-        problems.append("the build recorded no 8-gram overlap check (an older build)")
-    if base_ppl > 0.5 * uni:
-        problems.append(f"validation perplexity {base_ppl:.1f} is not far below the unigram "
-                        f"baseline {uni:.1f}")  # fmt: skip
-    if q["dpo"]["ratio_to_base"] > 1.5:
-        problems.append(f"@dpo raised validation perplexity from {base_ppl:.1f} to "
-                        f"{q['dpo']['val_perplexity']:.1f}")  # fmt: skip
-    if mg["held-out"]["margin_ci_low"] <= 0:
-        problems.append("@dpo's mean reward margin on held-out pairs is not above 0")
-    if not (out["homograph_wilcoxon_p"] < 0.05 and np.median(gap) > 0):
-        problems.append(f"homograph senses are not separated beyond their controls "
-                        f"({out['homographs_separated']} of {len(words)} words; Wilcoxon "
-                        f"p = {out['homograph_wilcoxon_p']:.3g})")  # fmt: skip
-    out["problems"] = problems
-    return out
-
-
-def _gate_targets(g: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The two stage gates as targets: @sft's gain over the best content-blind policy (its gate
-    also needs the gain over the base and over every policy) and @dpo's content-probe gain over
-    @sft (its gate also needs the preference accuracy above the constant-style baseline); met
-    = the gate passed."""
-    out = []
-    for stage, what, col in (("sft", "@sft gate: held-out SFT accuracy - best content-blind policy",
-                              "gain_over_best_policy"),
-                             ("dpo", "@dpo gate: held-out content probe - @sft's", "content_gain")):  # fmt: skip
-        r = g.get(stage, {})
-        if col in r:
-            out.append({"target": what, "value": r[col], "ci_low": r[f"{col}_ci_low"],
-                        "ci_high": r[f"{col}_ci_high"], "threshold": "CI above 0 (and the gate's other checks)",
-                        "met": bool(r["passed"])})  # fmt: skip
-    return out
-
-
 def run_organisms(config: OrganismsConfig) -> OrganismsResult:
     """Everything the organisms chapter shows, for every organism of ``config.model``.
 
-    Runs on ``$LAMINA_NUM_THREADS`` torch threads (default 1: these small models gain nothing
-    from more, and lose much when the CPUs are shared).
+    Runs on ``$LAMINA_NUM_THREADS`` torch threads (:func:`lamina.core.threads.threads`; default
+    1: these small models gain nothing from more, and lose much when the CPUs are shared).
     """
     names, notes = organism_names(config.model)
     n_eval, n_samples, n_new = config.n_eval, config.n_samples, config.max_new_tokens
     rows: dict[str, list[dict]] = {}
     summaries = {}
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("LAMINA_NUM_THREADS", 1)))
-    try:
+    with threads(configured_threads() or 1):
         for name in names:
             tables, summaries[name] = _one(name, config, n_eval, n_samples, n_new)
             for k, v in tables.items():
                 rows.setdefault(k, []).extend(v)
         ref_rows, references = _references(names, config, notes)
-    finally:
-        torch.set_num_threads(old_threads)
+    aligned_rows, aligned, aligned_notes = aligned_gates(config.aligned_models)
+    rows["gates"] += aligned_rows
+    notes += aligned_notes
+    for m, a in aligned.items():
+        references.setdefault(m, {}).update(a)
     rows["bpb_documents"] += ref_rows
     rows["bits_per_byte"] += bpb_summary(pd.DataFrame(ref_rows), config.seed) if ref_rows else []
     return OrganismsResult(config, {k: pd.DataFrame(v) for k, v in rows.items()}, summaries,

@@ -29,13 +29,15 @@ STAGE_CHECKPOINT = {"base": "final", "sft": "sft", "dpo": "dpo"}
 """The organism checkpoint of each gated stage (the base is the end of pretraining)."""
 
 
-def gate_rows(name: str, gates: dict[str, Any]) -> list[dict[str, Any]]:
+def gate_rows(name: str, gates: dict[str, Any],
+              checkpoints: dict[str, str] = STAGE_CHECKPOINT) -> list[dict[str, Any]]:  # fmt: skip
     """One row per stage of :func:`lamina.sources.organisms.gates.measure_stages`: model,
     stage, checkpoint, gated (the stage has a gate), passed (NaN for the base), reason, the
     stage's measures (accuracies with their CIs over entity pairs, dW_rel/<group>) and its
-    gate's values (gains over the predecessor and the content-blind policies, with CIs)."""
+    gate's values (gains over the predecessor and the content-blind policies, with CIs).
+    checkpoints: {stage: checkpoint name} (an organism's base is ``final``)."""
     rows = []
-    for stage, ck in STAGE_CHECKPOINT.items():
+    for stage, ck in checkpoints.items():
         g = gates.get(stage)
         rows.append({"model": name, "stage": stage, "checkpoint": ck, "gated": g is not None,
                      "passed": g.passed if g is not None else np.nan,

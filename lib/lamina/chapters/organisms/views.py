@@ -22,7 +22,7 @@ from lamina.chapters.organisms.figures import (
     pretraining_figure,
     stages_figure,
 )
-from lamina.chapters.organisms.narrative import glue_organisms, organisms_config, targets_table
+from lamina.chapters.organisms.narrative import glue_organisms, targets_table
 from lamina.chapters.organisms.run import OrganismsConfig, OrganismsResult, run_organisms
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
     "margin_curve_figure",
     "margins_table",
     "notes",
-    "organisms_config",
     "overlap_table",
     "policies_table",
     "perplexity_figure",
@@ -183,7 +182,7 @@ def homograph_table(result: OrganismsResult) -> pd.DataFrame:
 
 
 def targets_view(result: OrganismsResult) -> pd.DataFrame:
-    """Every target of every organism with its value, threshold and whether it was met."""
+    """Every self-check of every organism with its value, threshold and verdict."""
     return targets_table(result)
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from lamina.evidence.decide import GateResult as EngineGate
+
 __all__ = [
     "ALIGNMENT_CLAIMS",
     "NOT_MEASURED",
@@ -25,6 +27,7 @@ __all__ = [
     "GateArg",
     "gate_for",
     "gate_reason",
+    "engine_gates",
     "gate_rows",
     "gates_from_record",
     "passed",
@@ -57,6 +60,11 @@ class AlignmentGate:
     values: dict[str, float] = field(default_factory=dict)
     reason: str = ""
 
+    def for_engine(self) -> EngineGate:
+        """The claims engine's gate (:class:`lamina.evidence.decide.GateResult`): passed, and as
+        its values text the reason, else :meth:`describe`."""
+        return EngineGate(self.passed, self.reason or self.describe())
+
     def describe(self) -> str:
         """The values as "name 0.512, name 0.498" (sorted by name; "no values" when empty)."""
         if not self.values:
@@ -76,6 +84,13 @@ def gates_from_record(record: Mapping[str, Any] | None) -> dict[str, AlignmentGa
     return {stage: AlignmentGate(g.passed, {k: v for k, v in g.values.items() if np.isfinite(v)},
                                  g.reason)
             for stage, g in read_gates(record).items()}  # fmt: skip
+
+
+def engine_gates(gates: Mapping[str, AlignmentGate]) -> dict[str, EngineGate]:
+    """{stage: the engine's gate} for a :class:`lamina.evidence.decide.Context`, so that a claim
+    declaring ``Gate("sft")`` or ``Gate("dpo")`` reads the stage's gate (a stage absent here:
+    not measured, and the claim is "not testable")."""
+    return {stage: g.for_engine() for stage, g in gates.items()}
 
 
 GateArg = AlignmentGate | Mapping[str, "AlignmentGate | None"] | None

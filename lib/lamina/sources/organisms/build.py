@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from lamina.core.threads import configured_threads, threads
 from lamina.sources.organisms.checkpoints import write_json
 from lamina.sources.organisms.configs import ORGANISMS_CODE_VERSION, OrganismConfig
 from lamina.sources.organisms.corpus import Corpus, load_corpus
@@ -47,15 +48,11 @@ building organisms side by side (``--jobs``)."""
 
 
 def num_threads(cfg: OrganismConfig) -> int:
-    """Threads for training: :data:`TRAIN_THREADS`, or ``$LAMINA_NUM_THREADS`` when set (an
-    explicit override: recorded in the build record's ``torch_threads``, and such a build may
-    differ in the last digits from the default one)."""
-    if "LAMINA_NUM_THREADS" in os.environ:
-        value = os.environ["LAMINA_NUM_THREADS"]
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"$LAMINA_NUM_THREADS must be a positive integer; got {value!r}")
-        return int(value)
-    return TRAIN_THREADS
+    """Threads for training: :data:`TRAIN_THREADS`, or ``$LAMINA_NUM_THREADS`` when set
+    (:func:`lamina.core.threads.configured_threads`; an explicit override: recorded in the build
+    record's ``torch_threads``, and such a build may differ in the last digits from the default
+    one)."""
+    return configured_threads() or TRAIN_THREADS
 
 
 def cpu_model() -> str:
@@ -176,9 +173,7 @@ def build_into(
     from lamina.core.provenance import provenance
 
     t0, c0 = time.time(), time.process_time()
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(num_threads(cfg))
-    try:
+    with threads(num_threads(cfg)):
         folder.mkdir(parents=True)
         corpus = load_corpus(cfg)
         overlap = contamination(corpus)
@@ -214,8 +209,6 @@ def build_into(
                 cpu_seconds=round(time.process_time() - c0, 1),
             ),
         )
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _alive(pid: int) -> bool:

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lamina.evidence.decide import GateResult as EngineGate
 from lamina.evidence.resampling import index_bootstrap
 from lamina.sources.organisms.baselines import POLICIES, fit_policies, policy_hits
 from lamina.sources.organisms.checkpoints import write_json
@@ -64,20 +65,17 @@ STAGE_ORDER = ("base", "sft", "dpo")
 @dataclass(frozen=True)
 class GateResult:
     """A stage's gate: passed, its values by name (fractions in [0, 1] or differences of
-    fractions; counts as floats), and one line saying why. ``(passed, values)`` is the claims
-    engine's ``GateResult``; :meth:`to` converts to any type with those fields."""
+    fractions; counts as floats), and one line saying why (with the values that decided it).
+    :meth:`for_engine` gives the claims engine's gate, named by the stage."""
 
     passed: bool
     values: dict[str, float] = field(default_factory=dict)
     reason: str = ""
 
-    def to(self, cls: type) -> object:
-        """``cls(passed=..., values=..., reason=...)``, or without ``reason`` when ``cls``
-        has no such field (e.g. the engine's GateResult)."""
-        fields = getattr(cls, "__dataclass_fields__", {})
-        if fields and "reason" not in fields:
-            return cls(passed=self.passed, values=dict(self.values))
-        return cls(passed=self.passed, values=dict(self.values), reason=self.reason)
+    def for_engine(self) -> EngineGate:
+        """The engine's :class:`lamina.evidence.decide.GateResult`: passed, and the reason as
+        its values text (what a "not testable" row quotes)."""
+        return EngineGate(self.passed, self.reason)
 
 
 def cluster_ci(x: np.ndarray, units: np.ndarray, seed: int) -> tuple[float, float, float]:

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from lamina.core.provenance import data_dir
+from lamina.core.threads import threads
 from lamina.sources.models import load_model
 from lamina.sources.organisms.checkpoints import optimizer_tensors
 from lamina.sources.organisms.curriculum import generate_curriculum
@@ -275,10 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.root is None:
         args.root = data_dir() / "aligned"
-    if "LAMINA_NUM_THREADS" in os.environ:  # e.g. 1 for a long build on shared cores
-        torch.set_num_threads(int(os.environ["LAMINA_NUM_THREADS"]))
     for name in args.models:
-        folder = build_aligned(name, PretrainedAlignConfig(), args.root)
+        with threads():  # $LAMINA_NUM_THREADS, e.g. 1 for a long build on shared cores
+            folder = build_aligned(name, PretrainedAlignConfig(), args.root)
         gates = json.loads((folder / "gates.json").read_text())
         print(folder)
         for stage in ("sft", "dpo"):
