@@ -165,7 +165,8 @@ class OrganismsResult:
                 tables={
                     k: v[v["model"] == name].reset_index(drop=True)
                     for k, v in self.tables.items()
-                    if name in self.summaries or k in ("bits_per_byte", "bpb_documents", "gates")
+                    if name in self.summaries
+                    or (k in ("bits_per_byte", "bpb_documents", "gates") and name in set(v["model"]))
                 },
                 root=root,
             )
