@@ -229,15 +229,16 @@ def gates_figure(result: OrganismsResult) -> None:
     long = gates_long(result)
     order = ["base", "sft", "dpo"]
     y = alt.Y("measure:N", sort=list(MEASURES.values()), title=None)
-    enc = dict(y=y, color=alt.Color("stage:N", sort=order, title=None),
-               yOffset=alt.YOffset("stage:N", sort=order))  # fmt: skip
+    color = alt.Color("stage:N", sort=order, title=None)
+    offset = alt.YOffset("stage:N", sort=order)
     stage = alt.datum.kind == "stage"
     points = alt.Chart().transform_filter(stage).mark_point(filled=True, size=60).encode(
         x=alt.X("value:Q", title="held-out accuracy (95% CI over entity pairs)",
                 scale=alt.Scale(domain=[0, 1])),
-        tooltip=["stage", "measure", alt.Tooltip("value:Q", format=".3f")], **enc)  # fmt: skip
+        y=y, color=color, yOffset=offset,
+        tooltip=["stage", "measure", alt.Tooltip("value:Q", format=".3f")])  # fmt: skip
     errs = alt.Chart().transform_filter(stage).mark_errorbar().encode(
-        x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", **enc)  # fmt: skip
+        x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y, color=color, yOffset=offset)  # fmt: skip
     ref = alt.Chart().transform_filter(alt.datum.kind == "reference").mark_point(
         shape="diamond", size=90, color="gray", filled=True).encode(
         x="value:Q", y=y, tooltip=[alt.Tooltip("stage:N", title="reference"),
