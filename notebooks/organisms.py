@@ -274,7 +274,7 @@ V.problems(result)
 # The organisms pass {glue:text}`org_targets_met` self-checks (failed: {glue:text}`org_missed`).
 # Validation perplexity: {glue:text}`org_ppl` against {glue:text}`org_unigram` for the
 # unigram baseline, after builds of {glue:text}`org_build_minutes` minutes of wall-clock time.
-# After SFT: {glue:text}`org_sft_ratio_detail`. The gates: {glue:text}`org_gate_detail`.
+# After SFT: {glue:text}`org_sft_ratio_detail`. The stage gates: {glue:text}`org_gate_outcomes`.
 # Training seeds: {glue:text}`org_seed_detail`.
 # Bits per byte on the validation text: {glue:text}`org_bpb_compare`
 # :::

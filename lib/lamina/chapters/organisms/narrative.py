@@ -20,6 +20,7 @@ from lamina.evidence.claims import SELF_VERDICTS
 from lamina.sources.organisms.configs import organism_config
 
 __all__ = [
+    "gate_outcomes",
     "glue_organisms",
     "per_organism",
     "pick",
@@ -215,36 +216,59 @@ def _stage_spans(result: OrganismsResult) -> None:
         glue(f"org_probe_{key}", span(rows["content_probe"].tolist(), "{:.3f}"))
 
 
+def _gain(r: Mapping[str, Any], col: str) -> str:
+    """'+g, 95% CI lo to hi' of one gain column of a gate row (differences of fractions)."""
+    return f"{r[col]:+.3f}, 95% CI {r[col + '_ci_low']:+.3f} to {r[col + '_ci_high']:+.3f}"
+
+
+def _stage_clause(r: Mapping[str, Any]) -> str:
+    """One gated stage's outcome with the gain over its predecessor (and, for @sft, over the
+    best content-blind policy; for @dpo, its preference accuracy against a constant style).
+    A gate that could not be measured ("not testable": its values are missing) reads its reason."""
+    word = "passed" if r["passed"] else "failed"
+    key = "gain_over_best_policy" if r["stage"] == "sft" else "content_gain"
+    if r.get(key) is None or pd.isna(r[key]):
+        return f"@{r['stage']} {word} ({r.get('reason', 'no values')})"
+    if r["stage"] == "sft":
+        return (f"@sft {word}, held-out SFT accuracy {r['sft_accuracy']:.3f} against the base's "
+                f"{r['base_sft_accuracy']:.3f} ({_gain(r, 'gain_over_base')}) and the best "
+                f"content-blind policy's {r['best_policy_accuracy']:.3f} "
+                f"({_gain(r, 'gain_over_best_policy')})")  # fmt: skip
+    return (f"@dpo {word}, content probe {r['content_probe']:.3f} against @sft's "
+            f"{r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')}) and preference accuracy "
+            f"{r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}–"
+            f"{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
+            "for a constant style")  # fmt: skip
+
+
 def stage_detail(gates: pd.DataFrame) -> str:
-    """One clause per organism and gated stage, from the gates table: whether the gate passed,
-    with the gain it tests and that gain's 95% CI (over entity pairs)."""
-    parts = []
-    for r in gates[gates["gated"].astype(bool)].to_dict("records"):
-        word = "passed" if r["passed"] else "failed"
-        if r["stage"] == "sft":
-            parts.append(
-                f"`{r['model']}` @sft {word}: held-out SFT accuracy {r['sft_accuracy']:.3f} against "
-                f"{r['base_sft_accuracy']:.3f} for the base and {r['best_policy_accuracy']:.3f} for "
-                f"the best content-blind policy, a gain of {r['gain_over_best_policy']:+.3f} "
-                f"(95% CI {r['gain_over_best_policy_ci_low']:+.3f} to "
-                f"{r['gain_over_best_policy_ci_high']:+.3f}) over that policy")  # fmt: skip
-        else:
-            parts.append(
-                f"`{r['model']}` @dpo {word}: content probe {r['content_probe']:.3f} against "
-                f"{r['sft_content_probe']:.3f} at @sft, a gain of {r['content_gain']:+.3f} (95% CI "
-                f"{r['content_gain_ci_low']:+.3f} to {r['content_gain_ci_high']:+.3f}); preference "
-                f"accuracy {r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}"
-                f"–{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
-                "for the best constant-style policy")  # fmt: skip
-    return "; ".join(parts) or "no gate was measured"
+    """Per model (organisms and aligned real models), each gated stage's outcome with the gain
+    over its predecessor and the gain's 95% CI over entity pairs (:func:`_stage_clause`)."""
+    gated = gates[gates["gated"].astype(bool)]
+    return "; ".join(
+        f"`{m}`: " + " and ".join(_stage_clause(r) for r in g.to_dict("records"))
+        for m, g in gated.groupby("model", sort=False)
+    ) or "no gate was measured"
+
+
+def gate_outcomes(gates: pd.DataFrame) -> str:
+    """Per model, which gated stages passed: "`m` @sft passed, @dpo failed; ..." (the values
+    are in :func:`stage_detail`)."""
+    gated = gates[gates["gated"].astype(bool)]
+    return "; ".join(
+        f"`{m}` " + ", ".join(f"@{r['stage']} {'passed' if r['passed'] else 'failed'}"
+                               for r in g.to_dict("records"))  # fmt: skip
+        for m, g in gated.groupby("model", sort=False)
+    ) or "no gate was measured"
 
 
 def _stages(result: OrganismsResult) -> None:
-    """:func:`_stage_spans`, org_gate_detail (:func:`stage_detail`) and org_margin_detail
-    (reward margins of @dpo against @sft, nats)."""
+    """:func:`_stage_spans`, org_gate_detail (:func:`stage_detail`), org_gate_outcomes
+    (:func:`gate_outcomes`) and org_margin_detail (reward margins of @dpo against @sft, nats)."""
     S = result.summaries
     _stage_spans(result)
     glue("org_gate_detail", stage_detail(result.tables["gates"]))
+    glue("org_gate_outcomes", gate_outcomes(result.tables["gates"]))
     margins = result.tables["dpo_margins"]
     mg = {m: {r["pairs"]: r for r in margins[margins["model"] == m].to_dict("records")} for m in S}
     glue(

@@ -57,7 +57,7 @@ __all__ = [
 
 GATE_COLUMNS = ("model", "stage", "passed", "sft_accuracy", "sft_accuracy_ci_low",
                 "sft_accuracy_ci_high", "gain_over_base", "gain_over_base_ci_low",
-                "gain_over_best_policy", "gain_over_best_policy_ci_low",
+                "gain_over_base_ci_high", "gain_over_best_policy", "gain_over_best_policy_ci_low",
                 "gain_over_best_policy_ci_high", "content_probe", "content_probe_ci_low",
                 "content_probe_ci_high", "content_gain", "content_gain_ci_low",
                 "content_gain_ci_high", "preference_accuracy", "preference_accuracy_ci_low",
