@@ -65,7 +65,7 @@ typecheck: $(STAMP)  # mypy over lib/ (configuration in pyproject.toml)
 # training seeds built side by side: make organisms SEEDS="0 1 2" (seed k > 0 is <name>~sk)
 SEEDS ?= 0
 organisms: $(STAMP)
-	$(PY) -m lamina.sources.organisms build --seeds $(SEEDS) --jobs 2
+	$(PY) -m lamina.sources.organisms build --seeds $(SEEDS)  # --jobs: the machine's cores
 
 # the offline real models after SFT and DPO on the organisms' instruction data (weight-update
 # chapter), each built once per (model, config hash) into data/aligned/ with its behavioural gates

@@ -20,11 +20,12 @@
 # with their Adam moments) and three alignment stages: continued pretraining (`@lm`) and
 # supervised fine-tuning (`@sft`) from the final checkpoint, and DPO (`@dpo`) from `@sft`,
 # with `@sft` as its reference. The later chapters lean on them, so this page checks four
-# things against targets fixed in advance (`lamina.chapters.organisms.TARGETS`):
-# no evaluation prompt in the training text (shared word 8-grams: 0); SFT that keeps the
-# language model (validation perplexity at most 1.25× the base's); SFT that answers held-out
-# questions better than always giving the most frequent answer (CI of the gain above 0); and
-# DPO that learns its preference on held-out pairs (accuracy at least 0.75).
+# things against targets fixed in advance (`lamina.chapters.organisms.TARGETS` and the stage
+# gates of `lamina.sources.organisms.gates`): no evaluation prompt in the training text (shared
+# word 8-grams: 0); SFT that keeps the language model (validation perplexity at most 1.25× the
+# base's); SFT that answers held-out questions better than the base and than every
+# content-blind policy; and DPO that prefers correct answers on held-out contents more often
+# than `@sft` did (each gain with its 95% CI above 0).
 # :::
 #
 # Where an organism misses a target, this page says so with the numbers.
@@ -37,6 +38,7 @@ seed = 0  # seeds the sampled generations and the bootstrap
 quick = False  # 32 questions, 2 samples, short generations: for tests on the micro organisms
 results_root = None  # where results are written; None: lamina.states.io.results_dir()
 reference_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # pretrained, in bits per byte; [] skips
+aligned_models = ["smollm2-135m-instruct", "gemma-3-270m"]  # their aligned builds' gates; [] skips
 ref_docs = 64  # validation curriculum documents scored in bits per byte
 ref_passages = 4  # passages per validation play scored in bits per byte
 ref_passage_chars = 800  # characters per play passage
@@ -46,9 +48,10 @@ from lamina.book import setup_altair
 
 setup_altair()  # before the experiment's imports: it also quiets their progress-bar warnings
 from lamina.book.tables import show_details  # noqa: E402
+from lamina.chapters.organisms import OrganismsConfig  # noqa: E402
 from lamina.chapters.organisms import views as V  # noqa: E402
 
-config = V.organisms_config(globals())  # the parameters above
+config = OrganismsConfig.from_globals(globals())  # the parameters above
 result = V.run_page(config, results_root)  # runs, writes the results, glues the values below
 
 # %% [markdown]
@@ -68,11 +71,11 @@ show_details(V.build_table(result), "The builds: sizes, times, threads and hardw
 # English: semantic categories, lexical variants, analogies, multi-step reasoning, and every
 # homograph of the bifurcation chapter in both senses with its unambiguous controls. The
 # prompt files lend it vocabulary only (category members, homographs, their sense labels);
-# no prompt, control prompt or gloss is copied. Its questions are split three ways: some
-# appear in the pretraining text as `Question: … Answer: …` documents, in two answer styles
-# (the bare answer, and "The answer is …."); others are the SFT pairs and DPO triples; the
-# rest are held out from every stage. The DPO preference is one of style: both answers are
-# correct, and the chosen one is the sentence.
+# no prompt, control prompt or gloss is copied. Its questions are split three ways, by whole
+# *entity pairs* (all questions about a fox and a sheep, under every template, go to one
+# side): some appear in the pretraining text as `Question: … Answer: …` documents, in two
+# answer styles (the bare answer, and "The answer is …."); others are the SFT pairs and DPO
+# triples; the rest are held out from every stage.
 
 # %% tags=["hide-input"]
 show_details(V.corpus_table(result), "The corpus parts: sources, licences and sizes")
@@ -163,69 +166,57 @@ show_details(V.bpb_table(result), "Bits per byte per model, checkpoint and sourc
 V.samples_table(result)
 
 # %% [markdown]
-# ## SFT on held-out curriculum questions
-# An answer counts when greedy decoding reproduces it exactly
-# (`lamina.sources.organisms.evaluate.sft_hits`). Many curriculum questions are yes/no, and some
-# answers are far more common than others, so the table also scores a model-free baseline
-# that gives every question the most frequent SFT training answer of its kind ("majority
-# answer"). Intervals are Wilson 95% CIs; the gain of `@sft` over the majority answer has a
-# paired bootstrap CI over questions.
-#
-# On {glue:text}`org_n_sft` held-out questions the base answers {glue:text}`org_sft_base`,
-# `@sft` {glue:text}`org_sft_acc` and the majority answer {glue:text}`org_sft_majority`.
-# Per organism: {glue:text}`org_sft_detail`.
-
-# %% tags=["hide-input"]
-V.sft_figure(result)
-
-# %% tags=["hide-input"]
-show_details(V.sft_table(result), "Held-out SFT accuracy per organism, component and checkpoint")
-
-# %% [markdown]
-# ## DPO: an instruction-dependent preference, from `@sft`
+# ## Alignment, stage by stage
 # Each prompt is an instruction ("Reply with the answer only." or "Reply in a full sentence.")
 # followed by a question; questions about people require a refusal whatever the instruction
-# (`lamina.sources.organisms.instructions`). The chosen response is the required one; the rejected one
-# follows the other instruction, gives a wrong answer in the same style, or refuses (or fails
-# to refuse), so a policy that always prefers one style scores 0.5. A pair counts when the model gives
-# the chosen answer the higher log-probability (a positive margin of
-# `lamina.sources.organisms.stages.dpo_margins` without a reference model). On
-# {glue:text}`org_n_dpo` held-out pairs the base scores {glue:text}`org_dpo_base`, `@sft`
-# {glue:text}`org_dpo_sft` and `@dpo` {glue:text}`org_dpo_acc`: {glue:text}`org_dpo_detail`.
+# (`lamina.sources.organisms.instructions`). SFT trains the required response; DPO, from
+# `@sft` and against it, prefers the required response over one that follows the other
+# instruction, gives a wrong answer in the same style, or refuses (or fails to refuse).
+# The {glue:text}`org_n_sft` held-out items ({glue:text}`org_n_dpo` preference triples) cover
+# {glue:text}`org_n_units` entity pairs that no stage trained on under any template, and every
+# 95% CI resamples those pairs (`lamina.sources.organisms.gates`).
 #
+# Each stage is gated against what it must beat. `@sft` must answer (greedy, exact match)
+# better than the base and than every *content-blind* policy, which knows the instruction,
+# the question's template and whether it names a person, but not its entities: always refuse;
+# refuse on a name, else the commonest training answer; the same per template; copy a word
+# from the question at the position that is most often right in training
+# (`lamina.sources.organisms.baselines`). `@dpo` must raise the *content probe* (the correct
+# answer preferred over a wrong one in the same style, which no constant-style policy can do)
+# over `@sft`, and keep its preference accuracy above the best constant-style policy (0.5).
+# SFT accuracy: base {glue:text}`org_sft_base`, `@sft` {glue:text}`org_sft_acc`, best
+# content-blind policy {glue:text}`org_sft_blind`. Content probe: base
+# {glue:text}`org_probe_base`, `@sft` {glue:text}`org_probe_sft`, `@dpo`
+# {glue:text}`org_probe_acc`. The gates: {glue:text}`org_gate_detail`.
+
+# %% tags=["hide-input"]
+V.gates_figure(result)
+
+# %% tags=["hide-input"]
+show_details(V.gates_table(result), "Every stage's measures and gate, with 95% CIs over entity pairs")
+
+# %% tags=["hide-input"]
+show_details(V.policies_table(result), "Each content-blind policy's held-out SFT accuracy")
+
+# %% tags=["hide-input"]
+show_details(V.sft_table(result), "Held-out SFT accuracy per curriculum component and stage")
+
+# %% tags=["hide-input"]
+show_details(V.dpo_table(result), "Preference accuracy per kind of triple and stage")
+
+# %% [markdown]
 # DPO's implicit reward margin, β[(log π − log π_ref)(chosen) − (log π − log π_ref)(rejected)]
-# against `@sft`, is in the second table, on training pairs and on held-out pairs (bootstrap
-# 95% CI of the mean; "reward accuracy" is the fraction of margins above 0):
-# {glue:text}`org_margin_detail`.
-
-# %% tags=["hide-input"]
-V.dpo_figure(result)
-
-# %% tags=["hide-input"]
-show_details(V.margins_table(result), "DPO reward margins on training and held-out pairs")
+# against `@sft` (bootstrap 95% CI of the mean; "reward accuracy" is the fraction of margins
+# above 0): {glue:text}`org_margin_detail`. The curve shows it during training.
 
 # %% tags=["hide-input"]
 V.margin_curve_figure(result)
 
 # %% tags=["hide-input"]
-show_details(V.dpo_table(result), "Preference accuracy per organism, checkpoint and kind of question")
-
-# %% [markdown]
-# ## Behavioural gates: did alignment take?
-# Per checkpoint, on held-out (instruction, content) items never trained together
-# (`lamina.sources.organisms.gates`, 95% bootstrap CIs over items): preference accuracy on every
-# held-out pair, the content probe (correct vs wrong answer in the same style), the best
-# constant-style policy, greedy SFT accuracy against the majority response of each instruction
-# (CI of the paired difference), and ‖ΔW‖/‖W‖ per matrix group against the base. Targets:
-# preference ≥ 0.75 and content probe ≥ 0.70 at `@dpo`; the SFT difference's CI above 0 at
-# `@sft`. The gates with a target: {glue:text}`org_gate_detail`. The folded table states
-# every gate's outcome with its values (its `reason` column).
+show_details(V.margins_table(result), "DPO reward margins on training and held-out pairs")
 
 # %% tags=["hide-input"]
-show_details(V.gates_table(result), "Every behavioural gate with its values, per checkpoint")
-
-# %% tags=["hide-input"]
-show_details(V.dw_table(result), "‖ΔW‖/‖W‖ per matrix group of each gated checkpoint")
+show_details(V.dw_table(result), "‖ΔW‖/‖W‖ per matrix group of @sft and @dpo against the base")
 
 # %% [markdown]
 # ## One training run is one sample
@@ -260,8 +251,9 @@ show_details(V.homograph_table(result), "Each homograph's separation and its con
 
 # %% [markdown]
 # ## Targets
-# Each row is computed from the results above; "met" compares the value with the threshold.
-# The organisms meet {glue:text}`org_targets_met` (missed: {glue:text}`org_missed`).
+# Each target is a self-check (`lamina.sources.organisms.claims`) judged by the book's one
+# verdict engine from the value above and its threshold. The organisms pass
+# {glue:text}`org_targets_met` (failed: {glue:text}`org_missed`).
 
 # %% tags=["hide-input"]
 show_details(V.targets_view(result), "Every target with its value, threshold and outcome")
@@ -279,12 +271,11 @@ V.problems(result)
 # %% [markdown]
 # :::{admonition} In short
 # :class: important
-# The organisms meet {glue:text}`org_targets_met` targets (missed: {glue:text}`org_missed`).
+# The organisms pass {glue:text}`org_targets_met` self-checks (failed: {glue:text}`org_missed`).
 # Validation perplexity: {glue:text}`org_ppl` against {glue:text}`org_unigram` for the
 # unigram baseline, after builds of {glue:text}`org_build_minutes` minutes of wall-clock time.
-# After SFT: {glue:text}`org_sft_ratio_detail`; held-out accuracy {glue:text}`org_sft_acc`
-# against {glue:text}`org_sft_majority` for the majority answer. After DPO, held-out preference
-# accuracy {glue:text}`org_dpo_acc`. Training seeds: {glue:text}`org_seed_detail`.
+# After SFT: {glue:text}`org_sft_ratio_detail`. The stage gates: {glue:text}`org_gate_outcomes`.
+# Training seeds: {glue:text}`org_seed_detail`.
 # Bits per byte on the validation text: {glue:text}`org_bpb_compare`
 # :::
 #
@@ -294,8 +285,9 @@ V.problems(result)
 # - Held-out questions come from the same templates as the training questions, so they measure
 #   generalisation within the templates only. Their facts are stated in the pretraining text;
 #   only the questions are new.
-# - The DPO preference is one of answer style, which the model saw in pretraining; it says
-#   nothing about preferences the model would have to discover.
+# - The DPO preferences (instructed style, refusal, correct answer) are ones the model could
+#   read off its pretraining text; they say nothing about preferences it would have to
+#   discover.
 # - The 8-gram check finds copied text, not paraphrase: the curriculum shares vocabulary
 #   (category members, homographs) with the prompts by design.
 # - Homograph separation is measured with {glue:text}`org_n_words` words, one prompt pair each; it says whether the

@@ -1,8 +1,11 @@
-"""Instruction-following alignment data and the behavioural gates (planted tables, tiny models)."""
+"""Instruction-following alignment data, the content-blind policies and the stage gates
+(planted tables, tiny models)."""
 
 from __future__ import annotations
 
 import dataclasses
+import random
+import re
 
 import numpy as np
 import pandas as pd
@@ -10,17 +13,21 @@ import pytest
 import torch
 
 from lamina.sources.organisms import instructions as ins
+from lamina.sources.organisms.baselines import POLICIES, fit_policies, policy_hits
 from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.sources.organisms.curriculum_facts import ANIMALS_BY_SIZE
 from lamina.sources.organisms.gates import (
     GateResult,
-    majority_targets,
+    cluster_ci,
+    dpo_gate,
     matrix_group,
-    preference_gate,
     preference_table,
+    read_gates,
     sft_gate,
     sft_table,
     weight_change,
 )  # fmt: skip
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig
 
 
 @pytest.fixture(scope="module")
@@ -30,25 +37,45 @@ def data() -> ins.AlignmentData:
     return d
 
 
-def test_no_instruction_content_pair_is_in_training_and_held_out(data: ins.AlignmentData) -> None:
-    train = {(x.instruction, x.content.question) for x in data.train}
-    held = {(x.instruction, x.content.question) for x in data.heldout}
-    assert train and held and not train & held
-    assert {t.item.prompt for t in data.dpo_train}.isdisjoint({t.item.prompt for t in data.dpo_heldout})
-    # some contents are held out under every instruction, and never trained at all
-    trained_q = {x.content.question for x in data.train}
-    assert data.heldout_contents and not data.heldout_contents & trained_q
-    # the other held-out items pair a trained content with the instruction it never trained with
-    combos = [x for x in data.heldout if x.content.question not in data.heldout_contents]
-    assert combos and all(x.content.question in trained_q for x in combos)
+def _entities(question: str) -> frozenset[str]:
+    """The animals and numbers a question names, found by its words alone (independently of
+    the curriculum's own entity keys)."""
+    words = re.findall(r"[A-Za-z]+|\d+", question)
+    return frozenset(w for w in words if w in ANIMALS_BY_SIZE or w.isdigit())
 
 
-def test_curriculum_tuples_are_the_alignment_items(data: ins.AlignmentData) -> None:
+def test_no_held_out_content_or_entity_pair_is_trained_under_any_template(
+    data: ins.AlignmentData,
+) -> None:
+    """At 2a683dc this failed: 190 of 332 held-out content triples had been DPO-trained under
+    the other instruction, and 20 of 71 wholly held-out contents shared an entity pair with a
+    trained item ("Is a sheep bigger than a fox?" held out, "Which is smaller, a fox or a
+    sheep?" trained)."""
     cur = generate_curriculum(seed=0, n_docs=10)
-    assert cur.sft == [(x.prompt, x.target) for x in data.train]
-    assert cur.dpo_eval == [t.as_tuple() for t in data.dpo_heldout]
-    pre = {q for q, _ in cur.pretrain_qa}
-    assert pre.isdisjoint({x.content.question for x in data.train + data.heldout})
+    trained = {x.content.question for x in data.train} | {q for q, _ in cur.pretrain_qa}
+    held = {x.content.question for x in data.heldout}
+    assert held and not held & trained
+    assert held == set(data.heldout_contents)
+    pairs = {_entities(q) for q in trained if len(_entities(q)) == 2}
+    leaked = [q for q in held if len(_entities(q)) == 2 and _entities(q) in pairs]
+    assert not leaked, leaked[:3]
+    # and by the curriculum's own keys, for every component
+    assert not {x.content.key for x in data.heldout} & {x.content.key for x in data.train}
+    # every held-out content is held out under both instructions
+    for q in held:
+        assert {x.instruction for x in data.heldout if x.content.question == q} == set(ins.INSTRUCTIONS)
+
+
+def test_split_by_key_keeps_each_key_on_one_side_and_takes_the_fraction_per_component() -> None:
+    items = [(c, f"k{k}", j) for c in ("a", "b") for k in range(20) for j in range(k % 3 + 1)]
+    first, rest = ins.split_by_key(random.Random(0), items, 0.25, lambda x: x[1] + x[0], lambda x: x[0])
+    assert sorted(first + rest) == sorted(items)
+    assert not {x[1] + x[0] for x in first} & {x[1] + x[0] for x in rest}
+    for c in ("a", "b"):
+        n, k = sum(x[0] == c for x in items), sum(x[0] == c for x in first)
+        assert 0.25 * n <= k < 0.25 * n + 3  # stops at the first key that reaches the fraction
+    with pytest.raises(ValueError, match="fraction"):
+        ins.split_by_key(random.Random(0), items, 1.5, lambda x: x[1], lambda x: x[0])
 
 
 @pytest.mark.parametrize("style", ins.STYLES)
@@ -56,7 +83,6 @@ def test_a_constant_style_policy_scores_one_half_on_held_out_triples(
     data: ins.AlignmentData, style: str
 ) -> None:
     assert ins.constant_style_accuracy(data.dpo_heldout, style) == 0.5
-    # and on the content probe: both responses share the style, so the policy ties
     content = [t for t in data.dpo_heldout if t.kind == "content"]
     assert content and ins.constant_style_accuracy(content, style) == 0.5
 
@@ -73,6 +99,7 @@ def test_responses_depend_on_the_instruction_and_the_content() -> None:
     c = ins.Content("analogy", "What is the capital of Peru?", "Lima", "Oslo")
     assert ins.Item("short", c).target == "Lima"
     assert ins.Item("sentence", c).target == "The answer is Lima."
+    assert c.unit == c.question  # no entity pair: the question is its own unit
     p = ins.Content("transitive", "Hana is older than Ben. Who is the oldest?", "Hana", "Ben")
     assert p.restricted and ins.Item("short", p).target == ins.REFUSAL
     with pytest.raises(ValueError, match="style"):
@@ -85,75 +112,130 @@ def test_the_split_is_deterministic_and_seeded(data: ins.AlignmentData) -> None:
     assert again == data and other is not None and other.heldout != data.heldout
 
 
-def _planted(rng: np.random.Generator, p_style: float, p_content: float, n: int = 400) -> pd.DataFrame:
-    """A preference table in which the chosen wins with the given probabilities per kind."""
-    rows = []
-    for k in range(n):
-        kind = ("style", "content", "refuse", "answer")[k % 4]
-        instr = ("short", "sentence")[(k // 4) % 2]
-        styles = {"style": (instr, "sentence" if instr == "short" else "short"),
-                  "content": (instr, instr), "refuse": ("refusal", instr),
-                  "answer": (instr, "refusal")}[kind]  # fmt: skip
-        win = rng.random() < (p_content if kind == "content" else p_style)
-        rows.append({"kind": kind, "instruction": instr, "chosen_style": styles[0],
-                     "rejected_style": styles[1], "whole_content": k % 3 == 0,
-                     "logp_chosen": -1.0 if win else -2.0, "logp_rejected": -2.0 if win else -1.0})  # fmt: skip
-    return pd.DataFrame(rows)
+def test_default_budgets_make_two_sft_epochs_and_one_dpo_epoch(data: ins.AlignmentData) -> None:
+    """At 2a683dc: SmolLM2/Gemma 120 x 8 (0.71 SFT and 0.36 DPO epochs), organisms 100 x 16."""
+    from lamina.sources.organisms.configs import ORGANISMS
+
+    cfg = PretrainedAlignConfig()
+    assert cfg.budget("sft").epochs(len(data.train)) >= 2.0
+    assert cfg.budget("dpo").epochs(len(data.dpo_train)) >= 1.0
+    assert cfg.sft_steps == cfg.dpo_steps  # equal step, example and schedule budgets
+    for name in ("organism-gpt2", "organism-llama"):
+        o = ORGANISMS[name]
+        assert o.align_steps * o.align_batch_size >= max(2 * len(data.train), len(data.dpo_train))
 
 
-def test_preference_gate_passes_an_aligned_table_and_fails_a_style_only_one() -> None:
-    rng = np.random.default_rng(0)
-    good = preference_gate(_planted(rng, 0.95, 0.85))
-    assert good.passed, good.reason
-    assert good.values["constant_style_baseline"] == 0.5
-    assert good.values["content_ci_low"] < 0.85 < good.values["content_ci_high"]
-    # perfect on style, chance on content: the issue's content-blind DPO
-    blind = preference_gate(_planted(rng, 1.0, 0.5))
-    assert not blind.passed and "content probe" in blind.reason
-    weak = preference_gate(_planted(rng, 0.6, 0.9))
-    assert not weak.passed and "preference accuracy" in weak.reason
+# ----------------------------------------------------------------------------- policies
 
 
-def test_preference_gate_counts_ties_as_one_half_and_reports_not_testable() -> None:
-    t = _planted(np.random.default_rng(1), 1.0, 1.0)
-    t["logp_rejected"] = t["logp_chosen"]
-    g = preference_gate(t)
-    assert g.values["preference_accuracy"] == 0.5 and not g.passed
-    empty = preference_gate(t.iloc[0:0])
+def test_content_blind_policies_are_fit_on_training_and_never_read_the_entities(
+    data: ins.AlignmentData,
+) -> None:
+    pol = fit_policies(data.train)
+    assert list(pol) == list(POLICIES)
+    plural = ins.Content("lexical", "Which word is plural, bat or bats?", "bats", "bat",
+                         "lexical:which-plural", "bat|bats")  # fmt: skip
+    assert pol["copy from the question"](ins.Item("short", plural)) == "bats"
+    assert pol["copy from the question"](ins.Item("sentence", plural)) == "The answer is bats."
+    named = ins.Content("arithmetic", "Hana has 3 pens and gets 2 more. How many pens does Hana "
+                        "have now?", "5", "6", "arithmetic:gets", "2|3")  # fmt: skip
+    assert all(p(ins.Item("short", named)) == ins.REFUSAL for n, p in pol.items() if n != "always refuse")
+    # swapping the entities of a question never changes a policy's answer's dependence on them
+    a = ins.Content("comparison", "Is a fox bigger than a sheep?", "no", "yes", "comparison:bigger", "fox|sheep")
+    b = dataclasses.replace(a, question="Is a sheep bigger than a fox?", answer="yes", wrong="no")
+    for name, p in pol.items():
+        assert p(ins.Item("short", a)) == p(ins.Item("short", b)), name
+    hits = policy_hits(pol, data.heldout)
+    assert set(hits) == set(POLICIES) and all(len(h) == len(data.heldout) for h in hits.values())
+    assert 0.15 < hits["always refuse"].mean() < 0.3
+    assert hits["copy from the question"].mean() >= hits["instruction majority"].mean()
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+def _sft_rows(hit: np.ndarray, units: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"unit": units, "template": "t", "instruction": "short", "style": "short",
+                         "hit": hit.astype(float)})  # fmt: skip
+
+
+def test_sft_gate_must_beat_every_content_blind_policy_and_the_base() -> None:
+    """At 2a683dc the SFT gate compared with "always refuse" only, so a content-blind policy
+    passed it (the referee's: 0.395, +0.208 [+0.169, +0.250])."""
+    rng = np.random.default_rng(2)
+    n = 400
+    units = np.repeat(np.arange(n // 4), 4)
+    blind = (rng.random(n) < 0.45).astype(float)  # a content-blind policy's hits
+    policies = {"always refuse": (rng.random(n) < 0.2).astype(float), "blind": blind}
+    base = _sft_rows(np.zeros(n), units)
+    good = _sft_rows(np.maximum(blind, rng.random(n) < 0.5), units)  # beats it on content
+    g = sft_gate(good, base, policies)
+    assert g.passed, g.reason
+    assert g.values["gain_over_best_policy_ci_low"] > 0 and g.values["best_policy_accuracy"] == blind.mean()
+    # the policy itself, gated as if it were the model: it does not beat itself
+    same = sft_gate(_sft_rows(blind, units), base, policies)
+    assert not same.passed and "blind" in same.reason
+    # a model that beats every policy but not its base
+    assert not sft_gate(good, good, policies).passed
+    with pytest.raises(ValueError, match="same items"):
+        sft_gate(good, base.iloc[::-1], policies)
+
+
+def _pref_rows(wins: np.ndarray, kinds: list[str], units: np.ndarray) -> pd.DataFrame:
+    styles = {"style": ("short", "sentence"), "content": ("short", "short"),
+              "refuse": ("refusal", "short"), "answer": ("short", "refusal")}  # fmt: skip
+    return pd.DataFrame({"unit": units, "kind": kinds, "instruction": "short",
+                         "chosen_style": [styles[k][0] for k in kinds],
+                         "rejected_style": [styles[k][1] for k in kinds],
+                         "margin": np.where(wins > 0.5, 1.0, np.where(wins < 0.5, -1.0, 0.0))})  # fmt: skip
+
+
+def test_dpo_gate_needs_a_content_gain_over_sft_not_a_high_probe() -> None:
+    """At 2a683dc the DPO gate was absolute (content probe >= 0.70): a @dpo no better than its
+    @sft (SmolLM2: 0.893 vs 0.896) passed it."""
+    rng = np.random.default_rng(3)
+    n = 600
+    kinds = [("style", "content", "refuse", "answer")[k % 4] for k in range(n)]
+    units = np.repeat(np.arange(n // 4), 4)
+    sft = (rng.random(n) < 0.9).astype(float)
+    high_same = _pref_rows(sft[rng.permutation(n)], kinds, units)
+    g = dpo_gate(high_same, _pref_rows(sft, kinds, units))
+    assert g.values["content_probe"] > 0.8 and not g.passed and "gain" in g.reason
+    better = _pref_rows(np.maximum(sft, rng.random(n) < 0.9), kinds, units)
+    g = dpo_gate(better, _pref_rows(sft, kinds, units))
+    assert g.passed and g.values["content_gain_ci_low"] > 0
+    assert g.values["preference_accuracy_ci_low"] > g.values["constant_style_baseline"]
+    # ties count one half; no content triple: not testable
+    tie = _pref_rows(np.full(n, 0.5), kinds, units)
+    assert dpo_gate(tie, tie).values["preference_accuracy"] == 0.5
+    empty = dpo_gate(tie.iloc[0:0], tie.iloc[0:0])
     assert not empty.passed and "not testable" in empty.reason
 
 
-def test_sft_gate_needs_the_difference_ci_to_exclude_zero() -> None:
-    rng = np.random.default_rng(2)
-    n = 300
-    base = (rng.random(n) < 0.3).astype(float)
-    better = pd.DataFrame({"hit": np.maximum(base, rng.random(n) < 0.4), "majority_hit": base})
-    same = pd.DataFrame({"hit": base[rng.permutation(n)], "majority_hit": base})
-    assert sft_gate(better).passed
-    g = sft_gate(same)
-    assert not g.passed and g.values["difference_ci_low"] < 0 < g.values["difference_ci_high"]
+def test_cluster_ci_resamples_whole_units() -> None:
+    rng = np.random.default_rng(4)
+    x = np.repeat(rng.random(40) < 0.5, 10).astype(float)  # 40 units of 10 identical items
+    m, lo, hi = cluster_ci(x, np.repeat(np.arange(40), 10), 0)
+    _, lo1, hi1 = cluster_ci(x, np.arange(400), 0)  # as if items were independent
+    assert lo < m < hi and hi - lo > 2.5 * (hi1 - lo1)
+    assert cluster_ci(np.ones(5), np.arange(5), 0) == (1.0, 1.0, 1.0)
 
 
-def test_gate_result_converts_to_a_consumer_type_with_the_same_field_names() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class AlignmentGate:
-        passed: bool
-        values: dict[str, float]
-        reason: str
+def test_gate_records_round_trip_and_reach_the_engine_as_a_stage_gate() -> None:
+    from lamina.evidence.decide import Context, Measurement, decide
+    from lamina.evidence.declare import ClaimSpec, Gate
 
-    g = GateResult(True, {"a": 1.0}, "ok")
-    assert g.to(AlignmentGate) == AlignmentGate(**dataclasses.asdict(g)) == AlignmentGate(True, {"a": 1.0}, "ok")
-
-
-def test_majority_targets_take_the_most_common_response_per_instruction(
-    data: ins.AlignmentData,
-) -> None:
-    m = majority_targets(data.train)
-    assert set(m) == set(ins.INSTRUCTIONS)
-    for i, target in m.items():
-        n = sum(x.target == target for x in data.train if x.instruction == i)
-        assert all(sum(x.target == y.target for x in data.train if x.instruction == i) <= n
-                   for y in data.train if y.instruction == i)  # fmt: skip
+    g = GateResult(False, {"content_gain": 0.0}, "failed: no gain")
+    rec = {"format": 2, "sft": dataclasses.asdict(g), "dpo": {"values": {}}}
+    got = read_gates(rec)
+    assert got["sft"] == g and not got["dpo"].passed and "missing" in got["dpo"].reason
+    with pytest.raises(ValueError, match="format"):
+        read_gates({"sft": {}, "dpo": {}})
+    spec = ClaimSpec(id="p2-signature-x", claim="c", paper_value="1", kind="effect", statistic="s",
+                     unit="u", requires=(Gate("sft"),), not_calibrated="test")  # fmt: skip
+    row = decide(spec, Measurement(estimate=1.0, ci_low=0.5, ci_high=1.5, sided="two-sided"),
+                 Context(model="m", gates={"sft": g.for_engine()}))  # fmt: skip
+    assert row.verdict == "not testable" and "failed: no gain" in row.reason
 
 
 @pytest.mark.parametrize(("name", "group"), [
@@ -176,33 +258,36 @@ def test_weight_change_is_relative_frobenius_per_group() -> None:
     assert weight_change(base, base) == {"q": 0.0}
 
 
-def test_tables_from_a_tiny_random_model(data: ins.AlignmentData) -> None:
+# ----------------------------------------------------------------------------- tiny models
+
+
+@pytest.fixture(scope="module")
+def tiny(data: ins.AlignmentData):
     from lamina.sources.organisms.configs import ORGANISMS
     from lamina.sources.organisms.tokenizer import train_tokenizer
     from lamina.sources.organisms.train import make_model
 
     texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
     tok = train_tokenizer(texts, 384)
-    model = make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok)
-    triples = data.dpo_heldout[:40]
-    pt = preference_table(model, tok, triples, 96, data.heldout_contents)
-    assert len(pt) == 40 and (pt[["logp_chosen", "logp_rejected"]].to_numpy() < 0).all()
-    st = sft_table(model, tok, data.heldout[:30], majority_targets(data.train), 96)
+    return make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok), tok
+
+
+def test_tables_from_a_tiny_random_model(data: ins.AlignmentData, tiny) -> None:
+    model, tok = tiny
+    pt = preference_table(model, tok, data.dpo_heldout[:40], 96)
+    assert len(pt) == 40 and np.isfinite(pt["margin"]).all()
+    assert list(pt["unit"]) == [t.item.content.unit for t in data.dpo_heldout[:40]]
+    st = sft_table(model, tok, data.heldout[:30], 96)
     assert len(st) == 30 and set(st["hit"]) <= {0.0, 1.0}
 
 
 def test_align_pretrained_on_a_tiny_random_model_trains_all_but_the_tied_embedding(
-    data: ins.AlignmentData,
-) -> None:
-    from lamina.sources.organisms.configs import ORGANISMS
-    from lamina.sources.organisms.pretrained import PretrainedAlignConfig, align_pretrained
-    from lamina.sources.organisms.tokenizer import train_tokenizer
-    from lamina.sources.organisms.train import make_model
+    data: ins.AlignmentData, tiny,
+) -> None:  # fmt: skip
+    from lamina.sources.organisms.pretrained import align_pretrained
 
+    model, tok = tiny
     small = dataclasses.replace(data, train=data.train[:24], dpo_train=data.dpo_train[:24])
-    texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
-    tok = train_tokenizer(texts, 384)
-    model = make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     cfg = PretrainedAlignConfig(sft_steps=12, dpo_steps=6, batch_size=4, sft_lr=3e-3, dpo_lr=1e-3,
                                 max_length=96, warmup_steps=1)  # fmt: skip
@@ -218,31 +303,41 @@ def test_align_pretrained_on_a_tiny_random_model_trains_all_but_the_tied_embeddi
     assert np.mean(sft_curve[-4:]) < np.mean(sft_curve[:4])
     dpo_curve = [r["train_loss"] for r in out["curve"] if r["stage"] == "dpo"]
     assert dpo_curve[0] == pytest.approx(np.log(2), abs=1e-4)  # policy = reference at step 1
+    assert out["epochs"] == {"sft": 12 * 4 / 24, "dpo": 6 * 4 / 24}
     assert PretrainedAlignConfig().config_hash != cfg.config_hash
 
 
-def test_build_aligned_writes_once_per_config_hash_with_gates(
-    data: ins.AlignmentData, tmp_path
+def test_build_aligned_writes_once_with_base_gates_and_the_adam_state(
+    data: ins.AlignmentData, tiny, tmp_path
 ) -> None:
     import json
 
-    from lamina.sources.organisms.configs import ORGANISMS
-    from lamina.sources.organisms.pretrained import PretrainedAlignConfig, build_aligned
-    from lamina.sources.organisms.tokenizer import train_tokenizer
-    from lamina.sources.organisms.train import make_model
+    from lamina.sources.organisms.checkpoints import read_optimizer_state
+    from lamina.sources.organisms.pretrained import build_aligned
 
-    texts = [f"Question: {x.prompt}\nAnswer: {x.target}" for x in data.train[:200]]
-    tok = train_tokenizer(texts, 384)
-    model = make_model(ORGANISMS["organism-llama-micro"].replace(context=96), tok)
+    model, tok = tiny
     src = tmp_path / "tiny"
     model.save_pretrained(src)
     tok.save_pretrained(src)
-    cfg = PretrainedAlignConfig(sft_steps=2, dpo_steps=2, batch_size=2, max_length=96, warmup_steps=1)
+    cfg = PretrainedAlignConfig(sft_steps=2, dpo_steps=2, batch_size=2, max_length=96, warmup_steps=1,
+                                gate_items=24)  # fmt: skip
     folder = build_aligned(str(src), cfg, tmp_path / "aligned", log=lambda s: None)
     assert folder.name.endswith(cfg.config_hash)
-    gates = json.loads((folder / "gates.json").read_text())
-    assert set(gates) == {"sft", "dpo"} and set(gates["dpo"]) == {"preference", "sft"}
-    assert gates["dpo"]["preference"]["values"]["constant_style_baseline"] == 0.5
+    record = json.loads((folder / "gates.json").read_text())
+    assert set(record["measures"]) == {"base", "sft", "dpo"}
+    assert 0.5 <= record["measures"]["sft"]["constant_style_baseline"] < 1  # of the sample
+    assert record["policy_names"] == list(POLICIES)
+    gates = read_gates(record)
+    assert "gain_over_base" in gates["sft"].values and "content_gain" in gates["dpo"].values
+    items = pd.read_csv(folder / "gates_items.csv")
+    assert set(items["stage"]) == {"base", "sft", "dpo"}
+    trained = set(json.loads((folder / "optimizer" / "sft" / "optimizer.json").read_text())["params"])
+    assert "model.embed_tokens.weight" not in trained and trained
+    state = read_optimizer_state(folder / "optimizer" / "dpo")
+    assert set(state) == trained and all(int(s["step"]) == 2 for s in state.values())
+    assert all(float(s["exp_avg_sq"].sum()) > 0 for s in state.values())
+    build = json.loads((folder / "build.json").read_text())
+    assert build["epochs"]["sft"] == pytest.approx(4 / len(data.train))
     stamp = (folder / "build.json").stat().st_mtime_ns
     assert build_aligned(str(src), cfg, tmp_path / "aligned") == folder  # cached: not rebuilt
     assert (folder / "build.json").stat().st_mtime_ns == stamp

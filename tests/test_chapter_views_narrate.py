@@ -32,7 +32,7 @@ def _result(summaries: dict[str, dict]) -> OrganismsResult:
 def test_configs_take_their_fields_from_the_notebook_globals():
     params = {"model": "organism-x", "quick": True, "n_samples": 3, "results_root": "r",
               "real_models": ["m"], "V": object(), "In": []}  # fmt: skip
-    cfg = N.organisms_config(params)
+    cfg = OrganismsConfig.from_globals({k: v for k, v in params.items() if k not in ("real_models",)})
     assert (cfg.model, cfg.quick, cfg.n_samples) == ("organism-x", True, 2)  # quick caps 3 -> 2
     tcfg = RV.reanalysis_config({"n_bootstrap": 70, "seed": 3, "real_models": ["m"], "V": 1})
     assert (tcfg.n_bootstrap, tcfg.seed) == (70, 3)
@@ -48,9 +48,9 @@ def test_span_and_per_organism():
 def test_overlap_and_targets_sentences_compute_their_verdicts(glued):
     result = _result({
         "clean": {"eval_8gram_overlap": 0, "gloss_hits": 2,
-                  "targets": [{"target": "overlap", "value": 0, "met": True}]},
+                  "targets": [{"claim_id": "overlap", "value": 0, "verdict": "check passed"}]},
         "leaky": {"eval_8gram_overlap": 3, "gloss_hits": 0,
-                  "targets": [{"target": "overlap", "value": 3, "met": False}]},
+                  "targets": [{"claim_id": "overlap", "value": 3, "verdict": "check failed"}]},
     })  # fmt: skip
     N._overlap(result)
     N._targets(result)

@@ -51,7 +51,7 @@ def _evaluation(name: str) -> dict:
 def test_report_has_every_table_for_each_organism(result):
     expected = {"build", "corpus", "overlap", "curves", "margin_curve", "quality",
                 "sft_accuracy", "dpo_accuracy", "dpo_margins", "seeds", "samples", "homographs",
-                "homograph_layers", "bpb_documents", "bits_per_byte", "gates"}  # fmt: skip
+                "homograph_layers", "bpb_documents", "bits_per_byte", "gates", "policies"}  # fmt: skip
     assert set(result.tables) == expected
     for name, table in result.tables.items():
         refs = set(result.references) if name in ("bpb_documents", "bits_per_byte") else set()
@@ -59,10 +59,14 @@ def test_report_has_every_table_for_each_organism(result):
     assert result.models == MICRO
     assert set(result.tables["curves"]["phase"]) == {"pretrain", "lm", "sft", "dpo"}
     gates = result.tables["gates"]
-    assert set(zip(gates["checkpoint"], gates["gate"], strict=True)) == {
-        (ck, g) for ck in ("final", "sft", "dpo") for g in ("preference", "sft")}
-    assert (gates.loc[gates["checkpoint"] == "final", "dW_rel/q"].dropna() == 0).all()
-    assert (gates["constant_style_baseline"].dropna() == 0.5).all()
+    for name in MICRO:
+        g = gates[gates["model"] == name].set_index("stage")
+        assert list(g.index) == ["base", "sft", "dpo"] and list(g["gated"]) == [False, True, True]
+        assert g.loc["sft", "base_sft_accuracy"] == g.loc["base", "sft_accuracy"]
+        assert g.loc["dpo", "sft_content_probe"] == g.loc["sft", "content_probe"]
+        assert g.loc["sft", "passed"] == (g.loc["sft", "gain_over_base_ci_low"] > 0
+                                          and g.loc["sft", "gain_over_best_policy_ci_low"] > 0)  # fmt: skip
+        assert 0.5 <= g.loc["base", "constant_style_baseline"] < 1  # of the quick sample
 
 
 @pytest.mark.slow
@@ -81,25 +85,29 @@ def test_perplexities_match_the_build_evaluation(result):
 
 
 @pytest.mark.slow
-def test_accuracies_match_the_build_evaluation_and_ci_brackets_them(result):
-    """Quick mode scores the first 32 held-out items, as the micro build did."""
+def test_accuracies_per_component_and_kind_add_up_and_their_cis_bracket_them(result):
+    """Quick mode gates a seeded sample of 32 held-out items (and 64 triples); the per-component
+    SFT and per-kind preference rows add up to the totals, which are the gates' own."""
     for kind in ("sft", "dpo"):
         t = result.tables[f"{kind}_accuracy"]
         assert (t["ci_low"] <= t["accuracy"] + 1e-12).all()
         assert (t["accuracy"] <= t["ci_high"] + 1e-12).all()
-        for name in MICRO:
-            ev = _evaluation(name)["models"]
-            rows = t[(t["model"] == name) & (t["component"] == "all")].set_index("checkpoint")
-            assert (rows["n"] == 32).all()
-            for ck in rows.index.drop("majority answer", errors="ignore"):
-                assert rows.loc[ck, "accuracy"] == pytest.approx(ev[ck][f"{kind}_accuracy"])
-    sft = result.tables["sft_accuracy"]
-    assert set(sft["checkpoint"]) == {"majority answer", *CHECKPOINTS}
-    assert set(result.tables["dpo_accuracy"]["checkpoint"]) == {"final", "sft", "dpo"}
-    # the components add up to the total
+    sft, gates = result.tables["sft_accuracy"], result.tables["gates"]
+    for name in MICRO:
+        rows = sft[(sft["model"] == name) & (sft["component"] == "all")].set_index("checkpoint")
+        assert (rows["n"] == 32).all()
+        g = gates[gates["model"] == name].set_index("stage")
+        for stage in ("base", "sft", "dpo"):
+            assert rows.loc[stage, "accuracy"] == pytest.approx(g.loc[stage, "sft_accuracy"])
+        blind = [c for c in rows.index if c.startswith("content-blind")]
+        assert len(blind) == 1 and rows.loc[blind[0], "accuracy"] == pytest.approx(
+            g.loc["sft", "best_policy_accuracy"])
     per = sft[sft["component"] != "all"].groupby(["model", "checkpoint"])["hits"].sum()
     tot = sft[sft["component"] == "all"].set_index(["model", "checkpoint"])["hits"]
     assert per.sort_index().tolist() == tot.sort_index().tolist()
+    dpo = result.tables["dpo_accuracy"]
+    assert set(dpo["checkpoint"]) == {"base", "sft", "dpo"}
+    assert (dpo[dpo["component"] == "all"]["n"] == 64).all()
 
 
 @pytest.mark.slow
@@ -108,23 +116,25 @@ def test_summary_lists_what_did_not_work(result):
     for name in MICRO:
         problems = result.summaries[name]["problems"]
         assert any("unigram baseline" in p for p in problems)
-        assert any("@sft held-out accuracy" in p for p in problems)
+        assert any("self-organisms-sft-gate" in p for p in problems)
 
 
 @pytest.mark.slow
 def test_targets_overlap_margins_and_seeds_are_reported(result):
     for name in MICRO:
         s = result.summaries[name]
-        targets = {t["target"]: t for t in s["targets"]}
-        assert targets["evaluation 8-grams in the training text"]["value"] == 0
-        assert targets["evaluation 8-grams in the training text"]["met"]
-        ratio = targets["@sft validation perplexity / base"]
-        assert ratio["met"] == (ratio["value"] <= 1.25)
-        assert ratio["value"] == pytest.approx(
-            s["val_perplexity"]["sft"] / s["val_perplexity"]["final"]
-        )
-        g = s["sft_gain_over_majority"]
-        assert g[1] <= g[0] <= g[2]
+        targets = {t["claim_id"]: t for t in s["targets"]}
+        assert [c["claim_id"] for c in s["claims"]] == list(targets)  # judged by the engine
+        leak = targets["self-organisms-no-leak"]
+        assert leak["value"] == 0 and leak["verdict"] == "check passed"
+        ratio = targets["self-organisms-sft-keeps-lm"]
+        assert ratio["value"] == pytest.approx(s["val_perplexity"]["sft"] / s["val_perplexity"]["final"])
+        assert (ratio["verdict"] == "check passed") == (ratio["value"] <= 1.25)
+        for g in (s["sft_gain_over_best_policy"], s["dpo_content_gain"]):
+            assert g[1] <= g[0] <= g[2]
+        for stage in ("sft", "dpo"):
+            verdict = targets[f"self-organisms-{stage}-gate"]["verdict"]
+            assert verdict == ("check passed" if s["gates"][stage]["passed"] else "check failed")
         assert s["n_training_seeds"] == 1
     m = result.tables["dpo_margins"]
     assert set(m["pairs"]) == {"training", "held-out"}

@@ -8,6 +8,8 @@ import time
 import pytest
 
 from lamina.sources.organisms import curriculum as cur
+from lamina.sources.organisms import curriculum_facts as facts
+from lamina.sources.organisms import curriculum_templates as templates
 from lamina.sources.organisms.curriculum import Curriculum, generate_curriculum
 from lamina.sources.prompts import load_prompts
 
@@ -59,7 +61,7 @@ def test_every_homograph_appears_in_both_senses_with_its_control_in_the_same_fra
 ) -> None:
     text = "\n".join(generate_curriculum(seed=2, n_docs=n_docs).text)
     for row in load_prompts("ambiguous").itertuples():
-        c1, c2, _ = cur.HOMOGRAPH_CONTEXTS[(row.word, row.sense_label)]
+        c1, c2, _ = facts.HOMOGRAPH_CONTEXTS[(row.word, row.sense_label)]
         assert f"We talked about {c1}, {c2} and the {row.word}." in text, (row.word, row.sense)
         assert f"We talked about {c1}, {c2} and the {row.control_word}." in text, row.control_word
 
@@ -90,13 +92,13 @@ def test_reasoning_names_are_disjoint_from_every_prompt_file() -> None:
     from lamina.sources.organisms.overlap import eval_texts, words
 
     vocab = {w for texts in eval_texts().values() for t in texts for w in words(t)}
-    assert not {n.lower() for n in cur.NAMES} & vocab
+    assert not {n.lower() for n in facts.NAMES} & vocab
 
 
 def test_analogy_templates_skip_the_word_pairs_of_the_analogy_prompts(
     curriculum: Curriculum,
 ) -> None:
-    banned = cur._analogy_pairs_of_prompts()
+    banned = templates._analogy_pairs_of_prompts()
     assert len(banned) == len(load_prompts("analogies"))
     for doc in curriculum.text:
         for a, c in re.findall(r"(?:^|\. )(?:An? )?(\w+) is to (?:an? )?\w+ as (?:an? )?(\w+) is to",
@@ -107,7 +109,7 @@ def test_analogy_templates_skip_the_word_pairs_of_the_analogy_prompts(
 def test_every_semantic_category_and_item_is_taught(curriculum: Curriculum) -> None:
     text = "\n".join(curriculum.text)
     for row in load_prompts("semantic").itertuples():
-        noun = cur.CATEGORY_NOUNS[row.category]
+        noun = facts.CATEGORY_NOUNS[row.category]
         assert re.search(rf"\b{row.item} is an? {noun}\.", text, re.IGNORECASE), row.item
 
 
@@ -189,9 +191,9 @@ def test_arithmetic_answers_are_correct(curriculum: Curriculum) -> None:
 
 
 def test_comparison_answers_follow_the_size_order(curriculum: Curriculum) -> None:
-    rank = {a: i for i, a in enumerate(cur.ANIMALS_BY_SIZE)}
+    rank = {a: i for i, a in enumerate(facts.ANIMALS_BY_SIZE)}
     checked = 0
-    for question, answer in _contents(curriculum):
+    for question, answer in _contents(curriculum) + curriculum.pretrain_qa:  # every question
         m = re.fullmatch(r"Is an? (\w+) bigger than an? (\w+)\?", question)
         if m:
             assert answer == ("yes" if rank[m[1]] > rank[m[2]] else "no"), question
@@ -203,7 +205,7 @@ def test_comparison_answers_follow_the_size_order(curriculum: Curriculum) -> Non
 
 
 def test_homograph_sense_questions_answer_with_the_right_sense(curriculum: Curriculum) -> None:
-    label = {(w, c): lab for (w, lab), cs in cur.HOMOGRAPH_CONTEXTS.items() for c in cs}
+    label = {(w, c): lab for (w, lab), cs in facts.HOMOGRAPH_CONTEXTS.items() for c in cs}
     seen = 0
     for question, answer in _contents(curriculum) + curriculum.pretrain_qa:
         m = re.fullmatch(r"When people speak of (.+), what is the word (\w+) about\?", question)

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from lamina.chapters.organisms.narrative import gate_detail
+from lamina.chapters.organisms.narrative import gate_outcomes, stage_detail
 from lamina.chapters.weight_update_signature.figures import describe, short_note
 
 NAN = math.nan
@@ -58,18 +58,30 @@ def test_short_note_keeps_the_first_clause_and_cuts_long_ones() -> None:
     assert short_note("not testable: alignment gate not measured") == "alignment gate not measured"
 
 
-def test_gate_detail_names_each_targeted_gate_and_its_outcome() -> None:
+def test_stage_detail_names_each_gated_stage_its_outcome_and_its_gain() -> None:
     gates = pd.DataFrame([
-        {"model": "o", "checkpoint": "final", "gate": "preference", "passed": False,
-         "reason": "failed: preference accuracy 0.517 < 0.75; content probe 0.539 < 0.7: x"},
-        {"model": "o", "checkpoint": "sft", "gate": "sft", "passed": True,
-         "reason": "passed: SFT accuracy 0.422 vs majority 0.186: difference +0.235"},
-        {"model": "o", "checkpoint": "dpo", "gate": "preference", "passed": False,
-         "reason": "failed: content probe 0.593 < 0.7: preference 0.835 [0.808, 0.860]"},
-    ])
-    text = gate_detail(gates)
-    assert text == (
-        "o @sft sft gate: passed: SFT accuracy 0.422 vs majority 0.186; "
-        "o @dpo preference gate: failed: content probe 0.593 < 0.7"
-    )
-    assert gate_detail(gates.iloc[:1]) == "no gate was measured"
+        {"model": "o", "stage": "base", "gated": False, "passed": float("nan")},
+        {"model": "o", "stage": "sft", "gated": True, "passed": False, "sft_accuracy": 0.42,
+         "base_sft_accuracy": 0.0, "gain_over_base": 0.42, "gain_over_base_ci_low": 0.3,
+         "gain_over_base_ci_high": 0.5, "best_policy_accuracy": 0.46, "gain_over_best_policy": -0.04,
+         "gain_over_best_policy_ci_low": -0.09, "gain_over_best_policy_ci_high": 0.01},
+        {"model": "o", "stage": "dpo", "gated": True, "passed": True, "content_probe": 0.7,
+         "sft_content_probe": 0.6, "content_gain": 0.1, "content_gain_ci_low": 0.05,
+         "content_gain_ci_high": 0.15, "preference_accuracy": 0.8, "preference_accuracy_ci_low": 0.75,
+         "preference_accuracy_ci_high": 0.85, "constant_style_baseline": 0.5},
+    ])  # fmt: skip
+    text = stage_detail(gates)
+    assert text == ("`o`: @sft failed, held-out SFT accuracy 0.420 against the base's 0.000 (+0.420, "
+                    "95% CI +0.300 to +0.500) and the best content-blind policy's 0.460 (-0.040, "
+                    "95% CI -0.090 to +0.010) and @dpo passed, content probe 0.700 against @sft's "
+                    "0.600 (+0.100, 95% CI +0.050 to +0.150) and preference accuracy 0.800 (95% CI "
+                    "0.750–0.850) against 0.50 for a constant style")  # fmt: skip
+    assert gate_outcomes(gates) == "`o` @sft failed, @dpo passed"
+    two = pd.concat([gates, gates.assign(model="r", passed=[float("nan"), True, False])])
+    assert gate_outcomes(two) == "`o` @sft failed, @dpo passed; `r` @sft passed, @dpo failed"
+    assert stage_detail(gates.iloc[:1]) == gate_outcomes(gates.iloc[:1]) == "no gate was measured"
+    untested = pd.DataFrame([{"model": "u", "stage": "dpo", "gated": True, "passed": False,
+                              "reason": "not testable: no held-out triples with a content probe"}])
+    assert stage_detail(untested) == ("`u`: @dpo failed (not testable: no held-out triples with a "
+                                      "content probe)")  # fmt: skip
+

@@ -2,7 +2,11 @@
 the generation and homograph probes (:mod:`~.probes`), and bits per byte beside pretrained
 reference models (:mod:`~.reference`). The notebook enters through :mod:`~.views` (the run
 with its results written and glued, then one call per table or figure); the sentences its
-prose quotes are in :mod:`~.narrative`, the figures in :mod:`~.figures`."""
+prose quotes are in :mod:`~.narrative`, the figures in :mod:`~.figures`.
+
+The chapter pattern: :class:`Config` (= :class:`~.run.OrganismsConfig`), :data:`CLAIMS` (the
+organisms' self-checks, :mod:`lamina.sources.organisms.claims`) and the run,
+:func:`~.run.run_organisms` (not aliased ``run``: that name is the submodule :mod:`~.run`)."""
 
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
@@ -21,9 +25,14 @@ from lamina.chapters.organisms.run import (
     organism_names,
     run_organisms,
 )
+from lamina.sources.organisms.claims import CLAIMS
+
+Config = OrganismsConfig
 
 __all__ = [
     "CHECKPOINTS",
+    "CLAIMS",
+    "Config",
     "DEFAULT_REFERENCE_MODELS",
     "DEFAULT_ORGANISMS",
     "SAMPLE_PROMPTS",

@@ -12,21 +12,21 @@ import numpy as np
 
 from lamina.book.charts import facet, grid, layer_axis, model_color, show_figure
 from lamina.chapters.organisms.narrative import pick, shown_bpb
-from lamina.chapters.organisms.run import TARGETS, OrganismsResult
+from lamina.chapters.organisms.run import OrganismsResult
 
 __all__ = [
+    "MEASURES",
     "bpb_figure",
-    "dpo_figure",
+    "gates_figure",
+    "gates_long",
     "homograph_figure",
     "homograph_layers_figure",
     "margin_curve_figure",
     "perplexity_figure",
     "pretraining_figure",
-    "sft_figure",
     "stages_figure",
 ]
 
-SFT_ORDER = ["majority answer", "final", "lm", "sft", "dpo"]  # rows of the SFT figure and table
 
 
 def _layer(*charts: alt.Chart) -> alt.LayerChart:
@@ -49,12 +49,6 @@ def _ci_bars(y: Any, **encode: Any) -> alt.Chart:
     """The 95% CI of each point: an error bar from column ``ci_low`` to ``ci_high`` along x at
     ``y`` (``encode``: further channels, e.g. yOffset, color). Layer it under the points."""
     return alt.Chart().mark_errorbar().encode(x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y, **encode)
-
-
-def _accuracy_x(title: str) -> alt.X:
-    """The x axis of an accuracy (column ``accuracy``, a fraction in [0, 1], shown on all of
-    [0, 1]) whose error bars are Wilson 95% CIs; ``title`` names the accuracy."""
-    return alt.X("accuracy:Q", title=f"{title} (Wilson 95% CI)", scale=alt.Scale(domain=[0, 1]))
 
 
 def _per_organism(
@@ -203,58 +197,65 @@ def bpb_figure(result: OrganismsResult) -> None:
     )
 
 
-def sft_figure(result: OrganismsResult) -> None:
-    """Held-out exact-answer accuracy with Wilson 95% CIs per checkpoint and for the
-    majority-answer baseline, one panel per organism."""
-    sft_all = pick(result.tables["sft_accuracy"], component="all")
-    points = (
-        alt.Chart()
-        .mark_point(filled=True, size=70)
-        .encode(
-            x=_accuracy_x("held-out accuracy"),
-            y=alt.Y("checkpoint:N", sort=SFT_ORDER, title=None),
-            color=alt.Color("checkpoint:N", legend=None),
-        )
-    )
-    _per_organism(
-        _layer(_ci_bars(alt.Y("checkpoint:N", sort=SFT_ORDER)), points),
-        sft_all,
-        data=sft_all,
-        legend=False,
-        height=140,
-        title="Held-out answer accuracy per checkpoint, and the majority-answer baseline",
-        what="Exact-answer accuracy on held-out questions (Wilson 95% CIs) for each checkpoint and "
-        "for the majority-answer baseline.",
-        look_at="the @sft point against the majority-answer point",
-    )
+MEASURES = {"sft_accuracy": "SFT accuracy", "content_probe": "content probe",
+            "preference_accuracy": "preference accuracy"}
+"""The stage measures the gates figure shows, as its rows read."""
 
 
-def dpo_figure(result: OrganismsResult) -> None:
-    """Held-out preference accuracy with Wilson 95% CIs by kind of question and checkpoint,
-    one panel per organism, against ``TARGETS["dpo_preference_accuracy"]`` (dashed)."""
-    target = TARGETS["dpo_preference_accuracy"]
-    dpo = result.tables["dpo_accuracy"].assign(target=target)
-    points = (
-        alt.Chart()
-        .mark_point(filled=True, size=60)
-        .encode(
-            x=_accuracy_x("preference accuracy"),
-            y=alt.Y("component:N", title=None),
-            color=alt.Color("checkpoint:N", title=None),
-            yOffset="checkpoint:N",
-        )
-    )
-    errs = _ci_bars("component:N", yOffset="checkpoint:N", color="checkpoint:N")
+def gates_long(result: OrganismsResult) -> Any:
+    """One row per organism, stage and measure of :data:`MEASURES` (kind "stage": model, stage,
+    measure, value, ci_low, ci_high), and per organism the reference each measure is gated
+    against (kind "reference", stage = its name): the best content-blind policy for SFT
+    accuracy, the best constant-style policy for the two preference measures."""
+    import pandas as pd
+
+    g = result.tables["gates"]
+    rows = [{"kind": "stage", "model": r["model"], "stage": r["stage"], "measure": label,
+             "value": r[m], "ci_low": r[f"{m}_ci_low"], "ci_high": r[f"{m}_ci_high"]}
+            for r in g.to_dict("records") for m, label in MEASURES.items()]  # fmt: skip
+    rows += [{"kind": "reference", "model": r["model"], "stage": "best content-blind policy",
+              "measure": MEASURES["sft_accuracy"], "value": r["best_policy_accuracy"]}
+             for r in g[g["stage"] == "sft"].to_dict("records")]  # fmt: skip
+    rows += [{"kind": "reference", "model": r["model"], "stage": "constant style",
+              "measure": MEASURES[m], "value": r["constant_style_baseline"]}
+             for r in g[g["stage"] == "base"].to_dict("records") for m in ("content_probe", "preference_accuracy")]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def gates_figure(result: OrganismsResult) -> None:
+    """Each stage's held-out SFT accuracy, content probe and preference accuracy (95% CIs over
+    entity pairs), one panel per organism, with the reference each is gated against (gray
+    diamonds)."""
+    long = gates_long(result)
+    order = ["base", "sft", "dpo"]
+    y = alt.Y("measure:N", sort=list(MEASURES.values()), title=None)
+    color = alt.Color("stage:N", sort=order, title=None)
+    offset = alt.YOffset("stage:N", sort=order)
+    stage = alt.datum.kind == "stage"
+    points = alt.Chart().transform_filter(stage).mark_point(filled=True, size=60).encode(
+        x=alt.X("value:Q", title="held-out accuracy (95% CI over entity pairs)",
+                scale=alt.Scale(domain=[0, 1])),
+        y=y, color=color, yOffset=offset,
+        tooltip=["stage", "measure", alt.Tooltip("value:Q", format=".3f")])  # fmt: skip
+    errs = alt.Chart().transform_filter(stage).mark_errorbar().encode(
+        x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y, color=color, yOffset=offset)  # fmt: skip
+    ref = alt.Chart().transform_filter(alt.datum.kind == "reference").mark_point(
+        shape="diamond", size=90, color="gray", filled=True).encode(
+        x="value:Q", y=y, tooltip=[alt.Tooltip("stage:N", title="reference"),
+                                   alt.Tooltip("value:Q", format=".3f")])  # fmt: skip
     _per_organism(
-        _layer(errs, points, _dashed("x", "target")),
-        dpo,
-        data=dpo,
-        height=160,
-        title="Held-out preference accuracy by kind of question",
-        what="How often each checkpoint gives the chosen answer the higher log-probability on "
-        "held-out preference pairs, by kind of question (Wilson 95% CIs); the dashed line is the "
-        f"target of {target}.",
-        look_at="the @dpo points against the base, @sft and the dashed line",
+        _layer(errs, points, ref),
+        long,
+        data=long,
+        height=150,
+        title="Each stage against its predecessor and the best content-blind policy",
+        what="Held-out accuracy of the base, @sft and @dpo (95% CIs over entity pairs): greedy SFT "
+        "accuracy, the content probe (the correct over a wrong answer, in the instructed style) "
+        "and the preference accuracy over every held-out pair. Gray diamonds: the best "
+        "content-blind policy (SFT accuracy) and the best constant-style policy (the two "
+        "preference measures).",
+        look_at="@sft against the diamond and the base on the first row, and @dpo against @sft on "
+        "the content probe",
     )
 
 

@@ -15,25 +15,20 @@ import numpy as np
 import pandas as pd
 
 from lamina.book.glue import glue
-from lamina.chapters.organisms.run import TARGETS, OrganismsConfig, OrganismsResult
+from lamina.chapters.organisms.run import TARGETS, OrganismsResult
+from lamina.evidence.claims import SELF_VERDICTS
 from lamina.sources.organisms.configs import organism_config
 
 __all__ = [
+    "gate_outcomes",
     "glue_organisms",
-    "organisms_config",
     "per_organism",
     "pick",
     "shown_bpb",
     "span",
+    "stage_detail",
     "targets_table",
 ]
-
-
-def organisms_config(params: Mapping[str, Any]) -> OrganismsConfig:
-    """The config of the notebook's parameters (pass ``globals()``): every name of ``params``
-    that is a field of :class:`OrganismsConfig` (others, e.g. ``results_root``, are ignored)."""
-    fields = set(OrganismsConfig.parameter_names())
-    return OrganismsConfig.from_params({k: v for k, v in params.items() if k in fields})
 
 
 def span(values: list[float], fmt: str = "{:.1f}") -> str:
@@ -61,7 +56,7 @@ def pick(table: pd.DataFrame, **where: object) -> pd.DataFrame:
 
 def targets_table(result: OrganismsResult) -> pd.DataFrame:
     """One row per organism and target (``targets`` of each summary): model, target, value,
-    threshold, met, and CIs where the target has them."""
+    threshold, the engine's verdict of the self-check, and CIs where it has them."""
     S = result.summaries
     return pd.DataFrame([{"model": m, **t} for m in S for t in S[m]["targets"]])
 
@@ -75,9 +70,9 @@ def shown_bpb(result: OrganismsResult) -> pd.DataFrame:
 
 def glue_organisms(result: OrganismsResult) -> None:
     """Glue every ``org_*`` value the organisms page quotes, section by section (build,
-    overlap, perplexity, bits per byte, SFT, DPO, seeds, homographs, targets)."""
+    overlap, perplexity, bits per byte, the stage gates, seeds, homographs, targets)."""
     glue("org_names", " and ".join(result.models))
-    for part in (_build, _overlap, _perplexity, _bpb, _sft, _dpo, _seeds, _homographs, _targets):
+    for part in (_build, _overlap, _perplexity, _bpb, _stages, _seeds, _homographs, _targets):
         part(result)
 
 
@@ -202,71 +197,78 @@ def _bpb_compare(result: OrganismsResult, shown: pd.DataFrame, source: str) -> s
     )
 
 
-def _by_checkpoint(table: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """checkpoint -> {model: accuracy} of a table's rows."""
-    return {
-        ck: dict(zip(t["model"], t["accuracy"], strict=True))
-        for ck, t in table.groupby("checkpoint")
-    }
+def _stage_spans(result: OrganismsResult) -> None:
+    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (entity pairs), and the
+    span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
+    best content-blind policy's), org_probe_{base,sft,acc} (content probe)."""
+    g = result.tables["gates"]
+    g = g[g["model"].isin(result.models)]  # the organisms (the aligned real models: the detail)
+    pol = result.tables["sft_accuracy"]
+    blind = pick(pol[pol["checkpoint"].str.startswith("content-blind")], component="all")
+    glue("org_n_sft", span(g["n_items"].tolist(), "{:.0f}"))
+    glue("org_n_dpo", span(g["n_triples"].tolist(), "{:.0f}"))
+    glue("org_n_units", span(g["n_units"].tolist(), "{:.0f}"))
+    glue("org_sft_blind", span(blind["accuracy"].tolist(), "{:.3f}"))
+    for stage, key in (("base", "base"), ("sft", "sft"), ("dpo", "acc")):
+        rows = g[g["stage"] == stage]
+        if stage != "dpo":
+            glue(f"org_sft_{key if stage == 'base' else 'acc'}", span(rows["sft_accuracy"].tolist(), "{:.3f}"))
+        glue(f"org_probe_{key}", span(rows["content_probe"].tolist(), "{:.3f}"))
 
 
-def _glue_accuracies(
-    result: OrganismsResult, stage: str, spans: Mapping[str, str]
-) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
-    """Glue ``org_n_<stage>`` (items scored per organism) and ``org_<stage>_<name>`` (the span
-    over organisms of the accuracy at checkpoint ``spans[name]``) from the table
-    ``<stage>_accuracy``; -> (its rows of component "all", checkpoint -> {model: accuracy})."""
-    rows = pick(result.tables[f"{stage}_accuracy"], component="all")
-    acc = _by_checkpoint(rows)
-    glue(f"org_n_{stage}", span(rows["n"].tolist(), "{:.0f}"))
-    for name, checkpoint in spans.items():
-        glue(f"org_{stage}_{name}", span(list(acc[checkpoint].values()), "{:.3f}"))
-    return rows, acc
+def _gain(r: Mapping[str, Any], col: str) -> str:
+    """'+g, 95% CI lo to hi' of one gain column of a gate row (differences of fractions)."""
+    return f"{r[col]:+.3f}, 95% CI {r[col + '_ci_low']:+.3f} to {r[col + '_ci_high']:+.3f}"
 
 
-def _sft(result: OrganismsResult) -> None:
-    """org_n_sft, org_sft_base, org_sft_acc, org_sft_majority, org_sft_detail (accuracy, CI,
-    the paired gain over the majority answer and whether its CI is above 0)."""
+def _stage_clause(r: Mapping[str, Any]) -> str:
+    """One gated stage's outcome with the gain over its predecessor (and, for @sft, over the
+    best content-blind policy; for @dpo, its preference accuracy against a constant style).
+    A gate that could not be measured ("not testable": its values are missing) reads its reason."""
+    word = "passed" if r["passed"] else "failed"
+    key = "gain_over_best_policy" if r["stage"] == "sft" else "content_gain"
+    if r.get(key) is None or pd.isna(r[key]):
+        return f"@{r['stage']} {word} ({r.get('reason', 'no values')})"
+    if r["stage"] == "sft":
+        return (f"@sft {word}, held-out SFT accuracy {r['sft_accuracy']:.3f} against the base's "
+                f"{r['base_sft_accuracy']:.3f} ({_gain(r, 'gain_over_base')}) and the best "
+                f"content-blind policy's {r['best_policy_accuracy']:.3f} "
+                f"({_gain(r, 'gain_over_best_policy')})")  # fmt: skip
+    return (f"@dpo {word}, content probe {r['content_probe']:.3f} against @sft's "
+            f"{r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')}) and preference accuracy "
+            f"{r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}–"
+            f"{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
+            "for a constant style")  # fmt: skip
+
+
+def stage_detail(gates: pd.DataFrame) -> str:
+    """Per model (organisms and aligned real models), each gated stage's outcome with the gain
+    over its predecessor and the gain's 95% CI over entity pairs (:func:`_stage_clause`)."""
+    gated = gates[gates["gated"].astype(bool)]
+    return "; ".join(
+        f"`{m}`: " + " and ".join(_stage_clause(r) for r in g.to_dict("records"))
+        for m, g in gated.groupby("model", sort=False)
+    ) or "no gate was measured"
+
+
+def gate_outcomes(gates: pd.DataFrame) -> str:
+    """Per model, which gated stages passed: "`m` @sft passed, @dpo failed; ..." (the values
+    are in :func:`stage_detail`)."""
+    gated = gates[gates["gated"].astype(bool)]
+    return "; ".join(
+        f"`{m}` " + ", ".join(f"@{r['stage']} {'passed' if r['passed'] else 'failed'}"
+                               for r in g.to_dict("records"))  # fmt: skip
+        for m, g in gated.groupby("model", sort=False)
+    ) or "no gate was measured"
+
+
+def _stages(result: OrganismsResult) -> None:
+    """:func:`_stage_spans`, org_gate_detail (:func:`stage_detail`), org_gate_outcomes
+    (:func:`gate_outcomes`) and org_margin_detail (reward margins of @dpo against @sft, nats)."""
     S = result.summaries
-    spans = {"base": "final", "acc": "sft", "majority": "majority answer"}
-    sft_all, acc = _glue_accuracies(result, "sft", spans)
-    tuned = pick(sft_all, checkpoint="sft").set_index("model")
-    gain = {m: S[m]["sft_gain_over_majority"] for m in S}
-    glue(
-        "org_sft_detail",
-        per_organism(
-            result,
-            "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}) against {m:.3f}, a gain of {g[0]:+.3f} "
-            "(95% CI {g[1]:+.3f} to {g[2]:+.3f}), which {v} the target of a gain above 0",
-            a=acc["sft"],
-            lo=tuned["ci_low"].to_dict(),
-            hi=tuned["ci_high"].to_dict(),
-            m=acc["majority answer"],
-            g=gain,
-            v={m: "meets" if g[1] > 0 else "misses" for m, g in gain.items()},
-        ),
-    )
-
-
-def _dpo(result: OrganismsResult) -> None:
-    """org_n_dpo, org_dpo_base, org_dpo_sft, org_dpo_acc, org_dpo_detail (against
-    ``TARGETS["dpo_preference_accuracy"]``) and org_margin_detail (reward margins, nats)."""
-    S = result.summaries
-    target = TARGETS["dpo_preference_accuracy"]
-    dpo_all, _ = _glue_accuracies(result, "dpo", {"base": "final", "sft": "sft", "acc": "dpo"})
-    d = pick(dpo_all, checkpoint="dpo").set_index("model")
-    glue(
-        "org_dpo_detail",
-        per_organism(
-            result,
-            "{name} {a:.3f} (95% CI {lo:.3f}–{hi:.3f}), which {v} the target of {t}",
-            a=d["accuracy"].to_dict(),
-            lo=d["ci_low"].to_dict(),
-            hi=d["ci_high"].to_dict(),
-            v={m: "meets" if a >= target else "misses" for m, a in d["accuracy"].items()},
-            t={m: target for m in S},
-        ),
-    )
+    _stage_spans(result)
+    glue("org_gate_detail", stage_detail(result.tables["gates"]))
+    glue("org_gate_outcomes", gate_outcomes(result.tables["gates"]))
     margins = result.tables["dpo_margins"]
     mg = {m: {r["pairs"]: r for r in margins[margins["model"] == m].to_dict("records")} for m in S}
     glue(
@@ -320,30 +322,13 @@ def _homographs(result: OrganismsResult) -> None:
     )
 
 
-GATED = (("sft", "sft"), ("dpo", "preference"))
-"""The (checkpoint, gate) pairs with a target: the SFT gate at ``@sft``, the preference gate
-(preference accuracy and content probe) at ``@dpo``."""
-
-
-def gate_detail(gates: pd.DataFrame) -> str:
-    """One entry per organism and targeted gate (:data:`GATED`): "<model> @<checkpoint> <gate>
-    gate: passed|failed: <first check>", cut from the gate's ``reason`` (its first two
-    colon-separated clauses; the whole reason is in the gate table)."""
-    parts = []
-    for r in gates.itertuples():
-        if (r.checkpoint, r.gate) in GATED:
-            head = ": ".join(str(r.reason).split(": ")[:2])
-            parts.append(f"{r.model} @{r.checkpoint} {r.gate} gate: {head}")
-    return "; ".join(parts) or "no gate was measured"
-
-
 def _targets(result: OrganismsResult) -> None:
-    """org_targets_met ('n of N'), org_missed (each missed target, or "none"),
-    org_gate_detail (:func:`gate_detail`)."""
-    glue("org_gate_detail", gate_detail(result.tables.get("gates", pd.DataFrame())))
+    """org_targets_met ('n of N'), org_missed (each missed target, or "none")."""
     targets = targets_table(result)
-    glue("org_targets_met", f"{int(targets['met'].sum())} of {len(targets)}")
+    passed = targets["verdict"] == SELF_VERDICTS[0]  # the engine's "check passed"
+    glue("org_targets_met", f"{int(passed.sum())} of {len(targets)}")
     glue(
         "org_missed",
-        "; ".join(f"{r.model}: {r.target}" for r in targets.itertuples() if not r.met) or "none",
+        "; ".join(f"{m}: {c}" for m, c, ok in zip(targets["model"], targets["claim_id"], passed, strict=True)
+                  if not ok) or "none",
     )

@@ -3,13 +3,14 @@
 For every organism: its build (architecture, wall and CPU time, threads, CPU, corpus card, the
 word 8-grams its training text shares with ``data/prompts/``), loss curves, validation
 perplexity against the unigram baseline and the alignment stages' perplexity ratios to the
-base, generated samples, held-out SFT accuracy against the majority-answer baseline (Wilson 95%
-CIs; paired bootstrap CI of the difference), DPO preference accuracy and reward margins on
-training and held-out pairs, the spread over training seeds where several are built, and
-whether each homograph's two senses are separated at the final layer beyond its control.
-Metrics come from :mod:`lamina.sources.organisms.evaluate` and :func:`lamina.trajectory.bifurcation`.
-:data:`TARGETS` are the alignment targets of the organisms (issue 12); ``targets`` in each
-summary says which were met.
+base, generated samples, the stage gates (:func:`lamina.sources.organisms.gates.measure_stages`:
+the base, @sft and @dpo on held-out entity pairs, @sft against the content-blind policies and
+the base, @dpo's content probe against @sft) with accuracies per component and kind, DPO reward
+margins on training and held-out pairs, the spread over training seeds where several are
+built, and whether each homograph's two senses are separated at the final layer beyond its
+control. Metrics come from :mod:`lamina.sources.organisms.evaluate`,
+:mod:`lamina.sources.organisms.gates` and :func:`lamina.trajectory.bifurcation`. :data:`TARGETS`
+and the two gates are the organisms' targets; ``targets`` in each summary says which were met.
 """
 
 from __future__ import annotations
@@ -17,49 +18,47 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats as sps
 
 from lamina.chapters.config import ChapterConfig, default_models
+from lamina.chapters.models import chapter_models
+from lamina.chapters.organisms.checks import aligned_gates, summary
 from lamina.chapters.organisms.probes import SAMPLE_PROMPTS, homograph_separation, samples
 from lamina.chapters.organisms.reference import (
     DEFAULT_REFERENCE_MODELS,
-    bpb_by_source,
     bpb_rows,
     bpb_summary,
     reference_texts,
     score_references,
 )
 from lamina.chapters.organisms.tables import (
-    GATE_CHECKPOINTS,
-    accuracy_rows,
     build_row,
     corpus_rows,
     gate_rows,
-    group_by_component,
+    kind_rows,
     loss_curves,
     margin_curve,
     margin_rows,
-    paired_gain,
     seed_rows,
+    stage_component_rows,
 )  # fmt: skip
-from lamina.evidence.stats import bootstrap_ci
+from lamina.core.threads import configured_threads, threads
 from lamina.sources import organisms
 from lamina.sources.models import load_model
+from lamina.sources.organisms.baselines import fit_policies, policy_hits
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus
 from lamina.sources.organisms.curriculum import generate_curriculum
-from lamina.sources.organisms.evaluate import sft_hits, unigram_perplexity
-from lamina.sources.organisms.gates import CONTENT_TARGET, PREFERENCE_TARGET, measure_checkpoint
+from lamina.sources.organisms.evaluate import unigram_perplexity
+from lamina.sources.organisms.gates import measure_stages
 from lamina.sources.organisms.instructions import AlignmentData
+from lamina.sources.organisms.pretrained import gate_sample
 from lamina.sources.organisms.stages import dpo_margins
 from lamina.sources.organisms.tokenizer import encode_stream
 from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows
@@ -79,10 +78,12 @@ __all__ = [
 
 DEFAULT_ORGANISMS = default_models("organisms")[1]  # the chapter's registry record
 CHECKPOINTS = ("final", *STAGES)  # the base (end of pretraining), then lm, sft, dpo
-TARGETS = {"sft_ppl_ratio": 1.25, "dpo_preference_accuracy": 0.75, "overlap": 0}
-"""@sft validation perplexity at most 1.25x the base's; @sft held-out accuracy above the majority
-answer (the paired bootstrap CI of the difference excludes 0); @dpo held-out preference accuracy
-at least 0.75; no evaluation 8-gram in the training text."""
+TARGETS = {"sft_ppl_ratio": 1.25, "overlap": 0}
+"""@sft validation perplexity at most 1.25x the base's; no evaluation 8-gram in the training
+text. With the two stage gates (:mod:`lamina.sources.organisms.gates`: @sft beats every
+content-blind policy and the base, @dpo raises the content probe over @sft, each with the CI of
+the gain above 0), these are the organisms' targets. (Until issue 34: @dpo preference accuracy
+at least 0.75 and @sft above the always-refuse answer.)"""
 
 
 @dataclass
@@ -91,7 +92,8 @@ class OrganismsConfig(ChapterConfig):
 
     model: "default" (every built full organism), one organism name, a comma-separated string
         or a list of names (e.g. the ``-micro`` test organisms).
-    n_eval: held-out curriculum questions / preference pairs scored (None: all of them).
+    n_eval: held-out SFT items gated (a seeded sample, with twice as many preference triples;
+        None: all of them).
     n_samples: prompts of :data:`SAMPLE_PROMPTS` to generate from (greedy and sampled), and
         held-out questions answered by the base and @sft.
     seed: seeds the sampled generations and the bootstrap.
@@ -100,6 +102,9 @@ class OrganismsConfig(ChapterConfig):
     reference_models: pretrained models scored, like the organisms, in bits per byte on the
         organisms' validation text (default: smollm2-135m-instruct and gemma-3-270m; [] skips;
         in quick mode the default is [] and only models named explicitly are scored).
+    aligned_models: real models whose aligned builds' stage gates are shown beside the
+        organisms' (read from ``make aligned``'s builds, never trained here; default as
+        ``reference_models``, [] in quick mode).
     ref_docs: validation curriculum documents scored in bits per byte (evenly spaced);
     ref_passages: passages per validation play; ref_passage_chars: characters per passage.
     """
@@ -111,6 +116,7 @@ class OrganismsConfig(ChapterConfig):
     max_new_tokens: int = 40
     temperature: float = 0.8
     reference_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
+    aligned_models: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCE_MODELS))
     ref_docs: int = 64
     ref_passages: int = 4
     ref_passage_chars: int = 800
@@ -121,8 +127,12 @@ class OrganismsConfig(ChapterConfig):
     def __post_init__(self) -> None:
         if isinstance(self.reference_models, str):
             self.reference_models = [m.strip() for m in self.reference_models.split(",") if m.strip()]
+        if isinstance(self.aligned_models, str):
+            self.aligned_models = [m.strip() for m in self.aligned_models.split(",") if m.strip()]
         if self.quick and list(self.reference_models) == list(DEFAULT_REFERENCE_MODELS):
             self.reference_models = []
+        if self.quick and list(self.aligned_models) == list(DEFAULT_REFERENCE_MODELS):
+            self.aligned_models = []
         self.apply_quick()
 
 
@@ -144,7 +154,7 @@ class OrganismsResult:
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
         """``lamina.states.io.write_results("organisms", model, ...)`` once per organism, then once per
-        reference model (its bits-per-byte tables only)."""
+        reference or aligned real model (its bits-per-byte and gate tables only)."""
 
         return [
             write_results(
@@ -155,7 +165,8 @@ class OrganismsResult:
                 tables={
                     k: v[v["model"] == name].reset_index(drop=True)
                     for k, v in self.tables.items()
-                    if name in self.summaries or k in ("bits_per_byte", "bpb_documents")
+                    if name in self.summaries
+                    or (k in ("bits_per_byte", "bpb_documents", "gates") and name in set(v["model"]))
                 },
                 root=root,
             )
@@ -172,15 +183,15 @@ def _built(name: str) -> bool:
 
 
 def organism_names(model: str | list[str]) -> tuple[list[str], list[str]]:
-    """(organisms to report, notes). "default": the built full organisms, else the built micro
-    ones (noted); raises OrganismNotBuiltError (saying how to build) when none is built."""
+    """(organisms to report, notes): :func:`lamina.chapters.models.chapter_models` (for
+    "default", the registry's built organisms, the unbuilt ones noted), and when none of the
+    full organisms is built, the built micro ones (noted); raises OrganismNotBuiltError (saying
+    how to build) when none is built or a named one is not."""
+    names, notes = chapter_models("organisms", model)
     if model != "default":
-        names = [m.strip() for m in model.split(",")] if isinstance(model, str) else list(model)
         for n in names:
             organisms.resolve(n)  # clear error for an unknown or unbuilt organism
         return names, []
-    names = [n for n in DEFAULT_ORGANISMS if _built(n)]
-    notes = [f"{n} is not built; skipped." for n in DEFAULT_ORGANISMS if n not in names]
     if not names:
         names = [n for n in organisms.list_organisms(micro=True) if n.endswith("-micro")]
         names = [n for n in names if _built(n)]
@@ -220,12 +231,15 @@ def _alignment(cfg: OrganismConfig) -> AlignmentData:
     return _CACHE[key]
 
 
-def _gates(name: str, cfg: OrganismConfig, models: dict[str, Any], tok: Any, seed: int) -> list[dict]:
-    """Behavioural gate rows of every :data:`GATE_CHECKPOINTS` checkpoint (all held-out items)."""
-    data = _alignment(cfg)
-    return [row for ck in GATE_CHECKPOINTS
-            for row in gate_rows(name, ck, measure_checkpoint(models[ck], models["final"], tok,
-                                                              data, cfg.context, seed))]  # fmt: skip
+def _gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any, n_eval: int | None,
+           seed: int) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """(:func:`~lamina.sources.organisms.gates.measure_stages` of base = @final, @sft, @dpo on
+    the held-out items, or a seeded sample of ``n_eval``; the content-blind policies' per-item
+    hits on the same items)."""
+    data = gate_sample(_alignment(cfg), n_eval, seed)
+    gates = measure_stages({"base": models["final"], "sft": models["sft"], "dpo": models["dpo"]},
+                           tok, data, cfg.context, seed)  # fmt: skip
+    return gates, policy_hits(fit_policies(data.train), data.heldout)
 
 
 def _streams(
@@ -266,24 +280,8 @@ def _one(
     for row in quality:
         row["ratio_to_base"] = row["val_perplexity"] / base_ppl
     comp, L = _components(cfg), cfg.context
-    prior: dict[str, Counter] = {}  # answers of the SFT training pairs, by component
-    for q, a in corpus.sft:
-        prior.setdefault(comp.get(q, "other"), Counter())[a] += 1
-
-    def majority(g: list[tuple]) -> np.ndarray:
-        c = prior.get(comp.get(g[0][0], "other"), Counter())
-        return np.array([bool(c) and a == c.most_common(1)[0][0] for _, a in g])
-
-    sft_scorers: dict[str, Callable[[list], np.ndarray]] = {"majority answer": majority}
-    for ck in CHECKPOINTS:
-        sft_scorers[ck] = cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: sft_hits(m, tok, g, L).numpy())
-    dpo_scorers: dict[str, Callable[[list], np.ndarray]] = {ck: cast(Callable[[list], np.ndarray], lambda g, m=models[ck]: (dpo_margins(m, None, tok, g, L) > 0).numpy())
-                   for ck in ("final", "sft", "dpo")}  # fmt: skip
-    sft_rows, sft_items = accuracy_rows(name, sft_scorers,
-                                         group_by_component(corpus.sft_eval[:n_eval], comp), None)  # fmt: skip
-    dpo_rows, _ = accuracy_rows(
-        name, dpo_scorers, group_by_component(corpus.dpo_eval[:n_eval], comp), 0.5
-    )
+    gates, policies = _gates(cfg, models, tok, n_eval, config.seed)
+    best = max(gates["policies"], key=lambda k: gates["policies"][k])
     n_pairs = len(corpus.dpo_eval[:n_eval])
     margins = {split: dpo_margins(models["dpo"], models["sft"], tok, items, L).numpy()
                for split, items in (("training", corpus.dpo[:n_pairs]),
@@ -300,10 +298,11 @@ def _one(
         "curves": loss_curves(name, folder).to_dict("records"),
         "margin_curve": margin_curve(name, folder),
         "quality": quality,
-        "sft_accuracy": sft_rows,
-        "dpo_accuracy": dpo_rows,
+        "sft_accuracy": stage_component_rows(name, gates, policies, best),
+        "dpo_accuracy": kind_rows(name, gates),
         "dpo_margins": margin_rows(name, margins, cfg.dpo_beta, config.seed),
-        "gates": _gates(name, cfg, models, tok, config.seed),
+        "gates": gate_rows(name, gates),
+        "policies": [{"model": name, "policy": k, "accuracy": v} for k, v in gates["policies"].items()],
         "seeds": seed_rows(name),
         "samples": samples(name, models, tok, corpus.sft_eval, comp, n_samples, n_new, config.temperature, config.seed),
         "homographs": words.assign(model=name).to_dict("records"),
@@ -311,8 +310,7 @@ def _one(
         "bpb_documents": bpb_docs,
         "bits_per_byte": bpb_summary(pd.DataFrame(bpb_docs), config.seed),
     }  # fmt: skip
-    gain = paired_gain(sft_items["sft"], sft_items["majority answer"], config.seed)
-    return tables, _summary(tables, words, config.seed, gain, build)
+    return tables, summary(name, tables, words, config.seed, build)
 
 
 def _texts(cfg: OrganismConfig, config: OrganismsConfig) -> pd.DataFrame:
@@ -342,126 +340,27 @@ def _references(
     return score_references(config.reference_models, _texts(cfg, config), config.seed, names[0])
 
 
-def _summary(
-    t: dict[str, list[dict]], words: pd.DataFrame, seed: int, gain: list[float], build: dict
-) -> dict[str, Any]:
-    """Headline numbers, the targets (``targets``: value, CI, threshold, met) and the plain list
-    of what did not work (``problems``)."""
-    q = {r["checkpoint"]: r for r in t["quality"]}
-    s = {r["checkpoint"]: r for r in t["sft_accuracy"] if r["component"] == "all"}
-    d = {r["checkpoint"]: r for r in t["dpo_accuracy"] if r["component"] == "all"}
-    mg = {r["pairs"]: r for r in t["dpo_margins"]}
-    gap = (words["separation"] - words["control_separation"]).to_numpy()
-    wil = sps.wilcoxon(gap) if np.count_nonzero(gap) else None
-    ratio = bootstrap_ci(words["ratio"].to_numpy(), np.median, n_resamples=2000, seed=seed,
-                         method="percentile").iloc[0]  # fmt: skip
-    overlap = build.get("overlap", {}).get("overlap")
-    out: dict[str, Any] = {
-        "val_perplexity": {ck: r["val_perplexity"] for ck, r in q.items()},
-        "ppl_ratio_to_base": {ck: r["ratio_to_base"] for ck, r in q.items()},
-        "unigram_perplexity": q["final"]["unigram_perplexity"],
-        "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
-        "sft_gain_over_majority": gain,
-        "dpo_accuracy": {
-            ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()
-        },  # fmt: skip
-        "dpo_reward_margin": {
-            k: [r["reward_margin"], r["margin_ci_low"], r["margin_ci_high"]] for k, r in mg.items()
-        },  # fmt: skip
-        "dpo_reward_accuracy": {
-            k: [r["reward_accuracy"], r["ci_low"], r["ci_high"]] for k, r in mg.items()
-        },  # fmt: skip
-        "eval_8gram_overlap": overlap,
-        "gloss_hits": len(build.get("overlap", {}).get("gloss_hits", [])),
-        "n_training_seeds": len(t["seeds"]),
-        "homographs_separated": int(words["separated"].sum()),
-        "homographs": len(words),
-        "homograph_median_ratio": [
-            float(ratio["estimate"]),
-            float(ratio["ci_low"]),
-            float(ratio["ci_high"]),
-        ],  # fmt: skip
-        "homograph_wilcoxon_p": float(wil.pvalue) if wil is not None else float("nan"),
-        "bits_per_byte": bpb_by_source(t["bits_per_byte"], "final"),
-        "build_seconds": t["build"][0]["build_seconds"],
-        "cpu_seconds": t["build"][0]["cpu_seconds"],
-    }
-    base_ppl, uni = q["final"]["val_perplexity"], q["final"]["unigram_perplexity"]
-    out["targets"] = [
-        {"target": "@sft validation perplexity / base", "value": q["sft"]["ratio_to_base"],
-         "ci_low": None, "ci_high": None, "threshold": f"<= {TARGETS['sft_ppl_ratio']}",
-         "met": bool(q["sft"]["ratio_to_base"] <= TARGETS["sft_ppl_ratio"])},
-        {"target": "@sft held-out accuracy - majority answer", "value": gain[0],
-         "ci_low": gain[1], "ci_high": gain[2], "threshold": "CI above 0",
-         "met": bool(gain[1] > 0)},
-        {"target": "@dpo held-out preference accuracy", "value": d["dpo"]["accuracy"],
-         "ci_low": d["dpo"]["ci_low"], "ci_high": d["dpo"]["ci_high"],
-         "threshold": f">= {TARGETS['dpo_preference_accuracy']}",
-         "met": bool(d["dpo"]["accuracy"] >= TARGETS["dpo_preference_accuracy"])},
-        *_gate_targets(t["gates"]),
-        {"target": "evaluation 8-grams in the training text", "value": overlap,
-         "ci_low": None, "ci_high": None, "threshold": "= 0", "met": overlap == 0},
-    ]  # fmt: skip
-    problems = [f"{x['target']} is {x['value']:.3g} (target {x['threshold']})"
-                for x in out["targets"] if x["value"] is not None and not x["met"]]  # fmt: skip
-    if overlap is None:
-        problems.append("the build recorded no 8-gram overlap check (an older build)")
-    if base_ppl > 0.5 * uni:
-        problems.append(f"validation perplexity {base_ppl:.1f} is not far below the unigram "
-                        f"baseline {uni:.1f}")  # fmt: skip
-    if q["dpo"]["ratio_to_base"] > 1.5:
-        problems.append(f"@dpo raised validation perplexity from {base_ppl:.1f} to "
-                        f"{q['dpo']['val_perplexity']:.1f}")  # fmt: skip
-    if mg["held-out"]["margin_ci_low"] <= 0:
-        problems.append("@dpo's mean reward margin on held-out pairs is not above 0")
-    if not (out["homograph_wilcoxon_p"] < 0.05 and np.median(gap) > 0):
-        problems.append(f"homograph senses are not separated beyond their controls "
-                        f"({out['homographs_separated']} of {len(words)} words; Wilcoxon "
-                        f"p = {out['homograph_wilcoxon_p']:.3g})")  # fmt: skip
-    out["problems"] = problems
-    return out
-
-
-def _gate_targets(gates: list[dict]) -> list[dict[str, Any]]:
-    """Targets from the behavioural gates: @dpo preference and content probe, @sft vs majority."""
-    by = {(r["checkpoint"], r["gate"]): r for r in gates}
-    out = []
-    for ck, gate, col, lo, hi, thr, met in (
-        ("dpo", "preference", "preference_accuracy", "preference_ci_low", "preference_ci_high",
-         f">= {PREFERENCE_TARGET}", lambda r: r["preference_accuracy"] >= PREFERENCE_TARGET),
-        ("dpo", "preference", "content_probe", "content_ci_low", "content_ci_high",
-         f">= {CONTENT_TARGET}", lambda r: r["content_probe"] >= CONTENT_TARGET),
-        ("sft", "sft", "difference", "difference_ci_low", "difference_ci_high", "CI above 0",
-         lambda r: r["difference_ci_low"] > 0),
-    ):  # fmt: skip
-        r = by.get((ck, gate))
-        if r is not None and col in r:
-            out.append({"target": f"@{ck} gate: held-out {col.replace('_', ' ')}", "value": r[col],
-                        "ci_low": r[lo], "ci_high": r[hi], "threshold": thr,
-                        "met": bool(met(r))})  # fmt: skip
-    return out
-
-
 def run_organisms(config: OrganismsConfig) -> OrganismsResult:
     """Everything the organisms chapter shows, for every organism of ``config.model``.
 
-    Runs on ``$LAMINA_NUM_THREADS`` torch threads (default 1: these small models gain nothing
-    from more, and lose much when the CPUs are shared).
+    Runs on ``$LAMINA_NUM_THREADS`` torch threads (:func:`lamina.core.threads.threads`; default
+    1: these small models gain nothing from more, and lose much when the CPUs are shared).
     """
     names, notes = organism_names(config.model)
     n_eval, n_samples, n_new = config.n_eval, config.n_samples, config.max_new_tokens
     rows: dict[str, list[dict]] = {}
     summaries = {}
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("LAMINA_NUM_THREADS", 1)))
-    try:
+    with threads(configured_threads() or 1):
         for name in names:
             tables, summaries[name] = _one(name, config, n_eval, n_samples, n_new)
             for k, v in tables.items():
                 rows.setdefault(k, []).extend(v)
         ref_rows, references = _references(names, config, notes)
-    finally:
-        torch.set_num_threads(old_threads)
+    aligned_rows, aligned, aligned_notes = aligned_gates(config.aligned_models)
+    rows["gates"] += aligned_rows
+    notes += aligned_notes
+    for m, a in aligned.items():
+        references.setdefault(m, {}).update(a)
     rows["bpb_documents"] += ref_rows
     rows["bits_per_byte"] += bpb_summary(pd.DataFrame(ref_rows), config.seed) if ref_rows else []
     return OrganismsResult(config, {k: pd.DataFrame(v) for k, v in rows.items()}, summaries,

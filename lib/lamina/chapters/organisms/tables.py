@@ -1,5 +1,6 @@
-"""Tables of the organisms chapter: accuracies with Wilson CIs, paired gains, DPO margins,
-curves, the build and corpus rows, and the training seeds' build-time numbers.
+"""Tables of the organisms chapter: the stage gates, accuracies with Wilson CIs per component
+and kind, DPO margins, curves, the build and corpus rows, and the training seeds' build-time
+numbers.
 
 Each function returns tidy rows (dicts with a ``model`` column) for
 :func:`lamina.chapters.organisms.run.run_organisms`.
@@ -8,7 +9,6 @@ Each function returns tidy rows (dicts with a ``model`` column) for
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +21,69 @@ from lamina.sources import organisms
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.train import STAGES
 
-__all__ = ["GATE_CHECKPOINTS", "accuracy_rows", "blas_name", "build_row", "corpus_rows",
-           "gate_rows", "group_by_component", "loss_curves", "margin_curve", "margin_rows",
-           "paired_gain", "seed_rows"]  # fmt: skip
+__all__ = ["STAGE_CHECKPOINT", "blas_name", "build_row", "corpus_rows", "gate_rows",
+           "kind_rows", "loss_curves", "margin_curve", "margin_rows", "seed_rows",
+           "stage_component_rows"]  # fmt: skip
 
-GATE_CHECKPOINTS = ("final", "sft", "dpo")
-"""Checkpoints whose behavioural gates the chapter shows (the base shows what alignment adds)."""
+STAGE_CHECKPOINT = {"base": "final", "sft": "sft", "dpo": "dpo"}
+"""The organism checkpoint of each gated stage (the base is the end of pretraining)."""
 
 
-def gate_rows(name: str, checkpoint: str, gates: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per gate of a checkpoint (:func:`lamina.sources.organisms.gates.measure_checkpoint`):
-    model, checkpoint, gate, passed, reason, and the gate's values as columns (dW_rel/<group>:
-    ||dW||_F / ||W||_F against the base)."""
-    return [{"model": name, "checkpoint": checkpoint, "gate": g, "passed": r.passed,
-             "reason": r.reason, **r.values} for g, r in gates.items()]  # fmt: skip
+def gate_rows(name: str, gates: dict[str, Any],
+              checkpoints: dict[str, str] = STAGE_CHECKPOINT) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per stage of :func:`lamina.sources.organisms.gates.measure_stages`: model,
+    stage, checkpoint, gated (the stage has a gate), passed (NaN for the base), reason, the
+    stage's measures (accuracies with their CIs over entity pairs, dW_rel/<group>) and its
+    gate's values (gains over the predecessor and the content-blind policies, with CIs).
+    checkpoints: {stage: checkpoint name} (an organism's base is ``final``)."""
+    rows = []
+    for stage, ck in checkpoints.items():
+        g = gates.get(stage)
+        rows.append({"model": name, "stage": stage, "checkpoint": ck, "gated": g is not None,
+                     "passed": g.passed if g is not None else np.nan,
+                     "reason": g.reason if g is not None else "the base: not gated",
+                     **gates["measures"][stage], **(g.values if g is not None else {})})  # fmt: skip
+    return rows
+
+
+def stage_component_rows(name: str, gates: dict[str, Any], policies: dict[str, np.ndarray],
+                         best: str) -> list[dict[str, Any]]:  # fmt: skip
+    """Held-out SFT accuracy per curriculum component (the template's prefix) for each stage
+    and for the best content-blind policy ``best`` (``policies``: {name: per-item hits}):
+    model, checkpoint (stage, or "content-blind: <best>"), component (and "all"), n, hits,
+    accuracy with its Wilson 95% CI."""
+    tables = {s: gates["tables"][s][0] for s in STAGE_CHECKPOINT}
+    first = next(iter(tables.values()))
+    comp = first["template"].str.split(":").str[0].fillna("other").to_numpy()
+    hits = {s: t["hit"].to_numpy(float) for s, t in tables.items()}
+    hits[f"content-blind: {best}"] = np.asarray(policies[best], float)
+    rows = []
+    for who, h in hits.items():
+        for c in ["all", *sorted(set(comp))]:
+            m = np.ones(len(h), bool) if c == "all" else comp == c
+            k, n = int(h[m].sum()), int(m.sum())
+            acc, lo, hi = wilson(k, n)
+            rows.append({"model": name, "checkpoint": who, "component": c, "n": n, "hits": k,
+                         "accuracy": acc, "ci_low": lo, "ci_high": hi})  # fmt: skip
+    return rows
+
+
+def kind_rows(name: str, gates: dict[str, Any]) -> list[dict[str, Any]]:
+    """Held-out preference accuracy (ties 1/2) per kind of triple and stage, with Wilson 95%
+    CIs: model, checkpoint (stage), component (kind, and "all"), n, accuracy, ci_low, ci_high,
+    p_vs_chance (binomial, against 1/2)."""
+    rows = []
+    for stage in STAGE_CHECKPOINT:
+        t = gates["tables"][stage][1]
+        wins = np.where(t["margin"] > 0, 1.0, np.where(t["margin"] < 0, 0.0, 0.5))
+        for kind in ["all", *sorted(set(t["kind"]))]:
+            w = wins if kind == "all" else wins[(t["kind"] == kind).to_numpy()]
+            k = int(round(w.sum()))
+            acc, lo, hi = wilson(k, len(w))
+            rows.append({"model": name, "checkpoint": stage, "component": kind, "n": len(w),
+                         "accuracy": float(w.mean()), "ci_low": lo, "ci_high": hi,
+                         "p_vs_chance": sps.binomtest(k, len(w), 0.5).pvalue})  # fmt: skip
+    return rows
 
 
 
@@ -140,45 +189,3 @@ def seed_rows(name: str) -> list[dict[str, Any]]:
                      "dpo_preference_accuracy": ev["dpo"]["dpo_accuracy"],
                      "dpo_reward_margin": ev["dpo"].get("reward_margin", np.nan)})  # fmt: skip
     return rows
-
-
-def group_by_component(items: list[tuple], comp: dict[str, str]) -> dict[str, list[tuple]]:
-    """Items by curriculum component, each sorted by question length (less padding)."""
-    out: dict[str, list[tuple]] = {}
-    for it in items:
-        out.setdefault(comp.get(it[0], "other"), []).append(it)
-    return {c: sorted(v, key=lambda it: len(it[0])) for c, v in sorted(out.items())}
-
-
-def accuracy_rows(
-    name: str,
-    scorers: dict[str, Callable[[list], np.ndarray]],
-    groups: dict[str, list[tuple]],
-    chance: float | None,
-) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """Hits per (scorer, component), then totals ("all"), Wilson CIs, binomial p vs chance.
-
-    -> (rows, {scorer: per-item hits over all groups, in group order}).
-    """
-    per_item = {ck: [np.asarray(score(g), dtype=bool) for g in groups.values()]
-                for ck, score in scorers.items()}  # fmt: skip
-    rows = [{"model": name, "checkpoint": ck, "component": c, "n": len(g), "hits": int(h.sum())}
-            for ck, hs in per_item.items() for (c, g), h in zip(groups.items(), hs, strict=True)]  # fmt: skip
-    df = pd.DataFrame(rows)
-    total = df.groupby(["model", "checkpoint"], as_index=False, sort=False)[["n", "hits"]].sum()
-    df = pd.concat([total.assign(component="all"), df], ignore_index=True)
-    ci = np.array([wilson(h, n) for h, n in zip(df["hits"], df["n"], strict=True)])
-    df["accuracy"], df["ci_low"], df["ci_high"] = ci.T
-    if chance is not None:
-        df["p_vs_chance"] = [sps.binomtest(h, n, chance).pvalue if n else np.nan
-                             for h, n in zip(df["hits"], df["n"], strict=True)]  # fmt: skip
-    return df.to_dict("records"), {ck: np.concatenate(hs) for ck, hs in per_item.items()}
-
-
-def paired_gain(a: np.ndarray, b: np.ndarray, seed: int) -> list[float]:
-    """[mean(a - b), 95% CI low, high]: paired bootstrap over items (a, b: (N,) 0/1 hits)."""
-    d = a.astype(float) - b.astype(float)
-    if len(d) < 2 or np.all(d == d[0]):
-        return [float(d.mean()) if len(d) else np.nan] * 3
-    r = bootstrap_ci(d, np.mean, n_resamples=4000, seed=seed, method="percentile").iloc[0]
-    return [float(d.mean()), float(r["ci_low"]), float(r["ci_high"])]

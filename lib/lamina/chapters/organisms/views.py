@@ -13,19 +13,17 @@ import pandas as pd
 from lamina.book.chapter import show_notes
 from lamina.book.tables import show_details
 from lamina.chapters.organisms.figures import (
-    SFT_ORDER,
     bpb_figure,
-    dpo_figure,
+    gates_figure,
     homograph_figure,
     homograph_layers_figure,
     margin_curve_figure,
     perplexity_figure,
     pretraining_figure,
-    sft_figure,
     stages_figure,
 )
-from lamina.chapters.organisms.narrative import glue_organisms, organisms_config, targets_table
-from lamina.chapters.organisms.run import TARGETS, OrganismsConfig, OrganismsResult, run_organisms
+from lamina.chapters.organisms.narrative import glue_organisms, targets_table
+from lamina.chapters.organisms.run import OrganismsConfig, OrganismsResult, run_organisms
 
 __all__ = [
     "GATE_COLUMNS",
@@ -33,9 +31,9 @@ __all__ = [
     "bpb_table",
     "build_table",
     "corpus_table",
-    "dpo_figure",
     "dpo_table",
     "dw_table",
+    "gates_figure",
     "gates_table",
     "homograph_figure",
     "homograph_layers_figure",
@@ -43,8 +41,8 @@ __all__ = [
     "margin_curve_figure",
     "margins_table",
     "notes",
-    "organisms_config",
     "overlap_table",
+    "policies_table",
     "perplexity_figure",
     "pretraining_figure",
     "problems",
@@ -52,19 +50,22 @@ __all__ = [
     "run_page",
     "samples_table",
     "seeds_table",
-    "sft_figure",
     "sft_table",
     "stages_figure",
     "targets_view",
 ]
 
-GATE_COLUMNS = ("model", "checkpoint", "gate", "passed", "preference_accuracy",
-                "preference_ci_low", "preference_ci_high", "content_probe", "content_ci_low",
-                "content_ci_high", "constant_style_baseline",
-                "preference_accuracy_whole_content", "content_probe_whole_content",
-                "sft_accuracy", "majority_baseline", "difference", "difference_ci_low",
-                "difference_ci_high")  # fmt: skip
-"""The gates table's columns, in order (those the run has)."""
+GATE_COLUMNS = ("model", "stage", "passed", "sft_accuracy", "sft_accuracy_ci_low",
+                "sft_accuracy_ci_high", "gain_over_base", "gain_over_base_ci_low",
+                "gain_over_base_ci_high", "gain_over_best_policy", "gain_over_best_policy_ci_low",
+                "gain_over_best_policy_ci_high", "content_probe", "content_probe_ci_low",
+                "content_probe_ci_high", "content_gain", "content_gain_ci_low",
+                "content_gain_ci_high", "preference_accuracy", "preference_accuracy_ci_low",
+                "preference_accuracy_ci_high", "constant_style_baseline", "n_items",
+                "n_triples", "n_units", "reason")  # fmt: skip
+"""The gates table's columns, in order (those the run has): each stage's measures with their
+95% CIs over entity pairs, and its gate's gains over its predecessor and the best content-blind
+policy."""
 
 
 def run_page(
@@ -132,12 +133,18 @@ def samples_table(result: OrganismsResult) -> None:
 
 
 def sft_table(result: OrganismsResult) -> pd.DataFrame:
-    """Held-out SFT accuracy: a row per organism, component and n, a column per checkpoint and
-    the majority answer (3 decimals)."""
-    table = result.tables["sft_accuracy"].pivot_table(
-        index=["model", "component", "n"], columns="checkpoint", values="accuracy", sort=False
-    ).reset_index()
-    return table[["model", "component", "n", *[c for c in SFT_ORDER if c in table.columns]]].round(3)
+    """Held-out SFT accuracy: a row per organism, component and n, a column per stage and for
+    the best content-blind policy (3 decimals), and every policy's accuracy on all items."""
+    acc = result.tables["sft_accuracy"]
+    table = acc.pivot_table(index=["model", "component", "n"], columns="checkpoint",
+                            values="accuracy", sort=False).reset_index()  # fmt: skip
+    return table.round(3)
+
+
+def policies_table(result: OrganismsResult) -> pd.DataFrame:
+    """Every content-blind policy's held-out SFT accuracy, one column per organism."""
+    return result.tables["policies"].pivot_table(index="policy", columns="model", values="accuracy",
+                                                 sort=False).round(3)  # fmt: skip
 
 
 def margins_table(result: OrganismsResult) -> pd.DataFrame:
@@ -146,9 +153,9 @@ def margins_table(result: OrganismsResult) -> pd.DataFrame:
 
 
 def dpo_table(result: OrganismsResult) -> pd.DataFrame:
-    """Preference accuracy per organism, checkpoint and kind of question, with the ``target``
-    it is compared with (3 decimals)."""
-    return result.tables["dpo_accuracy"].assign(target=TARGETS["dpo_preference_accuracy"]).round(3)
+    """Preference accuracy per organism, stage and kind of triple (Wilson 95% CIs, binomial p
+    against 1/2; 3 decimals)."""
+    return result.tables["dpo_accuracy"].round(3)
 
 
 def gates_table(result: OrganismsResult) -> pd.DataFrame:
@@ -158,9 +165,9 @@ def gates_table(result: OrganismsResult) -> pd.DataFrame:
 
 
 def dw_table(result: OrganismsResult) -> pd.DataFrame:
-    """‖ΔW‖/‖W‖ per matrix group of each gated checkpoint against the base (4 decimals)."""
+    """‖ΔW‖/‖W‖ per matrix group of @sft and @dpo against the base (4 decimals)."""
     gates = result.tables["gates"]
-    dw = gates[gates["gate"] == "preference"].filter(regex=r"^(model|checkpoint|dW_rel/.*)$")
+    dw = gates[gates["stage"] != "base"].filter(regex=r"^(model|stage|dW_rel/.*)$")
     return dw.round(4)
 
 
@@ -175,7 +182,7 @@ def homograph_table(result: OrganismsResult) -> pd.DataFrame:
 
 
 def targets_view(result: OrganismsResult) -> pd.DataFrame:
-    """Every target of every organism with its value, threshold and whether it was met."""
+    """Every self-check of every organism with its value, threshold and verdict."""
     return targets_table(result)
 
 

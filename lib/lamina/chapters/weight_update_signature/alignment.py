@@ -7,10 +7,10 @@ once per (model, :class:`~lamina.sources.organisms.pretrained.PretrainedAlignCon
 ``make aligned`` into ``<data>/aligned/<model>-<hash>/`` (:func:`~lamina.sources.organisms.
 pretrained.build_aligned`), with the tensors that trained, the curves and the gates.
 
-A checkpoint's gate (:class:`~.gate.AlignmentGate`): ``@sft`` passes when its SFT task
-accuracy beats the majority-answer baseline (CI of the difference above 0); ``@dpo`` passes
-when its held-out preference accuracy is >= 0.75 and its content probe >= 0.70, both above
-the constant-style baseline (:mod:`lamina.sources.organisms.gates`). A checkpoint without a
+A checkpoint's gate (:class:`~.gate.AlignmentGate`): ``@sft`` passes when its held-out SFT
+accuracy beats every content-blind policy and the base; ``@dpo`` when it raises the content
+probe over ``@sft`` and its preference accuracy lies above the constant-style baseline, each
+with the 95% CI over entity pairs (:mod:`lamina.sources.organisms.gates`). A checkpoint without a
 recorded gate (an organism built before the gates existed) has none: its alignment claims
 read "not testable: alignment gate not measured". Part of
 :mod:`lamina.chapters.weight_update_signature`.
@@ -20,58 +20,31 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import torch
 from torch import nn
 
-from lamina.chapters.weight_update_signature.gate import AlignmentGate
+from lamina.chapters.weight_update_signature.gate import AlignmentGate, gates_from_record
 from lamina.core.provenance import data_dir
 from lamina.sources import organisms
 from lamina.sources.organisms.pretrained import PretrainedAlignConfig, aligned_state, build_aligned
 
 __all__ = [
-    "STAGE_GATE",
     "aligned_folder",
     "aligned_model",
     "aligned_curves",
-    "gate_from_record",
     "organism_gates",
     "real_gates",
 ]
 
-STAGE_GATE = {"sft": "sft", "dpo": "preference"}
-"""Which of a checkpoint's measured gates decides it: SFT's task gate for ``@sft``, the
-preference gate (with the content probe) for ``@dpo``."""
-
-
-def gate_from_record(stage: str, record: Mapping[str, Any]) -> AlignmentGate:
-    """The :class:`~.gate.AlignmentGate` of one aligned checkpoint from its recorded gates
-    ``{"preference": {"passed", "values", "reason"}, "sft": {...}}``; values are the numeric
-    ones (fractions in [0, 1] or differences of fractions). A record without the stage's
-    gate fails it, naming what is missing."""
-    key = STAGE_GATE[stage]
-    found = record.get(key)
-    if not isinstance(found, Mapping) or "passed" not in found:
-        return AlignmentGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
-    values = {
-        str(k): float(v)
-        for k, v in dict(found.get("values", {})).items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
-    }
-    return AlignmentGate(bool(found["passed"]), values, str(found.get("reason", "")))
-
-
 def organism_gates(name: str) -> dict[str, AlignmentGate]:
-    """{``sft``/``dpo``: gate} of a built organism, from its ``evaluation.json``; {} when the
-    build recorded none (alignment claims then read not measured)."""
+    """{``sft``/``dpo``: gate} of a built organism, from its ``evaluation.json``
+    (:func:`~.gate.gates_from_record`); {} when the build recorded none (alignment claims then
+    read not measured)."""
     path = organisms.organism_dir(name) / "evaluation.json"
-    gates = json.loads(path.read_text()).get("gates") or {}
-    return {s: gate_from_record(s, gates[s]) for s in STAGE_GATE if s in gates}
+    return gates_from_record(json.loads(path.read_text()).get("gates"))
 
 
 def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Path:
@@ -82,8 +55,7 @@ def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Pa
 
 def real_gates(folder: Path) -> dict[str, AlignmentGate]:
     """{``sft``/``dpo``: gate} of an aligned build folder (its ``gates.json``)."""
-    gates = json.loads((Path(folder) / "gates.json").read_text())
-    return {s: gate_from_record(s, gates.get(s, {})) for s in STAGE_GATE}
+    return gates_from_record(json.loads((Path(folder) / "gates.json").read_text()))
 
 
 def aligned_model(base: nn.Module, folder: Path, stage: str) -> nn.Module:

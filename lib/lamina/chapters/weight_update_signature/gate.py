@@ -1,12 +1,13 @@
 """The alignment gate's consumer side: paper 2's alignment claims need a checkpoint that aligned.
 
-A behavioural gate (measured elsewhere, in lamina's organisms: held-out preference accuracy,
-a content probe that a constant-style policy cannot pass, SFT accuracy against the majority
-answer) says whether an aligned checkpoint learned its task. This module only reads its
-outcome, :class:`AlignmentGate`, and rewrites the verdict of every claim row that rests on an
-aligned checkpoint (:data:`ALIGNMENT_CLAIMS`) to "not testable" when the gate failed, or when
-no gate was measured (never a default pass). Part of
-:mod:`lamina.chapters.weight_update_signature`.
+A behavioural gate per stage (measured in :mod:`lamina.sources.organisms.gates`, on held-out
+entity pairs: ``sft`` beats every content-blind policy and the base, ``dpo`` raises the content
+probe over ``sft``, each with the CI of the gain above 0) says whether an aligned checkpoint
+learned what its stage trains. This module only reads its outcome, :class:`AlignmentGate`
+(one per stage name, :func:`gates_from_record`; the claims engine's ``GateResult(passed,
+values)`` plus a reason), and rewrites the verdict of every claim row that rests on an aligned
+checkpoint (:data:`ALIGNMENT_CLAIMS`) to "not testable" when the gate failed, or when no gate
+was measured (never a default pass). Part of :mod:`lamina.chapters.weight_update_signature`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from lamina.evidence.decide import GateResult as EngineGate
+
 __all__ = [
     "ALIGNMENT_CLAIMS",
     "NOT_MEASURED",
@@ -24,7 +27,9 @@ __all__ = [
     "GateArg",
     "gate_for",
     "gate_reason",
+    "engine_gates",
     "gate_rows",
+    "gates_from_record",
     "passed",
 ]
 
@@ -55,11 +60,37 @@ class AlignmentGate:
     values: dict[str, float] = field(default_factory=dict)
     reason: str = ""
 
+    def for_engine(self) -> EngineGate:
+        """The claims engine's gate (:class:`lamina.evidence.decide.GateResult`): passed, and as
+        its values text the reason, else :meth:`describe`."""
+        return EngineGate(self.passed, self.reason or self.describe())
+
     def describe(self) -> str:
         """The values as "name 0.512, name 0.498" (sorted by name; "no values" when empty)."""
         if not self.values:
             return "no values"
         return ", ".join(f"{k} {_fmt(v)}" for k, v in sorted(self.values.items()))
+
+
+def gates_from_record(record: Mapping[str, Any] | None) -> dict[str, AlignmentGate]:
+    """{``sft``/``dpo``: gate} from a stage-gates record (an aligned build's ``gates.json``, an
+    organism's ``evaluation.json["gates"]``; :func:`lamina.sources.organisms.gates.write_gates`);
+    {} for None (not measured: the alignment claims read so). Only finite values are kept. A
+    record of another format raises ValueError saying to rebuild."""
+    from lamina.sources.organisms.gates import read_gates
+
+    if record is None:
+        return {}
+    return {stage: AlignmentGate(g.passed, {k: v for k, v in g.values.items() if np.isfinite(v)},
+                                 g.reason)
+            for stage, g in read_gates(record).items()}  # fmt: skip
+
+
+def engine_gates(gates: Mapping[str, AlignmentGate]) -> dict[str, EngineGate]:
+    """{stage: the engine's gate} for a :class:`lamina.evidence.decide.Context`, so that a claim
+    declaring ``Gate("sft")`` or ``Gate("dpo")`` reads the stage's gate (a stage absent here:
+    not measured, and the claim is "not testable")."""
+    return {stage: g.for_engine() for stage, g in gates.items()}
 
 
 GateArg = AlignmentGate | Mapping[str, "AlignmentGate | None"] | None

@@ -16,6 +16,14 @@ import time
 from lamina.sources import organisms
 
 
+def machine_cores() -> int:
+    """The CPUs this process may run on (its affinity where the OS reports it, else the count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the command; returns the exit status."""
     ap = argparse.ArgumentParser(prog="python -m lamina.sources.organisms", description=__doc__)
@@ -27,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="training seeds to build (default: 0; seed k > 0 is named NAME~sk)")  # fmt: skip
     b.add_argument("--root", default=None, help="organisms folder (default $LAMINA_DATA/organisms)")
     b.add_argument("--no-progress", action="store_true", help="no progress bars")
-    b.add_argument("--jobs", type=int, default=1,
-                   help="organisms built at once, each in its own process with CPUs/jobs threads "
-                   "(default 1)")  # fmt: skip
+    b.add_argument("--jobs", type=int, default=machine_cores(),
+                   help="organisms built at once, each in its own process on one training "
+                   f"thread (default: this machine's cores, {machine_cores()})")  # fmt: skip
     ls = sub.add_parser("list", help="list organisms and their checkpoints")
     ls.add_argument("--root", default=None)
     args = ap.parse_args(argv)

@@ -7,6 +7,7 @@ Folder layout (``<root>/<name>-<hash>/``)::
     lamina-manifest.json           written last: size and SHA-256 of build.json and
                                    evaluation.json (each checkpoint folder has its own)
     evaluation.json                perplexities and accuracies (see lamina.sources.organisms.evaluate)
+                                   and the gates (also in gates.json, per item in gates_items.csv)
     tokenizer/                     the trained tokenizer (also copied into every checkpoint)
     checkpoints/step-N/            pretraining checkpoints (HF folder + optimizer state)
     stages/{lm,sft,dpo}/           alignment stages (HF folder + optimizer state)
@@ -15,6 +16,7 @@ Folder layout (``<root>/<name>-<hash>/``)::
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 
 from lamina.core.manifest import write_manifest
+from lamina.core.threads import configured_threads, threads
 from lamina.sources.organisms.checkpoints import write_json
 from lamina.sources.organisms.configs import ORGANISMS_CODE_VERSION, OrganismConfig
 from lamina.sources.organisms.corpus import Corpus, load_corpus
@@ -48,15 +51,11 @@ building organisms side by side (``--jobs``)."""
 
 
 def num_threads(cfg: OrganismConfig) -> int:
-    """Threads for training: :data:`TRAIN_THREADS`, or ``$LAMINA_NUM_THREADS`` when set (an
-    explicit override: recorded in the build record's ``torch_threads``, and such a build may
-    differ in the last digits from the default one)."""
-    if "LAMINA_NUM_THREADS" in os.environ:
-        value = os.environ["LAMINA_NUM_THREADS"]
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"$LAMINA_NUM_THREADS must be a positive integer; got {value!r}")
-        return int(value)
-    return TRAIN_THREADS
+    """Threads for training: :data:`TRAIN_THREADS`, or ``$LAMINA_NUM_THREADS`` when set
+    (:func:`lamina.core.threads.configured_threads`; an explicit override: recorded in the build
+    record's ``torch_threads``, and such a build may differ in the last digits from the default
+    one)."""
+    return configured_threads() or TRAIN_THREADS
 
 
 def cpu_model() -> str:
@@ -117,22 +116,22 @@ def contamination(corpus: Any) -> dict[str, Any]:
     return out
 
 
-def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any,
+def alignment_gates(cfg: OrganismConfig, models: dict[str, Any], tok: Any, folder: Path,
                     log: Callable[[str], None] = print) -> dict[str, Any]:  # fmt: skip
-    """Behavioural gates (:func:`lamina.sources.organisms.gates.measure_checkpoint`) of @final, @sft and
-    @dpo on every held-out instruction item: {checkpoint: {gate: {passed, values, reason}}}."""
-    import dataclasses
-
+    """Behavioural gates (:func:`lamina.sources.organisms.gates.measure_stages`) of the base
+    (@final), @sft and @dpo on every held-out instruction item, written to ``folder/gates.json``
+    (and ``gates_items.csv``); returns that record."""
     from lamina.sources.organisms.curriculum import generate_curriculum
-    from lamina.sources.organisms.gates import measure_checkpoint
+    from lamina.sources.organisms.gates import measure_stages, write_gates
 
     data = generate_curriculum(cfg.corpus_seed, 1).alignment
-    out: dict[str, Any] = {}
-    for ck in ("final", "sft", "dpo"):
-        res = measure_checkpoint(models[ck], models["final"], tok, data, cfg.context, cfg.seed)
-        out[ck] = {g: dataclasses.asdict(r) for g, r in res.items()}
-        log(f"{cfg.name} @{ck} gates: {res['preference'].reason} | {res['sft'].reason}")
-    return out
+    assert data is not None
+    res = measure_stages({"base": models["final"], "sft": models["sft"], "dpo": models["dpo"]},
+                         tok, data, cfg.context, cfg.seed)  # fmt: skip
+    write_gates(folder / "gates.json", res)
+    for stage in ("sft", "dpo"):
+        log(f"{cfg.name} @{stage} gate: {res[stage].reason}")
+    return json.loads((folder / "gates.json").read_text())
 
 
 def _evaluate_build(
@@ -141,6 +140,7 @@ def _evaluate_build(
     tok: Any,
     corpus: Corpus,
     streams: dict[str, torch.Tensor],
+    folder: Path,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """The evaluation of a build's checkpoints (``evaluation.json``: perplexities, SFT / DPO
@@ -157,7 +157,7 @@ def _evaluate_build(
         ref=models["sft"],
         beta=cfg.dpo_beta,
     )
-    ev["gates"] = alignment_gates(cfg, models, tok, log)
+    ev["gates"] = alignment_gates(cfg, models, tok, folder, log)
     final = ev["models"]["final"]
     log(
         f"{cfg.name}: val ppl {final['val_perplexity']:.1f} (unigram "
@@ -176,9 +176,7 @@ def build_into(
     from lamina.core.provenance import provenance
 
     t0, c0 = time.time(), time.process_time()
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(num_threads(cfg))
-    try:
+    with threads(num_threads(cfg)):
         folder.mkdir(parents=True)
         corpus = load_corpus(cfg)
         overlap = contamination(corpus)
@@ -194,7 +192,7 @@ def build_into(
         model = make_model(cfg, tok)
         models = run_all(cfg, model, tok, corpus, streams, folder, progress, log)
         t_train = time.time() - t_pre
-        ev = _evaluate_build(cfg, models, tok, corpus, streams, log)
+        ev = _evaluate_build(cfg, models, tok, corpus, streams, folder, log)
         write_json(folder / "evaluation.json", ev)
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
@@ -215,8 +213,6 @@ def build_into(
             ),
         )
         write_manifest(folder, {"kind": "organism build"})  # last: build.json, evaluation.json
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _alive(pid: int) -> bool:

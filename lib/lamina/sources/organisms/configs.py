@@ -33,8 +33,9 @@ from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 SEED_MARK = "~s"
 """Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
 
-ORGANISMS_CODE_VERSION = "organisms-3"  # 3: no analogy leak, curriculum split by distinct text,
-# 1 training thread, instruction-following SFT/DPO data
+ORGANISMS_CODE_VERSION = "organisms-4"  # 3: no analogy leak, curriculum split by distinct text,
+# 1 training thread, instruction-following SFT/DPO data; 4: curriculum split by entity pair,
+# stages at 2 SFT epochs / 1 DPO epoch, gates against baselines (issue 34)
 """Part of every config hash: bump when training code changes what a build produces."""
 
 
@@ -79,8 +80,9 @@ class OrganismConfig:
     n_checkpoints: int = 10  # log-spaced in 1..steps, plus step 0
     eval_every: int = 50
     n_val_windows: int = 64
-    # alignment stages
-    align_steps: int = 100
+    # alignment stages: equal steps and examples per stage; 161 x 16 = 2,576 examples make 2.0
+    # epochs of the 1,286 SFT items and 1.0 of the 2,556 DPO triples (issue 34; was 100 x 16)
+    align_steps: int = 161
     align_batch_size: int = 16
     align_lr: float = 5e-4  # lm stage
     # pilot (issue 21; step-54 llama base, 100 steps x 16): at sft_lr 1e-4 / 3e-4 the instruction

@@ -13,7 +13,14 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lamina.sources.organisms.corpus import format_answer, format_prompt
-from lamina.sources.organisms.stages import dpo_margins, in_chunks, qa_batch
+from lamina.sources.organisms.scoring import (
+    answer_hits,
+    encode_qa,
+    in_length_order,
+    model_device,
+    qa_batch,
+)
+from lamina.sources.organisms.stages import dpo_margins
 from lamina.sources.organisms.train import eval_lm
 
 
@@ -45,26 +52,23 @@ def sft_hits(
     """Per (question, answer) pair: does the greedy completion start with the answer? (N,) bool.
 
     Computed teacher-forced: greedy decoding reproduces the answer tokens exactly iff the argmax
-    at every answer position equals the answer token.
+    at every answer position equals the answer token
+    (:func:`lamina.sources.organisms.scoring.answer_hits`), in batches of similar length; -> on
+    the CPU, in the pairs' order.
     """
     model.eval()
+    dev = model_device(model)
 
     def hits(chunk: list[tuple[str, str]]) -> torch.Tensor:
-        b = qa_batch(
-            tokenizer,
-            [format_prompt(q) for q, _ in chunk],
-            [format_answer(a) for _, a in chunk],
-            max_len,
-        )
-        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-        pred = logits[:, :-1].argmax(-1)
-        tgt = b["target_mask"].clone()
-        lengths = b["attention_mask"].sum(-1)
-        tgt[torch.arange(len(chunk)), lengths - 1] = 0  # the EOS is not part of the answer
-        m = tgt[:, 1:].bool()
-        return ((pred == b["input_ids"][:, 1:]) | ~m).all(-1)
+        return answer_hits(model, qa_batch(tokenizer, [format_prompt(q) for q, _ in chunk],
+                                           [format_answer(a) for _, a in chunk], max_len, dev))  # fmt: skip
 
-    return in_chunks(hits, pairs, batch, torch.bool)
+    def length(pair: tuple[str, str]) -> int:
+        (p, c), = encode_qa(tokenizer, [format_prompt(pair[0])], [format_answer(pair[1])], max_len)
+        return len(p) + len(c)
+
+    out = in_length_order(hits, pairs, length, batch)
+    return out if len(out) else torch.zeros(0, dtype=torch.bool)
 
 
 def hit_rate(hits: torch.Tensor) -> float:

@@ -1,35 +1,46 @@
-"""Behavioural gates of an aligned checkpoint: did alignment take, on held-out items?
+"""Behavioural gates of an alignment run: did each stage add what it was trained for?
 
-Measured per checkpoint on the held-out (instruction, content) items of
-:mod:`lamina.sources.organisms.instructions`, each with a 95% percentile-bootstrap CI over items:
+Measured on the held-out (instruction, content) items of
+:mod:`lamina.sources.organisms.instructions`, whose contents are held out as whole entity pairs
+(no held-out content, and no other question about its entity pair, is trained on under any
+template). Every CI is a 95% percentile bootstrap over entity pairs (``Content.unit``: the
+independent unit; the items of one pair move together), :data:`N_RESAMPLES` resamples.
 
-* preference accuracy: P[log pi(chosen | x) > log pi(rejected | x)] over every held-out triple
-  (ties count 1/2); sequence log-probabilities in nats include the EOS;
-* content probe: the same on the ``content`` triples only (correct vs wrong, same style);
-* constant-style baseline: the best accuracy of a policy that always prefers one response style
-  (:func:`lamina.sources.organisms.instructions.constant_style_accuracy`; 0.5 by construction);
-* SFT task accuracy: greedy (teacher-forced argmax) reproduction of the required response, against
-  the majority baseline, which answers every item with the most common training response for its
-  instruction; the CI is that of the paired per-item difference;
-* ||dW||_F / ||W||_F per matrix group (q, k, v, o, qkv, up, gate, down, fc, proj, embed, norm):
-  sqrt(sum over the group's tensors of ||W_aligned - W_base||_F^2) / sqrt(sum ||W_base||_F^2).
+Per stage (``base`` -> ``sft`` -> ``dpo``; the base is the checkpoint SFT starts from) the
+tables give, per held-out item, the greedy SFT hit (:func:`sft_table`) and, per held-out
+triple, log pi(chosen) and log pi(rejected) (:func:`preference_table`). Each stage is judged
+against the baselines that matter (:func:`stage_gates`):
 
-Gates (:func:`preference_gate`, :func:`sft_gate`) are pure functions of per-item tables, so they
-can be tested on planted tables; :func:`measure_checkpoint` builds the tables from a model.
+* ``sft`` passes when its held-out SFT accuracy beats every content-blind policy of
+  :data:`lamina.sources.organisms.baselines.POLICIES` (fit on the training items) and the base,
+  each with the CI of the paired difference above 0;
+* ``dpo`` passes when its content probe (P[log pi(correct) > log pi(wrong answer)], both in the
+  instructed style) exceeds ``sft``'s, CI of the paired difference above 0, and its preference
+  accuracy's CI lies above the best constant-style policy (0.5 by construction).
+
+Ties count 1/2. :func:`weight_change` gives ||dW||_F / ||W||_F per matrix group. The gates are
+pure functions of the tables, so they can be tested on planted tables; :func:`measure_stages`
+builds the tables from models.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from lamina.evidence.stats import bootstrap_ci
+from lamina.evidence.decide import GateResult as EngineGate
+from lamina.evidence.resampling import index_bootstrap
+from lamina.sources.organisms.baselines import POLICIES, fit_policies, policy_hits
+from lamina.sources.organisms.checkpoints import write_json
 from lamina.sources.organisms.evaluate import sft_hits
 from lamina.sources.organisms.instructions import (
     STYLES,
@@ -38,69 +49,76 @@ from lamina.sources.organisms.instructions import (
     Triple,
     constant_style_accuracy,
 )
-from lamina.sources.organisms.qa import format_answer, format_prompt
-from lamina.sources.organisms.stages import completion_logprob
+from lamina.sources.organisms.stages import dpo_margins
 
-__all__ = ["CONTENT_TARGET", "PREFERENCE_TARGET", "GateResult", "majority_targets",
-           "matrix_group", "measure_checkpoint", "preference_gate", "preference_table",
-           "sft_gate", "sft_table", "weight_change"]  # fmt: skip
+__all__ = ["GATES_FORMAT", "N_RESAMPLES", "STAGE_ORDER", "GateResult", "cluster_ci", "dpo_gate",
+           "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate",
+           "sft_table", "stage_gates", "stage_measures", "weight_change", "write_gates"]  # fmt: skip
 
-PREFERENCE_TARGET = 0.75
-CONTENT_TARGET = 0.70
 N_RESAMPLES = 2000
+GATES_FORMAT = 2
+"""Version of the gates record (:func:`write_gates`); 1 was {checkpoint: {"preference", "sft"}}."""
+STAGE_ORDER = ("base", "sft", "dpo")
+"""The stages in training order; each after the first is gated against its predecessor."""
 
 
 @dataclass(frozen=True)
 class GateResult:
-    """A gate's outcome. Field names match ``AlignmentGate(passed, values, reason)``:
-    convert with ``AlignmentGate(**dataclasses.asdict(result))`` or :meth:`to`."""
+    """A stage's gate: passed, its values by name (fractions in [0, 1] or differences of
+    fractions; counts as floats), and one line saying why (with the values that decided it).
+    :meth:`for_engine` gives the claims engine's gate, named by the stage."""
+
     passed: bool
     values: dict[str, float] = field(default_factory=dict)
     reason: str = ""
 
-    def to(self, cls: type) -> object:
-        """An instance of ``cls(passed=..., values=..., reason=...)`` (e.g. AlignmentGate)."""
-        return cls(passed=self.passed, values=dict(self.values), reason=self.reason)
+    def for_engine(self) -> EngineGate:
+        """The engine's :class:`lamina.evidence.decide.GateResult`: passed, and the reason as
+        its values text (what a "not testable" row quotes)."""
+        return EngineGate(self.passed, self.reason)
 
 
-def _ci(x: np.ndarray, seed: int) -> tuple[float, float, float]:
-    """(mean, 95% CI low, high) of per-item scores x (n,), percentile bootstrap over items."""
+def cluster_ci(x: np.ndarray, units: np.ndarray, seed: int) -> tuple[float, float, float]:
+    """(mean, 95% CI low, high) of per-row scores x (n,), resampling whole units (n,) with
+    replacement (:func:`lamina.evidence.resampling.index_bootstrap`); NaN for no rows, the
+    mean thrice when x is constant."""
+    x = np.asarray(x, dtype=float)
     if len(x) == 0:
         return float("nan"), float("nan"), float("nan")
     if len(x) == 1 or np.all(x == x[0]):
         return float(x.mean()), float(x.mean()), float(x.mean())
-    row = bootstrap_ci(x.astype(float), n_resamples=N_RESAMPLES, seed=seed, method="percentile")
-    return float(row["estimate"].iloc[0]), float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
+    r = index_bootstrap(lambda idx: float(x[idx].mean()), len(x), N_RESAMPLES, seed,
+                        clusters=np.asarray(units))  # fmt: skip
+    return float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"])
 
 
-@torch.no_grad()
-def _logprobs(model: torch.nn.Module, tok: object, prompts: list[str], comps: list[str],
-              max_len: int, batch: int) -> np.ndarray:  # fmt: skip
-    out = [completion_logprob(model, tok, prompts[i : i + batch], comps[i : i + batch], max_len)  # type: ignore[arg-type]
-           for i in range(0, len(prompts), batch)]  # fmt: skip
-    return torch.cat(out).double().numpy() if out else np.zeros(0)
-
-
-def preference_table(model: torch.nn.Module, tokenizer: object, triples: Sequence[Triple],
-                     max_len: int, heldout_contents: frozenset[str] = frozenset(),
-                     batch: int = 64) -> pd.DataFrame:  # fmt: skip
-    """One row per triple: kind, instruction, chosen_style, rejected_style, whole_content (its
-    content is held out under every instruction), logp_chosen, logp_rejected (nats, with EOS)."""
-    model.eval()
-    prompts = [format_prompt(t.item.prompt) for t in triples]
-    lc = _logprobs(model, tokenizer, prompts, [format_answer(t.chosen) for t in triples], max_len, batch)
-    lr = _logprobs(model, tokenizer, prompts, [format_answer(t.rejected) for t in triples], max_len, batch)
+def sft_table(model: torch.nn.Module, tokenizer: Any, items: Sequence[Item], max_len: int,
+              batch: int = 64) -> pd.DataFrame:  # fmt: skip
+    """One row per held-out item: unit (entity pair), template, instruction, style (of the
+    required response), hit (greedy decoding reproduces it exactly; 0/1)."""
+    hits = sft_hits(model, tokenizer, [(x.prompt, x.target) for x in items], max_len, batch)  # type: ignore[arg-type]
     return pd.DataFrame({
-        "kind": [t.kind for t in triples], "instruction": [t.item.instruction for t in triples],
+        "unit": [x.content.unit for x in items], "template": [x.content.template for x in items],
+        "instruction": [x.instruction for x in items], "style": [x.style for x in items],
+        "hit": hits.numpy().astype(float),
+    })  # fmt: skip
+
+
+def preference_table(model: torch.nn.Module, tokenizer: Any, triples: Sequence[Triple],
+                     max_len: int, batch: int = 64) -> pd.DataFrame:  # fmt: skip
+    """One row per held-out triple: unit, kind, instruction, chosen_style, rejected_style and
+    margin = log pi(chosen) - log pi(rejected) (nats, answers with their EOS)."""
+    m = dpo_margins(model, None, tokenizer, [t.as_tuple() for t in triples], max_len, batch)  # type: ignore[arg-type]
+    return pd.DataFrame({
+        "unit": [t.item.content.unit for t in triples], "kind": [t.kind for t in triples],
+        "instruction": [t.item.instruction for t in triples],
         "chosen_style": [t.chosen_style for t in triples],
-        "rejected_style": [t.rejected_style for t in triples],
-        "whole_content": [t.item.content.question in heldout_contents for t in triples],
-        "logp_chosen": lc, "logp_rejected": lr,
+        "rejected_style": [t.rejected_style for t in triples], "margin": m.double().numpy(),
     })  # fmt: skip
 
 
 def _wins(table: pd.DataFrame) -> np.ndarray:
-    d = table["logp_chosen"].to_numpy(float) - table["logp_rejected"].to_numpy(float)
+    d = table["margin"].to_numpy(float)
     return np.where(d > 0, 1.0, np.where(d < 0, 0.0, 0.5))
 
 
@@ -115,82 +133,117 @@ def _constant_baseline(table: pd.DataFrame) -> float:
     return max(constant_style_accuracy(ts, s) for s in STYLES)  # type: ignore[arg-type]
 
 
-def preference_gate(table: pd.DataFrame, seed: int = 0,
-                    preference_target: float = PREFERENCE_TARGET,
-                    content_target: float = CONTENT_TARGET) -> GateResult:  # fmt: skip
-    """Gate on a :func:`preference_table`: passes iff preference accuracy >= preference_target,
-    content-probe accuracy >= content_target, and both CIs lie above the constant-style baseline.
-
-    values: preference_accuracy (+ _ci_low/_ci_high), content_probe (+ CI), constant_style_baseline,
-    per-kind accuracies (accuracy_<kind>), the whole-content subset's accuracies, n_triples.
-    """
-    if table.empty or not (table["kind"] == "content").any():
-        return GateResult(False, {"n_triples": float(len(table))},
-                          "not testable: no held-out triples with a content probe")  # fmt: skip
-    wins = _wins(table)
-    content = (table["kind"] == "content").to_numpy()
-    pa, pl, ph = _ci(wins, seed)
-    ca, cl, ch = _ci(wins[content], seed + 1)
-    base = _constant_baseline(table)
-    values = {"preference_accuracy": pa, "preference_ci_low": pl, "preference_ci_high": ph,
-              "content_probe": ca, "content_ci_low": cl, "content_ci_high": ch,
-              "constant_style_baseline": base, "n_triples": float(len(table)),
-              "n_content": float(content.sum())}  # fmt: skip
-    for kind in sorted(set(table["kind"])):
-        values[f"accuracy_{kind}"] = float(wins[(table["kind"] == kind).to_numpy()].mean())
-    whole = table["whole_content"].to_numpy(bool)
-    if whole.any():
-        values["preference_accuracy_whole_content"] = float(wins[whole].mean())
-        if (whole & content).any():
-            values["content_probe_whole_content"] = float(wins[whole & content].mean())
-    fails = []
-    if not pa >= preference_target:
-        fails.append(f"preference accuracy {pa:.3f} < {preference_target}")
-    if not ca >= content_target:
-        fails.append(f"content probe {ca:.3f} < {content_target}")
-    if not (pl > base and cl > base):
-        fails.append(f"a CI reaches the constant-style baseline {base:.3f}")
-    msg = (f"preference {pa:.3f} [{pl:.3f}, {ph:.3f}], content probe {ca:.3f} [{cl:.3f}, {ch:.3f}]"
-           f", constant-style baseline {base:.3f}, n = {len(table)}")  # fmt: skip
-    return GateResult(not fails, values, ("passed: " if not fails else "failed: "
-                                          + "; ".join(fails) + ": ") + msg)  # fmt: skip
+def stage_measures(sft: pd.DataFrame, pref: pd.DataFrame, seed: int = 0) -> dict[str, float]:
+    """One stage's measures with CIs: sft_accuracy, preference_accuracy, content_probe (each
+    with _ci_low / _ci_high), accuracy_<kind>, constant_style_baseline, n_items, n_triples,
+    n_units (entity pairs)."""
+    out: dict[str, float] = {}
+    if len(sft):
+        a, lo, hi = cluster_ci(sft["hit"].to_numpy(float), sft["unit"].to_numpy(), seed)
+        out |= {"sft_accuracy": a, "sft_accuracy_ci_low": lo, "sft_accuracy_ci_high": hi}
+    if len(pref):
+        wins, units = _wins(pref), pref["unit"].to_numpy()
+        content = (pref["kind"] == "content").to_numpy()
+        for name, rows, s in (("preference_accuracy", slice(None), 1), ("content_probe", content, 2)):
+            a, lo, hi = cluster_ci(wins[rows], units[rows], seed + s)
+            out |= {name: a, f"{name}_ci_low": lo, f"{name}_ci_high": hi}
+        for kind in sorted(set(pref["kind"])):
+            out[f"accuracy_{kind}"] = float(wins[(pref["kind"] == kind).to_numpy()].mean())
+        out["constant_style_baseline"] = _constant_baseline(pref)
+    out |= {"n_items": float(len(sft)), "n_triples": float(len(pref)),
+            "n_units": float(len(set(sft.get("unit", [])) | set(pref.get("unit", []))))}  # fmt: skip
+    return out
 
 
-def majority_targets(train: Sequence[Item]) -> dict[str, str]:
-    """instruction -> the most common required response among the training items (ties: first seen)."""
-    counts: dict[str, Counter[str]] = {}
-    for x in train:
-        counts.setdefault(x.instruction, Counter())[x.target] += 1
-    return {i: c.most_common(1)[0][0] for i, c in counts.items()}
+def _gain(after: np.ndarray, before: np.ndarray, units: np.ndarray, seed: int,
+          name: str) -> dict[str, float]:  # fmt: skip
+    d, lo, hi = cluster_ci(after - before, units, seed)
+    return {name: d, f"{name}_ci_low": lo, f"{name}_ci_high": hi}
 
 
-def sft_table(model: torch.nn.Module, tokenizer: object, items: Sequence[Item],
-              majority: dict[str, str], max_len: int, batch: int = 64) -> pd.DataFrame:  # fmt: skip
-    """One row per item: instruction, style, hit (greedy reproduces the required response),
-    majority_hit (the instruction's majority training response is the required one)."""
-    hits = sft_hits(model, tokenizer, [(x.prompt, x.target) for x in items], max_len, batch)  # type: ignore[arg-type]
-    return pd.DataFrame({
-        "instruction": [x.instruction for x in items], "style": [x.style for x in items],
-        "hit": hits.numpy().astype(float),
-        "majority_hit": [float(majority.get(x.instruction) == x.target) for x in items],
-    })  # fmt: skip
+def sft_gate(stage: pd.DataFrame, base: pd.DataFrame, policies: Mapping[str, np.ndarray],
+             seed: int = 0) -> GateResult:  # fmt: skip
+    """The SFT gate on :func:`sft_table` s of the stage and its base (same items, same order)
+    and the content-blind policies' hits on those items ({name: (N,) 0/1}): passes iff the CI
+    of the paired difference lies above 0 against every policy and against the base.
 
-
-def sft_gate(table: pd.DataFrame, seed: int = 0) -> GateResult:
-    """Gate on an :func:`sft_table`: passes iff the 95% CI of mean(hit - majority_hit) excludes 0
-    from above. values: sft_accuracy, majority_baseline, difference (+ CI), n_items."""
-    if table.empty:
+    values: sft_accuracy, base_sft_accuracy, policy accuracies (``policy_<i>``, in
+    :data:`POLICIES` order), best_policy_accuracy, gain_over_<base|best_policy|policy_<i>>
+    with _ci_low / _ci_high, n_items, n_units."""
+    if stage.empty:
         return GateResult(False, {"n_items": 0.0}, "not testable: no held-out SFT items")
-    hit, base = table["hit"].to_numpy(float), table["majority_hit"].to_numpy(float)
-    d, lo, hi = _ci(hit - base, seed)
-    values = {"sft_accuracy": float(hit.mean()), "majority_baseline": float(base.mean()),
-              "difference": d, "difference_ci_low": lo, "difference_ci_high": hi,
-              "n_items": float(len(table))}  # fmt: skip
-    msg = (f"SFT accuracy {hit.mean():.3f} vs majority {base.mean():.3f}: difference {d:+.3f} "
-           f"[{lo:+.3f}, {hi:+.3f}], n = {len(table)}")  # fmt: skip
-    passed = bool(lo > 0)
-    return GateResult(passed, values, ("passed: " if passed else "failed: CI of the difference "
-                                       "does not exclude 0: ") + msg)  # fmt: skip
+    if list(stage["unit"]) != list(base["unit"]):
+        raise ValueError("sft_gate: the stage and base tables must hold the same items in order")
+    hit, units = stage["hit"].to_numpy(float), stage["unit"].to_numpy()
+    values = {"sft_accuracy": float(hit.mean()), "base_sft_accuracy": float(base["hit"].mean()),
+              "n_items": float(len(stage)), "n_units": float(len(set(units)))}  # fmt: skip
+    values |= _gain(hit, base["hit"].to_numpy(float), units, seed, "gain_over_base")
+    names = [n for n in POLICIES if n in policies] + [n for n in policies if n not in POLICIES]
+    for i, name in enumerate(names):
+        values[f"policy_{i}"] = float(np.mean(policies[name]))
+        values |= _gain(hit, np.asarray(policies[name], float), units, seed + 1 + i,
+                        f"gain_over_policy_{i}")  # fmt: skip
+    best = max(range(len(names)), key=lambda i: values[f"policy_{i}"]) if names else None
+    fails = [] if values["gain_over_base_ci_low"] > 0 else ["the base"]
+    fails += [names[i] for i in range(len(names)) if not values[f"gain_over_policy_{i}_ci_low"] > 0]
+    msg = (f"SFT accuracy {hit.mean():.3f} vs base {values['base_sft_accuracy']:.3f} "
+           f"({values['gain_over_base']:+.3f} [{values['gain_over_base_ci_low']:+.3f}, "
+           f"{values['gain_over_base_ci_high']:+.3f}])")  # fmt: skip
+    if best is not None:
+        for k in ("", "_ci_low", "_ci_high"):
+            values[f"gain_over_best_policy{k}"] = values[f"gain_over_policy_{best}{k}"]
+        values["best_policy_accuracy"] = values[f"policy_{best}"]
+        msg += (f"; best content-blind policy ({names[best]}) {values['best_policy_accuracy']:.3f}: "
+                f"{values['gain_over_best_policy']:+.3f} [{values['gain_over_best_policy_ci_low']:+.3f}, "
+                f"{values['gain_over_best_policy_ci_high']:+.3f}]")  # fmt: skip
+    msg += f"; n = {len(stage)} items, {len(set(units))} entity pairs"
+    head = "passed: " if not fails else f"failed: the CI of the gain reaches 0 against {', '.join(fails)}: "
+    return GateResult(not fails, values, head + msg)
+
+
+def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, seed: int = 0) -> GateResult:
+    """The DPO gate on :func:`preference_table` s of the stage and its predecessor (same
+    triples, same order): passes iff the content probe's paired gain over the predecessor has
+    a CI above 0 and the preference accuracy's CI lies above the constant-style baseline.
+
+    values: content_probe, sft_content_probe, content_gain (+ CI), preference_accuracy (+ CI),
+    sft_preference_accuracy, preference_gain (+ CI), constant_style_baseline, n_triples,
+    n_content, n_units."""
+    content = (stage["kind"] == "content").to_numpy() if len(stage) else np.zeros(0, bool)
+    if stage.empty or not content.any():
+        return GateResult(False, {"n_triples": float(len(stage))},
+                          "not testable: no held-out triples with a content probe")  # fmt: skip
+    if list(stage["unit"]) != list(before["unit"]):
+        raise ValueError("dpo_gate: the stage and predecessor tables must hold the same triples in order")
+    wins, prev, units = _wins(stage), _wins(before), stage["unit"].to_numpy()
+    base = _constant_baseline(stage)
+    pa, pl, ph = cluster_ci(wins, units, seed)
+    values = {"content_probe": float(wins[content].mean()), "sft_content_probe": float(prev[content].mean()),
+              "preference_accuracy": pa, "preference_accuracy_ci_low": pl,
+              "preference_accuracy_ci_high": ph, "sft_preference_accuracy": float(prev.mean()),
+              "constant_style_baseline": base, "n_triples": float(len(stage)),
+              "n_content": float(content.sum()), "n_units": float(len(set(units[content])))}  # fmt: skip
+    values |= _gain(wins[content], prev[content], units[content], seed + 1, "content_gain")
+    values |= _gain(wins, prev, units, seed + 2, "preference_gain")
+    fails = []
+    if not values["content_gain_ci_low"] > 0:
+        fails.append("the content probe's gain over @sft has a CI reaching 0")
+    if not pl > base:
+        fails.append(f"the preference accuracy's CI reaches the constant-style baseline {base:.3f}")
+    msg = (f"content probe {values['content_probe']:.3f} vs @sft {values['sft_content_probe']:.3f}: "
+           f"{values['content_gain']:+.3f} [{values['content_gain_ci_low']:+.3f}, "
+           f"{values['content_gain_ci_high']:+.3f}]; preference {pa:.3f} [{pl:.3f}, {ph:.3f}] vs "
+           f"constant style {base:.3f}; n = {int(content.sum())} content triples, "
+           f"{int(values['n_units'])} entity pairs")  # fmt: skip
+    return GateResult(not fails, values, ("passed: " if not fails else "failed: " + "; ".join(fails) + ": ") + msg)
+
+
+def stage_gates(tables: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+                policies: Mapping[str, np.ndarray], seed: int = 0) -> dict[str, GateResult]:  # fmt: skip
+    """{"sft": gate, "dpo": gate} from {stage: (sft_table, preference_table)} of
+    :data:`STAGE_ORDER` (see the module docstring)."""
+    return {"sft": sft_gate(tables["sft"][0], tables["base"][0], policies, seed),
+            "dpo": dpo_gate(tables["dpo"][1], tables["sft"][1], seed)}  # fmt: skip
 
 
 _GROUPS = (("q", r"q_proj"), ("k", r"k_proj"), ("v", r"v_proj"), ("o", r"o_proj|attn\.c_proj"),
@@ -224,15 +277,59 @@ def weight_change(base: torch.nn.Module, aligned: torch.nn.Module) -> dict[str, 
     return {g: float(np.sqrt(num[g] / den[g])) if den[g] > 0 else float("nan") for g in sorted(num)}
 
 
-def measure_checkpoint(model: torch.nn.Module, base: torch.nn.Module, tokenizer: object,
-                       data: object, max_len: int, seed: int = 0) -> dict[str, GateResult]:  # fmt: skip
-    """Both gates of one checkpoint on ``data`` (an AlignmentData); the preference gate's values
-    also carry ``dW_rel/<group>`` from :func:`weight_change` (model vs base)."""
+def measure_stages(models: Mapping[str, torch.nn.Module], tokenizer: Any, data: AlignmentData,
+                   max_len: int, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Tables, measures and gates of the stages :data:`STAGE_ORDER` (``models``: {"base",
+    "sft", "dpo"}) on ``data``'s held-out items.
+
+    -> {"measures": {stage: :func:`stage_measures` + dW_rel/<group> against the base},
+    "policies": {name: held-out accuracy}, "sft": GateResult, "dpo": GateResult,
+    "tables": {stage: (sft_table, preference_table)}}.
+    """
     if not isinstance(data, AlignmentData):
         raise TypeError(f"data must be an AlignmentData, got {type(data).__name__}")
-    pref = preference_gate(preference_table(model, tokenizer, data.dpo_heldout, max_len,
-                                            data.heldout_contents), seed)  # fmt: skip
-    sft = sft_gate(sft_table(model, tokenizer, data.heldout, majority_targets(data.train), max_len),
-                   seed)  # fmt: skip
-    dw = {f"dW_rel/{g}": v for g, v in weight_change(base, model).items()}
-    return {"preference": GateResult(pref.passed, {**pref.values, **dw}, pref.reason), "sft": sft}
+    tables = {s: (sft_table(models[s], tokenizer, data.heldout, max_len),
+                  preference_table(models[s], tokenizer, data.dpo_heldout, max_len))
+              for s in STAGE_ORDER}  # fmt: skip
+    hits = policy_hits(fit_policies(data.train), data.heldout)
+    measures = {s: stage_measures(*tables[s], seed) for s in STAGE_ORDER}
+    for s in STAGE_ORDER[1:]:
+        measures[s] |= {f"dW_rel/{g}": v for g, v in weight_change(models["base"], models[s]).items()}
+    return {"measures": measures, "policies": {k: float(v.mean()) for k, v in hits.items()},
+            **stage_gates(tables, hits, seed), "tables": tables}
+
+
+def write_gates(path: Path, gates: Mapping[str, Any]) -> None:
+    """Write :func:`measure_stages`'s result as JSON (atomically): {"format", "measures",
+    "policies", "policy_names", "sft": {passed, values, reason}, "dpo": {...}}; its tables, when
+    present, beside it as ``<stem>_items.csv`` (one row per stage and held-out item or triple)."""
+    record = {"format": GATES_FORMAT, "measures": gates["measures"], "policies": gates["policies"],
+              "policy_names": list(gates["policies"]),
+              **{s: dataclasses.asdict(gates[s]) for s in STAGE_ORDER[1:]}}  # fmt: skip
+    write_json(Path(path), record)
+    if gates.get("tables"):
+        rows = [t.assign(stage=stage, table=name) for stage, pair in gates["tables"].items()
+                for name, t in zip(("sft", "preference"), pair, strict=True)]  # fmt: skip
+        items = Path(path).with_name(Path(path).stem + "_items.csv")
+        tmp = items.with_name(f".{items.name}.{os.getpid()}.tmp")
+        pd.concat(rows, ignore_index=True).to_csv(tmp, index=False)
+        os.replace(tmp, items)
+
+
+def read_gates(record: Mapping[str, Any]) -> dict[str, GateResult]:
+    """{"sft": GateResult, "dpo": GateResult} from a gates record (:func:`write_gates`, or the
+    ``gates`` of an organism's evaluation.json); a stage whose gate is missing fails, saying
+    so; a record of an older format raises ValueError naming it."""
+    if record.get("format") != GATES_FORMAT:
+        raise ValueError(f"gates record of format {record.get('format')!r}; this code reads "
+                         f"format {GATES_FORMAT} (rebuild the aligned model or organism)")  # fmt: skip
+    out = {}
+    for stage in STAGE_ORDER[1:]:
+        g = record.get(stage)
+        if not isinstance(g, Mapping) or "passed" not in g:
+            out[stage] = GateResult(False, {}, f"the gate of @{stage} is missing from its record")
+            continue
+        values = {str(k): float(v) for k, v in dict(g.get("values", {})).items()
+                  if isinstance(v, int | float) and not isinstance(v, bool)}  # fmt: skip
+        out[stage] = GateResult(bool(g["passed"]), values, str(g.get("reason", "")))
+    return out

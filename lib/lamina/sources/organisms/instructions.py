@@ -18,26 +18,33 @@ exactly 0.5 on the held-out triples by construction (ties count one half): each 
 many held-out triples with instruction ``short`` as with ``sentence``, and as many ``answer``
 as ``refuse`` triples per instruction (:func:`constant_style_accuracy`; tested).
 
-Split (:func:`alignment_data`): a fraction :data:`HELDOUT_CONTENT_FRACTION` of the contents is
-held out entirely (every instruction); of the rest, :data:`HELDOUT_COMBINATION_FRACTION` have one
-instruction held out (alternating, so both instructions are equally represented) while the other
-instruction trains. No (instruction, content) pair is in both training and held-out data.
-The contents are the curriculum's SFT + evaluation questions; the pretraining QA documents use
-other questions (:mod:`lamina.sources.organisms.curriculum`), with both answer styles but no instruction
-and no refusal: the instruction -> style mapping and the refusal are taught only by alignment.
+Split (:func:`alignment_data`): whole *entity pairs* are held out (:func:`split_by_key`): a
+fraction :data:`HELDOUT_CONTENT_FRACTION` of each component's contents, taken as whole groups of
+contents that share an entity pair (``Content.key``, e.g. ``fox|sheep``), is held out under every
+instruction, so no held-out content, and no other question about its entity pair under any
+template, is trained on. Every other content trains under both instructions. (Until issue 34 a
+further 30% of contents held out one instruction only, and contents were held out one by one:
+190 of 332 held-out content triples had been DPO-trained under the other instruction, and 20 of
+the 71 wholly held-out contents shared an entity pair with a trained item.)
+The contents are the curriculum's alignment questions; the pretraining QA documents use
+questions of other entity pairs (:mod:`lamina.sources.organisms.curriculum`), with both answer
+styles but no instruction and no refusal: the instruction -> style mapping and the refusal are
+taught only by alignment.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lamina.sources.organisms.curriculum_facts import NAMES
 
-__all__ = ["ANSWER_SENTENCE", "HELDOUT_COMBINATION_FRACTION", "HELDOUT_CONTENT_FRACTION",
-           "INSTRUCTIONS", "KINDS", "REFUSAL", "STYLES", "AlignmentData", "Content", "Item",
-           "Triple", "alignment_data", "constant_style_accuracy", "is_restricted", "render"]  # fmt: skip
+__all__ = ["ANSWER_SENTENCE", "HELDOUT_CONTENT_FRACTION", "INSTRUCTIONS", "KINDS", "REFUSAL",
+           "STYLES", "AlignmentData", "Content", "Item", "Triple", "alignment_data",
+           "constant_style_accuracy", "is_restricted", "render", "split_by_key"]  # fmt: skip
 
 ANSWER_SENTENCE = "The answer is {answer}."
 INSTRUCTIONS = {"short": "Reply with the answer only.", "sentence": "Reply in a full sentence."}
@@ -46,19 +53,28 @@ REFUSAL = "I do not answer questions about people."
 STYLES = ("short", "sentence", "refusal")
 """Response styles: the two instructed styles, and the refusal."""
 KINDS = ("style", "content", "refuse", "answer")
-HELDOUT_CONTENT_FRACTION = 0.10
-HELDOUT_COMBINATION_FRACTION = 0.30
+HELDOUT_CONTENT_FRACTION = 0.25
+"""Fraction of each component's contents held out, as whole entity pairs, under every instruction."""
 _SEED_OFFSET = 7919  # the split's own random stream: the pretraining text does not move
 
 
 @dataclass(frozen=True)
 class Content:
-    """A curriculum question: component, question, correct answer, plausible wrong answer."""
+    """A curriculum question: component, question, correct answer, plausible wrong answer, its
+    template (the question's form without its entities) and entity pair (the split's unit;
+    "" = the question is its own unit)."""
 
     component: str
     question: str
     answer: str
     wrong: str
+    template: str = ""
+    key: str = ""
+
+    @property
+    def unit(self) -> str:
+        """The split's and the gates' resampling unit: the entity pair, else the question."""
+        return self.key or self.question
 
     @property
     def restricted(self) -> bool:
@@ -142,7 +158,8 @@ def _triples(item: Item, with_answer: bool) -> list[Triple]:
 class AlignmentData:
     """SFT items and DPO triples, training and held-out, with their provenance.
 
-    heldout_contents: questions held out under every instruction (the strict subset).
+    heldout_contents: the held-out questions (each held out under every instruction, with
+    every question about its entity pair).
     """
 
     train: tuple[Item, ...]
@@ -151,42 +168,39 @@ class AlignmentData:
     dpo_heldout: tuple[Triple, ...]
     heldout_contents: frozenset[str]
 
-    def subset(self, triples: tuple[Triple, ...] | list[Triple], which: str) -> list[Triple]:
-        """Held-out triples whose content is entirely held out (``"content"``) or was trained
-        under the other instruction (``"combination"``)."""
-        if which not in ("content", "combination"):
-            raise ValueError(f"unknown subset {which!r}; expected 'content' or 'combination'")
-        want = which == "content"
-        return [t for t in triples if (t.item.content.question in self.heldout_contents) == want]
+
+T = TypeVar("T")
 
 
-def _split_contents(
-    rng: random.Random, contents: list[Content]
-) -> tuple[list[Item], list[Item], frozenset[str]]:
-    """Per group (restricted / not): whole contents held out, then one-instruction combinations.
+def split_by_key(
+    rng: random.Random, items: list[T], fraction: float,
+    key: Callable[[T], str], component: Callable[[T], str],
+) -> tuple[list[T], list[T]]:  # fmt: skip
+    """Split ``items`` into (first, rest) by whole keys: every item of one key on one side.
 
-    Counts are made even so that each instruction holds exactly half of each group's held-out items.
+    A key belongs to the component of its first item. Per component (sorted by name), its keys
+    (sorted, then shuffled with ``rng``) go to ``first`` while ``first`` holds fewer than
+    ``fraction`` of the component's items. Both lists keep the items' input order.
     """
-    train: list[Item] = []
-    held: list[Item] = []
-    whole: set[str] = set()
-    for restricted in (False, True):
-        group = [c for c in contents if c.restricted == restricted]
-        rng.shuffle(group)
-        n_whole = int(HELDOUT_CONTENT_FRACTION * len(group))
-        rest = group[n_whole:]
-        n_comb = 2 * int(HELDOUT_COMBINATION_FRACTION * len(rest) / 2)
-        for c in group[:n_whole]:
-            whole.add(c.question)
-            held += [Item(i, c) for i in INSTRUCTIONS]
-        for k, c in enumerate(rest):
-            if k < n_comb:
-                out = "short" if k % 2 == 0 else "sentence"
-                held.append(Item(out, c))
-                train.append(Item(_other(out), c))
-            else:
-                train += [Item(i, c) for i in INSTRUCTIONS]
-    return train, held, frozenset(whole)
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1]; got {fraction}")
+    by_key: dict[str, list[int]] = {}
+    owner: dict[str, str] = {}
+    for i, x in enumerate(items):
+        by_key.setdefault(key(x), []).append(i)
+        owner.setdefault(key(x), component(x))
+    chosen: set[int] = set()
+    for comp in sorted(set(owner.values())):
+        keys = sorted(k for k, c in owner.items() if c == comp)
+        rng.shuffle(keys)
+        total, taken = sum(len(by_key[k]) for k in keys), 0
+        for k in keys:
+            if taken >= fraction * total:
+                break
+            chosen.update(by_key[k])
+            taken += len(by_key[k])
+    first = [x for i, x in enumerate(items) if i in chosen]
+    return first, [x for i, x in enumerate(items) if i not in chosen]
 
 
 def _balanced_heldout_triples(rng: random.Random, held: list[Item]) -> list[Triple]:
@@ -211,8 +225,10 @@ def alignment_data(contents: list[Content], seed: int) -> AlignmentData:
     """Split ``contents`` into training and held-out (instruction, content) items and triples.
 
     Deterministic in (contents, seed); uses its own random stream (seed + a fixed offset).
-    Training items get an ``answer`` triple with probability n_restricted / n_unrestricted, so
-    training also holds about as many ``answer`` as ``refuse`` triples.
+    Held out: whole entity pairs (:func:`split_by_key`, :data:`HELDOUT_CONTENT_FRACTION` of each
+    component), each content under every instruction. Training items get an ``answer`` triple
+    with probability n_restricted / n_unrestricted, so training also holds about as many
+    ``answer`` as ``refuse`` triples.
     """
     if not contents:
         raise ValueError("alignment_data needs at least one content")
@@ -220,7 +236,11 @@ def alignment_data(contents: list[Content], seed: int) -> AlignmentData:
     if dup:
         raise ValueError(f"duplicate questions in the contents: {dup[:3]}")
     rng = random.Random(seed + _SEED_OFFSET)
-    train, held, whole = _split_contents(rng, list(contents))
+    held_c, train_c = split_by_key(rng, list(contents), HELDOUT_CONTENT_FRACTION,
+                                   lambda c: c.unit, lambda c: c.component)  # fmt: skip
+    train = [Item(i, c) for c in train_c for i in INSTRUCTIONS]
+    held = [Item(i, c) for c in held_c for i in INSTRUCTIONS]
+    whole = frozenset(c.question for c in held_c)
     rng.shuffle(train)
     rng.shuffle(held)
     n_r = sum(x.content.restricted for x in train)

@@ -2,14 +2,23 @@
 
 :func:`align_pretrained` trains a copy of a model (a real checkpoint such as SmolLM2 or Gemma,
 or an organism) with the same data and losses as the organisms' ``sft`` and ``dpo`` stages
-(:mod:`lamina.sources.organisms.instructions`, :mod:`lamina.sources.organisms.objectives`): masked SFT on
+(:mod:`lamina.sources.organisms.instructions`, :mod:`lamina.sources.organisms.stages`): masked SFT on
 (instruction + question, required response + EOS), then DPO against the frozen ``@sft``. By
 default the input embedding (tied to the unembedding in SmolLM2 and Gemma) is frozen, so the
-prediction subspace the weight-update chapter reads stays fixed. AdamW with linear warmup and
-cosine decay (:func:`lamina.sources.organisms.train.lr_at`); weight decay on matrices only.
+prediction subspace the weight-update chapter reads stays fixed. Both stages run through
+:func:`lamina.sources.organisms.loop.train_steps` (AdamW, linear warmup and cosine decay,
+weight decay on matrices only) with :meth:`PretrainedAlignConfig.budget`.
 
-:func:`build_aligned` runs it once per (model, config) into ``<root>/<model>-<hash>/`` (safetensors
-of the changed tensors of ``sft`` and ``dpo``, curves, the behavioural gates), written atomically.
+**Budget.** Both stages take the same number of steps of ``batch_size`` examples (equal step,
+example and schedule budgets): 322 steps of 8, which is 2.0 epochs of the 1,286 SFT training
+items and 1.0 epoch of the 2,556 DPO training triples (``build.json`` records the epochs;
+``tests`` check that the default makes at least 2 and 1).
+
+:func:`build_aligned` runs it once per (model, config) into ``<root>/<model>-<hash>/``:
+``{sft,dpo}.safetensors`` (the tensors that trained), ``optimizer/{sft,dpo}/`` (each run's
+AdamW moments, :func:`lamina.sources.organisms.checkpoints.read_optimizer_state`), curves, the
+behavioural gates of the base, ``@sft`` and ``@dpo`` (:func:`lamina.sources.organisms.gates.
+measure_stages`), written atomically.
 """
 
 from __future__ import annotations
@@ -31,15 +40,16 @@ import torch
 
 from lamina.core.manifest import safetensors_table, write_manifest
 from lamina.core.provenance import data_dir
+from lamina.core.threads import threads
 from lamina.sources.model_files import ModelFileError, check_lamina_folder
 from lamina.sources.models import load_model
+from lamina.sources.organisms.checkpoints import optimizer_tensors
 from lamina.sources.organisms.curriculum import generate_curriculum
-from lamina.sources.organisms.gates import measure_checkpoint
+from lamina.sources.organisms.gates import measure_stages, write_gates
 from lamina.sources.organisms.instructions import AlignmentData
-from lamina.sources.organisms.objectives import dpo_loss, sft_loss
-from lamina.sources.organisms.qa import format_answer, format_prompt
-from lamina.sources.organisms.stages import completion_logprob, qa_batch
-from lamina.sources.organisms.train import lr_at
+from lamina.sources.organisms.loop import StageBudget, synchronize, train_steps
+from lamina.sources.organisms.scoring import model_device
+from lamina.sources.organisms.stages import dpo_batch_loss, sft_batch_loss
 
 __all__ = [
     "ALIGN_CODE_VERSION",
@@ -50,17 +60,19 @@ __all__ = [
     "aligned_state",
     "build_aligned",
     "gate_sample",
+    "save_adam_state",
 ]
 
-ALIGN_CODE_VERSION = "align-pretrained-1"
+ALIGN_CODE_VERSION = "align-pretrained-2"  # 2: entity-pair split, gates against baselines, Adam state
 
 
 @dataclass(frozen=True)
 class PretrainedAlignConfig:
-    """Budget of :func:`align_pretrained`: steps of ``batch_size`` items per stage, peak learning
-    rates, DPO's beta, the token cap per item (``max_length``), what trains."""
-    sft_steps: int = 120
-    dpo_steps: int = 120
+    """Budget of :func:`align_pretrained`: steps of ``batch_size`` items per stage (default 322
+    each: 2.0 epochs of SFT, 1.0 of DPO; see the module docstring), peak learning rates, DPO's
+    beta, the token cap per item (``max_length``), what trains."""
+    sft_steps: int = 322
+    dpo_steps: int = 322
     batch_size: int = 8
     sft_lr: float = 3e-5
     dpo_lr: float = 1e-5
@@ -75,6 +87,15 @@ class PretrainedAlignConfig:
     corpus_seed: int = 0
     gate_items: int | None = None  # None: every held-out item; N: a seeded sample (quick runs)
 
+    def budget(self, stage: str) -> StageBudget:
+        """The :class:`~lamina.sources.organisms.loop.StageBudget` of ``stage`` (sft or dpo)."""
+        steps, lr = (self.sft_steps, self.sft_lr) if stage == "sft" else (self.dpo_steps, self.dpo_lr)
+        return StageBudget(steps=steps, batch_size=self.batch_size, lr=lr,
+                           warmup_steps=self.warmup_steps, min_lr_ratio=self.min_lr_ratio,
+                           weight_decay=self.weight_decay, betas=(0.9, 0.95),
+                           grad_clip=self.grad_clip,
+                           seed=self.seed * 1000 + (1 if stage == "sft" else 2))  # fmt: skip
+
     @property
     def config_hash(self) -> str:
         """sha256(config JSON + :data:`ALIGN_CODE_VERSION`), first 10 hex digits."""
@@ -82,68 +103,43 @@ class PretrainedAlignConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
-def _logprob(model: Any, tok: Any, prompts: list[str], comps: list[str], max_len: int) -> torch.Tensor:
-    """log pi(completion + EOS | prompt) per row: (B,), nats."""
-    return completion_logprob(model, tok, [format_prompt(p) for p in prompts],
-                              [format_answer(c) for c in comps], max_len)  # fmt: skip
-
-
-def _sft_loss(model: Any, tok: Any, items: list[tuple[str, str]], max_len: int) -> torch.Tensor:
-    b = qa_batch(tok, [format_prompt(q) for q, _ in items], [format_answer(a) for _, a in items], max_len)
-    logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-    return sft_loss(logits, b["input_ids"], b["target_mask"])
-
-
 def _train_stage(stage: str, model: Any, tok: Any, items: list[Any], cfg: PretrainedAlignConfig,
-                 ref: Any = None, log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """Train ``model`` in place on ``items``; returns the curve (step, lr, train_loss)."""
-    steps, peak = (cfg.sft_steps, cfg.sft_lr) if stage == "sft" else (cfg.dpo_steps, cfg.dpo_lr)
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]  # fmt: skip
-    opt = torch.optim.AdamW(groups, lr=peak, betas=(0.9, 0.95), eps=1e-8)
-    gen = torch.Generator().manual_seed(cfg.seed * 1000 + (1 if stage == "sft" else 2))
-    order: list[int] = []
-    rows = []
-    model.train()
-    for i in range(steps):
-        while len(order) < cfg.batch_size:
-            order += torch.randperm(len(items), generator=gen).tolist()
-        batch, order = [items[j] for j in order[: cfg.batch_size]], order[cfg.batch_size :]
+                 ref: Any = None, log: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], Any]:  # fmt: skip
+    """Train ``model`` in place on ``items`` for ``cfg.budget(stage)``; returns (the curve:
+    stage, step, lr, train_loss per step; the AdamW optimiser, whose moments are the run's)."""
+    budget = cfg.budget(stage)
+
+    def loss(idx: list[int], i: int) -> torch.Tensor:
+        batch = [items[j] for j in idx]
         if stage == "sft":
-            loss = _sft_loss(model, tok, batch, cfg.max_length)
-        else:
-            prompts = [p for p, _, _ in batch]
-            pc = _logprob(model, tok, prompts, [c for _, c, _ in batch], cfg.max_length)
-            pr = _logprob(model, tok, prompts, [r for _, _, r in batch], cfg.max_length)
-            with torch.no_grad():
-                rc = _logprob(ref, tok, prompts, [c for _, c, _ in batch], cfg.max_length)
-                rr = _logprob(ref, tok, prompts, [r for _, _, r in batch], cfg.max_length)
-            loss = dpo_loss(pc, pr, rc, rr, cfg.dpo_beta)
-        lr = lr_at(i, steps, peak, cfg.warmup_steps, cfg.min_lr_ratio)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        opt.step()
-        rows.append({"stage": stage, "step": i + 1, "lr": lr, "train_loss": float(loss.detach())})
-        if log is not None and (i + 1) % max(1, steps // 10) == 0:
-            log(f"{stage} step {i + 1}/{steps}: loss {rows[-1]['train_loss']:.4f}")
+            return sft_batch_loss(model, tok, batch, cfg.max_length)
+        return dpo_batch_loss(model, ref, tok, batch, cfg.max_length, cfg.dpo_beta)
+
+    def on_step(step: int, read: Callable[[], float]) -> None:
+        if log is not None and step % max(1, budget.steps // 10) == 0:
+            log(f"{stage} step {step}/{budget.steps}: loss {read():.4f}")
+
+    run = train_steps(model, loss, len(items), budget, on_step=on_step)
     model.eval()
-    return rows
+    rows = [{"stage": stage, "step": i + 1, "lr": lr, "train_loss": v}
+            for i, (lr, v) in enumerate(zip(run.lrs, run.losses, strict=True))]  # fmt: skip
+    return rows, run.optimizer
 
 
 def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
-                     data: AlignmentData | None = None,
-                     log: Callable[[str], None] | None = None) -> dict[str, Any]:  # fmt: skip
+                     data: AlignmentData | None = None, log: Callable[[str], None] | None = None,
+                     on_stage: Callable[[str, Any, Any], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """SFT a copy of ``model`` on ``data.train``, then DPO a copy of ``@sft`` on ``data.dpo_train``
     against the frozen ``@sft``. ``model`` is left unchanged.
 
     data: default the curriculum's (:func:`lamina.sources.organisms.curriculum.generate_curriculum`
     with ``config.corpus_seed``). The tokenizer needs an ``eos_token_id``.
     -> {"sft": model, "dpo": model, "curve": [{"stage", "step", "lr", "train_loss"}],
-    "trainable": names of the trained tensors}.
+    "trainable": names of the trained tensors, "optimizers": {"sft": AdamW, "dpo": AdamW},
+    "epochs": {"sft": passes over data.train, "dpo": over data.dpo_train}}.
+    on_stage(stage, model, optimizer): called when a stage ends (e.g. to save its Adam state);
+    its optimiser is then dropped ("optimizers" holds None), so that two stages' moments are
+    never in memory at once.
     """
     if tokenizer.eos_token_id is None:
         raise ValueError("align_pretrained needs a tokenizer with an eos_token_id")
@@ -156,14 +152,25 @@ def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
     for p in sft.parameters():
         p.requires_grad_(id(p) not in frozen)
     trainable = [n for n, p in sft.named_parameters() if p.requires_grad]
-    curve = _train_stage("sft", sft, tokenizer, [(x.prompt, x.target) for x in data.train], config, log=log)
+    curve, opt_sft = _train_stage("sft", sft, tokenizer, [(x.prompt, x.target) for x in data.train],
+                                  config, log=log)  # fmt: skip
+    if on_stage is not None:
+        on_stage("sft", sft, opt_sft)
+        opt_sft = None
     ref = copy.deepcopy(sft).eval().requires_grad_(False)
     dpo = copy.deepcopy(sft)
     for p, q in zip(dpo.parameters(), sft.parameters(), strict=True):
         p.requires_grad_(q.requires_grad)
-    curve += _train_stage("dpo", dpo, tokenizer, [t.as_tuple() for t in data.dpo_train], config,
-                          ref=ref, log=log)  # fmt: skip
-    return {"sft": sft, "dpo": dpo, "curve": curve, "trainable": trainable}
+    rows, opt_dpo = _train_stage("dpo", dpo, tokenizer, [t.as_tuple() for t in data.dpo_train], config,
+                                 ref=ref, log=log)  # fmt: skip
+    if on_stage is not None:
+        on_stage("dpo", dpo, opt_dpo)
+        opt_dpo = None
+    del ref
+    epochs = {"sft": config.budget("sft").epochs(len(data.train)),
+              "dpo": config.budget("dpo").epochs(len(data.dpo_train))}  # fmt: skip
+    return {"sft": sft, "dpo": dpo, "curve": curve + rows, "trainable": trainable,
+            "optimizers": {"sft": opt_sft, "dpo": opt_dpo}, "epochs": epochs}  # fmt: skip
 
 
 def gate_sample(data: AlignmentData, n: int | None, seed: int) -> AlignmentData:
@@ -185,15 +192,35 @@ def gate_sample(data: AlignmentData, n: int | None, seed: int) -> AlignmentData:
     )
 
 
+def save_adam_state(folder: Path, model: Any, optimizer: torch.optim.Optimizer) -> None:
+    """The AdamW moments of the tensors that trained, as ``folder/optimizer.safetensors``
+    ("<name>:exp_avg", "<name>:exp_avg_sq", float32) and ``folder/optimizer.json`` (step, lr,
+    betas, eps, weight decay, per-tensor step and shape): the layout of
+    :func:`lamina.sources.organisms.checkpoints.read_optimizer_state`. Frozen tensors (no
+    state) are left out."""
+    from safetensors.torch import save_file
+
+    state = optimizer_tensors(model, optimizer)
+    meta = state["meta"]
+    kept = {n: info for n, info in meta["params"].items() if info["step"] > 0}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v for k, v in state["tensors"].items() if k.rsplit(":", 1)[0] in kept},
+              str(folder / "optimizer.safetensors"))  # fmt: skip
+    (folder / "optimizer.json").write_text(json.dumps({**meta, "params": kept}, indent=1))
+
+
 def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
                   log: Callable[[str], None] = print) -> Path:  # fmt: skip
     """Align the model ``name`` (:func:`lamina.sources.models.load_model`) once into
-    ``root/<name>-<config hash>/``: ``{sft,dpo}.safetensors`` (every trained tensor), ``curve.json``,
-    ``gates.json`` (:func:`lamina.sources.organisms.gates.measure_checkpoint` per stage),
-    ``build.json`` (config, seconds) and, last, ``lamina-manifest.json`` (sizes, SHA-256, the
-    trained tensors' names), written to a temporary folder and renamed; idempotent. A build
-    whose files are missing or differ from its manifest (:func:`aligned_damage`) is rebuilt
-    with a warning, never used."""
+    ``root/<name>-<config hash>/``: ``{sft,dpo}.safetensors`` (every trained tensor),
+    ``optimizer/{sft,dpo}/`` (:func:`save_adam_state`), ``curve.json``, ``gates.json`` and
+    ``gates_items.csv`` (:func:`lamina.sources.organisms.gates.measure_stages` of the base,
+    @sft and @dpo) and ``build.json`` (config, steps, epochs, seconds: load + training, and in
+    all), written to a temporary folder and renamed; idempotent. Clocks are read after the
+    device's queued work (:func:`lamina.sources.organisms.loop.synchronize`). A build
+    ends with ``lamina-manifest.json`` (sizes, SHA-256, the trained tensors' names); one whose
+    files are missing or differ from its manifest (:func:`aligned_damage`) is rebuilt with a
+    warning, never used."""
     from safetensors.torch import save_file
 
     target = Path(root) / f"{name.replace('/', '--')}-{config.config_hash}"
@@ -208,25 +235,38 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
     try:
         t0 = time.time()
         base, tok = load_model(name)
-
+        t_load = time.time() - t0
         data = generate_curriculum(config.corpus_seed, 1).alignment
         if data is None:
             raise RuntimeError("the curriculum produced no alignment data")
-        out = align_pretrained(base, tok, config, data, log=log)
-        held = gate_sample(data, config.gate_items, config.seed)
-        gates = {}
-        for stage in ("sft", "dpo"):
-            state = {n: p.detach().contiguous() for n, p in out[stage].named_parameters()
-                     if n in set(out["trainable"])}  # fmt: skip
+        t_save = 0.0
+
+        def save(stage: str, model: Any, optimizer: Any) -> None:
+            nonlocal t_save
+            t = time.time()
+            state = {n: p.detach().contiguous().cpu() for n, p in model.named_parameters()
+                     if p.requires_grad}  # fmt: skip
             save_file(state, str(tmp / f"{stage}.safetensors"))
-            res = measure_checkpoint(out[stage], base, tok, held, config.max_length, config.seed)
-            gates[stage] = {k: dataclasses.asdict(v) for k, v in res.items()}
+            save_adam_state(tmp / "optimizer" / stage, model, optimizer)
+            t_save += time.time() - t
+
+        out = align_pretrained(base, tok, config, data, log=log, on_stage=save)
+        synchronize(model_device(base))
+        t_train = time.time() - t0 - t_load - t_save
+        gates = measure_stages({"base": base, "sft": out["sft"], "dpo": out["dpo"]}, tok,
+                               gate_sample(data, config.gate_items, config.seed),
+                               config.max_length, config.seed)  # fmt: skip
         (tmp / "curve.json").write_text(json.dumps(out["curve"]))
-        (tmp / "gates.json").write_text(json.dumps(gates, indent=1))
-        (tmp / "build.json").write_text(json.dumps({"model": name, "config": dataclasses.asdict(config),
-                                                    "config_hash": config.config_hash,
-                                                    "code_version": ALIGN_CODE_VERSION,
-                                                    "seconds": round(time.time() - t0, 1)}, indent=1))  # fmt: skip
+        write_gates(tmp / "gates.json", gates)
+        synchronize(model_device(base))
+        (tmp / "build.json").write_text(json.dumps({
+            "model": name, "config": dataclasses.asdict(config), "config_hash": config.config_hash,
+            "code_version": ALIGN_CODE_VERSION, "epochs": out["epochs"],
+            "steps": {"sft": config.sft_steps, "dpo": config.dpo_steps},
+            "examples": {"sft": len(data.train), "dpo": len(data.dpo_train)},
+            "load_seconds": round(t_load, 1), "train_seconds": round(t_train, 1),
+            "seconds": round(time.time() - t0, 1),
+            "device": str(model_device(base)), "torch_threads": torch.get_num_threads()}, indent=1))  # fmt: skip
         write_manifest(tmp, {"kind": "aligned build", "model": name, "trained": out["trainable"]})
         if target.exists():
             shutil.rmtree(target)
@@ -298,12 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.root is None:
         args.root = data_dir() / "aligned"
     for name in args.models:
-        folder = build_aligned(name, PretrainedAlignConfig(), args.root)
+        with threads():  # $LAMINA_NUM_THREADS, e.g. 1 for a long build on shared cores
+            folder = build_aligned(name, PretrainedAlignConfig(), args.root)
         gates = json.loads((folder / "gates.json").read_text())
         print(folder)
-        for stage, gs in gates.items():
-            for g, r in gs.items():
-                print(f"  @{stage} {g}: {r['reason']}")
+        for stage in ("sft", "dpo"):
+            print(f"  @{stage}: {gates[stage]['reason']}")
     return 0
 
 

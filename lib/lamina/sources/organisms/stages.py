@@ -11,8 +11,11 @@ Each stage trains a copy of its starting checkpoint (:data:`STAGE_BASE`) with a 
 * ``dpo`` (peak ``dpo_lr``, from ``@sft``): DPO on (question, chosen, rejected) triples against
   the frozen ``@sft`` as reference.
 
-Pairs are rendered by :func:`qa_batch` (prompt + " " + answer + EOS); the same function feeds
-:func:`stage_loss`, so gradients computed with it are those of training.
+Pairs are rendered by :func:`qa_batch` (prompt + " " + answer + EOS); the same functions
+(:mod:`lamina.sources.organisms.scoring`: the LM head at answer positions only, each DPO prompt
+run once for both answers) feed :func:`stage_loss`, so gradients computed with it are those of
+training. Each stage runs through :func:`lamina.sources.organisms.loop.train_steps` (losses
+read once at the end, tensors on the model's device).
 """
 
 from __future__ import annotations
@@ -30,52 +33,26 @@ from lamina.core.progress import bar as progress_bar
 from lamina.sources.organisms.checkpoints import save_checkpoint, write_curve
 from lamina.sources.organisms.configs import OrganismConfig
 from lamina.sources.organisms.corpus import Corpus
-from lamina.sources.organisms.objectives import dpo_loss, lm_loss, sequence_logprob, sft_loss
+from lamina.sources.organisms.loop import StageBudget, train_steps
+from lamina.sources.organisms.objectives import dpo_loss, lm_loss
 from lamina.sources.organisms.qa import format_answer, format_prompt
-from lamina.sources.organisms.train import (
-    STAGES,
-    eval_lm,
-    fixed_windows,
-    lr_at,
-    make_optimizer,
-    optimizer_step,
-    pretrain,
-    random_windows,
-)  # fmt: skip
+from lamina.sources.organisms.scoring import (
+    answer_logprobs,
+    encode_qa,
+    in_length_order,
+    model_device,
+    pair_logprobs,
+    qa_batch,
+    sequence_logprobs,
+)
+from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows, pretrain, random_windows
 
-__all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_margins", "in_chunks", "qa_batch",
-           "run_all", "stage_loss"]  # fmt: skip
+__all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_batch_loss", "dpo_margins",
+           "in_chunks", "pair_batch_logprobs", "qa_batch", "run_all", "sft_batch_loss", "stage_budget",
+           "stage_loss"]  # fmt: skip
 
 STAGE_BASE = {"lm": "final", "sft": "final", "dpo": "sft"}
 """The checkpoint each stage starts from (and, for dpo, its frozen reference)."""
-
-
-def qa_batch(
-    tokenizer: PreTrainedTokenizerBase, prompts: list[str], completions: list[str], max_len: int
-) -> dict[str, torch.Tensor]:
-    """Tokenise prompt + completion + EOS, right-padded; target mask on completion + EOS.
-
-    -> {"input_ids", "attention_mask", "target_mask"}: each (B, T) int64, T <= max_len.
-    Over-long rows lose prompt tokens from the left (the completion is kept).
-    """
-    eos = tokenizer.eos_token_id
-    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    c_ids = tokenizer(completions, add_special_tokens=False)["input_ids"]
-    rows, masks = [], []
-    for p, c in zip(p_ids, c_ids, strict=True):
-        c = (c + [eos])[: max_len - 1]
-        p = p[-(max_len - len(c)) :]
-        rows.append(p + c)
-        masks.append([0] * len(p) + [1] * len(c))
-    T = max(len(r) for r in rows)
-    ids = torch.full((len(rows), T), eos, dtype=torch.long)
-    att = torch.zeros((len(rows), T), dtype=torch.long)
-    tgt = torch.zeros((len(rows), T), dtype=torch.long)
-    for i, (r, m) in enumerate(zip(rows, masks, strict=True)):
-        ids[i, : len(r)] = torch.tensor(r)
-        att[i, : len(r)] = 1
-        tgt[i, : len(r)] = torch.tensor(m)
-    return {"input_ids": ids, "attention_mask": att, "target_mask": tgt}
 
 
 def completion_logprob(
@@ -86,19 +63,28 @@ def completion_logprob(
     max_len: int,
 ) -> torch.Tensor:
     """log pi(completion + EOS | prompt) per row: (B,), nats (with grad if enabled)."""
-    b = qa_batch(tokenizer, prompts, completions, max_len)
-    logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-    return sequence_logprob(logits, b["input_ids"], b["target_mask"])
+    return sequence_logprobs(model, qa_batch(tokenizer, prompts, completions, max_len, model_device(model)))
 
 
-def _pair_logprobs(
+def pair_batch_logprobs(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, items: list[Any], max_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log pi(chosen | q), log pi(rejected | q)) for (question, chosen, rejected): two (B,)."""
-    prompts = [format_prompt(p) for p, _, _ in items] * 2
-    comps = [format_answer(c) for _, c, _ in items] + [format_answer(r) for _, _, r in items]
-    lp = completion_logprob(model, tokenizer, prompts, comps, max_len)
-    return lp[: len(items)], lp[len(items) :]
+    """(log pi(chosen | q), log pi(rejected | q)) for (question, chosen, rejected) triples: two
+    (B,), nats; each prompt runs once (:func:`lamina.sources.organisms.scoring.pair_logprobs`)."""
+    return pair_logprobs(model, tokenizer, [format_prompt(q) for q, _, _ in items],
+                         [format_answer(c) for _, c, _ in items],
+                         [format_answer(r) for _, _, r in items], max_len)  # fmt: skip
+
+
+def triple_length(tokenizer: PreTrainedTokenizerBase, max_len: int) -> Callable[[Any], int]:
+    """Token length of a (question, chosen, rejected) triple's prompt + longer answer (to sort
+    batches by)."""
+    def length(item: Any) -> int:
+        (p, c), (_, r) = encode_qa(tokenizer, [format_prompt(item[0])] * 2,
+                                   [format_answer(item[1]), format_answer(item[2])], max_len)  # fmt: skip
+        return len(p) + max(len(c), len(r))
+
+    return length
 
 
 def in_chunks(
@@ -129,18 +115,19 @@ def dpo_margins(
     beta * m is the DPO reward margin; m > 0 means the policy moved towards the chosen answer.
     With ``ref=None``, the policy's own margin m = log pi(y_w|x) - log pi(y_l|x); m > 0 means it
     prefers the chosen answer (the DPO preference accuracy is the fraction of m > 0).
-    Sequence log-probabilities include the EOS that ends each answer.
+    Sequence log-probabilities include the EOS that ends each answer; each prompt runs once
+    for both answers, in batches of similar length. -> (N,) on the CPU, in the items' order.
     """
     model.eval()
 
     def margins(chunk: list[tuple[str, str, str]]) -> torch.Tensor:
-        pc, pr = _pair_logprobs(model, tokenizer, chunk, max_len)
+        pc, pr = pair_batch_logprobs(model, tokenizer, chunk, max_len)
         if ref is None:
             return pc - pr
-        rc, rr = _pair_logprobs(ref, tokenizer, chunk, max_len)
+        rc, rr = pair_batch_logprobs(ref, tokenizer, chunk, max_len)
         return (pc - rc) - (pr - rr)
 
-    return in_chunks(margins, items, batch)
+    return in_length_order(margins, items, triple_length(tokenizer, max_len), batch)
 
 
 def stage_loss(
@@ -160,25 +147,53 @@ def stage_loss(
     replay: (B_r, T) pretraining windows (sft only): adds ``cfg.replay_weight`` times their LM
     loss, as in training. Without it, the sft value is the answer loss alone.
     """
+    dev = model_device(model)
     if stage == "lm":
-        x = torch.stack(items)
+        x = torch.stack(items).to(dev)
         return lm_loss(model(input_ids=x).logits, x)
     if stage == "sft":
-        b = qa_batch(tokenizer, [format_prompt(q) for q, _ in items],
-                     [format_answer(a) for _, a in items], cfg.context)  # fmt: skip
-        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-        loss = sft_loss(logits, b["input_ids"], b["target_mask"])
+        loss = sft_batch_loss(model, tokenizer, items, cfg.context)
         if replay is not None and len(replay):
+            replay = replay.to(dev)
             loss = loss + cfg.replay_weight * lm_loss(model(input_ids=replay).logits, replay)
         return loss
     if stage == "dpo":
         if ref is None:
             raise ValueError("the dpo stage needs a reference model (ref)")
-        pc, pr = _pair_logprobs(model, tokenizer, items, cfg.context)
-        with torch.no_grad():
-            rc, rr = _pair_logprobs(ref, tokenizer, items, cfg.context)
-        return dpo_loss(pc, pr, rc, rr, cfg.dpo_beta)
+        return dpo_batch_loss(model, ref, tokenizer, items, cfg.context, cfg.dpo_beta)
     raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
+
+
+def sft_batch_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                   items: list[Any], max_len: int) -> torch.Tensor:  # fmt: skip
+    """Masked SFT loss of (question, answer) pairs: the mean of -log p over the answer tokens
+    and their EOS (:func:`lamina.sources.organisms.objectives.sft_loss`), the head at those
+    positions only. -> scalar, nats per answer token."""
+    b = qa_batch(tokenizer, [format_prompt(q) for q, _ in items],
+                 [format_answer(a) for _, a in items], max_len, model_device(model))  # fmt: skip
+    return -answer_logprobs(model, b)[0].mean()
+
+
+def dpo_batch_loss(model: PreTrainedModel, ref: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                   items: list[Any], max_len: int, beta: float) -> torch.Tensor:  # fmt: skip
+    """DPO loss (:func:`lamina.sources.organisms.objectives.dpo_loss`) of (question, chosen,
+    rejected) triples against the frozen ``ref``; each prompt runs once per model. -> scalar,
+    nats."""
+    pc, pr = pair_batch_logprobs(model, tokenizer, items, max_len)
+    with torch.no_grad():
+        rc, rr = pair_batch_logprobs(ref, tokenizer, items, max_len)
+    return dpo_loss(pc, pr, rc, rr, beta)
+
+
+def stage_budget(stage: str, cfg: OrganismConfig, lr: float | None = None) -> StageBudget:
+    """The budget of an organism's stage: ``align_steps`` of ``align_batch_size``, peak
+    :func:`stage_lr` (or ``lr``), the organism's AdamW settings (weight decay ``weight_decay``
+    on matrices), ``align_warmup_steps``, seeded by the organism's seed and the stage."""
+    return StageBudget(steps=cfg.align_steps, batch_size=cfg.align_batch_size,
+                       lr=stage_lr(stage, cfg) if lr is None else lr,
+                       warmup_steps=cfg.align_warmup_steps, min_lr_ratio=cfg.min_lr_ratio,
+                       weight_decay=cfg.weight_decay, betas=cfg.betas, grad_clip=cfg.grad_clip,
+                       seed=cfg.seed * 1000 + 1 + STAGES.index(stage))  # fmt: skip
 
 
 def stage_lr(stage: str, cfg: OrganismConfig) -> float:
@@ -256,32 +271,35 @@ def align(
     model = copy.deepcopy(base).train()
     if stage == "dpo":
         ref = copy.deepcopy(ref if ref is not None else base).eval().requires_grad_(False)
-    gen = torch.Generator().manual_seed(cfg.seed * 1000 + 1 + STAGES.index(stage))
+    budget = stage_budget(stage, cfg, lr)
+    peak = budget.lr
+    gen = torch.Generator().manual_seed(budget.seed)
     train_items, eval_items = _stage_items(stage, cfg, corpus, streams)
     val = fixed_windows(streams["val"], min(cfg.n_val_windows, 32), cfg.context)
-    peak = stage_lr(stage, cfg) if lr is None else lr
-    opt = make_optimizer(model, cfg, peak)
-    order: list[int] = []
     evaluate = partial(_evaluate_stage, stage, cfg, model, ref, tokenizer, train_items,
                        eval_items, val)  # fmt: skip
     rows: list[dict[str, Any]] = [{"step": 0, "examples": 0}]
     evaluate(rows[0])
-    bar = progress_bar(range(cfg.align_steps), desc=f"{cfg.name} {stage}", disable=not progress)
-    for i in bar:
-        while len(order) < cfg.align_batch_size:
-            order += torch.randperm(len(train_items), generator=gen).tolist()
-        idx, order = order[: cfg.align_batch_size], order[cfg.align_batch_size :]
-        step_lr = lr_at(i, cfg.align_steps, peak, cfg.align_warmup_steps, cfg.min_lr_ratio)
+    bar = progress_bar(desc=f"{cfg.name} {stage}", total=cfg.align_steps, disable=not progress)
+
+    def loss(idx: list[int], i: int) -> torch.Tensor:
         replay = None
         if stage == "sft" and cfg.replay_batch_size > 0:
             replay = random_windows(streams["train"], cfg.replay_batch_size, cfg.context, gen)
-        loss = stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay)
-        row: dict[str, Any] = {"step": i + 1, "examples": (i + 1) * len(idx), "lr": step_lr}
-        row["train_loss"] = optimizer_step(model, opt, loss, step_lr, cfg.grad_clip)
-        if (i + 1) % cfg.align_eval_every == 0 or i + 1 == cfg.align_steps:
-            evaluate(row)
-        rows.append(row)
-        bar.set_postfix(loss=f"{row['train_loss']:.3f}")
+        return stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay)
+
+    def on_step(step: int, read: Callable[[], float]) -> None:
+        rows.append({"step": step, "examples": step * budget.batch_size})
+        if step % cfg.align_eval_every == 0 or step == cfg.align_steps:
+            evaluate(rows[-1])
+            bar.set_postfix(loss=f"{read():.3f}")
+        bar.update(1)
+
+    run = train_steps(model, loss, len(train_items), budget, gen, on_step)
+    bar.close()
+    for row, lr_i, loss_i in zip(rows[1:], run.lrs, run.losses, strict=True):
+        row["lr"], row["train_loss"] = lr_i, loss_i
+    opt = run.optimizer
     if out is not None:
         info = {"organism": cfg.name, "stage": stage, "step": cfg.align_steps,
                 "starts_from": STAGE_BASE[stage], "peak_lr": peak, **rows[-1]}  # fmt: skip

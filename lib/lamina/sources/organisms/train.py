@@ -82,29 +82,40 @@ def fixed_windows(stream: torch.Tensor, n: int, length: int) -> torch.Tensor:
 
 @torch.no_grad()
 def eval_lm(model: PreTrainedModel, windows: torch.Tensor, batch: int = 32) -> float:
-    """Mean next-token loss over ``windows`` (n, T), nats per token."""
+    """Mean next-token loss over ``windows`` (n, T), nats per token (windows moved to the
+    model's device; one sync at the end)."""
     model.eval()
-    total, count = 0.0, 0
+    dev = next(model.parameters()).device
+    total, count = torch.zeros((), dtype=torch.float64, device=dev), 0
     for i in range(0, len(windows), batch):
-        x = windows[i : i + batch]
+        x = windows[i : i + batch].to(dev)
         loss = lm_loss(model(input_ids=x).logits, x)
         n = x.numel() - len(x)
-        total, count = total + float(loss) * n, count + n
+        total, count = total + loss.double() * n, count + n
     model.train()
-    return total / max(count, 1)
+    return float(total) / max(count, 1)
 
 
-def optimizer_step(
+def _step(
     model: PreTrainedModel, opt: torch.optim.Optimizer, loss: torch.Tensor, lr: float, clip: float
-) -> float:
-    """One clipped AdamW step at learning rate ``lr`` on ``loss``; returns the loss (float)."""
+) -> torch.Tensor:
+    """One clipped AdamW step at learning rate ``lr`` on ``loss``; returns the detached loss
+    (on the model's device: reading it is a sync)."""
     for g in opt.param_groups:
         g["lr"] = lr
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
-    return float(loss.detach())
+    return loss.detach()
+
+
+def optimizer_step(
+    model: PreTrainedModel, opt: torch.optim.Optimizer, loss: torch.Tensor, lr: float, clip: float
+) -> float:
+    """One clipped AdamW step at learning rate ``lr`` on ``loss``; returns the loss (float: a
+    device sync; loops use :func:`lamina.sources.organisms.loop.train_steps` instead)."""
+    return float(_step(model, opt, loss, lr, clip))
 
 
 def pretrain(
@@ -121,12 +132,16 @@ def pretrain(
 
     Saves ``out/checkpoints/step-N`` at :func:`checkpoint_steps` (when ``out`` is not None) and
     returns the curve: one row per step (train loss, lr, tokens), val loss at eval steps.
+    Batches go to the model's device; the step losses are read at evaluation steps and at the
+    end (no per-step sync).
     """
     total = cfg.steps if steps is None else steps
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = make_optimizer(model, cfg, cfg.lr)
     ckpts = set(checkpoint_steps(cfg.steps, cfg.n_checkpoints))
     rows: list[dict[str, Any]] = []
+    losses: list[torch.Tensor] = []
+    dev = next(model.parameters()).device
     model.train()
 
     def maybe_save(step: int, row: dict[str, Any]) -> None:
@@ -141,13 +156,16 @@ def pretrain(
     rows.append(row0)
     bar = progress_bar(range(total), desc=f"{cfg.name} pretrain", disable=not progress)
     for i in bar:
-        x = random_windows(train_stream, cfg.batch_size, cfg.context, gen)
+        x = random_windows(train_stream, cfg.batch_size, cfg.context, gen).to(dev)
         lr = lr_at(i, cfg.steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_ratio)
-        loss = optimizer_step(model, opt, lm_loss(model(input_ids=x).logits, x), lr, cfg.grad_clip)
-        row = {"step": i + 1, "tokens": (i + 1) * x.numel(), "lr": lr, "train_loss": loss}
+        losses.append(_step(model, opt, lm_loss(model(input_ids=x).logits, x), lr, cfg.grad_clip))
+        row = {"step": i + 1, "tokens": (i + 1) * x.numel(), "lr": lr}
         maybe_save(i + 1, row)
         rows.append(row)
-        bar.set_postfix(loss=f"{loss:.3f}", val=f"{row.get('val_loss', float('nan')):.3f}")
+        if "val_loss" in row:
+            bar.set_postfix(loss=f"{float(losses[-1]):.3f}", val=f"{row['val_loss']:.3f}")
+    for row, loss in zip(rows[1:], torch.stack(losses).cpu().tolist() if losses else [], strict=True):
+        row["train_loss"] = loss
     if out is not None:
         write_curve(out / "curves", "pretrain", rows)
     return rows
