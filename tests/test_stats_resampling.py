@@ -76,6 +76,46 @@ def test_partial_spearman_removes_a_shared_cause_and_keeps_a_direct_link():
     assert direct["rho"] > 0.8 and direct["p"] < 0.01 and direct["ci_low"] > 0.5
 
 
+def _partial_spearman_one_at_a_time(x, y, z, n_resamples, seed):
+    """The former partial_spearman, one resample at a time (the batched one's reference), except
+    that a resample with r_xz or r_yz = +/-1 up to rounding is undefined (the former code gave
+    it a value of rounding noise: 0 / 1e-8)."""
+    n, rng = len(x), np.random.default_rng(seed)
+
+    def rho(u, v, w):
+        r = np.corrcoef(np.stack([sps.rankdata(u), sps.rankdata(v), sps.rankdata(w)]))
+        ux, uy = 1 - r[0, 2] ** 2, 1 - r[1, 2] ** 2
+        if min(ux, uy) <= 1e-12:
+            return np.nan
+        return float((r[0, 1] - r[0, 2] * r[1, 2]) / np.sqrt(ux * uy))
+
+    obs = rho(x, y, z)
+    null = np.array([rho(x, y[rng.permutation(n)], z) for _ in range(n_resamples)])
+    p = (1 + np.sum(np.abs(null) >= abs(obs) - 1e-12)) / (1 + n_resamples)
+    draws = []
+    for _ in range(n_resamples):
+        i = rng.integers(0, n, n)
+        if min(np.ptp(x[i]), np.ptp(y[i]), np.ptp(z[i])) > 0:
+            draws.append(rho(x[i], y[i], z[i]))
+    boots = np.array([v for v in draws if np.isfinite(v)])
+    return obs, p, *np.percentile(boots, [2.5, 97.5])
+
+
+@pytest.mark.parametrize("n", [5, 12, 30])
+def test_partial_spearman_batched_equals_one_resample_at_a_time(n):
+    from lamina.evidence.stats import partial_spearman
+
+    rng = np.random.default_rng(n)
+    z = rng.normal(size=n)
+    x = np.round(z + rng.normal(size=n), 1)  # ties, and with n = 5 constant resamples
+    y = np.round(0.5 * x + rng.normal(size=n), 1)
+    got = partial_spearman(x, y, z, n_resamples=400, seed=3)
+    want = _partial_spearman_one_at_a_time(x, y, z, 400, 3)
+    np.testing.assert_allclose(
+        [got["rho"], got["p"], got["ci_low"], got["ci_high"]], want, atol=1e-9
+    )
+
+
 def test_top_share_permutation_is_not_fooled_by_chance():
     from lamina.evidence.stats import top_share_permutation
 

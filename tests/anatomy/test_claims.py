@@ -145,3 +145,27 @@ def test_a_large_layer_in_a_core_that_is_not_the_most_important_is_no_core_size(
     claims = _judge(AnatomyTables(_sweep(_rows("skip", deltas, 10, rng), 10), np.arange(10), 30))
     assert claims.loc["p3-anatomy-core", "verdict"] == "absent"
     assert claims.loc["p3-anatomy-core-max", "verdict"] == "not testable"
+
+
+def test_only_scaling_preserves_is_not_read_where_scaling_does_not_preserve():
+    """No strategy preserves quality, scaling included (every worst layer at +30%): the count
+    of other preserving strategies is 0, but "only scaling preserves" is not reproduced by
+    that. Without the declaration's precondition it read "count as claimed", as on 80 of 80
+    known-answer null seeds (scaling's worst layer at +5%, its threshold)."""
+    rng = np.random.default_rng(3)
+    n = 16
+    rows = [
+        r
+        for s in ("scale", "noise", "interpolate", "reinit")
+        for r in _rows(s, [30.0, 10.0, 5.0, 20.0], n, rng)
+    ]
+    claims = _judge(AnatomyTables(_sweep(rows, n), np.arange(n), 4))
+    assert claims.loc["p3-anatomy-scaling", "verdict"] != "reproduced"
+    only = claims.loc["p3-anatomy-scaling-only"]
+    assert only["measured"] == 0 and only["verdict"] == "not testable"
+    assert "p3-anatomy-scaling" in only["reason"]
+    rows = [r for s in ("scale",) for r in _rows(s, [0.5, 0.2, 0.1, 0.3], n, rng, sd=0.001)]
+    rows += [r for s in ("noise", "reinit") for r in _rows(s, [30.0, 10.0, 5.0, 20.0], n, rng)]
+    claims = _judge(AnatomyTables(_sweep(rows, n), np.arange(n), 4))
+    assert claims.loc["p3-anatomy-scaling", "verdict"] == "reproduced"
+    assert claims.loc["p3-anatomy-scaling-only", "verdict"] == "count as claimed"

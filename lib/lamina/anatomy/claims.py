@@ -260,9 +260,10 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         unit="strategies",
         resampling="document",
         claimed=(0, 0),
+        requires=(Present("p3-anatomy-scaling"),),  # no other strategy preserves... but scaling
         short="P3 only scaling",
         calibrated="per-document NLLs: null = one other strategy at +1% at its worst layer; "
-        "planted = the other four at +20% or more",
+        "planted = the other four at +20% or more; judged only where scaling preserves",
     ),
 )
 BY_ID = check_declarations(CLAIMS)

@@ -25,6 +25,7 @@ __all__ = [
 
 
 BATCH = 64
+_UNIT_R_EPS = 1e-12  # partial_spearman: 1 - r^2 at or below it counts as r = +/-1
 """Resamples or permutations evaluated at once by the batched statistics (``many``,
 ``profiles``): bounds their memory, never their result."""
 
@@ -247,6 +248,7 @@ def partial_spearman(
     p: two-sided, from permuting y against (x, z) (Freedman-Lane would permute residuals;
     with n ~ 12 layers the raw permutation is the simple, slightly conservative choice);
     CI: percentile bootstrap over rows (resamples with a constant variable are skipped).
+    The resamples are computed at once, (n_resamples, n) ranks.
     x, y, z: (n,), n >= 4  ->  dict rho, p, ci_low, ci_high, n.
     """
     a, b, c = (np.asarray(v, float) for v in (x, y, z))
@@ -257,21 +259,31 @@ def partial_spearman(
     if n < 4:
         return {"rho": nan, "p": nan, "ci_low": nan, "ci_high": nan, "n": n}
 
-    def rho(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> float:
-        r = np.corrcoef(np.stack([sps.rankdata(u), sps.rankdata(v), sps.rankdata(w)]))
-        den = np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
-        return float((r[0, 1] - r[0, 2] * r[1, 2]) / den) if den > 0 else nan
+    def rho(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """rho_xy.z of each row of ranks u, v, w: (m, n) -> (m,); nan where r_xz or r_yz is
+        +/-1 up to rounding (1 - r^2 <= _UNIT_R_EPS: rounding alone would give a value)."""
 
-    obs = rho(a, b, c)
+        def r(s: np.ndarray, t: np.ndarray) -> np.ndarray:
+            s, t = s - s.mean(1, keepdims=True), t - t.mean(1, keepdims=True)
+            return (s * t).sum(1) / np.sqrt((s * s).sum(1) * (t * t).sum(1))
+
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rxy, rxz, ryz = (np.clip(r(*pair), -1, 1) for pair in ((u, v), (u, w), (v, w)))
+            ok = (1 - rxz**2 > _UNIT_R_EPS) & (1 - ryz**2 > _UNIT_R_EPS)  # else undefined
+            den = np.sqrt(np.where(ok, (1 - rxz**2) * (1 - ryz**2), 1.0))
+            return np.where(ok, (rxy - rxz * ryz) / den, nan)
+
+    ra, rb, rc = (sps.rankdata(v)[None] for v in (a, b, c))
+    obs = float(rho(ra, rb, rc)[0])
     rng = np.random.default_rng(seed)
-    null = np.array([rho(a, b[rng.permutation(n)], c) for _ in range(n_resamples)])
+    perms = np.array([rng.permutation(n) for _ in range(n_resamples)], int).reshape(-1, n)
+    null = rho(ra, rb[0][perms], rc)  # (R,): a permutation of y permutes its ranks
     p = (1 + np.sum(np.abs(null) >= abs(obs) - 1e-12)) / (1 + n_resamples)
-    draws: list[float] = []
-    for _ in range(n_resamples):
-        i = rng.integers(0, n, n)
-        if min(np.ptp(a[i]), np.ptp(b[i]), np.ptp(c[i])) > 0:
-            draws.append(rho(a[i], b[i], c[i]))
-    boots = np.array([v for v in draws if np.isfinite(v)])
+    idx = np.array([rng.integers(0, n, n) for _ in range(n_resamples)], int).reshape(-1, n)
+    keep = (np.ptp(a[idx], 1) > 0) & (np.ptp(b[idx], 1) > 0) & (np.ptp(c[idx], 1) > 0)
+    i = idx[keep]  # (kept, n): the same draws, in order, as one resample at a time
+    draws = rho(*(sps.rankdata(v[i], axis=1) for v in (a, b, c))) if len(i) else np.empty(0)
+    boots = draws[np.isfinite(draws)]
     lo, hi = np.percentile(boots, [2.5, 97.5]) if boots.size else (nan, nan)
     return {"rho": obs, "p": float(p), "ci_low": float(lo), "ci_high": float(hi), "n": n}
 
