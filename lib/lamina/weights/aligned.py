@@ -7,7 +7,7 @@ once per (model, :class:`~lamina.sources.organisms.pretrained.PretrainedAlignCon
 ``make aligned`` into ``<data>/aligned/<model>-<hash>/`` (:func:`~lamina.sources.organisms.
 pretrained.build_aligned`), with the tensors that trained, the curves and the gates.
 
-A checkpoint's gate (:class:`~.gate.AlignmentGate`): ``@sft`` passes when its SFT task
+A checkpoint's gate (:class:`StageGate`): ``@sft`` passes when its SFT task
 accuracy beats the majority-answer baseline (CI of the difference above 0); ``@dpo`` passes
 when its held-out preference accuracy is >= 0.75 and its content probe >= 0.70, both above
 the constant-style baseline (:mod:`lamina.sources.organisms.gates`). A checkpoint without a
@@ -22,6 +22,7 @@ import copy
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,34 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from lamina.chapters.weight_update_signature.gate import AlignmentGate
 from lamina.core.provenance import data_dir
 from lamina.sources import organisms
 from lamina.sources.organisms.pretrained import PretrainedAlignConfig, build_aligned
 
+
+@dataclass(frozen=True)
+class StageGate:
+    """The behavioural gate of one aligned checkpoint, as its build recorded it.
+
+    passed: whether the checkpoint learned its alignment task; values: the gate's numbers by
+    name (fractions in [0, 1], or differences of fractions); reason: one line saying why.
+    """
+
+    passed: bool
+    values: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    def describe(self) -> str:
+        """The values as "name 0.512, name 0.498" (sorted by name; "no values" when empty)."""
+        if not self.values:
+            return "no values"
+        return ", ".join(f"{k} {v:.3g}" for k, v in sorted(self.values.items()))
+
 __all__ = [
+    "ADAM_FILE",
+    "StageGate",
+    "aligned_optimizer_state",
+    "save_optimizer_state",
     "STAGE_GATE",
     "aligned_folder",
     "aligned_model",
@@ -50,24 +73,24 @@ STAGE_GATE = {"sft": "sft", "dpo": "preference"}
 preference gate (with the content probe) for ``@dpo``."""
 
 
-def gate_from_record(stage: str, record: Mapping[str, Any]) -> AlignmentGate:
-    """The :class:`~.gate.AlignmentGate` of one aligned checkpoint from its recorded gates
+def gate_from_record(stage: str, record: Mapping[str, Any]) -> StageGate:
+    """The :class:`StageGate` of one aligned checkpoint from its recorded gates
     ``{"preference": {"passed", "values", "reason"}, "sft": {...}}``; values are the numeric
     ones (fractions in [0, 1] or differences of fractions). A record without the stage's
     gate fails it, naming what is missing."""
     key = STAGE_GATE[stage]
     found = record.get(key)
     if not isinstance(found, Mapping) or "passed" not in found:
-        return AlignmentGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
+        return StageGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
     values = {
         str(k): float(v)
         for k, v in dict(found.get("values", {})).items()
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
     }
-    return AlignmentGate(bool(found["passed"]), values, str(found.get("reason", "")))
+    return StageGate(bool(found["passed"]), values, str(found.get("reason", "")))
 
 
-def organism_gates(name: str) -> dict[str, AlignmentGate]:
+def organism_gates(name: str) -> dict[str, StageGate]:
     """{``sft``/``dpo``: gate} of a built organism, from its ``evaluation.json``; {} when the
     build recorded none (alignment claims then read not measured)."""
     path = organisms.organism_dir(name) / "evaluation.json"
@@ -81,7 +104,7 @@ def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Pa
     return build_aligned(name, config or PretrainedAlignConfig(), data_dir() / "aligned")
 
 
-def real_gates(folder: Path) -> dict[str, AlignmentGate]:
+def real_gates(folder: Path) -> dict[str, StageGate]:
     """{``sft``/``dpo``: gate} of an aligned build folder (its ``gates.json``)."""
     gates = json.loads((Path(folder) / "gates.json").read_text())
     return {s: gate_from_record(s, gates.get(s, {})) for s in STAGE_GATE}
@@ -117,3 +140,58 @@ def aligned_curves(folder: Path, label: str, batch_size: int) -> pd.DataFrame:
         ],
         columns=["model", "objective", "step", "lr", "loss", "examples", "tokens"],
     )  # fmt: skip
+
+
+ADAM_FILE = "{stage}.adam.safetensors"
+"""The AdamW state an aligned build keeps per stage, beside ``<stage>.safetensors``: one
+safetensors file whose tensors are ``exp_avg/<parameter name>`` and ``exp_avg_sq/<parameter
+name>`` (the parameter's shape, fp32) for every trained parameter (or at least every block
+matrix), and whose metadata (string values) are ``step`` (AdamW steps taken), ``beta1``,
+``beta2`` and ``eps``. Written by :func:`save_optimizer_state`, read by
+:func:`aligned_optimizer_state`."""
+
+
+def save_optimizer_state(path: Path, model: nn.Module, opt: torch.optim.Optimizer) -> Path:
+    """Write ``opt``'s AdamW state of ``model``'s parameters to ``path`` in the format of
+    :data:`ADAM_FILE` (parameters without state are skipped). -> ``path``."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    step = 0
+    for name, p in model.named_parameters():
+        st = opt.state.get(p)
+        if not st:
+            continue
+        tensors[f"exp_avg/{name}"] = st["exp_avg"].detach().float().contiguous()
+        tensors[f"exp_avg_sq/{name}"] = st["exp_avg_sq"].detach().float().contiguous()
+        step = int(st["step"])
+    group = opt.param_groups[0]
+    meta = {"step": str(step), "beta1": str(group["betas"][0]), "beta2": str(group["betas"][1]),
+            "eps": str(group["eps"])}  # fmt: skip
+    save_file(tensors, str(path), metadata=meta)
+    return Path(path)
+
+
+def aligned_optimizer_state(folder: Path, stage: str) -> dict[str, dict[str, Any]] | None:
+    """The AdamW state an aligned build kept for ``stage`` (:data:`ADAM_FILE`):
+    {parameter name: {"step", "exp_avg", "exp_avg_sq"}} in the layout of
+    ``torch.optim.AdamW.state``; None when the build kept none. Raises ValueError for a file
+    without a ``step`` or with an ``exp_avg`` lacking its ``exp_avg_sq``."""
+    from safetensors import safe_open
+
+    path = Path(folder) / ADAM_FILE.format(stage=stage)
+    if not path.is_file():
+        return None
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        if "step" not in meta:
+            raise ValueError(f"{path}: no 'step' in its metadata ({ADAM_FILE} format)")
+        names = [k.split("/", 1)[1] for k in f.keys() if k.startswith("exp_avg/")]
+        out = {}
+        for n in names:
+            if f"exp_avg_sq/{n}" not in f.keys():
+                raise ValueError(f"{path}: exp_avg/{n} has no exp_avg_sq/{n}")
+            out[n] = {"step": torch.tensor(float(meta["step"])),
+                      "exp_avg": f.get_tensor(f"exp_avg/{n}"),
+                      "exp_avg_sq": f.get_tensor(f"exp_avg_sq/{n}")}  # fmt: skip
+    return out

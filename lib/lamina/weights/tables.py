@@ -3,30 +3,23 @@ pandas; the charts that show them are in :mod:`~.views`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from lamina.book.chapter import claims_view
-from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.chapters.weight_update_signature.verdicts import keep_layers
+from lamina.weights.measure import margin
+from lamina.weights.measures_signature import qk_measure, writes_measure
+from lamina.weights.settings import SignatureSettings
+from lamina.weights.summaries import keep_layers
 
 __all__ = [
-    "CLAIM_COLUMNS",
     "ROLE_GROUPS",
     "adaptation_gain",
-    "claims_table",
-    "describe",
     "enrichment_curves",
     "finetune_summary",
     "mechanism_summary",
     "objective_signatures",
     "pretraining_trajectory",
-    "sensitivity_baselines",
-    "sensitivity_course",
-    "sensitivity_verdicts",
-    "short_note",
+    "sensitivity",
     "write_gradient_course",
 ]
 
@@ -48,7 +41,7 @@ def _geo(v: pd.Series) -> float:
     return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
-def enrichment_curves(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+def enrichment_curves(deltas: pd.DataFrame, config: SignatureSettings) -> pd.DataFrame:
     """Geometric-mean enrichment per model × pair × role group × k (main moment, stage and
     early→late pairs), with the random-subspace null band (2.5/97.5 % of the draws, as
     enrichment, geometric mean over the group's matrices) and the mean enrichment of random
@@ -72,7 +65,7 @@ def enrichment_curves(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataF
     return out.reset_index()
 
 
-def pretraining_trajectory(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+def pretraining_trajectory(deltas: pd.DataFrame, config: SignatureSettings) -> pd.DataFrame:
     """Geometric-mean enrichment at k = ``config.k`` of every consecutive pretraining pair
     (x = its end step) per model and role group."""
     t = keep_layers(deltas, config)
@@ -85,75 +78,8 @@ def pretraining_trajectory(deltas: pd.DataFrame, config: SignatureConfig) -> pd.
     return out.reset_index()
 
 
-def _fmt(x: float) -> str:
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    if x == 0:
-        return "0"
-    return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.1e}"
-
-
-def short_note(note: str, limit: int = 110) -> str:
-    """The reason a row carries, cut to what a verdict box needs: a failed alignment gate
-    reads "alignment gate failed: <the failed check>" (``gate.gate_reason`` puts the check
-    after "failed: "); any other note keeps its first clause, at most ``limit`` characters
-    (the whole note is in the chapter's verdict table)."""
-    note = str(note or "").strip().removeprefix("not testable: ")
-    if "alignment did not take" in note and "failed: " in note:
-        check = note.split("failed: ", 1)[1].split(":", 1)[0].split(";", 1)[0].strip()
-        return f"alignment gate failed: {check}"
-    first = note.split("; ", 1)[0].strip()
-    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
-
-
-def _stage_label(model: str, stage: str) -> str:
-    """A row's stage without repeating its model: a leading "<model>" ("smollm2→sft" gives
-    "→sft") and "@<model>" (the checkpoint of a real model, its only one) are dropped; "" for
-    a row that is the model itself ("-")."""
-    model, stage = str(model), str(stage or "")
-    stage = stage.removeprefix(model) if stage.startswith(model + "→") else stage
-    stage = " ".join(stage.replace(f"@{model}", "").split())
-    return "" if stage == "-" else stage
-
-
-def _valued(r: Any) -> str:
-    s = f"{_stage_label(r.model, r.stage)} {r.verdict} {_fmt(r.measured)}".lstrip()
-    if np.isfinite(r.ci_low):
-        s += f" [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-    if np.isfinite(r.p):
-        s += f" p = {_fmt(r.p)}"
-    return s
-
-
-def describe(claims: pd.DataFrame, claim_id: str) -> str:
-    """A verdict box's text for a claim: the count of each verdict over its (model, stage)
-    rows; then, per unit, each model once with its rows ("<stage> <verdict> <measured>
-    [95% CI] p = …", rows joined by " · ", models by "; "); then the rows without a value,
-    grouped by their reason (:func:`short_note`). The full rows (effect sizes, whole notes)
-    are the chapter's verdict table."""
-    rows = claims[claims["claim_id"] == f"P2.{claim_id}"]
-    if rows.empty:
-        return "no result (the model or its checkpoints were not available)"
-    counts = rows["verdict"].value_counts()
-    out = [f"{len(rows)} rows: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + "."]
-    has_value = np.isfinite(rows["measured"].to_numpy(dtype=float))
-    for unit, group in rows[has_value].groupby("unit", sort=False):
-        per_model = [
-            f"{model}: " + " · ".join(_valued(r) for r in g.itertuples())
-            for model, g in group.groupby("model", sort=False)
-        ]
-        out.append(f"{unit} [95% CI], p: " + "; ".join(per_model) + ".")
-    by_reason: dict[str, list[str]] = {}
-    for r in rows[~has_value].itertuples():
-        reason = short_note(r.note) if r.note else "no value"
-        label = f"{r.model} {_stage_label(r.model, r.stage)}".strip()
-        by_reason.setdefault(f"{r.verdict} ({reason})", []).append(label)
-    out += [f"{k}: {', '.join(v)}." for k, v in by_reason.items()]
-    return " ".join(x[:1].upper() + x[1:] for x in out)  # each part a sentence
-
-
 def mechanism_summary(
-    gradients: pd.DataFrame, adam: pd.DataFrame, config: SignatureConfig
+    gradients: pd.DataFrame, adam: pd.DataFrame, config: SignatureSettings
 ) -> pd.DataFrame:
     """Geometric-mean enrichment at k = ``config.k`` per model and matrix kind (read / write)
     of: the summed LM gradient, its per-token terms (mean and energy-pooled), and, from the
@@ -180,12 +106,12 @@ def mechanism_summary(
     return pd.DataFrame(out)
 
 
-def objective_signatures(deltas: pd.DataFrame, config: SignatureConfig) -> pd.DataFrame:
+def objective_signatures(deltas: pd.DataFrame, config: SignatureSettings) -> pd.DataFrame:
     """The signature of each stage ΔW (every objective applied to one checkpoint): geometric-
     mean enrichment at k = ``config.k`` (main moment, prediction basis W_U) per model × pair
     (rows) and role group (columns: Q, K; V; MLP in; writes)."""
     t = keep_layers(deltas, config)
-    t = t[(t["family"] == "stage") & (t["k"] == config.k)]
+    t = t[t["family"].isin(["stage", "objective"]) & (t["k"] == config.k)]
     t = t[t["moment"] == ("centred" if config.centred else "raw")]
     if "prediction" in t:
         t = t[t["prediction"] == "W_U"]
@@ -232,43 +158,29 @@ def adaptation_gain(adaptation: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def sensitivity_course(sens: pd.DataFrame) -> pd.DataFrame:
-    """The sensitivity rows with prediction basis W_U, long: one row per model × stage × k ×
-    moment × matrices ("Q, K" or "writes"), the geometric-mean enrichment in ``value``."""
-    main = sens[sens["prediction"] == "W_U"]
-    return main.melt(
-        id_vars=["model", "stage", "k", "moment"],
-        value_vars=["qk_enrichment", "write_enrichment"],
-        var_name="matrices",
-    ).replace({"qk_enrichment": "Q, K", "write_enrichment": "writes"})
-
-
-def sensitivity_verdicts(sens: pd.DataFrame) -> pd.DataFrame:
-    """The Q/K stage verdict (prediction basis W_U) per model × stage × moment (rows) and k
-    (columns)."""
-    main = sens[sens["prediction"] == "W_U"]
-    return main.pivot_table(
-        index=["model", "stage", "moment"], columns="k", values="qk_verdict", aggfunc="first"
-    )
-
-
-def sensitivity_baselines(sens: pd.DataFrame, k: int) -> pd.DataFrame:
-    """The sensitivity rows at ``k`` with both baselines (RSF of W itself: ``qk_vs_weight``;
-    the final-norm gain: the prediction "W_U diag(gamma)" rows), rounded to 3 decimals."""
-    columns = [
-        "model", "stage", "moment", "prediction", "qk_enrichment", "qk_verdict", "qk_vs_weight",
-        "qk_vs_weight_verdict", "write_enrichment", "write_verdict",
-    ]  # fmt: skip
-    return sens[sens["k"] == k][columns].round(3)
-
-
-CLAIM_COLUMNS = [
-    "model", "claim_id", "stage", "measured", "ci_low", "ci_high", "p", "verdict", "effect_size",
-    "effect_name", "note",
-]  # fmt: skip
-
-
-def claims_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as the chapter shows it: :func:`lamina.book.chapter.claims_view` with
-    :data:`CLAIM_COLUMNS` (the stage and the effect's name and note beside each verdict)."""
-    return claims_view(claims, CLAIM_COLUMNS)
+def sensitivity(model: str, deltas: pd.DataFrame, s: SignatureSettings) -> pd.DataFrame:
+    """The alignment-stage and applied-objective measurements re-made at every k of the sweep,
+    with both second-moment conventions and with the final-norm gain folded into W_U
+    (``prediction``): per row, the Q/K measurement against both baselines
+    (:func:`lamina.weights.measures_signature.qk_measure`: ``qk``, its CI, p, and ``qk_vs_kd``
+    the enrichment against k/d alone) and the write measurement (TOST within the declared
+    margin: ``writes``, its CI, p). The verdicts at each k are the chapter's to judge."""
+    rows = []
+    preds = sorted(deltas["prediction"].unique()) if "prediction" in deltas else ["W_U"]
+    pairs = deltas[deltas["family"].isin(["stage", "objective"])][["family", "pair"]].drop_duplicates()
+    for moment in sorted(deltas["moment"].unique()):
+        for pred in preds:
+            for k in sorted(deltas["k"].unique()):
+                for family, pair in pairs.itertuples(index=False):
+                    where = {"k": int(k), "moment": moment, "prediction": pred,
+                             "family": family, "pair": pair}  # fmt: skip
+                    qk = qk_measure(deltas, s, **where)
+                    if not qk["n_units"]:
+                        continue
+                    wr = writes_measure(deltas, s, margin(), **where)
+                    rows.append({"model": model, "family": family, "stage": pair, "k": int(k),
+                                 "moment": moment, "prediction": pred,
+                                 **{f"qk_{f}": qk[f] for f in ("estimate", "ci_low", "ci_high", "p")},
+                                 "qk_vs_kd": qk["effect_size"],
+                                 **{f"writes_{f}": wr[f] for f in ("estimate", "ci_low", "ci_high", "p")}})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -11,13 +11,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-from lamina.chapters.weight_update_signature.config import SignatureConfig, context_length
-from lamina.chapters.weight_update_signature.units import (
-    Checkpoints,
-    ModelPair,
-    Units,
-    checkpoint_pairs,
-)
 from lamina.sources.models import get_adapter, hf_config, weight_of
 from lamina.sources.quantize import quantize_model
 from lamina.weights import (
@@ -31,6 +24,8 @@ from lamina.weights import (
     random_subspace_null,
     weight_deltas,
 )
+from lamina.weights.settings import SignatureSettings, context_length
+from lamina.weights.units import Checkpoints, ModelPair, Units, checkpoint_pairs
 
 __all__ = [
     "cached_moments",
@@ -176,7 +171,7 @@ def delta_signature(
     start: str,
     end: str,
     texts: Sequence[str],
-    config: SignatureConfig,
+    config: SignatureSettings,
     *,
     centred: bool | None = None,
     n_random: int = 0,
@@ -227,7 +222,7 @@ def _requantised(
     return memo[(id(start), qtype)][1], memo[(id(ref), qtype)][1], f"{ref_spec}+{qtype}"
 
 
-def probed_maps(model: nn.Module, config: SignatureConfig) -> list[LinearMap]:
+def probed_maps(model: nn.Module, config: SignatureSettings) -> list[LinearMap]:
     """The block maps of ``model`` in the probed layers (``config.layers``; None = all)."""
     maps = linear_maps(model, embeddings=False)
     keep = config.layers
@@ -235,7 +230,7 @@ def probed_maps(model: nn.Module, config: SignatureConfig) -> list[LinearMap]:
 
 
 def cached_moments(
-    model, tok, texts, centred: bool, cache: dict | None, spec: str, config: SignatureConfig
+    model, tok, texts, centred: bool, cache: dict | None, spec: str, config: SignatureSettings
 ) -> dict[str, torch.Tensor]:
     """:func:`lamina.weights.input_second_moments` of the probed read maps
     (:func:`probed_maps`) over ``texts``, cached in ``cache`` under (spec, centred, layers)."""
@@ -253,7 +248,7 @@ def cached_moments(
 
 
 def organism_deltas(
-    ck: Units, texts: list[str], config: SignatureConfig, cache: dict,
+    ck: Units, texts: list[str], config: SignatureSettings, cache: dict,
     requantise: str | None = None,
 ) -> pd.DataFrame:
     """The signature of every pair of :func:`checkpoint_pairs` (nulls for the stage and
