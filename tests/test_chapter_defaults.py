@@ -9,7 +9,7 @@ import lamina.chapters.layer_anatomy.run as anatomy_run
 import lamina.chapters.organisms.run as organisms_run
 import lamina.chapters.weight_update_signature.config as signature_config
 from lamina.chapters.growth_training import GrowthConfig
-from lamina.chapters.weight_update_signature import SignatureConfig
+from lamina.chapters.weight_update_signature import Config as SignatureConfig
 from lamina.core.registry import by_name
 from lamina.sources import organisms
 

@@ -1,5 +1,5 @@
-"""Papers 2 and 3's known-answer calibration sources (issue 22, item 3) and the P3-core-max
-rule they exposed: a size check alone reads "reproduced" whenever a large layer of a real
+"""Paper 3's known-answer calibration sources (issue 22, item 3; paper 2's are
+``tests/weights/test_calibration.py``) and the P3-core-max rule they exposed: a size check alone reads "reproduced" whenever a large layer of a real
 profile lands in the mapped core."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from lamina.chapters.layer_anatomy.calibration import (
     REAL_SKIP_PCT,
@@ -18,48 +17,6 @@ from lamina.chapters.layer_anatomy.calibration import (
 )
 from lamina.chapters.layer_anatomy.claims import importance_claims
 from lamina.chapters.layer_anatomy.config import AnatomyConfig
-from lamina.chapters.weight_update_signature.calibration import (
-    PLANTED_RATIO,
-    SignatureSource,
-    synthetic_deltas,
-    tilt_for,
-)
-from lamina.chapters.weight_update_signature.calibration import (
-    calibration_rows as signature_rows,
-)
-from lamina.weights import random_orthonormal, relative_subspace_fraction
-
-SMALL = SignatureSource(d=128, other=32, k=8, n_layers=4)
-
-
-def test_tilt_gives_the_rsf_it_is_asked_for():
-    gen = torch.Generator().manual_seed(0)
-    d, k, rsf = 256, 8, 0.1
-    frame = random_orthonormal(d, k, gen)
-    g = torch.randn(400, d, generator=gen, dtype=torch.float64)
-    t = tilt_for(rsf, d, k)
-    g = g + (t - 1) * (g @ frame) @ frame.T
-    got = float(relative_subspace_fraction(g, frame, side="input"))
-    assert got == pytest.approx(rsf, rel=0.1)
-    with pytest.raises(ValueError, match="rsf must be in"):
-        tilt_for(1.0, d, k)
-
-
-@pytest.mark.parametrize(("kind", "ratio"), [("null", 1.0), ("planted", PLANTED_RATIO),
-                                             ("planted-half", (1 + PLANTED_RATIO) / 2)])
-def test_signature_source_realises_its_planted_ratio(kind, ratio):
-    t = synthetic_deltas(kind, 0, SignatureSource(d=256, other=64, n_layers=8))
-    q = t[t["role"].isin(["q", "k"])]
-    realised = float(np.exp(np.log(q["vs_weight"]).mean()))
-    assert realised == pytest.approx(ratio, rel=0.25)
-
-
-def test_signature_rows_read_the_null_and_the_planted_source_apart():
-    rows = signature_rows(range(2), SMALL, n_bootstrap=200)
-    qk = rows[rows["claim_id"] == "P2.align_qk_enriched"].set_index(["kind", "seed"])["verdict"]
-    assert set(qk.loc["planted"]) == {"reproduced"}
-    assert "reproduced" not in set(qk.loc["null"])
-    assert set(rows["kind"]) == {"null", "planted", "planted-half"}
 
 
 def test_anatomy_source_keeps_the_real_magnitudes_in_another_order():
@@ -114,9 +71,9 @@ def test_rules_markdown_is_cached_and_read_back(tmp_path, monkeypatch):
     real = R._rows
     monkeypatch.setattr(R, "_rows", lambda which, n: calls.append(which) or real(which, n))
     text = R.rules_markdown(1, jobs=1, cache=tmp_path)
-    assert "| `P2.align_qk_enriched` | yes |" in text and "| `P3-core` | yes |" in text
+    assert "| `P3-core` | yes |" in text and "P2" not in text
     assert len(list(tmp_path.glob("rules-*.md"))) == 1
-    assert R.rules_markdown(1, jobs=1, cache=tmp_path) == text and len(calls) == 2
+    assert R.rules_markdown(1, jobs=1, cache=tmp_path) == text and len(calls) == 1
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.02, 0.04, 0.05])

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from lamina.chapters.weight_update_signature.figures import describe, short_note
 
 from lamina.chapters.organisms.narrative import gate_detail
-from lamina.chapters.weight_update_signature.figures import describe, short_note
 
 NAN = math.nan
 

@@ -1,8 +1,8 @@
-"""The calibration page's section on paper 2's and paper 3's verdict rules: the false-positive
-rate and power of their main claims on known-answer weight updates
-(:mod:`lamina.chapters.weight_update_signature.calibration`) and skip sweeps
-(:mod:`lamina.chapters.layer_anatomy.calibration`), in the table format of paper 1's
-(:func:`lamina.trajectory.calibration.summarise`, :func:`~lamina.trajectory.calibration.row_text`).
+"""The calibration page's section on paper 3's verdict rules: the false-positive rate and power
+of its main claims on known-answer skip sweeps (:mod:`lamina.chapters.layer_anatomy.calibration`),
+in the table format of paper 1's (:func:`lamina.trajectory.calibration.summarise`,
+:func:`~lamina.trajectory.calibration.row_text`). Paper 2's runs come from
+:mod:`lamina.weights.calibration` (every declared claim, in the engine's runs format).
 
 The section is cached as a whole under ``<data>/cache/calibration/rules-<key>.md``, keyed by
 the source of every module that computes it, the number of seeds and the numpy / scipy /
@@ -16,21 +16,19 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lamina.chapters.layer_anatomy import calibration as anatomy_calibration
-from lamina.chapters.weight_update_signature import calibration as signature_calibration
 from lamina.core.provenance import atomic_write_text
 from lamina.trajectory.calibration import default_cache, row_text, summarise
 
 __all__ = ["cache_key", "rules_markdown"]
 
-CODE = ("chapters/weight_update_signature", "chapters/layer_anatomy", "chapters/results.py",
-        "weights", "anatomy", "evidence", "trajectory/calibration.py")  # under lib/lamina
+CODE = ("chapters/layer_anatomy", "chapters/results.py", "anatomy", "evidence",
+        "trajectory/calibration.py")  # under lib/lamina
 
 
 def cache_key(n_seeds: int) -> str:
@@ -53,8 +51,7 @@ def _rows(which: str, n_seeds: int) -> pd.DataFrame:
     import torch
 
     torch.set_num_threads(1)
-    module = signature_calibration if which == "signature" else anatomy_calibration
-    return module.calibration_rows(range(n_seeds))
+    return anatomy_calibration.calibration_rows(range(n_seeds))
 
 
 def _head(size: str) -> str:
@@ -76,23 +73,15 @@ def _section(title: str, runs: pd.DataFrame, size: str) -> list[str]:
 
 
 def rules_markdown(n_seeds: int = 20, *, jobs: int = 2, cache: Path | None = None) -> str:
-    """The section's Markdown: a table per paper (claims of
-    ``weight_update_signature.calibration.CLAIMS`` and ``layer_anatomy.calibration.CLAIMS``)
-    over ``n_seeds`` seeds, the two papers computed in ``jobs`` processes; read from / written
-    to ``cache`` (a folder; None: not cached)."""
+    """The section's Markdown: paper 3's table (claims of ``layer_anatomy.calibration.CLAIMS``)
+    over ``n_seeds`` seeds (``jobs`` is kept for the callers; one process computes it); read
+    from / written to ``cache`` (a folder; None: not cached)."""
     path = cache / f"rules-{cache_key(n_seeds)[:20]}.md" if cache is not None else None
     if path is not None and path.is_file():
         return path.read_text()
     start = time.perf_counter()
-    which = ("signature", "anatomy")
-    if jobs > 1:
-        with ProcessPoolExecutor(min(jobs, 2)) as pool:
-            sig, ana = pool.map(_rows, which, [n_seeds] * 2)
-    else:
-        sig, ana = (_rows(w, n_seeds) for w in which)
+    ana = _rows("anatomy", n_seeds)
     text = "\n".join([
-        *_section("Paper 2: Q/K alignment updates enriched; writes close to random", sig,
-                  "lamina's planted size"),
         *_section("Paper 3: the critical core and its size", ana, "the paper's size"),
         f"(Computed in {time.perf_counter() - start:.0f} s of wall time.)", "",
     ])  # fmt: skip

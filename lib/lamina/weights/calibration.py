@@ -1,145 +1,172 @@
-"""Calibration of paper 2's alignment verdicts on known-answer weight updates: the false-
-positive rate of "Q/K alignment updates are enriched in the principal input subspace" when the
-update is only as concentrated as the matrix it updates, and its power when it is more so.
+"""Calibration of paper 2's rows: each declared claim judged on known-answer sources through the
+chapter's own measurements (:mod:`lamina.weights.measure`'s functions) and judgement
+(:func:`lamina.weights.judging.judge_unit`), as a table of runs in the calibration page's format
+(``lamina.evidence.calibration``: claim_id, source, seed, verdict, kind, present, reason).
 
-The source (:func:`synthetic_deltas`) is a fake model probed at the chapter's real-model size:
-``n_layers`` blocks (``SignatureConfig.real_layers``), d = 576 (SmolLM2-135M's width), k =
-``SignatureConfig.k``. Each read matrix's input second moment has eigenvalues falling
-linearly from 10 to 0.1 in a random basis; its prediction subspace is a random k-frame. A
-matrix drawn with Gaussian rows "tilted" by a factor t along the top-k input directions has
+Sources (each keeps what threatens its claim, not only the test's own null):
 
-    RSF = k t² / (k t² + d − k)    (in expectation)
+* :func:`lamina.weights.sources.signature_source`: the Q/K and write rows of the alignment
+  stages, late pretraining and every objective, with P_A estimated from finite heavy-tailed
+  samples at SmolLM2's and Gemma's sizes;
+* :func:`lamina.weights.sources_mechanism.gradients_source`: read gradients, the raw read
+  gradient, cancellation (scale and direction);
+* :func:`lamina.weights.sources_mechanism.adam_source`: the optimiser (Adam's first steps,
+  unrelated and consistent gradients);
+* :func:`lamina.weights.sources_mechanism.adaptation_source`: single-group adaptation;
+* :func:`lamina.weights.sources_edit.edit_model`: the write edit (never-trained models against
+  their scrambled copies; a block that feeds unembedding writes back).
 
-so t sets its enrichment. Matrices differ: each one's RSF is its kind's value times a
-log-normal factor of sd :data:`SPREAD` (0.4, from the width of the chapter's CI for SmolLM2's
-Q/K enrichment, 4.85–6.95 over 16 matrices: a log half-width of 0.195 = 1.96 sd / √16), drawn
-independently for W and ΔW, so a null ΔW is as concentrated as its W only on average. W (the
-start checkpoint) is tilted to the enrichment lamina measured
-for SmolLM2's Q/K weights (:data:`W_ENRICHMENT`: the chapter's enrichment of ΔW, 5.72, over
-its RSF(ΔW)/RSF(W), 3.15). Kinds:
+The claims declared ``not_calibrated`` get no runs. A "close to 1" row has no half size (its
+claimed value is the null of its test's alternative), so its ``half`` runs are left out.
 
-* ``null``: ΔW drawn like W (RSF(ΔW) = RSF(W) in expectation): enriched against k/d, not
-  beyond W itself. The writes' ΔW is concentrated in the prediction subspace by the same
-  factor, so "writes close to random" is false here too.
-* ``planted``: ΔW's Q/K tilted so that RSF(ΔW) = :data:`PLANTED_RATIO` × RSF(W); writes
-  isotropic (close to random). Paper 2 states no size: the ratio is lamina's choice (a
-  doubling of W's own concentration).
-* ``planted-half``: half the planted excess, RSF(ΔW) = (1 + (ratio − 1) / 2) × RSF(W).
-
-The verdicts are the chapter's own (:func:`~.claims.stage_claims`, gate passed). The rows are
-summarised by :func:`lamina.trajectory.calibration.summarise` (FPR over the null, power over
-the planted sources, Wilson intervals).
+CLI: ``python -m lamina.weights.calibration OUT.csv [N_SEEDS]`` writes the runs table.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-from typing import Literal
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
+import numpy as np
 import pandas as pd
-import torch
 
-from lamina.chapters.weight_update_signature.claims import stage_claims
-from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.chapters.weight_update_signature.deltas import signature_from_deltas
-from lamina.chapters.weight_update_signature.gate import AlignmentGate
-from lamina.trajectory.calibration import known_answer_rows
-from lamina.weights import LinearMap, random_orthonormal
+from lamina.core.provenance import atomic_write_text
+from lamina.weights.claims import CLAIMS
+from lamina.weights.edit_effects import _edit_batch, _score
+from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
+from lamina.weights.judging import is_present, judge_unit
+from lamina.weights.measure import PREFIX, margin
+from lamina.weights.measures_causal import single_group
+from lamina.weights.measures_mechanism import (
+    cancellation_direction,
+    cancellation_scale,
+    optimizer_attenuates,
+    raw_read_follows,
+    read_grad_inherits,
+)
+from lamina.weights.measures_signature import (
+    every_objective,
+    late_pretraining,
+    qk_measure,
+    writes_measure,
+)
+from lamina.weights.settings import SignatureSettings
+from lamina.weights.sources import signature_source
+from lamina.weights.sources_edit import TEXTS, edit_model
+from lamina.weights.sources_mechanism import adam_source, adaptation_source, gradients_source
 
-__all__ = ["KINDS", "PLANTED_RATIO", "W_ENRICHMENT", "SignatureSource", "calibration_rows",
-           "synthetic_deltas", "tilt_for"]
+__all__ = ["RUN_COLUMNS", "SOURCES", "calibration_runs", "main"]
 
-KINDS = ("null", "planted", "planted-half")
-W_ENRICHMENT = 5.72 / 3.15  # SmolLM2-135M-Instruct's Q/K: enrichment(ΔW) / (RSF(ΔW)/RSF(W))
-PLANTED_RATIO = 2.0  # RSF(ΔW) / RSF(W) of the planted source (lamina's choice)
-SPREAD = 0.4  # sd of log RSF across matrices: SmolLM2's Q/K enrichment CI 4.85-6.95 over 16 matrices
-CLAIMS = ("P2.align_qk_enriched", "P2.align_write_random")
-ROLES: tuple[tuple[str, Literal["read", "write"]], ...] = (
-    ("q", "read"), ("k", "read"), ("attn_out", "write"), ("mlp_out", "write"))
-
-
-@dataclass(frozen=True)
-class SignatureSource:
-    """The fake model's sizes: width ``d``, subspace dimension ``k``, probed blocks
-    ``n_layers``; ``other``: the side of each matrix that is not probed (a read matrix is
-    (other, d), a write matrix (d, other)). RSF is measured on the probed side, so ``other``
-    sets only how many rows average into it (64 keeps a seed at about 1 s)."""
-
-    d: int = 576
-    other: int = 64
-    k: int = SignatureConfig.k
-    n_layers: int = SignatureConfig.real_layers
-
-
-def tilt_for(rsf: float, d: int, k: int) -> float:
-    """The tilt t that gives a Gaussian matrix RSF = ``rsf`` in expectation over its top-k
-    input directions: t² = rsf (d − k) / (k (1 − rsf)). rsf in (0, 1)."""
-    if not 0 < rsf < 1:
-        raise ValueError(f"rsf must be in (0, 1); got {rsf}")
-    return math.sqrt(rsf * (d - k) / (k * (1 - rsf)))
+RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
+SOURCES = ("null", "planted", "half")
+_CLOSE = {c["id"] for c in CLAIMS if c.get("direction", 0) == 0}
 
 
-def _tilt_in(g: torch.Tensor, frame: torch.Tensor, t: float) -> torch.Tensor:
-    """g (d_out, d_in) with its input side scaled by t along the k-frame ``frame`` (d_in, k):
-    g + (t − 1) (g frame) frameᵀ."""
-    return g + (t - 1) * (g @ frame) @ frame.T
+def _signature(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
+    d, m = signature_source(kind, seed), margin()
+    out: dict[str, dict[str, Any]] = {}
+    for t in ("sft", "dpo"):
+        where: dict[str, Any] = {"family": "stage", "pair": f"final→{t}"}
+        out[f"align-qk-{t}"] = qk_measure(d, s, **where)
+        out[f"align-writes-{t}"] = writes_measure(d, s, m, **where)
+    late = late_pretraining(d, s, m)
+    out["late-pretraining-qk"], out["late-pretraining-writes"] = late["qk"], late["writes"]
+    every = every_objective(d, s, m, {o: f"final→obj-{o}" for o in ("lm", "sft", "dpo")})
+    out["every-objective-qk"], out["every-objective-writes"] = every["qk"], every["writes"]
+    return out
 
 
-def _rsf(base: float, z: float) -> float:
-    return min(base * math.exp(SPREAD * z), 0.9)
+def _gradients(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
+    g, m = gradients_source(kind, seed), margin()
+    return {"read-grad-inherits": read_grad_inherits(g, m, s),
+            "raw-read-grad-follows": raw_read_follows(g, s),
+            "cancellation-scale": cancellation_scale(g, m, s),
+            "cancellation-direction": cancellation_direction(g, m, s)}  # fmt: skip
 
 
-def synthetic_deltas(kind: str, seed: int, source: SignatureSource = SignatureSource()) -> pd.DataFrame:
-    """The deltas table (:func:`~.deltas.signature_from_deltas`, pair "final→sft", family
-    "stage", raw moments) of one known-answer source: ``kind`` in :data:`KINDS` (see the
-    module docstring), Q, K (read, (other, d)), attention-output and MLP-down (write, (d, other)) maps in
-    ``source.n_layers`` blocks of width ``source.d``, at k = ``source.k``. Each matrix's RSF varies around its kind's
-    value by a log-normal factor of sd :data:`SPREAD` (W and ΔW independently)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    d, k = source.d, source.k
-    gen = torch.Generator().manual_seed(10_007 * seed + KINDS.index(kind))
-    basis = random_orthonormal(d, d, gen)
-    moment = basis @ torch.diag(torch.linspace(10, 0.1, d, dtype=torch.float64)) @ basis.T
-    pred = random_orthonormal(d, d, gen)
-    top, top_pred = basis[:, :k], pred[:, :k]
-    rsf_w = W_ENRICHMENT * k / d
-    ratio = {"null": 1.0, "planted": PLANTED_RATIO, "planted-half": (1 + PLANTED_RATIO) / 2}[kind]
-    maps: list[LinearMap] = []
-    deltas: dict[str, torch.Tensor] = {}
-    weights: dict[str, torch.Tensor] = {}
-    moments: dict[str, torch.Tensor] = {}
-    for layer in range(source.n_layers):
-        for role, rw in ROLES:
-            m = LinearMap(layer, role, rw, f"layers.{layer}.{role}")
-            maps.append(m)
-            shape = (source.other, d) if rw == "read" else (d, source.other)
-            g = torch.randn(*shape, generator=gen, dtype=torch.float64)
-            w = torch.randn(*shape, generator=gen, dtype=torch.float64)
-            z = torch.randn(2, generator=gen, dtype=torch.float64).tolist()
-            if rw == "read":
-                w = _tilt_in(w, top, tilt_for(_rsf(rsf_w, z[0]), d, k))
-                g = _tilt_in(g, top, tilt_for(_rsf(ratio * rsf_w, z[1]), d, k))
-                moments[m.key] = moment
-            else:
-                write_rsf = _rsf(rsf_w, z[1]) if kind == "null" else k / d
-                g = _tilt_in(g.T, top_pred, tilt_for(write_rsf, d, k)).T  # output side
-            deltas[m.key], weights[m.key] = g, w
-    t = signature_from_deltas(deltas, maps, moments, pred[:, :k], [k], weights=weights, cache={})
-    return t.assign(moment="raw", family="stage", pair="final→sft")
+def _optimizer(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
+    return {"optimizer-attenuates": optimizer_attenuates(adam_source(kind, seed), "sft", s)}
 
 
-def calibration_rows(
-    seeds: range | list[int], source: SignatureSource = SignatureSource(), n_bootstrap: int = 500
+def _adaptation(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
+    return {"single-group": single_group(adaptation_source(kind, seed), s)}
+
+
+def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
+    model, tok = edit_model(kind, seed)
+    ids, mask, tokens = _edit_batch(model, tok, TEXTS, s)
+    obs = np.array([r["delta_logp"] for r in _score(model, "x", "u", 0, tokens, ids, mask, s)])
+    null = np.array([np.mean([r["delta_logp"] for r in
+                              _score(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
+                     for i in range(s.edit_scrambled)])  # fmt: skip
+    return {"write-edit-released": beyond_scrambled(obs, null, s.n_bootstrap, s.seed)}
+
+
+SOURCE_FNS: dict[str, Callable[[str, int, SignatureSettings], dict[str, dict[str, Any]]]] = {
+    "signature": _signature, "gradients": _gradients, "optimizer": _optimizer,
+    "adaptation": _adaptation, "edit": _edit,
+}  # fmt: skip
+"""Each known-answer source: (kind, seed, settings) -> {claim name: measurement}."""
+
+
+def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[str, Any]]:
+    measured = {f"{PREFIX}{k}": v for k, v in SOURCE_FNS[source](kind, seed, s).items()}
+    gates = {name: (True, "known-answer source") for c in CLAIMS
+             for g, name in c.get("requires", ()) if g == "gate"}  # fmt: skip
+    rows = judge_unit(f"{source}-{kind}", measured, gates, only=list(measured))
+    out = []
+    for r in rows.itertuples():
+        if kind == "half" and r.claim_id in _CLOSE:
+            continue
+        out.append({"claim_id": r.claim_id, "source": kind, "seed": seed, "verdict": r.verdict,
+                    "kind": "effect", "present": is_present(r), "reason": r.reason})  # fmt: skip
+    return out
+
+
+def calibration_runs(
+    seeds: Iterable[int], settings: SignatureSettings | None = None,
+    sources: Iterable[str] = tuple(SOURCE_FNS),
 ) -> pd.DataFrame:
-    """One row per (kind, seed, claim of :data:`CLAIMS`) in the format of
-    ``lamina.trajectory.calibration.calibrate`` (``known_answer_rows``), the alignment gate
-    passed."""
-    config = replace(SignatureConfig(k=source.k, n_bootstrap=n_bootstrap), targets=("sft",))
-    gate = AlignmentGate(True, {"calibration": 1.0}, "known-answer source: no gate")
+    """The runs table (:data:`RUN_COLUMNS`) of every calibrated paper-2 claim over ``seeds``
+    and the three sources; ``attrs["seconds"]``: {source: seconds of computation per seed}.
+    settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled copies, 6
+    edit tokens, the chapter's edit scale)."""
+    s = settings or SignatureSettings(n_bootstrap=500, edit_tokens=6, edit_texts=len(TEXTS))
+    seeds = list(seeds)
+    rows: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    for source in sources:
+        t0 = time.perf_counter()
+        for seed in seeds:
+            for kind in SOURCES:
+                rows += _runs(source, kind, seed, s)
+        seconds[source] = (time.perf_counter() - t0) / max(1, len(seeds))
+    out = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    out.attrs["seconds"] = seconds
+    calibrated = {c["id"] for c in CLAIMS if c.get("calibrated")}
+    missing = calibrated - set(out["claim_id"])
+    if missing and set(sources) == set(SOURCE_FNS):
+        raise ValueError(f"claims declared calibrated without runs: {sorted(missing)}")
+    return out
 
-    def judge(kind: str, seed: int) -> list[dict]:
-        return stage_claims("synthetic", synthetic_deltas(kind, seed, source), config, gate)[0]
 
-    return known_answer_rows(seeds, judge, CLAIMS)
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover
+    """``python -m lamina.weights.calibration OUT.csv [N_SEEDS]``: write the runs table."""
+    import torch
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or len(args) > 2:
+        raise SystemExit("usage: python -m lamina.weights.calibration OUT.csv [N_SEEDS]")
+    n = int(args[1]) if len(args) == 2 else 20
+    if n < 1:
+        raise SystemExit(f"N_SEEDS must be at least 1; got {n}")
+    torch.set_num_threads(1)
+    runs = calibration_runs(range(n))
+    print(atomic_write_text(args[0], runs.to_csv(index=False)))
+    print({k: round(v, 1) for k, v in runs.attrs["seconds"].items()})
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

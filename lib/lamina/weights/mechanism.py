@@ -48,6 +48,7 @@ ADAM_COLUMNS = [
 
 __all__ = [
     "activation_share",
+    "geometry_rows",
     "adam_signature",
     "objective_gradients",
     "stage_factors",
@@ -125,9 +126,14 @@ def _bases(
     }
 
 
-def _geometry_rows(
+def geometry_rows(
     factors, maps, bases, moments, k: int, seed: int = 0
 ) -> list[dict[str, Any]]:
+    """One row per map of ``maps``: :func:`lamina.weights.gradients.gradient_geometry` of its
+    gradient factors (``factors[key]``) in its basis (``bases[key]``: (basis (d, k), side)),
+    the enrichments (RSF / (k/d)), the cancellation against its sign-randomised null (200
+    draws, :func:`lamina.weights.gradients.sign_null_cancellation`) and, for a read map, the
+    activation share of its input second moment ``moments[key]`` (:func:`activation_share`)."""
     rows = []
     for m in maps:
         basis, side = bases[m.key]
@@ -199,7 +205,7 @@ def objective_gradients(
             n_replay = stage_cfg.replay_batch_size if objective == "sft" else 0
             replay = _replay(tok, corpus, n_replay, length, config.seed)
             factors = stage_factors(objective, model, tok, items, stage_cfg, replay, maps)
-        for row in _geometry_rows(factors, maps, bases, moments, config.k, config.seed):
+        for row in geometry_rows(factors, maps, bases, moments, config.k, config.seed):
             rows.append({"objective": objective, "checkpoint": spec, **row})
     out = pd.DataFrame(rows)
     out["basis_tokens"] = "held-out" if held_out else "same as tested"
@@ -235,7 +241,7 @@ def write_gradients_across_training(
         length = context_length(model, config.max_length)
         batch = _token_budget(tok, texts, config.grad_tokens, length)
         factors = gradient_factors(model, tok, batch, maps, lm_loss, max_length=length)
-        for row in _geometry_rows(factors, maps, bases, {}, config.k, config.seed):
+        for row in geometry_rows(factors, maps, bases, {}, config.k, config.seed):
             w = maps[[m.key for m in maps].index(row["key"])].weight(model)
             row["weight_rsf"] = relative_subspace_fraction(w, bases[row["key"]][0], "output")
             row["weight_enrichment"] = row["weight_rsf"] / (config.k / row["d"])

@@ -41,7 +41,8 @@ from lamina.weights.settings import (
     context_length,
     real_budget,
 )
-from lamina.weights.units import TEXT_ORGANISM, BorrowedText
+from lamina.weights.texts import TEXT_ORGANISM
+from lamina.weights.units import BorrowedText
 
 __all__ = ["CURVE_COLUMNS", "SINGLE_UNTESTABLE", "SingleCheckpoint"]
 

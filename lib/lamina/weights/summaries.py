@@ -80,7 +80,7 @@ def ratio_summary(
     """Geometric mean of positive per-matrix ratios with the bootstrap CI (percentile, over
     matrices) and the one-sample Wilcoxon signed-rank p of log(ratio) against log(``null``),
     both of sidedness ``sided``; ``p_opposite`` is the p of the other side (the two-sided p for
-    a two-sided test). Ratios within 1e-9 of ``null`` count as ties (dropped by the test: a
+    a two-sided test). Ratios within a relative 1e-6 of ``null`` count as ties (dropped by the test: a
     ratio equal to its null by construction is no evidence either way).
     -> Measurement fields; estimate NaN with no finite positive value, p None with fewer than
     2 values or no spread."""
@@ -93,7 +93,7 @@ def ratio_summary(
         return out
     out["estimate"] = float(np.exp(x.mean()))
     d = x - np.log(null)
-    d = np.where(np.abs(d) < 1e-9, 0.0, d)
+    d = np.where(np.abs(d) < 1e-6, 0.0, d)
     if len(x) >= 2 and np.ptp(x) > 0:
         b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile",
                          confidence=_ci_level(sided)).iloc[0]  # fmt: skip

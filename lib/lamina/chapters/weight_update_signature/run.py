@@ -14,11 +14,11 @@ import torch
 
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.weight_update_signature.config import CHAPTER, Config, expand_models
-from lamina.chapters.weight_update_signature.judge import judge_unit
 from lamina.sources.models import get_adapter
 from lamina.states.quant_control import not_run_control, run_quant_control
 from lamina.weights.adaptation import single_group_adaptation
 from lamina.weights.edit_effects import null_stages, write_edit_effects
+from lamina.weights.judging import judge_unit
 from lamina.weights.measure import PREFIX, measure_unit, unit_gates
 from lamina.weights.mechanism import (
     adam_signature,
@@ -30,7 +30,8 @@ from lamina.weights.probes import organism_deltas, probed_maps
 from lamina.weights.settings import SignatureSettings, context_length, real_budget
 from lamina.weights.single import SingleCheckpoint
 from lamina.weights.tables import sensitivity
-from lamina.weights.units import Checkpoints, ModelPair, Units, split_sample, text_sample
+from lamina.weights.texts import split_sample, text_sample
+from lamina.weights.units import Checkpoints, ModelPair, Units
 
 __all__ = ["run"]
 

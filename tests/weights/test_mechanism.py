@@ -11,14 +11,6 @@ import pandas as pd
 import pytest
 import torch
 
-from lamina.chapters.weight_update_signature.config import SignatureConfig
-from lamina.chapters.weight_update_signature.deltas import (
-    prediction_subspace,
-    signature_from_deltas,
-)
-from lamina.chapters.weight_update_signature.mechanism import stage_factors
-from lamina.chapters.weight_update_signature.mechanism_claims import cancellation_summary
-from lamina.chapters.weight_update_signature.units import split_sample
 from lamina.sources.models import get_adapter
 from lamina.sources.organisms.configs import ORGANISMS
 from lamina.sources.organisms.stages import stage_loss
@@ -26,6 +18,12 @@ from lamina.sources.organisms.tokenizer import train_tokenizer
 from lamina.sources.organisms.train import make_model
 from lamina.weights import linear_maps
 from lamina.weights.gradients import gradient_geometry, sign_null_cancellation
+from lamina.weights.judging import judge_unit
+from lamina.weights.measures_mechanism import cancellation_scale
+from lamina.weights.mechanism import stage_factors
+from lamina.weights.probes import prediction_subspace, signature_from_deltas
+from lamina.weights.settings import SignatureSettings
+from lamina.weights.texts import split_sample
 
 MICRO = ORGANISMS["organism-llama-micro"]
 NOUNS = ["cat", "dog", "owl", "fox", "hen", "cow", "pig", "elk", "ant", "bee"]
@@ -62,17 +60,30 @@ def _null_row(delta, act, seed: int) -> dict:
     }
 
 
+def _scale_row(table: pd.DataFrame) -> pd.Series:
+    cid = "p2-signature-cancellation-scale"
+    m = cancellation_scale(table.assign(objective="lm"), 1.25, SignatureSettings(n_bootstrap=200))
+    return judge_unit("known", {cid: m}, {}).set_index("claim_id").loc[cid]
+
+
 def test_sign_null_rejects_a_planted_aligned_sum_and_accepts_unrelated_terms():
-    config = SignatureConfig(n_bootstrap=200)
     aligned = pd.DataFrame([_null_row(*_planted_terms(300, 16, True, s), s) for s in range(8)])
     random_ = pd.DataFrame([_null_row(*_planted_terms(300, 16, False, s), s) for s in range(8)])
     assert (aligned["cancellation"] > 0.99).all()  # no cancellation at all
     assert (aligned["cancellation_p_aligned"] < 0.01).all()
-    assert cancellation_summary(aligned, config)["verdict"] == "not reproduced"
+    assert _scale_row(aligned)["verdict"] != "reproduced"
     # unrelated terms: c ≈ 1/√T, both below the old "< 0.5" threshold and inside the null
     assert (random_["cancellation"] < 0.2).all()
-    assert cancellation_summary(random_, config)["verdict"] == "reproduced"
+    assert _scale_row(random_)["verdict"] == "reproduced"
     assert random_["cancellation_p_aligned"].min() > 0.01
+
+
+def test_a_closeness_row_whose_equivalence_test_fails_is_never_partially():
+    # at 2a683dc the cancellation row read "partially" at p = 0.56 (the two-sided p of a
+    # difference, beside a rule that said "partially" for any estimate inside the margin)
+    wide = pd.DataFrame({"cancellation": [0.5, 0.9, 1.3, 0.7], "cancellation_null": [0.5] * 4})
+    row = _scale_row(wide)
+    assert row["p"] >= 0.05 and row["verdict"] not in ("reproduced", "partially")
 
 
 def test_sign_null_p_values_are_roughly_uniform_for_unrelated_terms():

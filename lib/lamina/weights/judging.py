@@ -2,9 +2,10 @@
 unit's measurements (:func:`lamina.weights.measure.measure_unit`), in declaration order, so
 that a ``present`` precondition sees the rows judged before it.
 
-Glue only: the verdict word comes from ``lamina.evidence`` (:meth:`lamina.evidence.claims.Claim.
-tested`); a failed or unmeasured gate, an absent precondition effect or a measurement-level
-reason makes the row "not testable" with the values.
+No verdict rule lives here: the word comes from ``lamina.evidence`` (:meth:`lamina.evidence.
+claims.Claim.tested`); a failed or unmeasured gate, an absent precondition effect or a
+measurement-level reason is passed to it as the reason the row is "not testable". The chapter
+and the calibration (:mod:`lamina.weights.calibration`) judge through :func:`judge_unit`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 from lamina.evidence.claims import PRESENT, Claim, claims_frame
 from lamina.weights.claims import CLAIMS
 
-__all__ = ["judge_unit"]
+__all__ = ["is_present", "judge_unit"]
 
 
 def _precondition(spec: dict[str, Any], gates: Mapping[str, tuple[bool, str]],
@@ -34,24 +35,30 @@ def _precondition(spec: dict[str, Any], gates: Mapping[str, tuple[bool, str]],
             row = rows.get(name)
             if row is None:
                 return f"{name} was not judged on {model}"
-            if not _present(row):
+            if not is_present(row):
                 p = f", p = {row.p:.3g}" if math.isfinite(row.p) else ""
                 return f"the effect of {name} is not present ({row.verdict}{p})"
     return None
 
 
-def _present(row: Claim) -> bool:
+def is_present(row: Any) -> bool:
+    """Whether a judged row says its effect is present: a verdict of
+    :data:`lamina.evidence.claims.PRESENT`, significant where the claim is tested."""
     tested = math.isfinite(row.p)
     return row.verdict in PRESENT and (not tested or row.p < row.alpha)
 
 
 def judge_unit(
     model: str, measurements: Mapping[str, Mapping[str, Any]],
-    gates: Mapping[str, tuple[bool, str]],
+    gates: Mapping[str, tuple[bool, str]], only: list[str] | None = None,
 ) -> pd.DataFrame:
-    """The claims table of one unit: one row per declared claim (module docstring)."""
+    """The claims table of one unit: one row per declared claim (module docstring), or per
+    claim of ``only`` (ids, in declaration order; their preconditions on other claims then
+    read "not judged")."""
     rows: dict[str, Claim] = {}
     for spec in CLAIMS:
+        if only is not None and spec["id"] not in only:
+            continue
         m = dict(measurements.get(spec["id"], {"untestable": "not measured"}))
         why = _precondition(spec, gates, rows, model) or m.get("untestable")
         detail = m.get("detail", "")
