@@ -87,6 +87,7 @@ class PageReport:
     too_long: list[str] = field(default_factory=list)
     truncated_titles: list[str] = field(default_factory=list)
     notes_before_figure: list[str] = field(default_factory=list)
+    raw_outputs: list[str] = field(default_factory=list)
     height: int = 0
     n_charts: int = 0
     n_badges: int = 0
@@ -109,6 +110,7 @@ class PageReport:
             "too_long",
             "truncated_titles",
             "notes_before_figure",
+            "raw_outputs",
         )
         return {n: getattr(self, n) for n in names if getattr(self, n)}
 
@@ -200,9 +202,17 @@ _PAGE_CHECKS = """
       code.push(describe(el, `code shown at y ${Math.round(r.top)} px`));
     }
   }
+  // a Python object printed as text: a cell that ends with an expression (a pandas Series or
+  // DataFrame repr, "<module.Class object at 0x...>") instead of a rendered table or nothing
+  const raw = [];
+  const repr = /dtype: |object at 0x[0-9a-f]+|^<[A-Za-z_][\\w.]* |Name: .+, dtype|\\[\\d+ rows x \\d+ columns\\]/m;
+  for (const el of document.querySelectorAll('.cell_output .output.text_plain, .cell_output .output.stream')) {
+    const text = (el.textContent || '').trim();
+    if (repr.test(text)) raw.push(describe(el, 'prints a Python object'));
+  }
   return {overflows, hiddenCharts: hiddenCharts.slice(0, maxListed), nCharts: charts.length,
           badBadges: badBadges.slice(0, maxListed), nBadges: badges.length, emoji,
-          code: code.slice(0, maxListed)};
+          code: code.slice(0, maxListed), raw: raw.slice(0, maxListed)};
 }
 """
 
@@ -397,6 +407,7 @@ def _check_page(context, base: str, rel: str, width: int, screenshots: Path | No
     report.n_badges = found["nBadges"]
     report.emoji = found["emoji"]
     report.code_on_first_screen = found["code"]
+    report.raw_outputs = found["raw"]
     report.overlapping_labels = page.evaluate(_LABEL_OVERLAPS, [MAX_LISTED])
     report.truncated_titles = page.evaluate(_TRUNCATED_TITLES, [MAX_LISTED])
     layout = page.evaluate(_LAYOUT, [CHART_SELECTOR, MAX_LISTED])

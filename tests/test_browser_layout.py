@@ -63,6 +63,13 @@ PAGES = {
         + "<h3>Caveats</h3>" + _figure(_svg("Convergence per layer"))
     ),
     "executed/long.html": _figure(_svg("Per layer")) + _block(CHAPTER_MAX + 500),
+    "executed/raw.html": (
+        _figure(_svg("Per layer"))
+        + '<div class="cell_output"><div class="output text_plain"><pre>claim_id    p1-curvature-gap\n'
+        + 'verdict     reproduced\nName: 0, dtype: object</pre></div></div>'
+        + '<div class="cell_output"><div class="output text_plain"><pre>'
+        + '&lt;lamina.chapters.results.ExperimentResult object at 0x7f3a2c&gt;</pre></div></div>'
+    ),
     "executed/cut.html": (
         _figure(_svg("Convergence per layer (paper: diff…"))
         + _figure(_svg("A title drawn past the right edge of its chart", x=150))
@@ -117,6 +124,13 @@ def test_cut_and_overflowing_titles_are_reported(reports):
     assert '"Convergence per layer (paper: diff…" is cut' in found  # inline chart
     assert "cut.svg: title" in found  # an SVG image, fetched and laid out
     assert "past the right edge" in found and "outside its SVG" in found
+
+
+def test_a_python_object_printed_into_a_page_is_reported(reports):
+    # a cell that ends with glue_claim(...) printed the glued pandas Series under the claim
+    raw = reports[("executed/raw.html", 1300)].raw_outputs
+    assert len(raw) == 2 and all("prints a Python object" in r for r in raw)
+    assert not reports[("executed/good.html", 1300)].raw_outputs
 
 
 def test_notes_before_the_first_figure_are_reported(reports):

@@ -76,5 +76,5 @@ def test_claim_prefixes_follow_the_claim_id_scheme():
 
     for r in REGISTRY:
         if r.paper is not None:
-            assert claim_id(r.paper, r.name, "x").startswith(r.claim_prefixes[0])
-        assert claim_id(None, r.name, "x").startswith(r.claim_prefixes[-1])
+            assert claim_id(r.paper, r.stem, "x").startswith(r.claim_prefixes[0])
+        assert claim_id(None, r.stem, "x").startswith(r.claim_prefixes[-1])

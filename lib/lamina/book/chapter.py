@@ -62,8 +62,9 @@ def claims_view(claims: pd.DataFrame, columns: Sequence[str] = CLAIM_COLUMNS) ->
 
 def glue_claim(
     prefix: str, claims: pd.DataFrame, claim_id: str, *, n_models: int | None = None
-) -> pd.Series:
-    """Glue the head (first) row of claim ``claim_id`` for the prose and return it.
+) -> None:
+    """Glue the head (first) row of claim ``claim_id`` for the prose. Returns nothing, so a
+    notebook cell that ends with this call prints no object.
 
     Names: ``<prefix>_model`` (str), ``<prefix>_measured``, ``_ci_low``, ``_ci_high``, ``_p``,
     ``_effect`` (floats: measured value, its 95% CI, p-value, effect size), ``_verdict`` (str),
@@ -82,7 +83,6 @@ def glue_claim(
     glue(f"{prefix}_n_models", int(main["model"].nunique()) if n_models is None else n_models)
     glue(f"{prefix}_n_reproduced", int((main["verdict"] == "reproduced").sum()))
     glue(f"{prefix}_reason", str(head.get("reason", "") or ""))
-    return head
 
 
 def finding_title(claims: pd.DataFrame, claim_id: str, what: str, spec: str = ".3g") -> str:

@@ -43,6 +43,14 @@ CELL_WORD = {
     "absent": "absent",
     "reversed": "reversed",
     "not testable": "n/t",
+    "not informative": "n/i",
+    "count as claimed": "as claimed",
+    "count uncertain": "uncertain",
+    "fewer than claimed": "fewer",
+    "more than claimed": "more",
+    "located as claimed": "located",
+    "location uncertain": "uncertain",
+    "located elsewhere": "elsewhere",
     "not run": "not run",
     "mixed": "mixed",
     "check passed": "pass",
@@ -185,8 +193,12 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
         value = f"{int((rows['verdict'] == 'reproduced').sum())}/{len(rows)}"
         tip = f"{len(rows)} stages, reproduced in {value}: {tip}"
     word = CELL_WORD.get(state, state)
+    uncal = [c for c in rows.get("calibration", pd.Series(dtype=str)) if str(c).startswith("not ")]
+    extra = " lamina-uncalibrated" if uncal else ""
+    if uncal:
+        tip = f"{uncal[0]}; {tip}"
     return (
-        f'<td class="lamina-cell lamina-cell--{verdict_slug(state)}" '
+        f'<td class="lamina-cell lamina-cell--{verdict_slug(state)}{extra}" '
         f'title="{html.escape(tip, quote=True)}"><a href="scorecard.html#{anchor}">'
         f'<span class="lamina-cell-value">{html.escape(value)}</span>'
         f'<span class="lamina-cell-word">{html.escape(word)}</span></a></td>'
@@ -210,8 +222,11 @@ def legend_html(
 
 
 def _legend() -> str:
-    """The matrix's legend: an empty swatch, then "<cell word> = <verdict>"."""
-    return legend_html(lambda v: ("", f"{CELL_WORD[v]} = {v}"))
+    """The matrix's legend: an empty swatch, then "<cell word> = <verdict>", and the mark of a
+    claim without a calibration."""
+    return legend_html(lambda v: ("", f"{CELL_WORD[v]} = {v}")).replace(
+        "</p>", '<span class="lamina-legend-item">† = the claim is not calibrated (no '
+        "measured false-positive rate: see the calibration page)</span></p>", 1)
 
 
 def _claim_label(rows: pd.DataFrame, seen: dict[str, str]) -> str:

@@ -27,7 +27,10 @@ METHODS: dict[str, list[str]] = {
     ],
     "Verdicts": [
         "lamina.evidence.claims",
+        "lamina.evidence.declare.ClaimSpec",
+        "lamina.evidence.decide",
         "lamina.evidence.claims.Claim",
+        "lamina.evidence.calibration",
     ],
     "Statistics (paper 1's claims)": [
         "lamina.evidence.resampling.max_permutation_test",

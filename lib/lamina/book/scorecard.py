@@ -149,6 +149,7 @@ def _claim_row(
         "note": str(row.get("note") or row.get("reason") or ""),
         "self_check": is_self_check(row),
         "quant_shift": str(row.get("quant_shift") or ""),
+        "calibration": str(row.get("calibration") or ""),
         "commit": record.get("provenance", {}).get("lamina_commit", ""),
         "run": label,
     }
@@ -174,6 +175,7 @@ def _not_run_row(chapter: str, paper: int) -> dict[str, Any]:
         "note": "no results file",
         "self_check": False,
         "quant_shift": "",
+        "calibration": "",
         "commit": "",
         "run": "",
     }

@@ -28,6 +28,9 @@ __all__ = [
     "default_models",
 ]
 
+_IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+_PLAIN = (type(None), bool, int, float, str, list, tuple, dict)
+
 #: quick-mode caps of the resampling counts, for every config that has these fields: bootstrap
 #: resamples (95% CIs) and label permutations (null distributions).
 RESAMPLING_QUICK: Mapping[str, int] = {"n_bootstrap": 200, "n_permutations": 20}
@@ -76,7 +79,27 @@ class ChapterConfig:
     """
 
     QUICK: ClassVar[Mapping[str, Any]] = {}
+    #: notebook parameters that are not config fields (where the notebook writes its results)
+    NOTEBOOK_ONLY: ClassVar[tuple[str, ...]] = ("results_root",)
     quick: bool = False
+
+    @classmethod
+    def from_globals(cls, namespace: Mapping[str, Any]) -> Self:
+        """The config of a notebook's parameters: ``config = Config.from_globals(globals())``,
+        called before anything else defines a global. Every plain-data global (None, bool,
+        number, text, list, tuple, dict; not a module, class, function, IPython name or
+        ``_name``) is a parameter, except :attr:`NOTEBOOK_ONLY`; so a mistyped papermill
+        parameter, which papermill injects as a new global, raises
+        :class:`UnknownParameterError` naming the closest field instead of being ignored."""
+        params = {
+            k: v
+            for k, v in namespace.items()
+            if not k.startswith("_")
+            and k not in _IPYTHON_NAMES
+            and k not in cls.NOTEBOOK_ONLY
+            and isinstance(v, _PLAIN)
+        }
+        return cls.from_params(params)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Self:

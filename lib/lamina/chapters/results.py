@@ -18,7 +18,10 @@ import pandas as pd
 from lamina.chapters.config import ChapterConfig
 from lamina.states.io import write_results
 
+ALL_SOURCES = "all sources"  # the model of a row judged over several sources
+
 __all__ = [
+    "ALL_SOURCES",
     "ExperimentResult",
     "claim_record",
     "concat_tables",
@@ -161,9 +164,17 @@ class ExperimentResult:
         }
 
     def write(self, root: str | os.PathLike | None = None) -> list[Path]:
-        """``lamina.states.io.write_results`` once per model (tables filtered to that model)."""
+        """``lamina.states.io.write_results`` once per model (tables filtered to that model),
+        and once for the rows judged over several sources (model :data:`ALL_SOURCES`: an
+        across claim such as "consistent across architectures"), so that they reach the
+        scorecard like any row."""
         paths = []
-        for model in self.models:
+        across = (
+            [ALL_SOURCES]
+            if "model" in self.claims.columns and (self.claims["model"] == ALL_SOURCES).any()
+            else []
+        )
+        for model in [*self.models, *across]:
             tables = {
                 k: v[v["model"] == model].reset_index(drop=True)
                 for k, v in self.tables.items()

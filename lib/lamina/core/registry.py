@@ -33,8 +33,12 @@ class ChapterRecord:
         ``report.json``); only orders a first run, before any report exists (longest first).
     calibrated: whether the calibration page (``lamina.trajectory.calibration``) runs the
         chapter's claim tests on the known-answer sources.
-    default_models: the models ``model="default"`` runs, in order; an offline model whose wheel
-        is missing is skipped with a note (``lamina.sources.gguf_models.installed_offline``).
+    default_models: the models ``model="default"`` runs, in order
+        (:func:`lamina.chapters.models.chapter_models`): an offline model whose wheel is missing,
+        an organism not built and paper 1's release when absent are skipped with a note;
+        ``"peer-*"`` stands for every model folder of paper 1's release.
+    stem: the chapter's part of its claim ids (``p<paper>-<stem>-<name>``); default the name
+        with dashes.
     """
 
     name: str
@@ -42,15 +46,19 @@ class ChapterRecord:
     typical_seconds: float
     calibrated: bool = False
     default_models: tuple[str, ...] = ()
+    stem: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.stem:
+            object.__setattr__(self, "stem", self.name.replace("_", "-"))
 
     @property
     def claim_prefixes(self) -> tuple[str, ...]:
         """Every claim id the chapter writes starts with one of these
-        (``lamina.evidence.claims.claim_id``: ``p<paper>-<chapter>-`` for the paper's claims,
-        ``self-<chapter>-`` for self-checks; underscores become dashes)."""
-        stem = self.name.replace("_", "-")
+        (``lamina.evidence.claims.claim_id``: ``p<paper>-<stem>-`` for the paper's claims,
+        ``self-<stem>-`` for self-checks)."""
         heads = ("self",) if self.paper is None else (f"p{self.paper}", "self")
-        return tuple(f"{h}-{stem}-" for h in heads)
+        return tuple(f"{h}-{self.stem}-" for h in heads)
 
     @property
     def notebook(self) -> str:
@@ -59,7 +67,7 @@ class ChapterRecord:
 
 
 _PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")
-_TRAJECTORY = (*_PRETRAINED, "peer-gpt2", "minilm", "organism-gpt2", "organism-llama")
+_TRAJECTORY = (*_PRETRAINED, "peer-*", "minilm", "organism-gpt2", "organism-llama")
 
 # Book order. typical_seconds: the cold make book of 2026-12-01 (report.json seconds); growth
 # training and layer anatomy are the projections of their larger budgets (issue 21).
@@ -72,10 +80,11 @@ REGISTRY: tuple[ChapterRecord, ...] = (
     ChapterRecord("reanalysis", 1, 57, default_models=_PRETRAINED),
     ChapterRecord(
         "weight_update_signature", 2, 927,
-        default_models=(*_PRETRAINED, "organism-gpt2", "organism-llama"),
+        default_models=(*_PRETRAINED, "organism-gpt2", "organism-llama"), stem="signature",
     ),
-    ChapterRecord("layer_anatomy", 3, 880, default_models=(*_PRETRAINED, "organism-llama")),
-    ChapterRecord("growth_training", 3, 1100, default_models=_PRETRAINED),
+    ChapterRecord("layer_anatomy", 3, 880, default_models=(*_PRETRAINED, "organism-llama"),
+                  stem="anatomy"),
+    ChapterRecord("growth_training", 3, 1100, default_models=_PRETRAINED, stem="growth"),
     ChapterRecord("organisms", None, 162, default_models=("organism-gpt2", "organism-llama")),
 )  # fmt: skip
 

@@ -266,35 +266,47 @@ def wilson(hits: int, n: int) -> tuple[float, float, float]:
     return hits / n, float(ci.low), float(ci.high)
 
 
-def geometric_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, float]:
-    """Geometric mean of positive ratios (e.g. enrichments) with a percentile bootstrap 95% CI
-    over the values (matrices), and the one-sample Wilcoxon signed-rank p of log(value) = 0
-    (two-sided) and > 0 (greater). -> {geo, ci_low, ci_high, p_two, p_greater, p_less, n}."""
+def geometric_summary(
+    values: Any, n_bootstrap: int, seed: int, *, sided: Alternative = "two-sided"
+) -> dict[str, float]:
+    """Geometric mean of positive ratios (e.g. enrichments) with a percentile bootstrap CI over
+    the values (matrices) and the one-sample Wilcoxon signed-rank p of log(value) = 0.
+
+    sided: the sidedness of ``p`` and of the CI ("two-sided": the central 95% interval;
+    "greater"/"less": both ends are one-sided 95% bounds, the central 90% interval).
+    -> {geo, ci_low, ci_high, p, sided, p_two, p_greater, p_less, n} (ratios; p of ``sided``;
+    p_two/p_greater/p_less for reference)."""
     x = np.log(np.asarray(values, dtype=np.float64))
     x = x[np.isfinite(x)]
-    out = {
-        "geo": float("nan"),
-        "ci_low": float("nan"),
-        "ci_high": float("nan"),
-        "p_two": float("nan"),
-        "p_greater": float("nan"),
-        "p_less": float("nan"),
-        "n": len(x),
-    }
+    nan = float("nan")
+    out: dict[str, Any] = {"geo": nan, "ci_low": nan, "ci_high": nan, "p": nan, "sided": sided,
+                           "p_two": nan, "p_greater": nan, "p_less": nan, "n": len(x)}  # fmt: skip
     if len(x) == 0:
         return out
     out["geo"] = float(np.exp(x.mean()))
     if len(x) >= 2 and np.ptp(x) > 0:
-        b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile").iloc[0]
+        level = 0.95 if sided == "two-sided" else 0.90
+        b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile",
+                         confidence=level).iloc[0]  # fmt: skip
         out["ci_low"], out["ci_high"] = float(np.exp(b["ci_low"])), float(np.exp(b["ci_high"]))
         for alt in ("two-sided", "greater", "less"):
             key = "p_two" if alt == "two-sided" else f"p_{alt}"
             out[key] = float(sps.wilcoxon(x, alternative=alt).pvalue)
+        out["p"] = out["p_two" if sided == "two-sided" else f"p_{sided}"]
     return out
 
 
-def t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, float, float]:
-    """Mean (geometric if ``log``), 95% t CI over seeds, one-sided p of mean > 0 (> 1 if log)."""
+def t_summary(
+    values: np.ndarray, *, log: bool = False, sided: Alternative | None = None
+) -> tuple[float, float, float, float]:
+    """Mean over seeds (geometric if ``log``) with a t CI and the one-sample t-test p of
+    mean = 0 (= 1 if ``log``), both of sidedness ``sided``: "two-sided" gives the central 95%
+    interval and the two-sided p; "greater"/"less" give the one-sided p and a CI whose ends are
+    one-sided 95% bounds (the central 90% interval), so that p < 0.05 exactly when the CI
+    excludes the null on the tested side. -> (mean, ci_low, ci_high, p).
+
+    ``sided=None`` is the former behaviour (a two-sided 95% CI beside a one-sided "greater" p),
+    kept only until the growth chapter declares its claims; new code names the sidedness."""
     x = np.log(values) if log else np.asarray(values, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
@@ -304,8 +316,9 @@ def t_summary(values: np.ndarray, *, log: bool = False) -> tuple[float, float, f
         lo = hi = m
         p = float("nan")
     else:
-        lo, hi = sps.t.interval(0.95, x.size - 1, loc=m, scale=sps.sem(x))
-        p = float(sps.ttest_1samp(x, 0.0, alternative="greater").pvalue)
+        level = 0.95 if sided in ("two-sided", None) else 0.90
+        lo, hi = sps.t.interval(level, x.size - 1, loc=m, scale=sps.sem(x))
+        p = float(sps.ttest_1samp(x, 0.0, alternative=sided or "greater").pvalue)
     f = np.exp if log else (lambda v: v)
     return float(f(m)), float(f(lo)), float(f(hi)), p
 

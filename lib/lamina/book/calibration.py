@@ -1,0 +1,111 @@
+"""The calibration page: every declared claim of the three papers, with its false-positive rate
+on a null that keeps what threatens it, its power at the paper's size, what it says at half
+that size -- or "not calibrated" and why.
+
+Each paper's science package declares its claims (``CLAIMS``) and runs them on its own
+known-answer sources (``calibration_runs(n_seeds, jobs=...)``, described by
+``CALIBRATION_SOURCES``); :func:`lamina.evidence.calibration.calibration_table` joins the two,
+so a claim cannot be declared without appearing here. The rates' definitions are those of
+:mod:`lamina.evidence.calibration`, quoted on the page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lamina.evidence.calibration import (
+    FPR_TARGET,
+    HALFWIDTH,
+    POWER_TARGET,
+    calibration_rates,
+    calibration_table,
+    seeds_for_halfwidth,
+)
+from lamina.evidence.declare import ClaimSpec
+
+__all__ = ["Section", "calibration_page", "section_markdown"]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One paper's part of the page: its title, declared claims, calibration runs
+    (``lamina.evidence.calibration.RUN_COLUMNS``), the sources' descriptions by name, and the
+    cost of the runs (text)."""
+
+    title: str
+    claims: Sequence[ClaimSpec]
+    runs: pd.DataFrame
+    sources: Mapping[str, str]
+    cost: str = ""
+
+
+def _pct(x: float) -> str:
+    return "–" if not isinstance(x, int | float) or not math.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def _rate(r: Mapping[str, object], key: str, hits: str, n: str) -> str:
+    if not r.get(n):
+        return "–"
+    low, high = r.get(f"{key}_low"), r.get(f"{key}_high")
+    ci = f" [{_pct(low)}, {_pct(high)}]" if low is not None else ""  # type: ignore[arg-type]
+    return f"{_pct(r[key])}{ci} ({r[hits]}/{r[n]})"  # type: ignore[arg-type]
+
+
+def _targets(r: Mapping[str, object]) -> str:
+    """Whether a calibrated row meets FPR <= 5% and, for a main claim, power >= 80%."""
+    if r["status"] != "calibrated":
+        return ""
+    miss = []
+    if float(r["fpr"]) > FPR_TARGET:  # type: ignore[arg-type]
+        miss.append("FPR above 5%")
+    if r["main"] and float(r.get("power", math.nan)) < POWER_TARGET:  # type: ignore[arg-type]
+        miss.append("power below 80%")
+    return "; ".join(miss) if miss else "met"
+
+
+def section_markdown(section: Section) -> str:
+    """One paper's section: its sources, then one table row per declared claim, then
+    sentences (computed) naming the rows that miss a target or whose FPR interval is wider
+    than +/-5 points, with the seeds that would narrow it."""
+    table = calibration_table(section.claims, calibration_rates(section.runs))
+    lines = [f"## {section.title}", ""]
+    for name, text in section.sources.items():
+        lines.append(f"- **{name}**: {text}")
+    if section.cost:
+        lines += ["", section.cost]
+    lines += ["", "| claim | kind | FPR on the null | power at the paper's size | half size: "
+              "smaller than claimed / reproduced | status |", "|---|---|---|---|---|---|"]  # fmt: skip
+    notes = []
+    for r in table.to_dict("records"):
+        main = " (main)" if r["main"] else ""
+        if r["status"] != "calibrated":
+            lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | – | – | – | {r['status']} |")
+            continue
+        half = "–"
+        if r.get("n_half") and r["kind"] == "effect":
+            half = (f"{_pct(r['half_smaller'])} / {_pct(r['half_reproduced'])} "
+                    f"(n = {r['n_half']})")  # fmt: skip
+        ok = _targets(r)
+        lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | "
+                     f"{_rate(r, 'fpr', 'fpr_hits', 'n_null_testable')} | "
+                     f"{_rate(r, 'power', 'power_hits', 'n_planted')} | {half} | {ok} |")  # fmt: skip
+        if ok != "met":
+            notes.append(f"- `{r['claim_id']}` misses a target: {ok}.")
+        width = max(r["fpr"] - r["fpr_low"], r["fpr_high"] - r["fpr"])
+        if width > HALFWIDTH:
+            notes.append(f"- The FPR interval of `{r['claim_id']}` is wider than +/-5 points "
+                         f"({_pct(r['fpr_low'])}–{_pct(r['fpr_high'])} over "
+                         f"{r['n_null_testable']} testable null seeds); at its observed rate "
+                         f"that needs about {seeds_for_halfwidth(r['fpr'])} seeds.")  # fmt: skip
+    n_cal = int((table["status"] == "calibrated").sum())
+    lines += ["", f"{n_cal} of {len(table)} declared claims are calibrated."]
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def calibration_page(sections: Sequence[Section], intro: str = "") -> str:
+    """The page body: ``intro``, then one :func:`section_markdown` per paper."""
+    return "\n".join([intro, *(section_markdown(s) for s in sections)]).lstrip() + "\n"

@@ -1,0 +1,134 @@
+"""Calibration rates of declared claims: how often each claim's rule says "yes" on a null, and
+how often it says what it should where an effect of the paper's size (or half of it) is planted.
+
+Each science package runs its claims' rules on its own known-answer sources and returns the
+runs as one table (:data:`RUN_COLUMNS`: one row per claim, source and seed, with the row's
+verdict, kind and presence); :func:`calibration_rates` turns them into rates and
+:func:`calibration_table` joins them to the declarations, so that the calibration page lists
+every declared claim: its rates, or "not calibrated" with the reason.
+
+Sources: ``null`` (no effect, every hazard the claim must survive kept), ``planted`` (the
+paper's effect at its stated size), ``half`` (at half of it).
+
+* **False-positive rate** on the null: the share of seeds where the row is testable whose row
+  says "yes" (:func:`says_yes`): an effect row *present* (significant in the claimed direction,
+  whatever its size word), a count or location row "as claimed", a vanish or across row
+  "reproduced". A row "not testable" on more than half the null seeds is not calibrated.
+* **Power** at the paper's size: the share of planted seeds whose row reads as claimed
+  (:data:`AS_CLAIMED`: "reproduced" for effect, vanish and across rows).
+* **Half size** (effect rows): the share of seeds reading "smaller than claimed", the right
+  answer there, and the share reading "reproduced", a false reproduction.
+
+Each rate comes with its Wilson 95% interval (:func:`lamina.evidence.stats.wilson`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER
+from lamina.evidence.declare import ClaimSpec
+from lamina.evidence.stats import wilson
+
+__all__ = ["AS_CLAIMED", "FPR_TARGET", "POWER_TARGET", "RUN_COLUMNS", "SOURCES",
+           "calibration_rates", "calibration_table", "says_yes", "seeds_for_halfwidth"]  # fmt: skip
+
+FPR_TARGET, POWER_TARGET, HALFWIDTH = 0.05, 0.80, 0.05
+
+RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
+SOURCES = ("null", "planted", "half")
+AS_CLAIMED = {"effect": REPRODUCED, "count": "count as claimed",
+              "location": "located as claimed", "vanish": REPRODUCED, "across": REPRODUCED}  # fmt: skip
+
+
+def says_yes(verdict: str, kind: str, present: bool) -> bool:
+    """Whether a row says the claim holds, for the false-positive rate: an effect row that is
+    present; any other row that reads as claimed (:data:`AS_CLAIMED`)."""
+    if kind == "effect":
+        return bool(present)
+    return verdict == AS_CLAIMED.get(kind)
+
+
+def _rate(hits: int, n: int) -> dict[str, float]:
+    r, lo, hi = wilson(hits, n)
+    return {"rate": r, "low": lo, "high": hi, "hits": hits, "n": n}
+
+
+def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per claim id, from runs with :data:`RUN_COLUMNS`: n_null, n_null_testable, fpr (with
+    fpr_low, fpr_high, fpr_hits), power (power_low, power_high, power_hits, n_planted), half_smaller
+    and half_reproduced (with their hits and n_half), and null_untestable_reason (the commonest
+    reason where the row was not testable on the null)."""
+    missing = set(RUN_COLUMNS) - set(runs.columns)
+    if missing:
+        raise ValueError(f"calibration runs lack the columns {sorted(missing)}")
+    rows = []
+    for cid, part in runs.groupby("claim_id", sort=False):
+        kind = str(part["kind"].iloc[0])
+        null = part[part["source"] == "null"]
+        testable = null[null["verdict"] != NOT_TESTABLE]
+        yes = sum(says_yes(v, kind, p) for v, p in zip(testable["verdict"], testable["present"], strict=True))
+        fpr = _rate(int(yes), len(testable))
+        planted = part[(part["source"] == "planted")]
+        pw = _rate(int((planted["verdict"] == AS_CLAIMED.get(kind, "")).sum()), len(planted))
+        half = part[part["source"] == "half"]
+        sm = _rate(int((half["verdict"] == SMALLER).sum()), len(half))
+        rep = _rate(int((half["verdict"] == REPRODUCED).sum()), len(half))
+        untestable = null[null["verdict"] == NOT_TESTABLE]["reason"]
+        rows.append({
+            "claim_id": cid, "kind": kind, "n_null": len(null), "n_null_testable": len(testable),
+            "fpr": fpr["rate"], "fpr_low": fpr["low"], "fpr_high": fpr["high"],
+            "fpr_hits": fpr["hits"], "n_planted": len(planted), "power": pw["rate"],
+            "power_low": pw["low"], "power_high": pw["high"], "power_hits": pw["hits"],
+            "n_half": len(half), "half_smaller": sm["rate"], "half_smaller_hits": sm["hits"],
+            "half_reproduced": rep["rate"], "half_reproduced_hits": rep["hits"],
+            "null_untestable_reason": untestable.mode().iloc[0] if len(untestable) else "",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def calibration_table(specs: Iterable[ClaimSpec], rates: pd.DataFrame) -> pd.DataFrame:
+    """One row per declared claim, in declaration order: its rates (:func:`calibration_rates`)
+    and ``status``: "calibrated", or "not calibrated: <reason>" -- the declaration's reason, or
+    the null's when the row was not testable on more than half the null seeds.
+
+    Raises ValueError naming a claim declared ``calibrated`` that has no runs, or runs of a
+    claim id that no declaration holds (a stale or misspelt id)."""
+    specs = list(specs)
+    known = {s.id for s in specs}
+    by_id = {r["claim_id"]: r for r in rates.to_dict("records")} if len(rates) else {}
+    stray = sorted(set(by_id) - known)
+    if stray:
+        raise ValueError(f"calibration runs name claims that are not declared: {stray}")
+    out = []
+    for s in specs:
+        r = by_id.get(s.id)
+        if s.not_calibrated:
+            status = f"not calibrated: {s.not_calibrated}"
+        elif r is None:
+            raise ValueError(f"claim {s.id} is declared calibrated ({s.calibrated}) but has no "
+                             "calibration runs")  # fmt: skip
+        elif r["n_null"] and r["n_null_testable"] * 2 < r["n_null"]:
+            status = (f"not calibrated: not testable on {r['n_null'] - r['n_null_testable']} of "
+                      f"{r['n_null']} null seeds ({r['null_untestable_reason']})")  # fmt: skip
+        else:
+            status = "calibrated"
+        row = {"claim_id": s.id, "claim": s.claim, "kind": s.kind, "main": s.main,
+               "null": s.calibrated, "status": status}  # fmt: skip
+        out.append(row | {k: v for k, v in (r or {}).items() if k not in row})
+    return pd.DataFrame(out)
+
+
+def seeds_for_halfwidth(rate: float, halfwidth: float = HALFWIDTH, limit: int = 100_000) -> int:
+    """The smallest number of seeds n (a multiple of 10) whose Wilson 95% interval around an
+    observed share ``rate`` (in [0, 1]) reaches at most ``halfwidth`` from the estimate on
+    either side; ``limit`` when none below it does."""
+    n = 10
+    while n < limit:
+        share, low, high = wilson(round(rate * n), n)
+        if max(share - low, high - share) <= halfwidth:
+            return n
+        n += 10
+    return limit
