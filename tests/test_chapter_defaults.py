@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import lamina.chapters.growth_training.importance as growth_importance
 import lamina.chapters.layer_anatomy.run as anatomy_run
+import lamina.chapters.models as chapter_models
 import lamina.chapters.organisms.run as organisms_run
 import lamina.chapters.weight_update_signature.config as signature_config
 from lamina.chapters.growth_training import GrowthConfig
@@ -16,7 +17,7 @@ from lamina.sources import organisms
 
 def _everything_available(monkeypatch):
     keep_all = lambda names=None: (list(dict.fromkeys(names or [])), [])  # noqa: E731
-    for module in (signature_config, anatomy_run, growth_importance):
+    for module in (chapter_models, anatomy_run, growth_importance):
         monkeypatch.setattr(module, "installed_offline", keep_all)
     monkeypatch.setattr(organisms, "list_checkpoints", lambda name: ["final"])
     monkeypatch.setattr(organisms, "resolve", lambda name: name)

@@ -14,7 +14,7 @@ from lamina.evidence.claims import PAPER_VERDICTS
 from lamina.weights.settings import real_budget
 from lamina.weights.single import SINGLE_UNTESTABLE
 
-IDS = [c["id"] for c in CLAIMS]
+IDS = [c.id for c in CLAIMS]
 _SMALL_ALIGN = {"sft_steps": 3, "dpo_steps": 3, "batch_size": 2, "gate_items": 8}
 
 
@@ -27,9 +27,11 @@ def _isolated(tmp_path_factory, monkeypatch):
 
 
 def test_config_from_globals_keeps_the_typo_check_and_ignores_other_globals():
+    import altair
+
     from lamina.chapters.config import UnknownParameterError
 
-    config = Config.from_globals({"k": 4, "quick": True, "alt": object(), "model": "x"})
+    config = Config.from_globals({"k": 4, "quick": True, "alt": altair, "model": "x"})
     assert config.k == 4 and config.quick and config.objective_steps <= 4
     with pytest.raises(UnknownParameterError, match="did you mean 'k_sweep'"):
         Config.from_params({"k_swep": [1]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lamina.evidence.declare import Gate
 from lamina.weights.claims import CLAIMS
 from lamina.weights.judging import judge_unit
 from lamina.weights.measure import measure_unit
@@ -47,7 +48,7 @@ def test_a_failed_dpo_gate_reaches_every_row_that_reads_dpo():
     # at 2a683dc, with @dpo's gate failed, every_objective_signature final->dpo still read
     # "reproduced" and stage_not_objective used the failed stage
     rows = _rows({**PASS, "dpo": (False, "content_probe 0.5")})
-    reads_dpo = [c["id"] for c in CLAIMS if ("gate", "dpo") in c.get("requires", ())]
+    reads_dpo = [c.id for c in CLAIMS if Gate("dpo") in c.requires]
     assert {"p2-signature-align-qk-dpo", "p2-signature-write-edit-dpo"} <= set(reads_dpo)
     for cid in reads_dpo:
         assert rows.loc[cid, "verdict"] == "not testable"

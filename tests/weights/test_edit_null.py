@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from lamina.sources.models import get_adapter
@@ -36,6 +37,7 @@ def _random_llama(seed: int):
     return LlamaForCausalLM(cfg).eval()
 
 
+@pytest.mark.slow  # 10 models x 6 copies: about 2 CPU-minutes
 def test_never_trained_models_beat_their_scrambled_copies_at_the_tests_rate_only():
     # at 2a683dc the chapter's own edit on a never-trained Llama read "reproduced" (Δlog p
     # 0.572 nats against 99 random directions of mean 0.003, p = 0.01), as it must on every

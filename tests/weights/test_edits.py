@@ -7,8 +7,7 @@ import torch
 
 from lamina.weights import linear_maps, norm_gain, post_norm_gain
 from lamina.weights.edits import rank1_write_edit, single_group_parameters, unembedding_direction
-
-from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
+from tests.conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
 
 @pytest.fixture(scope="module")

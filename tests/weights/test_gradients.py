@@ -14,8 +14,7 @@ from lamina.weights.gradients import (
     gradient_geometry,
     gradient_geometry_reference,
 )
-
-from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
+from tests.conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,7 @@ from lamina.weights import (
     relative_subspace_fraction,
     weight_deltas,
 )
-
-from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
+from tests.conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
 CAUSAL = ["gpt2", "llama", "qwen2", "gemma3"]
 

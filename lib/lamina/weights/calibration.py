@@ -19,20 +19,31 @@ Sources (each keeps what threatens its claim, not only the test's own null):
 The claims declared ``not_calibrated`` get no runs. A "close to 1" row has no half size (its
 claimed value is the null of its test's alternative), so its ``half`` runs are left out.
 
-CLI: ``python -m lamina.weights.calibration OUT.csv [N_SEEDS]`` writes the runs table.
+Each (source, seed) is cached under ``<data>/cache/calibration/p2-<key>/`` (the key covers the
+source of ``lamina.weights`` and ``lamina.evidence``, the settings and the library versions), as
+JSON with the SHA-256 of its rows, verified on read: a damaged entry is recomputed with a warning.
+
+CLI: ``python -m lamina.weights.calibration OUT.csv [N_SEEDS] [JOBS]`` writes the runs table.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import sys
-import time
+import warnings
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lamina.core.provenance import atomic_write_text
+from lamina.core.provenance import atomic_write_text, data_dir
+from lamina.core.threads import one_thread_process
+from lamina.evidence.declare import Gate
 from lamina.weights.claims import CLAIMS
 from lamina.weights.edit_effects import _edit_batch, _score
 from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
@@ -57,11 +68,11 @@ from lamina.weights.sources import signature_source
 from lamina.weights.sources_edit import TEXTS, edit_model
 from lamina.weights.sources_mechanism import adam_source, adaptation_source, gradients_source
 
-__all__ = ["RUN_COLUMNS", "SOURCES", "calibration_runs", "main"]
+__all__ = ["CALIBRATION_SOURCES", "RUN_COLUMNS", "SOURCES", "cache_key", "calibration_runs", "main"]
 
 RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
 SOURCES = ("null", "planted", "half")
-_CLOSE = {c["id"] for c in CLAIMS if c.get("direction", 0) == 0}
+_CLOSE = {c.id for c in CLAIMS if c.direction == 0}
 
 
 def _signature(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
@@ -104,6 +115,22 @@ def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any
     return {"write-edit-released": beyond_scrambled(obs, null, s.n_bootstrap, s.seed)}
 
 
+CALIBRATION_SOURCES: dict[str, str] = {
+    "signature": "deltas at SmolLM2's and Gemma's sizes whose probe subspaces are estimated from "
+    "2,048 or 512 heavy-tailed tokens; null: ΔW as concentrated as W (gradient-shaped), writes "
+    "as concentrated as W, one objective of three null; planted: twice W's concentration",
+    "gradients": "per-token gradient terms whose basis and activation share come from a separate "
+    "finite sample; null: terms sharing a direction aligned with the inputs (one objective of "
+    "three); planted: terms unrelated to the inputs",
+    "optimizer": "simulated AdamW states; null: unrelated or consistent gradients after 1 to 120 "
+    "steps (elementwise normalisation alone); planted: gradient noise concentrated in the subspace",
+    "adaptation": "per-item held-out losses of 64 items; null: one group at a quarter of full "
+    "fine-tuning's reduction; planted: every group as effective",
+    "edit": "never-trained GPT-2-style models against their scrambled copies (null: exchangeable); "
+    "planted: a block that feeds unembedding writes back",
+}
+"""What each source's null keeps (a line each, for the calibration page)."""
+
 SOURCE_FNS: dict[str, Callable[[str, int, SignatureSettings], dict[str, dict[str, Any]]]] = {
     "signature": _signature, "gradients": _gradients, "optimizer": _optimizer,
     "adaptation": _adaptation, "edit": _edit,
@@ -113,8 +140,8 @@ SOURCE_FNS: dict[str, Callable[[str, int, SignatureSettings], dict[str, dict[str
 
 def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[str, Any]]:
     measured = {f"{PREFIX}{k}": v for k, v in SOURCE_FNS[source](kind, seed, s).items()}
-    gates = {name: (True, "known-answer source") for c in CLAIMS
-             for g, name in c.get("requires", ()) if g == "gate"}  # fmt: skip
+    gates = {r.name: (True, "known-answer source") for c in CLAIMS for r in c.requires
+             if isinstance(r, Gate)}  # fmt: skip
     rows = judge_unit(f"{source}-{kind}", measured, gates, only=list(measured))
     out = []
     for r in rows.itertuples():
@@ -125,27 +152,85 @@ def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[
     return out
 
 
+def _default_settings() -> SignatureSettings:
+    return SignatureSettings(n_bootstrap=500, edit_tokens=6, edit_texts=len(TEXTS))
+
+
+def cache_key(settings: SignatureSettings) -> str:
+    """sha256 (hex) of what the runs depend on: the source of ``lamina/weights`` and
+    ``lamina/evidence``, the settings, and the numpy / scipy / pandas / torch / transformers
+    versions."""
+    import scipy
+    import torch
+    import transformers
+
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for part in ("weights", "evidence"):
+        for f in sorted((root / part).glob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    fields = {k: v for k, v in dataclasses.asdict(settings).items() if k != "timings"}
+    h.update(json.dumps(fields, sort_keys=True, default=str).encode())
+    h.update(repr((np.__version__, scipy.__version__, pd.__version__, torch.__version__,
+                   transformers.__version__)).encode())  # fmt: skip
+    return h.hexdigest()
+
+
+def _digest(rows: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _seed_rows(args: tuple[str, int, SignatureSettings, str | None]) -> list[dict[str, Any]]:
+    """The runs of one source and seed (all three kinds), read from / written to the cache
+    folder (None: no cache)."""
+    source, seed, s, folder = args
+    path = Path(folder) / f"{source}-seed-{seed}.json" if folder else None
+    if path is not None and path.is_file():
+        try:
+            entry = json.loads(path.read_text())
+            if entry["sha256"] == _digest(entry["rows"]):
+                return list(entry["rows"])
+            why = "its rows do not match their SHA-256"
+        except (ValueError, KeyError, TypeError) as exc:
+            why = f"unreadable ({exc})"
+        warnings.warn(f"damaged calibration cache entry {path}: {why}; recomputed", stacklevel=2)
+    rows = [r for kind in SOURCES for r in _runs(source, kind, seed, s)]
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"sha256": _digest(rows), "rows": rows}))
+    return rows
+
+
+def _init_worker() -> None:
+    one_thread_process()
+
+
 def calibration_runs(
-    seeds: Iterable[int], settings: SignatureSettings | None = None,
-    sources: Iterable[str] = tuple(SOURCE_FNS),
+    n_seeds: int, *, jobs: int = 1, settings: SignatureSettings | None = None,
+    sources: Iterable[str] = tuple(SOURCE_FNS), cache: str | Path | None = "default",
 ) -> pd.DataFrame:
-    """The runs table (:data:`RUN_COLUMNS`) of every calibrated paper-2 claim over ``seeds``
-    and the three sources; ``attrs["seconds"]``: {source: seconds of computation per seed}.
-    settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled copies, 6
-    edit tokens, the chapter's edit scale)."""
-    s = settings or SignatureSettings(n_bootstrap=500, edit_tokens=6, edit_texts=len(TEXTS))
-    seeds = list(seeds)
-    rows: list[dict[str, Any]] = []
-    seconds: dict[str, float] = {}
-    for source in sources:
-        t0 = time.perf_counter()
-        for seed in seeds:
-            for kind in SOURCES:
-                rows += _runs(source, kind, seed, s)
-        seconds[source] = (time.perf_counter() - t0) / max(1, len(seeds))
-    out = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-    out.attrs["seconds"] = seconds
-    calibrated = {c["id"] for c in CLAIMS if c.get("calibrated")}
+    """The runs table (:data:`RUN_COLUMNS`) of every calibrated paper-2 claim over seeds
+    0..n_seeds-1 and the three sources, computed in ``jobs`` worker processes (one thread
+    each). settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled
+    copies, 6 edit tokens). cache: a folder (default ``<data>/cache/calibration``; None: no
+    cache) under which each (source, seed) is kept (module docstring)."""
+    if n_seeds < 1:
+        raise ValueError(f"n_seeds must be at least 1; got {n_seeds}")
+    s = settings or _default_settings()
+    sources = list(sources)
+    unknown = sorted(set(sources) - set(SOURCE_FNS))
+    if unknown:
+        raise ValueError(f"unknown calibration sources {unknown}; known: {list(SOURCE_FNS)}")
+    root = data_dir() / "cache" / "calibration" if cache == "default" else cache
+    folder = str(Path(root) / f"p2-{cache_key(s)[:20]}") if root is not None else None
+    tasks = [(src, seed, s, folder) for src in sources for seed in range(n_seeds)]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, initializer=_init_worker) as pool:
+            parts = list(pool.map(_seed_rows, tasks))
+    else:
+        parts = [_seed_rows(t) for t in tasks]
+    out = pd.DataFrame([r for p in parts for r in p], columns=list(RUN_COLUMNS))
+    calibrated = {c.id for c in CLAIMS if c.calibrated}
     missing = calibrated - set(out["claim_id"])
     if missing and set(sources) == set(SOURCE_FNS):
         raise ValueError(f"claims declared calibrated without runs: {sorted(missing)}")
@@ -153,19 +238,18 @@ def calibration_runs(
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
-    """``python -m lamina.weights.calibration OUT.csv [N_SEEDS]``: write the runs table."""
-    import torch
-
+    """``python -m lamina.weights.calibration OUT.csv [N_SEEDS] [JOBS]``: write the runs
+    table (default 20 seeds, 1 process)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or len(args) > 2:
-        raise SystemExit("usage: python -m lamina.weights.calibration OUT.csv [N_SEEDS]")
-    n = int(args[1]) if len(args) == 2 else 20
-    if n < 1:
-        raise SystemExit(f"N_SEEDS must be at least 1; got {n}")
-    torch.set_num_threads(1)
-    runs = calibration_runs(range(n))
+    if not args or len(args) > 3:
+        raise SystemExit("usage: python -m lamina.weights.calibration OUT.csv [N_SEEDS] [JOBS]")
+    n = int(args[1]) if len(args) >= 2 else 20
+    jobs = int(args[2]) if len(args) == 3 else 1
+    if n < 1 or jobs < 1:
+        raise SystemExit(f"N_SEEDS and JOBS must be at least 1; got {n}, {jobs}")
+    one_thread_process()
+    runs = calibration_runs(n, jobs=jobs)
     print(atomic_write_text(args[0], runs.to_csv(index=False)))
-    print({k: round(v, 1) for k, v in runs.attrs["seconds"].items()})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lamina.evidence.declare import ClaimSpec, Gate, Present, check_declarations
+
 __all__ = ["ALIGNED_STAGES", "CLAIMS", "FRAMING", "GATES", "OBJECTIVES", "claim_ids", "spec_of"]
 
 OBJECTIVES = ("lm", "sft", "dpo")
@@ -67,29 +69,29 @@ _SYNTH = ("synthetic deltas (lamina.weights.sources): matrices at the real-model
           "second moments estimated from finite token samples")  # fmt: skip
 
 
-def _spec(name: str, claim: str, paper_value: str, **kw: Any) -> dict[str, Any]:
-    return {"id": f"p2-signature-{name}", "claim": claim, "paper_value": paper_value} | kw
+def _spec(name: str, claim: str, paper_value: str, **kw: Any) -> ClaimSpec:
+    return ClaimSpec(id=f"p2-signature-{name}", claim=claim, paper_value=paper_value, **kw)
 
 
-def _stage_specs() -> list[dict[str, Any]]:
+def _stage_specs() -> list[ClaimSpec]:
     out = []
     for t in ALIGNED_STAGES:
         label = "SFT" if t == "sft" else "SFT then DPO"
         out += [
             _spec(f"align-qk-{t}", "Alignment updates to the query and key matrices are enriched "
                   f"in the principal input subspace ({label})", "enriched (> 1)", **_ENRICHED,
-                  requires=(("gate", t),), main=t == "sft", short=f"Q/K enriched @{t}",
+                  requires=(Gate(t),), main=t == "sft", short=f"Q/K enriched @{t}",
                   calibrated=_SYNTH + "; null: ΔW as concentrated as W; planted: twice W's"),
             _spec(f"align-writes-{t}", "Alignment updates to the output matrices are close to "
                   f"random relative to the prediction subspace ({label})", "≈ 1 (random)",
                   **_CLOSE, statistic="geo-mean over O, down of the write enrichment",
-                  requires=(("gate", t),), short=f"writes random @{t}",
+                  requires=(Gate(t),), short=f"writes random @{t}",
                   calibrated=_SYNTH + "; null: writes as concentrated as W; planted: isotropic"),
         ]  # fmt: skip
     return out
 
 
-CLAIMS: tuple[dict[str, Any], ...] = (
+CLAIMS: tuple[ClaimSpec, ...] = (
     *_stage_specs(),
     _spec("late-pretraining-qk", "The same signature appears in late pretraining: Q/K updates "
           "enriched", "enriched (> 1)", **_ENRICHED, short="late pretraining Q/K",
@@ -102,13 +104,13 @@ CLAIMS: tuple[dict[str, Any], ...] = (
           "one checkpoint: Q/K updates enriched", "enriched (> 1) under LM, SFT and DPO",
           **(_ENRICHED | {"statistic": "the objective with the weakest evidence: geo-mean over "
                           "Q, K of RSF(ΔW) / max(RSF(W), k/d)"}),
-          requires=tuple(("gate", f"objective-{o}") for o in OBJECTIVES), short="every objective Q/K",
+          requires=tuple(Gate(f"objective-{o}") for o in OBJECTIVES), short="every objective Q/K",
           calibrated=_SYNTH + "; three objectives drawn, one of them null"),
     _spec("every-objective-writes", "The same signature appears under every objective applied "
           "to one checkpoint: write updates close to random", "≈ 1 under LM, SFT and DPO",
           **(_CLOSE | {"statistic": "the objective with the weakest evidence: geo-mean write "
                        "enrichment"}),
-          requires=tuple(("gate", f"objective-{o}") for o in OBJECTIVES),
+          requires=tuple(Gate(f"objective-{o}") for o in OBJECTIVES),
           short="every objective writes",
           calibrated=_SYNTH + "; three objectives drawn, one of them concentrated"),
     _spec("stage-not-objective", "The signature is a property of the training stage rather than "
@@ -116,8 +118,8 @@ CLAIMS: tuple[dict[str, Any], ...] = (
           statistic="geo-mean write enrichment of early / late pretraining updates", unit="ratio",
           resampling="matrix", test="Mann-Whitney U (early > late, log enrichment)",
           sided="greater", direction=1, null=1.0, claimed=(1.0, math.inf),
-          requires=(*(("gate", f"objective-{o}") for o in OBJECTIVES),
-                    ("present", "p2-signature-every-objective-writes")),
+          requires=(*(Gate(f"objective-{o}") for o in OBJECTIVES),
+                    Present("p2-signature-every-objective-writes")),
           short="stage, not objective",
           not_calibrated="needs a pretraining history per draw (organisms only); its test is "
           "the Mann-Whitney U of two samples of matrices, valid by construction"),
@@ -152,7 +154,7 @@ CLAIMS: tuple[dict[str, Any], ...] = (
           statistic="geo-mean over read matrices of enrichment(Adam update) / enrichment("
           "sign(m̂)), the state of the aligned SFT run", unit="ratio", resampling="matrix",
           test="Wilcoxon signed-rank (log ratio < 0)", sided="less", direction=-1, null=1.0,
-          claimed=(0.0, 1.0), requires=(("gate", "sft"),), short="optimiser attenuates",
+          claimed=(0.0, 1.0), requires=(Gate("sft"),), short="optimiser attenuates",
           calibrated="simulated Adam runs (lamina.weights.sources): unrelated and consistent "
           "gradients at 1 to 120 steps (null); noise concentrated in the subspace (planted)"),
     _spec("cancellation-scale", "Cancellation between tokens sets the scale of the update",
@@ -174,7 +176,7 @@ CLAIMS: tuple[dict[str, Any], ...] = (
               "copies with scrambled blocks", unit="nats", resampling="target token; copy",
               test="prediction-interval t test against the scrambled copies", sided="greater",
               direction=1, null=0.0, claimed=(0.0, math.inf),
-              requires=(("gate", t),) if t != "released" else (), short=f"write edit @{t}",
+              requires=(Gate(t),) if t != "released" else (), short=f"write edit @{t}",
               calibrated="random-initialised models (null: exchangeable with their scrambled "
               "copies); planted: a shared residual direction the edit's input fires on")
         for t in ("released", *ALIGNED_STAGES)
@@ -185,7 +187,7 @@ CLAIMS: tuple[dict[str, Any], ...] = (
               statistic="mean Δlog p(target), aligned / base", unit="ratio",
               resampling="target token", sided="greater", direction=1, null=0.0,
               claimed=(0.5, math.inf),
-              requires=(("gate", t), ("present", f"p2-signature-write-edit-{t}")),
+              requires=(Gate(t), Present(f"p2-signature-write-edit-{t}")),
               short=f"edit kept @{t}",
               not_calibrated="its precondition (the edit beyond construction) is absent on "
               "every null source, so its rates would be those of that row")
@@ -196,23 +198,23 @@ CLAIMS: tuple[dict[str, Any], ...] = (
           statistic="the group with the weakest evidence: held-out SFT-loss reduction / full "
           "fine-tuning's", unit="ratio", resampling="held-out item",
           test="Wilcoxon signed-rank (reduction - 0.5 × full reduction > 0)", sided="greater",
-          direction=1, null=0.5, claimed=(0.5, math.inf), requires=(("gate", "adaptation"),),
+          direction=1, null=0.5, claimed=(0.5, math.inf), requires=(Gate("adaptation"),),
           short="any single group adapts",
           calibrated="synthetic per-item losses (lamina.weights.sources): groups at a quarter "
           "(null) or the whole (planted) of full fine-tuning's reduction"),
 )
-"""Every claim row of paper 2, in the abstract's order: ClaimSpec fields as data (``requires``
-as ("gate", name) / ("present", claim id) pairs)."""
+"""Every claim row of paper 2, in the abstract's order (a ``Present`` precondition names a row
+declared before it, so one :class:`lamina.evidence.decide.Judge` pass judges them all)."""
+_BY_ID = check_declarations(CLAIMS)
 
 
 def claim_ids() -> list[str]:
     """The declared ids, in order."""
-    return [c["id"] for c in CLAIMS]
+    return [c.id for c in CLAIMS]
 
 
-def spec_of(claim_id: str) -> dict[str, Any]:
+def spec_of(claim_id: str) -> ClaimSpec:
     """The declaration of ``claim_id`` (KeyError naming the known ids)."""
-    for c in CLAIMS:
-        if c["id"] == claim_id:
-            return c
-    raise KeyError(f"no paper-2 claim {claim_id!r}; declared: {claim_ids()}")
+    if claim_id not in _BY_ID:
+        raise KeyError(f"no paper-2 claim {claim_id!r}; declared: {claim_ids()}")
+    return _BY_ID[claim_id]

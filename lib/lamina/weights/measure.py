@@ -46,7 +46,7 @@ PREFIX = "p2-signature-"
 
 def margin() -> float:
     """m of "close to random" (within [1/m, m]): the upper end of the declared range."""
-    return float(spec_of(f"{PREFIX}align-writes-sft")["claimed"][1])
+    return float(spec_of(f"{PREFIX}align-writes-sft").claimed[1])
 
 
 def stage_pair(deltas: pd.DataFrame, stage: str) -> str | None:
@@ -114,7 +114,7 @@ def measure_unit(
     for name, reason in ck.untestable.items():
         if name in out:
             out[name] = {"untestable": reason}
-    ids = {c["id"] for c in CLAIMS}
+    ids = {c.id for c in CLAIMS}
     return {f"{PREFIX}{k}": v for k, v in out.items() if f"{PREFIX}{k}" in ids}
 
 

@@ -81,8 +81,10 @@ def gradients_source(kind: str, seed: int, n_layers: int = 4) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def adam_source(kind: str, seed: int, n: int = 16, d_out: int = 32, tokens: int = 64) -> pd.DataFrame:
-    """The ``adam`` table (state "sft") of one draw of ``kind`` (module docstring)."""
+def adam_source(kind: str, seed: int, n: int = 16, d_out: int = 32, tokens: int = 64,
+                d: int = D) -> pd.DataFrame:  # fmt: skip
+    """The ``adam`` table (state "sft") of one draw of ``kind`` (module docstring): ``n`` read
+    matrices (d_out, ``d``), gradients over ``tokens`` tokens per step."""
     gen = torch.Generator().manual_seed(104_729 * seed + ("null", "planted", "half").index(kind))
     steps = (1, 3, 8, 30, 120)[seed % 5] if kind == "null" else 30
     consistent = kind == "null" and (seed // 5) % 2 == 1
@@ -90,30 +92,30 @@ def adam_source(kind: str, seed: int, n: int = 16, d_out: int = 32, tokens: int 
     rows = []
     for i in range(n):
         if kind == "null":
-            q = random_orthonormal(D, D, gen)
-            lam = torch.linspace(10, 0.1, D, dtype=torch.float64)
+            q = random_orthonormal(d, d, gen)
+            lam = torch.linspace(10, 0.1, d, dtype=torch.float64)
             chol = q @ torch.diag(lam.sqrt())
-            mean = torch.randn(d_out, D, generator=gen, dtype=torch.float64) * float(consistent)
+            mean = torch.randn(d_out, d, generator=gen, dtype=torch.float64) * float(consistent)
         else:
-            chol = torch.diag(torch.cat([torch.full((K,), noise), torch.ones(D - K)]).double().sqrt())
-            mean = torch.randn(d_out, D, generator=gen, dtype=torch.float64)
+            chol = torch.diag(torch.cat([torch.full((K,), noise), torch.ones(d - K)]).double().sqrt())
+            mean = torch.randn(d_out, d, generator=gen, dtype=torch.float64)
             mean[:, :K] = 0
         basis = principal_basis(chol @ chol.T, K)
-        m = torch.zeros(d_out, D, dtype=torch.float64)
+        m = torch.zeros(d_out, d, dtype=torch.float64)
         v = torch.zeros_like(m)
         for _ in range(steps):
-            a = chol @ torch.randn(D, tokens, generator=gen, dtype=torch.float64)
+            a = chol @ torch.randn(d, tokens, generator=gen, dtype=torch.float64)
             g = torch.randn(d_out, tokens, generator=gen, dtype=torch.float64) @ a.T / tokens**0.5
             g = g + 3 * mean
             m, v = 0.9 * m + 0.1 * g, 0.95 * v + 0.05 * g * g
         u = adam_update_direction(m, v, steps, (0.9, 0.95))
 
         def enr(x: torch.Tensor, basis: torch.Tensor = basis) -> float:
-            return relative_subspace_fraction(x, basis, "input") / (K / D)
+            return relative_subspace_fraction(x, basis, "input") / (K / d)
 
         rows.append({"state": "sft", "checkpoint": "synthetic", "step": steps,
                      "key": f"layers.{i}.q", "layer": i, "role": "q", "kind": "read", "k": K,
-                     "d": D, "enrichment_momentum": enr(m), "enrichment_update": enr(u),
+                     "d": d, "enrichment_momentum": enr(m), "enrichment_update": enr(u),
                      "enrichment_sign": enr(torch.sign(m))})  # fmt: skip
     return pd.DataFrame(rows)
 

