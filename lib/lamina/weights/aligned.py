@@ -69,16 +69,18 @@ __all__ = [
 ]
 
 STAGE_GATE = {"sft": "sft", "dpo": "preference"}
-"""Which of a checkpoint's measured gates decides it: SFT's task gate for ``@sft``, the
-preference gate (with the content probe) for ``@dpo``."""
+"""In a format-1 record (one per checkpoint, {gate name: gate}), which gate decides a stage:
+SFT's task gate for ``@sft``, the preference gate (with the content probe) for ``@dpo``. A
+format-2 record (``{"format": 2, "sft": gate, "dpo": gate, ...}``, the stage gates of
+``lamina.sources.organisms.gates.write_gates``) holds each stage's gate under its name."""
 
 
 def gate_from_record(stage: str, record: Mapping[str, Any]) -> StageGate:
-    """The :class:`StageGate` of one aligned checkpoint from its recorded gates
-    ``{"preference": {"passed", "values", "reason"}, "sft": {...}}``; values are the numeric
-    ones (fractions in [0, 1] or differences of fractions). A record without the stage's
-    gate fails it, naming what is missing."""
-    key = STAGE_GATE[stage]
+    """The :class:`StageGate` of one aligned stage from its record: a format-2 stage-gates
+    record, or a format-1 checkpoint record ``{"preference": {"passed", "values", "reason"},
+    "sft": {...}}`` (:data:`STAGE_GATE`); values are the finite numeric ones. A record
+    without the stage's gate fails it, naming what is missing."""
+    key = stage if record.get("format") == 2 else STAGE_GATE[stage]
     found = record.get(key)
     if not isinstance(found, Mapping) or "passed" not in found:
         return StageGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
@@ -95,6 +97,8 @@ def organism_gates(name: str) -> dict[str, StageGate]:
     build recorded none (alignment claims then read not measured)."""
     path = organisms.organism_dir(name) / "evaluation.json"
     gates = json.loads(path.read_text()).get("gates") or {}
+    if gates.get("format") == 2:
+        return {s: gate_from_record(s, gates) for s in STAGE_GATE}
     return {s: gate_from_record(s, gates[s]) for s in STAGE_GATE if s in gates}
 
 
@@ -107,6 +111,8 @@ def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Pa
 def real_gates(folder: Path) -> dict[str, StageGate]:
     """{``sft``/``dpo``: gate} of an aligned build folder (its ``gates.json``)."""
     gates = json.loads((Path(folder) / "gates.json").read_text())
+    if gates.get("format") == 2:
+        return {s: gate_from_record(s, gates) for s in STAGE_GATE}
     return {s: gate_from_record(s, gates.get(s, {})) for s in STAGE_GATE}
 
 
