@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lamina.sources.models import get_adapter
-from lamina.weights.edit_effects import _edit_batch, _score
+from lamina.weights.edit_effects import edit_batch, score_edits
 from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
 from lamina.weights.judging import judge_unit
 from lamina.weights.settings import SignatureSettings
@@ -19,9 +19,9 @@ ID = "p2-signature-write-edit-released"
 
 
 def _measure(model, tok, texts, copies: int = 10):
-    ids, mask, tokens = _edit_batch(model, tok, texts, S)
-    obs = np.array([r["delta_logp"] for r in _score(model, "x", "unembedding", 0, tokens, ids, mask, S)])
-    null = np.array([np.mean([r["delta_logp"] for r in _score(scrambled_copy(model, i), "x", "s", i,
+    ids, mask, tokens = edit_batch(model, tok, texts, S)
+    obs = np.array([r["delta_logp"] for r in score_edits(model, "x", "unembedding", 0, tokens, ids, mask, S)])
+    null = np.array([np.mean([r["delta_logp"] for r in score_edits(scrambled_copy(model, i), "x", "s", i,
                                                               tokens, ids, mask, S)])
                      for i in range(copies)])  # fmt: skip
     return obs, null

@@ -45,7 +45,7 @@ from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.declare import Gate
 from lamina.weights.claims import CLAIMS
-from lamina.weights.edit_effects import _edit_batch, _score
+from lamina.weights.edit_effects import edit_batch, score_edits
 from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
 from lamina.weights.judging import is_present, judge_unit
 from lamina.weights.measure import PREFIX, margin
@@ -107,10 +107,10 @@ def _adaptation(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[st
 
 def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
     model, tok = edit_model(kind, seed)
-    ids, mask, tokens = _edit_batch(model, tok, TEXTS, s)
-    obs = np.array([r["delta_logp"] for r in _score(model, "x", "u", 0, tokens, ids, mask, s)])
+    ids, mask, tokens = edit_batch(model, tok, TEXTS, s)
+    obs = np.array([r["delta_logp"] for r in score_edits(model, "x", "u", 0, tokens, ids, mask, s)])
     null = np.array([np.mean([r["delta_logp"] for r in
-                              _score(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
+                              score_edits(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
                      for i in range(s.edit_scrambled)])  # fmt: skip
     return {"write-edit-released": beyond_scrambled(obs, null, s.n_bootstrap, s.seed)}
 

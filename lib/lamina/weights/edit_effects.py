@@ -22,7 +22,8 @@ from lamina.weights.edits import rank1_write_edit, unembedding_direction
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Units
 
-__all__ = ["edit_stages", "mean_write_inputs", "null_stages", "write_edit_effects"]
+__all__ = ["EDIT_COLUMNS", "edit_batch", "edit_stages", "mean_write_inputs", "null_stages", "score_edits",
+           "write_edit_effects"]  # fmt: skip
 
 
 def _log_probs(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -100,7 +101,7 @@ def _edit_tokens(counts: torch.Tensor, special: set, s: SignatureSettings) -> li
     return sorted(rng.choice(candidates, size=size, replace=False).tolist())
 
 
-def _edit_batch(
+def edit_batch(
     model: torch.nn.Module, tok: Any, texts: list[str], s: SignatureSettings
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """(input ids (B, T), attention mask (B, T), target tokens) of the write edits: the first
@@ -144,7 +145,7 @@ def write_edit_effects(
     ``edit_tokens`` per stage, plus ``edit_scrambled`` × (``edit_tokens`` + 1) and
     ``edit_random`` per null stage, plus one copy of the blocks per scrambled copy."""
     base_model, tok = ck.load(ck.spec(s.base))
-    ids, mask, tokens = _edit_batch(base_model, tok, texts, s)
+    ids, mask, tokens = edit_batch(base_model, tok, texts, s)
     d = weight_of(input_embeddings(base_model)).shape[1]
     gen = torch.Generator().manual_seed(s.seed)
     randoms = torch.randn(s.edit_random, d, generator=gen)
@@ -154,21 +155,21 @@ def write_edit_effects(
     rows: list[dict[str, Any]] = []
     for label in dict.fromkeys((s.base, *edit_stages(ck, s))):
         model, _ = ck.load(ck.spec(label))
-        rows += _score(model, label, "unembedding", 0, tokens, ids, mask, s)
+        rows += score_edits(model, label, "unembedding", 0, tokens, ids, mask, s)
         if label not in with_null:
             continue
         for i in range(s.edit_scrambled):
             copy_i = scrambled_copy(model, 7919 * s.seed + i)
-            rows += _score(copy_i, label, "scrambled", i, tokens, ids, mask, s)
+            rows += score_edits(copy_i, label, "scrambled", i, tokens, ids, mask, s)
             del copy_i
-        rows += _score(model, label, "random", 0, tokens, ids, mask, s, randoms)
+        rows += score_edits(model, label, "random", 0, tokens, ids, mask, s, randoms)
     return pd.DataFrame(rows, columns=EDIT_COLUMNS)
 
 
 EDIT_COLUMNS = ["stage", "direction", "direction_id", "token", "delta_logp", "kl"]
 
 
-def _score(
+def score_edits(
     model: torch.nn.Module, label: str, direction: str, unit: int, tokens: list[int],
     ids: torch.Tensor, mask: torch.Tensor, s: SignatureSettings,
     randoms: torch.Tensor | None = None,

@@ -40,8 +40,10 @@ def _fmt(x: float) -> str:
     return "0" if x == 0 else f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.1e}"
 
 
-def _first_clause(text: str, limit: int = 90) -> str:
-    first = str(text or "").split("; ", 1)[0].strip()
+def _first_clause(text: str, limit: int = 60) -> str:
+    """The reason's head: up to its first ":" or ";" (e.g. "gate sft failed"), at most
+    ``limit`` characters (the whole reason is in the verdict table)."""
+    first = str(text or "").split("; ", 1)[0].split(": ", 1)[0].strip()
     return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
