@@ -17,7 +17,8 @@ Sources (each keeps what threatens its claim, not only the test's own null):
   their scrambled copies; a block that feeds unembedding writes back).
 
 The claims declared ``not_calibrated`` get no runs. A "close to 1" row has no half size (its
-claimed value is the null of its test's alternative), so its ``half`` runs are left out.
+claimed value is the null of its test's alternative), so its ``half`` runs are left out, and
+the gradients source draws none (:data:`SOURCE_KINDS`).
 
 Each (source, seed) is cached under ``<data>/cache/calibration/p2-<key>/`` (the key covers the
 source of ``lamina.weights`` and ``lamina.evidence``, the settings and the library versions), as
@@ -119,9 +120,9 @@ CALIBRATION_SOURCES: dict[str, str] = {
     "signature": "deltas at SmolLM2's and Gemma's sizes whose probe subspaces are estimated from "
     "2,048 or 512 heavy-tailed tokens; null: ΔW as concentrated as W (gradient-shaped), writes "
     "as concentrated as W, one objective of three null; planted: twice W's concentration",
-    "gradients": "per-token gradient terms whose basis and activation share come from a separate "
-    "finite sample; null: terms sharing a direction aligned with the inputs (one objective of "
-    "three); planted: terms unrelated to the inputs",
+    "gradients": "per-token gradient terms of heavy-tailed inputs whose read basis comes from a "
+    "separate finite sample; null: two objectives of three whose terms share a direction (one "
+    "unrelated to the activation share, one 1.5 × beyond it); planted: δ_t unrelated to a_t",
     "optimizer": "simulated AdamW states; null: unrelated or consistent gradients after 1 to 120 "
     "steps (elementwise normalisation alone); planted: gradient noise concentrated in the subspace",
     "adaptation": "per-item held-out losses of 64 items; null: one group at a quarter of full "
@@ -136,6 +137,9 @@ SOURCE_FNS: dict[str, Callable[[str, int, SignatureSettings], dict[str, dict[str
     "adaptation": _adaptation, "edit": _edit,
 }  # fmt: skip
 """Each known-answer source: (kind, seed, settings) -> {claim name: measurement}."""
+SOURCE_KINDS: dict[str, tuple[str, ...]] = {"gradients": ("null", "planted")}
+"""Sources without a ``half`` kind: the gradient rows claim no size (a correlation above 0,
+ratios close to 1), so there is no half-size effect to draw."""
 
 
 def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[str, Any]]:
@@ -194,7 +198,7 @@ def _seed_rows(args: tuple[str, int, SignatureSettings, str | None]) -> list[dic
         except (ValueError, KeyError, TypeError) as exc:
             why = f"unreadable ({exc})"
         warnings.warn(f"damaged calibration cache entry {path}: {why}; recomputed", stacklevel=2)
-    rows = [r for kind in SOURCES for r in _runs(source, kind, seed, s)]
+    rows = [r for kind in SOURCE_KINDS.get(source, SOURCES) for r in _runs(source, kind, seed, s)]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps({"sha256": _digest(rows), "rows": rows}))

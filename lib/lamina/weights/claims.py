@@ -115,25 +115,27 @@ CLAIMS: tuple[ClaimSpec, ...] = (
           calibrated=_SYNTH + "; three objectives drawn, one of them concentrated"),
     _spec("stage-not-objective", "The signature is a property of the training stage rather than "
           "of the objective", "stage-specific", kind="effect",
-          statistic="geo-mean write enrichment of early / late pretraining updates", unit="ratio",
-          resampling="matrix", test="Mann-Whitney U (early > late, log enrichment)",
+          statistic="geo-mean over write matrices of their early / late pretraining update "
+          "enrichment", unit="ratio", resampling="matrix",
+          test="Wilcoxon signed-rank (per matrix, log early - log late > 0)",
           sided="greater", direction=1, null=1.0, claimed=(1.0, math.inf),
           requires=(*(Gate(f"objective-{o}") for o in OBJECTIVES),
                     Present("p2-signature-every-objective-writes")),
           short="stage, not objective",
-          not_calibrated="needs a pretraining history per draw (organisms only); its test is "
-          "the Mann-Whitney U of two samples of matrices, valid by construction"),
+          not_calibrated="needs a pretraining history per draw (organisms only)"),
     _spec("read-grad-inherits", "Read gradients inherit the spectrum of the activations, the same "
           "under every objective", "≈ activation share", **(_CLOSE | {
               "statistic": "the objective with the weakest evidence: geo-mean over read "
-              "matrices of RSF(summed gradient) / activation share"}),
+              "matrices of RSF(summed gradient) / activation share (the energy share of the "
+              "gradient's own input tokens in the read basis)"}),
           short="read gradients inherit",
           calibrated="synthetic gradient factors (lamina.weights.sources): per-token terms whose "
           "inputs follow a known spectrum; null: gradients concentrated beyond it"),
     _spec("write-grad-early-only", "Write gradients point into the prediction subspace only "
           "early in pretraining", "early only", kind="effect",
-          statistic="geo-mean write-gradient enrichment, early / late checkpoints", unit="ratio",
-          resampling="matrix × checkpoint", test="Mann-Whitney U (early > late)", sided="greater",
+          statistic="geo-mean over write matrices of their write-gradient enrichment, early / "
+          "late checkpoints", unit="ratio", resampling="matrix",
+          test="Wilcoxon signed-rank (per matrix, log early - log late > 0)", sided="greater",
           direction=1, null=1.0, claimed=(1.0, math.inf), short="write gradients early",
           not_calibrated="needs a pretraining history per draw (organisms only)"),
     _spec("write-weights-early", "The output matrices acquire their prediction geometry early in "

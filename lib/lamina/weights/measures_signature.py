@@ -16,14 +16,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lamina.evidence.stats import bootstrap_ci
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.summaries import (
     QK,
     WRITE,
     closeness_summary,
     enrichments,
+    per_matrix,
     ratio_summary,
+    selected_rows,
     worst,
 )
 
@@ -41,12 +42,23 @@ __all__ = [
 def beyond_both(deltas: pd.DataFrame, s: SignatureSettings, **where: Any) -> np.ndarray:
     """Per Q/K matrix of ``where``: RSF(ΔW) / max(RSF(W), k/d) = min(enrichment, vs_weight),
     the update's concentration over the stronger of its two baselines (isotropy; the matrix it
-    updates). Without a ``vs_weight`` column (W not measured): the enrichment alone.
-    -> (n_matrices,)."""
-    enr = enrichments(deltas, s, QK, **where)
-    if "vs_weight" not in deltas:
-        return enr
-    return np.minimum(enr, enrichments(deltas, s, QK, column="vs_weight", **where))
+    updates), geo-averaged over the pairs of ``where`` a matrix appears in
+    (:func:`~lamina.weights.summaries.per_matrix`). Without a ``vs_weight`` column (W not
+    measured): the enrichment alone. -> (n_matrices,)."""
+    t = selected_rows(deltas, s, QK, **where)
+    value = t["enrichment"]
+    if "vs_weight" in t:
+        value = np.minimum(value, t["vs_weight"])
+    return per_matrix(value, t["key"])
+
+
+def _matrix_values(
+    deltas: pd.DataFrame, s: SignatureSettings, roles: tuple[str, ...], column: str = "enrichment",
+    **where: Any,
+) -> np.ndarray:
+    """``column`` per matrix of ``roles``, geo-averaged over the pairs of ``where``."""
+    t = selected_rows(deltas, s, roles, **where)
+    return per_matrix(t[column], t["key"])
 
 
 def tost_summary(
@@ -75,9 +87,9 @@ def qk_measure(
     (one-sided, greater); effect_size: the paper's statistic, the geo-mean enrichment
     against k/d alone."""
     out = ratio_summary(beyond_both(deltas, s, **where), "greater", s.n_bootstrap, s.seed)
-    iso = enrichments(deltas, s, QK, **where)
+    iso = _matrix_values(deltas, s, QK, **where)
     geo = float(np.exp(np.log(iso).mean())) if len(iso) else float("nan")
-    own = (enrichments(deltas, s, QK, column="vs_weight", **where)
+    own = (_matrix_values(deltas, s, QK, column="vs_weight", **where)
            if "vs_weight" in deltas else np.array([]))  # fmt: skip
     detail = f"vs k/d alone {geo:.3g}" + (
         f"; RSF(ΔW)/RSF(W) {np.exp(np.log(own).mean()):.3g}" if len(own) else
@@ -90,14 +102,15 @@ def writes_measure(
 ) -> dict[str, Any]:
     """The write enrichment of the rows of ``where``: :func:`tost_summary` against
     [1/margin, margin]."""
-    return tost_summary(enrichments(deltas, s, WRITE, **where), margin, s.n_bootstrap, s.seed)
+    return tost_summary(_matrix_values(deltas, s, WRITE, **where), margin, s.n_bootstrap, s.seed)
 
 
 def late_pretraining(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float
 ) -> dict[str, dict[str, Any]]:
     """{"qk": ..., "writes": ...} of every late consecutive pretraining ΔW (family
-    "pretraining", phase "late"), pooled over pairs; each "not testable" without one."""
+    "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (the unit is
+    the matrix: its pairs share W and its basis); each "not testable" without one."""
     where: dict[str, Any] = {"family": "pretraining", "phase": "late"}
     out = {"qk": qk_measure(deltas, s, **where), "writes": writes_measure(deltas, s, margin, **where)}
     if not len(enrichments(deltas, s, QK, **where)):
@@ -135,26 +148,21 @@ def _p(p: float | None) -> str:
 
 
 def stage_not_objective(deltas: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
-    """Early / late pretraining write enrichment: the ratio of geometric means over the write
-    matrices of the early consecutive pairs and of the late ones (late pretraining and the
-    alignment stages), its one-sided 90% percentile bootstrap CI (each sample resampled), and
-    the one-sided Mann-Whitney p of early > late on log enrichment. Untestable without both."""
-    early = enrichments(deltas, s, WRITE, family="pretraining", phase="early")
-    late = enrichments(deltas, s, WRITE, family="pretraining", phase="late")
-    early, late = np.log(early[early > 0]), np.log(late[late > 0])
-    if len(early) < 2 or len(late) < 2:
-        return {"untestable": "needs early and late pretraining ΔW"}
+    """Early / late pretraining write enrichment, matrix by matrix: per write matrix, the
+    geo-mean of its enrichment over the early consecutive pairs over that over the late ones;
+    estimate the geometric mean of that ratio over matrices, its one-sided 90% percentile
+    bootstrap CI over matrices and the one-sided Wilcoxon signed-rank p of log early - log late
+    > 0 (:func:`~lamina.weights.summaries.ratio_summary`: the pairs of one matrix share W, so
+    the matrix is the unit). Untestable without both phases on at least 2 matrices."""
+    def phase(name: str) -> pd.Series:
+        t = selected_rows(deltas, s, WRITE, family="pretraining", phase=name)
+        t = t[t["enrichment"] > 0]
+        return np.log(t["enrichment"]).groupby(t["key"]).mean()
 
-    def diff(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-        return a.mean(axis) - b.mean(axis)
-
-    b = bootstrap_ci((early, late), diff, n_resamples=s.n_bootstrap, seed=s.seed,
-                     method="percentile", confidence=0.90).iloc[0]  # fmt: skip
-    p = float(sps.mannwhitneyu(early, late, alternative="greater").pvalue)
-    q = float(sps.mannwhitneyu(early, late, alternative="less").pvalue)
-    return {
-        "estimate": float(np.exp(early.mean() - late.mean())),
-        "ci_low": float(np.exp(b["ci_low"])), "ci_high": float(np.exp(b["ci_high"])),
-        "sided": "greater", "p": p, "p_opposite": q, "n_units": len(early) + len(late),
-        "detail": f"early {np.exp(early.mean()):.3g}, late {np.exp(late.mean()):.3g}",
-    }  # fmt: skip
+    early, late = phase("early"), phase("late")
+    keys = early.index.intersection(late.index)
+    if len(keys) < 2:
+        return {"untestable": "needs early and late pretraining ΔW of the same matrices"}
+    out = ratio_summary(np.exp(early[keys] - late[keys]), "greater", s.n_bootstrap, s.seed)
+    return out | {"detail": f"early {np.exp(early[keys].mean()):.3g}, "
+                            f"late {np.exp(late[keys].mean()):.3g}"}  # fmt: skip

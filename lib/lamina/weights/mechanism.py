@@ -38,8 +38,8 @@ WRITE_GRADIENT_COLUMNS = [
     "step", "checkpoint", "key", "layer", "role", "kind", "k", "d", "rsf_summed",
     "rsf_token_mean", "rsf_token_pooled", "cancellation", "cancellation_null",
     "cancellation_null_q975", "cancellation_p_aligned", "enrichment_summed",
-    "enrichment_token_mean", "enrichment_token_pooled", "activation_share", "weight_rsf",
-    "weight_enrichment",
+    "enrichment_token_mean", "enrichment_token_pooled", "activation_share",
+    "activation_share_fit", "weight_rsf", "weight_enrichment",
 ]  # fmt: skip
 ADAM_COLUMNS = [
     "state", "checkpoint", "step", "key", "layer", "role", "kind", "k", "d", "rsf_momentum",
@@ -48,6 +48,7 @@ ADAM_COLUMNS = [
 
 __all__ = [
     "activation_share",
+    "held_out_share",
     "geometry_rows",
     "adam_signature",
     "objective_gradients",
@@ -62,6 +63,20 @@ def activation_share(moment: torch.Tensor, k: int) -> float:
     average when every δ_t has the same norm)."""
     eig = torch.linalg.eigvalsh(moment.to(torch.float64)).flip(0).clamp_min(0)
     return float(eig[:k].sum() / eig.sum())
+
+
+def held_out_share(acts: torch.Tensor, basis: torch.Tensor) -> float:
+    """Share of the energy of the inputs ``acts`` (T, d_in) in the span of ``basis`` (d_in, k):
+    Σ_t ‖Bᵀa_t‖² / Σ_t ‖a_t‖². On tokens the basis was not fitted on (a gradient's), it is
+    the activation share that the gradient's RSF inherits when δ_t is unrelated to a_t:
+    E‖Bᵀ Σ_t δ_t a_tᵀ‖² / E‖Σ_t δ_t a_tᵀ‖² is this share weighted by ‖δ_t‖². NaN without
+    input energy."""
+    a = acts.to(torch.float64)
+    total = float((a * a).sum())
+    if not total > 0:
+        return float("nan")
+    proj = a @ basis.to(a.device, torch.float64)
+    return float((proj * proj).sum()) / total
 
 
 def _replay(tok: Any, corpus: Any, n: int, length: int, seed: int) -> torch.Tensor | None:
@@ -133,7 +148,10 @@ def geometry_rows(
     gradient factors (``factors[key]``) in its basis (``bases[key]``: (basis (d, k), side)),
     the enrichments (RSF / (k/d)), the cancellation against its sign-randomised null (200
     draws, :func:`lamina.weights.gradients.sign_null_cancellation`) and, for a read map, the
-    activation share of its input second moment ``moments[key]`` (:func:`activation_share`)."""
+    activation share of the gradient's own tokens in the basis (:func:`held_out_share`:
+    ``activation_share``) and that of the second moment the basis was fitted on
+    (:func:`activation_share`: ``activation_share_fit``, biased upwards: the top-k of a finite
+    sample fit that sample's own noise)."""
     rows = []
     for m in maps:
         basis, side = bases[m.key]
@@ -150,8 +168,10 @@ def geometry_rows(
         row["cancellation_p_aligned"] = (
             (1 + float((null["draws"] >= row["cancellation"]).sum())) / (1 + len(null["draws"]))
         )
-        row["activation_share"] = (
-            activation_share(moments[m.key], k) if m.kind == "read" else float("nan")
+        read = m.kind == "read"
+        row["activation_share"] = held_out_share(f.acts, basis) if read else float("nan")
+        row["activation_share_fit"] = (
+            activation_share(moments[m.key], k) if read else float("nan")
         )
         rows.append(row)
     return rows

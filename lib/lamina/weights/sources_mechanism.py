@@ -5,13 +5,12 @@
 * :func:`gradients_source`, the ``gradients`` table of 4 blocks × 5 read maps under three
   objectives. Activations a_t are heavy-tailed draws of a covariance whose spectrum decays at a
   rate that differs by block (so the activation share varies across matrices); the read basis
-  and the activation share come from a *separate* finite sample, as in the chapter. ``planted``
-  (the paper's mechanism): δ_t independent of a_t, so the summed gradient inherits the
-  activations' spectrum, the terms cancel like unrelated ones, and the sum keeps their
-  direction. ``null``: one objective's δ_t carries a part aligned with a_t's component along a
-  direction of the top subspace, of a strength drawn per matrix, so its sum is concentrated
-  beyond the activation share, its terms do not cancel like unrelated ones, and the sum is more
-  concentrated than its terms.
+  comes from a *separate* finite sample, as in the chapter. ``planted`` (the paper's
+  mechanism): δ_t independent of a_t, so the summed gradient inherits the activations'
+  spectrum, the terms cancel like unrelated ones, and the sum keeps their direction. ``null``:
+  two objectives' terms share a direction (one whose concentration is unrelated to the
+  activation share, one concentrated 1.5 × beyond it), so the sum does not inherit the share,
+  its terms do not cancel like unrelated ones, and it is more concentrated than its terms.
 * :func:`adam_source`, the ``adam`` table of 16 read matrices. ``null``: AdamW on unrelated
   (zero-mean) or consistent gradients, after 1, 3, 8, 30 or 120 steps (the traps of
   elementwise normalisation). ``planted``: the top-k input directions are coordinate axes whose
@@ -30,7 +29,7 @@ import torch
 
 from lamina.weights.gradients import GradientFactors, adam_update_direction
 from lamina.weights.maps import LinearMap
-from lamina.weights.mechanism import geometry_rows
+from lamina.weights.mechanism import geometry_rows, held_out_share
 from lamina.weights.subspace_fraction import random_orthonormal, relative_subspace_fraction
 from lamina.weights.subspaces import principal_basis
 
@@ -43,18 +42,45 @@ READ_ROLES = ("q", "k", "v", "mlp_gate", "mlp_up")
 def _tokens(gen: torch.Generator, n: int, lam: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
     """(n, d) heavy-tailed (Student t, 5 df) tokens with covariance basis diag(lam) basisᵀ."""
     z = torch.randn(n, len(lam), generator=gen, dtype=torch.float64)
-    chi = torch.distributions.Chi2(torch.tensor(5.0, dtype=torch.float64)).sample((n,))
+    chi = (torch.randn(n, 5, generator=gen, dtype=torch.float64) ** 2).sum(1)  # χ², 5 df
     return (z * lam.sqrt()) @ basis.T * (5.0 / chi).sqrt()[:, None]
+
+
+def _summed_part(gen: torch.Generator, a: torch.Tensor, u: torch.Tensor, norm: float) -> torch.Tensor:
+    """(T, d_out) extra δ whose gradient terms sum to a rank-one matrix w uᵀ of Frobenius norm
+    ``norm``: δ_t = c_t w with c = a (aᵀa)⁻¹ u, so Σ_t c_t a_t = u (a: (T, d), T > d)."""
+    c = a @ torch.linalg.solve(a.T @ a, u)
+    w = torch.randn(D_OUT, generator=gen, dtype=torch.float64)
+    return c[:, None] * (w * norm / float(w.norm() * u.norm()))[None, :]
+
+
+def _direction(gen: torch.Generator, frame: torch.Tensor, share: float) -> torch.Tensor:
+    """(d,) a unit vector whose squared projection on the span of ``frame`` (d, k) is ``share``."""
+    p = frame @ torch.randn(frame.shape[1], generator=gen, dtype=torch.float64)
+    q = torch.randn(frame.shape[0], generator=gen, dtype=torch.float64)
+    q = q - frame @ (frame.T @ q)
+    return share**0.5 * p / p.norm() + (1 - share) ** 0.5 * q / q.norm()
 
 
 def gradients_source(kind: str, seed: int, n_layers: int = 4) -> pd.DataFrame:
     """The ``gradients`` table (:func:`lamina.weights.mechanism.objective_gradients`' columns)
-    of one draw of ``kind`` ("null" or "planted"; module docstring)."""
+    of one draw of ``kind`` ("null" or "planted"), 4 blocks × 5 read maps under three
+    objectives. ``planted``: δ_t independent of a_t under every objective (the paper's
+    mechanism). ``null``: SFT as planted; LM's and DPO's δ_t carry an extra part whose terms
+    sum to a rank-one matrix w uᵀ (:func:`_summed_part`: terms that share a direction):
+
+    * LM: u's share in the read basis drawn uniformly in [0, 1], its norm 3 × that of the
+      independent part's sum (so the summed gradient's RSF is set by u, not by the activation
+      share; the terms do not cancel like unrelated ones);
+    * DPO: u in the read basis, its norm set per matrix so that the summed gradient's RSF is
+      1.5 × the activation share in expectation (concentrated beyond the share by 1.5, outside
+      the claimed [0.8, 1.25]).
+    """
+    if kind not in ("null", "planted"):
+        raise ValueError(f"kind must be 'null' or 'planted'; got {kind!r}")
     gen = torch.Generator().manual_seed(7_919 * seed + (kind == "null"))
-    torch.manual_seed(7_919 * seed)
     rows = []
     for objective in ("lm", "sft", "dpo"):
-        aligned = kind == "null" and objective == "dpo"
         maps, factors, bases, moments = [], {}, {}, {}
         for layer in range(n_layers):
             decay = 0.4 + 0.3 * layer  # the activation share differs by block
@@ -68,12 +94,16 @@ def gradients_source(kind: str, seed: int, n_layers: int = 4) -> pd.DataFrame:
                 maps.append(m)
                 a = _tokens(gen, T_GRAD, lam, basis)
                 delta = torch.randn(T_GRAD, D_OUT, generator=gen, dtype=torch.float64)
-                if aligned:
-                    v = basis[:, : K] @ torch.randn(K, generator=gen, dtype=torch.float64)
-                    w = torch.randn(D_OUT, generator=gen, dtype=torch.float64)
-                    strength = 3.0 * float(torch.rand(1, generator=gen))
-                    proj = (a @ v) / float(v.norm() * lam[0].sqrt())
-                    delta = delta + strength * proj[:, None].abs() * w[None, :]
+                if kind == "null" and objective != "sft":
+                    norm = float(torch.linalg.matrix_norm(delta.T @ a))
+                    if objective == "lm":
+                        u = _direction(gen, frame, float(torch.rand(1, generator=gen)))
+                        delta = delta + _summed_part(gen, a, u, 3.0 * norm)
+                    else:
+                        share = held_out_share(a, frame)
+                        kappa2 = 0.5 * share / (1 - 1.5 * share)  # (share + κ²)/(1 + κ²) = 1.5 share
+                        delta = delta + _summed_part(gen, a, _direction(gen, frame, 1.0),
+                                                     kappa2**0.5 * norm)  # fmt: skip
                 factors[m.key] = GradientFactors(acts=a.float(), deltas=delta.float())
                 bases[m.key], moments[m.key] = (frame, "input"), moment
         for row in geometry_rows(factors, maps, bases, moments, K, seed):

@@ -31,7 +31,9 @@ __all__ = [
     "closeness_summary",
     "enrichments",
     "keep_layers",
+    "per_matrix",
     "ratio_summary",
+    "selected_rows",
     "worst",
 ]
 
@@ -45,21 +47,19 @@ def keep_layers(t: pd.DataFrame, s: SignatureSettings) -> pd.DataFrame:
     return t if s.layers is None else t[t["layer"].isin(s.layers)]
 
 
-def enrichments(
+def selected_rows(
     deltas: pd.DataFrame,
     s: SignatureSettings,
     roles: Sequence[str],
     k: int | None = None,
     moment: str | None = None,
     prediction: str = "W_U",
-    column: str = "enrichment",
     **where: Any,
-) -> np.ndarray:
-    """The ``column`` of the deltas table (:func:`lamina.weights.probes.organism_deltas`) for
-    the matrices of ``roles`` at ``k`` (default ``s.k``), second-moment convention ``moment``
-    (default the settings' main one) and prediction basis ``prediction`` ("W_U" or
-    "W_U diag(gamma)"), filtered by ``where`` (column=value, or a list of values).
-    -> (n_matrices,) float64."""
+) -> pd.DataFrame:
+    """The rows of the deltas table (:func:`lamina.weights.probes.organism_deltas`) for the
+    matrices of ``roles`` in the probed layers at ``k`` (default ``s.k``), second-moment
+    convention ``moment`` (default the settings' main one) and prediction basis ``prediction``
+    ("W_U" or "W_U diag(gamma)"), filtered by ``where`` (column=value, or a list of values)."""
     t = keep_layers(deltas, s)
     t = t[(t["k"] == (k or s.k)) & t["role"].isin(roles)]
     t = t[t["moment"] == (moment or ("centred" if s.centred else "raw"))]
@@ -67,7 +67,26 @@ def enrichments(
         t = t[t["prediction"] == prediction]
     for col, val in where.items():
         t = t[t[col].isin(val) if isinstance(val, list | tuple) else t[col] == val]
-    return t[column].to_numpy(dtype=np.float64)
+    return t
+
+
+def enrichments(
+    deltas: pd.DataFrame, s: SignatureSettings, roles: Sequence[str], column: str = "enrichment",
+    **where: Any,
+) -> np.ndarray:
+    """The ``column`` of :func:`selected_rows` (one value per matrix and pair).
+    -> (n_rows,) float64."""
+    return selected_rows(deltas, s, roles, **where)[column].to_numpy(dtype=np.float64)
+
+
+def per_matrix(values: pd.Series, keys: pd.Series) -> np.ndarray:
+    """The geometric mean of the positive ``values`` of each matrix (``keys``), over the pairs
+    it appears in: one value per matrix, the unit a test over matrices resamples (the pairs of
+    one matrix share its W and its basis, so they are not independent). -> (n_matrices,),
+    in the order of first appearance."""
+    x = np.log(values.to_numpy(dtype=np.float64))
+    frame = pd.DataFrame({"key": keys.to_numpy(), "log": np.where(np.isfinite(x), x, np.nan)})
+    return np.exp(frame.groupby("key", sort=False)["log"].mean().dropna().to_numpy())
 
 
 def _ci_level(sided: Sided, level: float = 0.95) -> float:
