@@ -45,7 +45,7 @@ import pandas as pd
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.declare import Gate
-from lamina.weights.claims import CLAIMS
+from lamina.weights.claims import ALIGNED_STAGES, CLAIMS
 from lamina.weights.edit_effects import edit_batch, score_edits
 from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
 from lamina.weights.judging import is_present, judge_unit
@@ -113,7 +113,10 @@ def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any
     null = np.array([np.mean([r["delta_logp"] for r in
                               score_edits(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
                      for i in range(s.edit_scrambled)])  # fmt: skip
-    return {"write-edit-released": beyond_scrambled(obs, null, s.n_bootstrap, s.seed)}
+    m = beyond_scrambled(obs, null, s.n_bootstrap, s.seed)
+    # every stage's write-edit row applies the one rule (measures_causal.write_edit) to its
+    # model; on this source the stage gate passes, so one draw judges each row alike
+    return {f"write-edit-{t}": m for t in ("released", *ALIGNED_STAGES)}
 
 
 CALIBRATION_SOURCES: dict[str, str] = {
