@@ -121,17 +121,24 @@ def objective_signatures(deltas: pd.DataFrame, config: SignatureSettings) -> pd.
 
 
 def finetune_summary(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per model × applied objective: steps, examples and tokens read, the training loss of
-    the first and of the last step (nats, each before its update)."""
+    """Per model × applied objective: steps, examples and tokens read (NaN where a run does
+    not count them), the training loss of the first and of the last step (nats, each before
+    its update)."""
     if curves.empty:
         return pd.DataFrame(
             columns=["model", "objective", "steps", "examples", "tokens", "first loss", "last loss"]
         )
+    # a run that does not count tokens (the applied objectives) reads n/a, not 0
+    curves = curves.reindex(columns=list(dict.fromkeys([*curves.columns, "examples", "tokens"])))
     g = curves.sort_values("step").groupby(["model", "objective"], sort=False)
+
+    def total(x: pd.Series) -> float:
+        return float(x.sum(min_count=1))
+
     return g.agg(
         steps=("step", "max"),
-        examples=("examples", "sum"),
-        tokens=("tokens", "sum"),
+        examples=("examples", total),
+        tokens=("tokens", total),
         **{"first loss": ("loss", "first"), "last loss": ("loss", "last")},
     ).reset_index().round(4)
 
