@@ -90,7 +90,7 @@
 # %% tags=["parameters", "hide-input"]
 model = "default"  # "default": SmolLM2-135M-Instruct, Gemma-3-270m, both organisms; or names
 base = "final"  # checkpoint the alignment stages start from; for a real pair, the base model
-targets = ["lm", "sft", "dpo"]  # stages compared with base (continued LM, SFT, DPO)
+targets = ["lm", "sft", "dpo"]  # organism stages compared with base (real models: sft, dpo)
 target = None  # a real pair's target (hub name or folder); runs the pair instead of organisms
 base_model = None  # a base -> aligned pair of one architecture (hub names or folders)
 aligned_model = None
@@ -101,8 +101,11 @@ k_sweep = [1, 2, 4, 8, 16, 32, 64]  # ks of the enrichment curves
 n_tokens = 4096  # tokens of held-out text for the input second moments
 text_source = "heldout"  # "heldout" text split or "curriculum" documents
 centred = False  # raw E[a aᵀ] and W_U (paper) or centred covariance and mean-free W_U
-real_steps = 8  # real checkpoint: AdamW steps per applied objective and per adaptation
-real_batch = 4  # examples per step
+objective_steps = 32  # organisms: AdamW steps of each applied objective (LM, SFT, DPO)
+objective_batch = 8  # examples per step, every objective
+edit_scale = 0.001  # the write edit's norm per write map, relative to ‖W‖_F
+real_steps = 16  # real checkpoint: AdamW steps of each applied objective
+real_batch = 8  # examples per step
 real_lr = 1e-4  # peak learning rate of those runs
 real_tokens = 2048  # tokens for the second moments (the LM gradient gets half)
 real_max_length = 128  # tokens per sequence
@@ -112,190 +115,265 @@ seed = 0  # seeds every random draw
 quick = False  # tiny samples and budgets, for CI
 
 # %% tags=["hide-input"]
+import altair as alt
+import pandas as pd
+
 from lamina.book import setup_altair
-from lamina.book.chapter import show_notes
+from lamina.book.chapter import claims_view, show_notes
+from lamina.book.charts import facet, show_figure
 from lamina.book.tables import show_details, show_verdicts
-from lamina.chapters.weight_update_signature import views as V
-from lamina.chapters.weight_update_signature.notebook import run_signature, signature_config
+from lamina.chapters.weight_update_signature import Config
+from lamina.chapters.weight_update_signature.notebook import run_signature
+from lamina.weights import tables as T
+from lamina.weights.measure import stage_pair
+from lamina.weights.measures_signature import beyond_both
 
 setup_altair()
-config = signature_config(globals())  # the parameters above
-result = run_signature(config)  # measures, writes the results, glues the values quoted below
+config = Config.from_globals(globals())
+result = run_signature(config)  # measures, judges, writes the results, glues the values below
+claims = result.claims
 
 # %% [markdown]
 # ## Method
 #
 # For a weight change ΔW the probe is the relative subspace fraction
-# (`lamina.weights.relative_subspace_fraction`): read matrices (Q, K, V, MLP gate and up) are
-# probed on their input side, in the top-k eigenvectors of the second moment of their own
-# inputs (`lamina.weights.input_second_moments`, over {glue:text}`ws_n_tokens` tokens of
-# {glue:text}`ws_text`); write matrices (attention output, MLP down) on their
-# output side, in the prediction subspace, the top-k right singular vectors of W_U.
-# Enrichment is RSF / (k/d); an isotropic ΔW gives 1, and so, in expectation, does a random
-# k-subspace for any fixed ΔW, which we draw as the empirical null. Verdicts use
-# k = {glue:text}`ws_k`; summaries over matrices are geometric means with bootstrap 95% CIs
-# and Wilcoxon signed-rank tests; "close to random" means the CI lies within
-# [1/m, m] with m = {glue:text}`ws_margin` (reimplementation choice). Models:
-# {glue:text}`ws_models` (their notes are folded at the end of the chapter). All the computation is in
-# `lamina.chapters.weight_update_signature` (its `views` module draws every figure and table
-# below from the run's tables); this run took {glue:text}`ws_seconds` s.
+# (`lamina.weights.relative_subspace_fraction`): read matrices (Q, K, V, MLP gate and up) on
+# their input side, in the top-k eigenvectors of the second moment of their own inputs
+# (estimated from {glue:text}`ws_n_tokens` tokens of held-out text); write matrices (attention
+# output, MLP down) on their output side, in the prediction subspace (top-k right singular
+# vectors of W_U). Enrichment is RSF / (k/d), with k = {glue:text}`ws_k`. A Q/K update is
+# "enriched" only beyond both of its baselines, matrix by matrix: RSF(ΔW) / max(RSF(W), k/d)
+# (an update that is as concentrated as the matrix it updates, as weight decay gives, scores 1).
+# "Close to random" is an equivalence test (TOST) of the enrichment within
+# [1/{glue:text}`ws_margin`, {glue:text}`ws_margin`]. A claim over parts ("every objective",
+# "any single group") is judged on its weakest part. Each row needs the behavioural gate of the
+# stage it reads; every verdict comes from the one engine in `lamina.evidence`, from the
+# declarations in `lamina.weights.claims`. Models: {glue:text}`ws_models`; the run took
+# {glue:text}`ws_seconds` s. The method on one model, Q/K matrix by matrix at @sft:
+
+# %% tags=["hide-input"]
+deltas = result.tables["deltas"]
+one = deltas[deltas["model"] == result.models[0]]
+pair = stage_pair(one, "sft") or stage_pair(one, "dpo")
+per_matrix = pd.DataFrame({"ratio": beyond_both(one, config, family="stage", pair=pair)}) if pair else pd.DataFrame({"ratio": []})
+show_figure(
+    alt.Chart(per_matrix.reset_index()).mark_point(filled=True).encode(
+        x=alt.X("ratio:Q", scale=alt.Scale(type="log"), title="RSF(ΔW) / max(RSF(W), k/d)"),
+        y=alt.Y("index:O", title="Q/K matrix"),
+    ).properties(height=120, title=f"{result.models[0]}: each Q/K update against its baselines"),
+    what="One point per Q/K matrix of the first model's @sft update: its concentration in the "
+    "input principal subspace over the stronger of its two baselines (log scale).",
+    look_at="how many points lie right of 1",
+)
+
+# %% [markdown]
+# ## Every verdict
+#
+# One row per claim, one column per model; the full rows (value, CI, p, reason) are folded
+# below the grid.
+
+# %% tags=["hide-input"]
+show_verdicts(claims_view(claims))
+show_details(result.tables["gates"], "The gates each row requires, per model")
 
 # %% [markdown]
 # ## Where alignment puts its updates
 #
 # :::{admonition} Verdicts
-# **Q/K alignment updates are enriched in the principal input subspace.** {glue:text}`ws_align_qk_enriched`
+# **Q/K updates enriched (SFT).** {glue:text}`ws_align_qk_sft`
 #
-# **Alignment updates to the output matrices are close to random.** {glue:text}`ws_align_write_random`
+# **Q/K updates enriched (SFT then DPO).** {glue:text}`ws_align_qk_dpo`
+#
+# **Write updates close to random (SFT).** {glue:text}`ws_align_writes_sft`
+#
+# **Write updates close to random (SFT then DPO).** {glue:text}`ws_align_writes_dpo`
 # :::
 
 # %% tags=["hide-input"]
-V.enrichment_figure(result)
+curves = T.enrichment_curves(deltas, config)
+curves = curves[curves["group"].isin(["Q, K", "writes (O, down)"])]
+show_figure(
+    facet(
+        alt.Chart(curves).mark_line(point=True).encode(
+            x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="k"),
+            y=alt.Y("enrichment:Q", scale=alt.Scale(type="log"), title="enrichment RSF/(k/d)"),
+            color=alt.Color("pair:N", title="ΔW"), strokeDash=alt.StrokeDash("group:N", title="matrices"),
+            tooltip=["model", "pair", "group", "k", alt.Tooltip("enrichment:Q", format=".2f")],
+        ),
+        "model", curves["model"], title="Enrichment of each update in its subspace, across k",
+    ),
+    what="The geometric-mean enrichment of the Q/K (solid) and write (dashed) updates of each "
+    "stage and applied objective against k, one panel per model; 1 is an isotropic update.",
+    look_at="how far the Q/K lines sit above 1 and the write lines near it",
+)
 
 # %% [markdown]
-# The grey band is the 2.5–97.5 % range of the same ΔW against random k-subspaces; the dashed
-# line is the mean enrichment of random Gaussian matrices of the same shapes against the same
-# subspaces. Both sit at 1 at every k, as they must: the two empirical baselines agree with
-# the isotropic one.
-#
 # ## Late pretraining and every objective
 #
-# :::{admonition} Verdicts
-# **The same signature in late pretraining.** {glue:text}`ws_late_pretraining_signature`
+# Each objective (LM, SFT, DPO) is applied to the base checkpoint at one budget
+# ({glue:text}`ws_objective_budget` for the organisms; a real checkpoint's is in the notes),
+# with the input embedding frozen; each must lower its held-out objective (its gate).
 #
-# **The same signature under every objective.** {glue:text}`ws_every_objective_signature`
+# :::{admonition} Verdicts
+# **Late pretraining: Q/K enriched.** {glue:text}`ws_late_pretraining_qk`
+#
+# **Late pretraining: writes close to random.** {glue:text}`ws_late_pretraining_writes`
+#
+# **Every objective: Q/K enriched.** {glue:text}`ws_every_objective_qk`
+#
+# **Every objective: writes close to random.** {glue:text}`ws_every_objective_writes`
 #
 # **A property of the stage, not of the objective.** {glue:text}`ws_stage_not_objective`
 # :::
 
-# %% [markdown]
-# The three deltas side by side: the geometric-mean enrichment at k = {glue:text}`ws_k` of each
-# matrix group, for each objective applied to one checkpoint (equal budgets), per model.
-
 # %% tags=["hide-input"]
-show_details(V.objective_table(result), "Enrichment per objective and matrix group, per model")
-
-# %% [markdown]
-# The short runs on a real checkpoint (first and last training loss, tokens read; every
-# objective had the same steps and examples):
-
-# %% tags=["hide-input"]
-show_details(V.finetune_table(result), "The short objective runs: losses and tokens")
-
-# %% tags=["hide-input"]
-V.pretraining_figure(result)
+show_details(T.objective_signatures(deltas, config).round(3), "Enrichment per stage or objective and matrix group")
+show_details(T.finetune_summary(result.tables["finetune"]), "The applied-objective runs and the aligned builds: losses")
 
 # %% [markdown]
 # ## The mechanism: gradients as sums of outer products
 #
-# ∇W = Σ_t δ_t a_tᵀ. `lamina.weights.gradients.gradient_geometry` measures the summed gradient, the
-# per-token terms and their cancellation without forming any outer product, at the base
-# checkpoint, under the three objectives.
+# ∇W = Σ_t δ_t a_tᵀ (`lamina.weights.gradients.gradient_geometry`), at the base checkpoint,
+# under each objective. Cancellation c = ‖Σ_t g_t‖ / Σ_t ‖g_t‖ is compared with the same terms
+# under random signs. Adam's update u = m̂/(√v̂+ε) is compared with sign(m̂), the update of pure
+# elementwise normalisation (Adam's first step is exactly that, and any gradient's sign is
+# less concentrated than the gradient).
 #
 # :::{admonition} Verdicts
-# **Read gradients inherit the activation spectrum, under every objective.** {glue:text}`ws_read_grad_inherits`
+# **Read gradients inherit the activation spectrum.** {glue:text}`ws_read_grad_inherits`
 #
-# **The raw read gradient follows the activation spectrum.** {glue:text}`ws_raw_read_grad_follows`
+# **The raw read gradient follows the spectrum.** {glue:text}`ws_raw_read_grad_follows`
+#
+# **The optimiser attenuates beyond elementwise normalisation.** {glue:text}`ws_optimizer_attenuates`
+#
+# **Cancellation sets the scale.** {glue:text}`ws_cancellation_scale`
+#
+# **Cancellation keeps the direction.** {glue:text}`ws_cancellation_direction`
+#
+# **Write gradients in the prediction subspace only early.** {glue:text}`ws_write_grad_early_only`
+#
+# **Output matrices acquire their geometry early.** {glue:text}`ws_write_weights_early`
 # :::
 
 # %% tags=["hide-input"]
-V.read_gradient_figure(result)
-
-# %% [markdown]
-# :::{admonition} Verdicts
-# **The optimiser attenuates the concentration it inherits.** {glue:text}`ws_optimizer_attenuates`
-#
-# **Cancellation sets the scale, not the direction.** {glue:text}`ws_cancellation_scale_not_direction`
-# :::
-#
-# Cancellation c = ‖Σ_t g_t‖ / Σ_t ‖g_t‖ is compared with the same terms under random signs
-# (`lamina.weights.gradients.sign_null_cancellation`): unrelated terms give about 1/√T, so a
-# fixed threshold such as c < 0.5 cannot fail with a thousand tokens. The scale half of the
-# verdict asks whether the terms cancel as much as unrelated terms would. The SFT and DPO
-# gradients use the losses those stages trained (`lamina.sources.organisms.stages.stage_loss`: EOS
-# scored, SFT with its LM replay). The LM gradients come from held-out documents disjoint from
-# those the read subspaces are fitted on.
-
-# %% [markdown]
-# From one token's term to the update: enrichment at k = {glue:text}`ws_k` (geometric mean over
-# matrices) of the per-token terms, their sum, Adam's first moment m and Adam's update, at
-# the base checkpoint under the LM objective.
+read = result.tables["gradients"].query("kind == 'read'")
+show_figure(
+    facet(
+        alt.Chart(read).mark_point(filled=True, opacity=0.6).encode(
+            x=alt.X("activation_share:Q", title="activation energy in the top-k directions"),
+            y=alt.Y("rsf_summed:Q", title="RSF of the summed gradient"),
+            color="objective:N", tooltip=["key", "objective", alt.Tooltip("rsf_summed:Q", format=".3f")],
+        ),
+        "model", read["model"], title="Summed read gradients against the activation energy they inherit",
+    ),
+    what="Each point is a read matrix under one objective: the share of its input energy in the "
+    "top-k directions against the share of its summed gradient there.",
+    look_at="whether the points follow the diagonal under every objective",
+)
 
 # %% tags=["hide-input"]
-show_details(V.mechanism_table(result), "Enrichment of the gradient, its terms and Adam's moments, per model")
+adam = result.tables["adam"].query("kind == 'read'")
+if len(adam):
+    show_figure(
+        facet(
+            alt.Chart(adam).mark_point(filled=True, opacity=0.6).encode(
+                x=alt.X("enrichment_sign:Q", scale=alt.Scale(type="log"), title="enrichment of sign(m̂)"),
+                y=alt.Y("enrichment_update:Q", scale=alt.Scale(type="log"), title="enrichment of Adam's update"),
+                color=alt.Color("state:N", title="optimiser state"),
+            ),
+            "model", adam["model"], title="Adam's update against elementwise normalisation, per read matrix",
+        ),
+        what="Each point is a read matrix in one saved optimiser state: the enrichment of sign(m̂) "
+        "against that of Adam's update.",
+        look_at="whether the points fall below the diagonal",
+    )
 
 # %% tags=["hide-input"]
-V.adam_figure(result)
-
-# %% [markdown]
-# :::{admonition} Verdicts
-# **Write gradients point into the prediction subspace only early.** {glue:text}`ws_write_grad_early_only`
-#
-# **The output matrices acquire their prediction geometry early.** {glue:text}`ws_write_weights_acquire_early`
-# :::
-
-# %% tags=["hide-input"]
-V.write_gradient_figure(result)
+wg = result.tables["write_gradients"]
+if len(wg):
+    course = T.write_gradient_course(wg)
+    show_figure(
+        facet(
+            alt.Chart(course).mark_line(point=True).encode(
+                x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="pretraining step"),
+                y=alt.Y("median(value):Q", scale=alt.Scale(type="log"), title="enrichment (median)"),
+                color="quantity:N",
+            ),
+            "model", course["model"], title="Write matrices against the prediction subspace across pretraining",
+        ),
+        what="The enrichment in the prediction subspace of the write matrices' LM gradient and of "
+        "the weights themselves across pretraining, per organism.",
+        look_at="when the gradient's enrichment falls, and when the weights' rises",
+    )
 
 # %% [markdown]
 # ## Causal tests
 #
-# A rank-1 edit adds, to every attention-output and MLP-down matrix, a write along one
-# token's unembedding row (norm {glue:text}`ws_edit_scale` ‖W‖_F per matrix), against random directions of the
-# same norm; we score the change in that token's log-probability and the KL from the
-# unedited predictions. Single-group adaptation trains only {Q,K}, {V,O}, MLP-in or MLP-out on
-# SFT pairs from the base checkpoint with one budget, against full fine-tuning.
+# A rank-1 edit adds to every write matrix a write along one token's unembedding row (norm
+# {glue:text}`ws_edit_scale` ‖W‖_F per matrix). Adding W_U[t] raises t's logit in any network,
+# trained or not, so the null is the same edit on copies of the model whose blocks are
+# scrambled (rows and columns of every block matrix permuted; embedding, final norm and
+# unembedding kept): a never-trained model is exchangeable with its copies. Single-group
+# adaptation trains only {Q,K}, {V,O}, MLP-in or MLP-out on SFT pairs, against full
+# fine-tuning, scored on held-out items.
 #
 # :::{admonition} Verdicts
-# **A write direction from the unembedding still changes predictions.** {glue:text}`ws_write_edit_after_alignment`
+# **The unembedding edit beyond construction (released checkpoint).** {glue:text}`ws_write_edit_released`
 #
-# **Adaptation restricted to any single group remains effective.** {glue:text}`ws_single_group_effective`
+# **After SFT.** {glue:text}`ws_write_edit_sft`
+#
+# **After SFT then DPO.** {glue:text}`ws_write_edit_dpo`
+#
+# **Its effect kept after alignment (SFT; SFT then DPO).** {glue:text}`ws_write_edit_kept_sft` {glue:text}`ws_write_edit_kept_dpo`
+#
+# **Any single group remains effective.** {glue:text}`ws_single_group`
 # :::
+#
+# The abstract concludes that the signature describes where training places its updates, not
+# which matrices can carry them: that conclusion has no statistic of its own, and rests on the
+# two rows above.
 
 # %% tags=["hide-input"]
-V.edits_figure(result)
+edits = result.tables["edits"]
+per = edits.groupby(["model", "stage", "direction", "direction_id"], as_index=False)["delta_logp"].mean()
+show_figure(
+    facet(
+        alt.Chart(per).mark_tick(thickness=2).encode(
+            x=alt.X("delta_logp:Q", title="mean Δ log p(target), nats"),
+            y=alt.Y("stage:N", title=None), color=alt.Color("direction:N", title="edit"),
+        ),
+        "model", per["model"], title="The unembedding edit on the model, on its scrambled copies, and along random directions",
+    ),
+    what="Each tick is one model or copy: the mean change of the target tokens' log-probability "
+    "under the edit (unembedding: the model; scrambled: a copy with scrambled blocks; random: a "
+    "random direction), per stage.",
+    look_at="whether the model's tick lies right of its scrambled copies'",
+)
 
 # %% tags=["hide-input"]
-V.adaptation_figure(result)
+gain = T.adaptation_gain(result.tables["adaptation"])
+show_figure(
+    facet(
+        alt.Chart(gain).mark_bar().encode(
+            x=alt.X("reduction:Q", title="mean held-out SFT-loss reduction, nats"),
+            y=alt.Y("group:N", title=None, sort=["qk", "vo", "mlp_in", "mlp_out", "all"]),
+            tooltip=["group", "n_params", alt.Tooltip("reduction:Q", format=".3f")],
+        ),
+        "model", gain["model"], legend=False, title="Held-out SFT-loss reduction when training one group",
+    ),
+    what="The mean reduction of the held-out SFT loss when only one group of matrices is "
+    "trained, and under full fine-tuning (all), with one budget.",
+    look_at="each group's bar against half of the bar of full fine-tuning",
+)
 
 # %% [markdown]
-# :::{admonition} Verdict: where training places updates, not which matrices can carry them
-# {glue:text}`ws_where_not_which`
-# :::
-#
 # ## Sensitivity
 #
-# The two stage claims, re-decided at every k of the sweep and with raw or centred subspaces
-# (reimplementation choices). "Centred" uses the covariance of each matrix's inputs instead of
-# their second moment, and W_U with its mean row removed: the mean row is the direction that
-# raises every logit alike, which the softmax ignores.
+# The alignment and objective measurements again at every k, with raw or centred second
+# moments and with the final norm's gain folded into W_U (reimplementation choices), folded:
 
 # %% tags=["hide-input"]
-V.sensitivity_figure(result)
-
-# %% tags=["hide-input"]
-show_details(V.sensitivity_table(result), "The stage verdicts at every k, raw and centred")
-
-# %% [markdown]
-# Two baselines beside the stage verdicts, at k = {glue:text}`ws_k`. **RSF of W itself**: the
-# k/d, random-subspace and random-matrix nulls all have expectation k/d, so none of them can
-# tell an update concentrated in the input subspace from one that is concentrated there only
-# because the matrix it updates is (a ΔW ∝ W, as weight decay gives, scores 1 here).
-# `qk_vs_weight` is the geo-mean of RSF(ΔW) / RSF(W) over Q and K. **Final-norm gain**: the
-# logits read the residual stream through the final norm, so the rows with prediction
-# "W_U diag(gamma)" redo the write verdict with γ folded into W_U.
-
-# %% tags=["hide-input"]
-show_details(V.baselines_table(result), "The two baselines, per model and stage")
-
-# %% [markdown]
-# ## All verdicts
-#
-# Every verdict, one row per claim and one column per model and stage; the claims table
-# written to the results file follows, folded:
-
-# %% tags=["hide-input"]
-show_verdicts(V.claims_view(result), columns=["model", "stage"])
+show_details(result.tables["sensitivity"].round(3), "Q/K and write measurements at every k, moment and prediction basis")
 
 # %% [markdown]
 # ## Caveats
@@ -303,55 +381,20 @@ show_verdicts(V.claims_view(result), columns=["model", "stage"])
 # :::{admonition} Caveats: the models, the budgets, the thresholds
 # :class: dropdown
 # - SmolLM2-135M-Instruct is already aligned and Gemma-3-270m is a base model; offline
-#   neither has a partner. Their objective runs are short (a few AdamW steps at short
-#   sequences, on CPU; each model's budget is in the notes), so their deltas are the first
-#   steps of each objective, not a full alignment recipe, and only a subset of blocks is
-#   probed. Their weights are 4-bit (Q4_1, Q4_K_M) dequantised to fp32; the paper's models
-#   were not quantised.
-# - Gemma 3 normalises each sublayer's output (RMSNorm with gain 1 + γ) before adding it to
-#   the stream: its write matrices write into the space before that norm, and both the
-#   probes and the rank-1 write edit work in that space (the stream receives the edit's
-#   direction times the gain, up to the per-token rms; the gain 1 + γ can be 0 in some
-#   dimensions, so the edit is not divided by it); the prediction subspace with the final norm
-#   folded in uses 1 + γ. Its embedding is scaled by √d inside the embedding module, which every hook sees.
-# - The organisms are small (12 layers, d = 128) and their alignment stages short (100
-#   steps); the paper's SmolLM2, Qwen2.5, Pythia and OLMo pairs run through the same code
-#   (`base_model`, `aligned_model` and their revisions; see the top of the chapter) when their
-#   weights are available, and may behave differently. On a real model the text is the
-#   organisms' (plays and a synthetic curriculum), not the model's training distribution.
-# - "Close to random" and "effective" need thresholds that the paper does not give; ours
-#   (margin, the fraction of full fine-tuning) are parameters of `SignatureConfig`.
-# - "Early" pretraining is the first {glue:text}`ws_early_fraction` of the steps. With tied
-#   embeddings the prediction subspace itself is random at initialisation and forms during
-#   that window, so "early" write gradients are measured against a subspace still being
-#   built; the write-gradient figure shows the whole course rather than one cut.
-# - Adam's "raw gradient" is its first moment m, an exponential average of clipped
-#   gradients; the update is m̂/(√v̂+ε) from the saved state.
-# - Groups differ in parameter count (see the tooltip of the adaptation chart); GPT-2's fused
-#   `c_attn` is trained row-masked, so its count includes rows that do not move.
-# :::
-#
-# ## Closing note: every claim
-#
-# :::{admonition} Every claim of paper 2 with its verdicts
-# :class: dropdown
-# | claim | verdict |
-# |---|---|
-# | shared coordinate frame | framing of the paper, not a tested claim (not counted) |
-# | Q/K alignment updates enriched | {glue:text}`ws_align_qk_enriched` |
-# | write alignment updates random | {glue:text}`ws_align_write_random` |
-# | same signature in late pretraining | {glue:text}`ws_late_pretraining_signature` |
-# | same signature under every objective | {glue:text}`ws_every_objective_signature` |
-# | stage, not objective | {glue:text}`ws_stage_not_objective` |
-# | read gradients inherit the activations | {glue:text}`ws_read_grad_inherits` |
-# | write gradients in the prediction subspace only early | {glue:text}`ws_write_grad_early_only` |
-# | output matrices acquire prediction geometry early | {glue:text}`ws_write_weights_acquire_early` |
-# | raw read gradient follows the spectrum | {glue:text}`ws_raw_read_grad_follows` |
-# | optimiser attenuates | {glue:text}`ws_optimizer_attenuates` |
-# | cancellation: scale, not direction | {glue:text}`ws_cancellation_scale_not_direction` |
-# | unembedding write still changes predictions | {glue:text}`ws_write_edit_after_alignment` |
-# | any single group adapts | {glue:text}`ws_single_group_effective` |
-# | where, not which | {glue:text}`ws_where_not_which` |
+#   neither has a partner, so their alignment rows read our SFT and DPO builds
+#   (`make aligned`), and their objective runs are short (each model's budget is in the notes).
+#   Their weights are 4-bit (Q4_1, Q4_K_M) dequantised to fp32; the paper's were not quantised.
+# - The text is the organisms' (plays and a synthetic curriculum), not the model's own training
+#   distribution; the probe subspaces are estimated from a finite sample, whose noise the
+#   calibration page's nulls include.
+# - "Close to random" and "effective" need thresholds the paper does not give; ours are in the
+#   declarations (`lamina.weights.claims`).
+# - The scrambled copies of the write edit's null keep each matrix's norm and singular values
+#   but not the stream's scale: a model whose trained blocks keep its stream small can lose to
+#   its copies for that reason alone.
+# - Adam's "raw gradient" is its first moment m; the update is m̂/(√v̂+ε) from the saved state.
+#   A real checkpoint's optimiser row needs the Adam state kept by its aligned build.
+# - Groups differ in parameter count; GPT-2's fused `c_attn` is trained row-masked.
 # :::
 
 # %% tags=["hide-input"]

@@ -10,7 +10,7 @@ from lamina.chapters.growth_training import GrowthConfig
 from lamina.chapters.layer_anatomy import AnatomyConfig
 from lamina.chapters.organisms import OrganismsConfig
 from lamina.chapters.trajectory import TrajectoryConfig
-from lamina.chapters.weight_update_signature import SignatureConfig
+from lamina.chapters.weight_update_signature import Config as SignatureConfig
 
 CONFIGS = [TrajectoryConfig, AnatomyConfig, GrowthConfig, SignatureConfig, OrganismsConfig]
 

@@ -9,14 +9,14 @@ import lamina.chapters.models as chapter_models
 import lamina.chapters.organisms.run as organisms_run
 import lamina.chapters.weight_update_signature.config as signature_config
 from lamina.chapters.growth_training import GrowthConfig
-from lamina.chapters.weight_update_signature import SignatureConfig
+from lamina.chapters.weight_update_signature import Config as SignatureConfig
 from lamina.core.registry import by_name
 from lamina.sources import organisms
 
 
 def _everything_available(monkeypatch):
     keep_all = lambda names=None: (list(dict.fromkeys(names or [])), [])  # noqa: E731
-    for module in (signature_config, chapter_models):
+    for module in (chapter_models,):
         monkeypatch.setattr(module, "installed_offline", keep_all)
     monkeypatch.setattr(organisms, "list_checkpoints", lambda name: ["final"])
     monkeypatch.setattr(organisms, "resolve", lambda name: name)

@@ -56,8 +56,8 @@ def test_an_aligned_build_lists_the_tensors_it_trained(built):
 
 
 def test_bad5_a_partial_stage_file_is_rebuilt_never_applied(built, tmp_path):
-    from lamina.chapters.weight_update_signature.alignment import aligned_model
     from lamina.sources.organisms.pretrained import build_aligned
+    from lamina.weights.aligned import aligned_model
 
     folder, src, cfg = built
     damaged = tmp_path / "cache" / folder.name
@@ -71,7 +71,7 @@ def test_bad5_a_partial_stage_file_is_rebuilt_never_applied(built, tmp_path):
 
 
 def test_bad5_a_build_written_before_manifests_is_checked_stage_against_stage(built, tmp_path):
-    from lamina.chapters.weight_update_signature.alignment import aligned_model
+    from lamina.weights.aligned import aligned_model
 
     folder, src, _ = built
     legacy = tmp_path / "legacy"
@@ -97,7 +97,7 @@ def test_a_folder_with_only_a_build_record_is_rebuilt(built, tmp_path):
 
 
 def test_an_intact_build_applies_every_trained_tensor(built):
-    from lamina.chapters.weight_update_signature.alignment import aligned_model
+    from lamina.weights.aligned import aligned_model
 
     folder, src, _ = built
     base = _base(src)

@@ -43,7 +43,6 @@ from lamina.core.provenance import data_dir
 from lamina.core.threads import threads
 from lamina.sources.model_files import ModelFileError, check_lamina_folder
 from lamina.sources.models import load_model
-from lamina.sources.organisms.checkpoints import optimizer_tensors
 from lamina.sources.organisms.curriculum import generate_curriculum
 from lamina.sources.organisms.gates import measure_stages, write_gates
 from lamina.sources.organisms.instructions import AlignmentData
@@ -52,6 +51,7 @@ from lamina.sources.organisms.scoring import model_device
 from lamina.sources.organisms.stages import dpo_batch_loss, sft_batch_loss
 
 __all__ = [
+    "ADAM_FILE",
     "ALIGN_CODE_VERSION",
     "ALIGNED_FILES",
     "PretrainedAlignConfig",
@@ -192,28 +192,41 @@ def gate_sample(data: AlignmentData, n: int | None, seed: int) -> AlignmentData:
     )
 
 
-def save_adam_state(folder: Path, model: Any, optimizer: torch.optim.Optimizer) -> None:
-    """The AdamW moments of the tensors that trained, as ``folder/optimizer.safetensors``
-    ("<name>:exp_avg", "<name>:exp_avg_sq", float32) and ``folder/optimizer.json`` (step, lr,
-    betas, eps, weight decay, per-tensor step and shape): the layout of
-    :func:`lamina.sources.organisms.checkpoints.read_optimizer_state`. Frozen tensors (no
-    state) are left out."""
+ADAM_FILE = "{stage}.adam.safetensors"
+"""The AdamW state an aligned build keeps per stage, beside ``<stage>.safetensors`` (so its
+manifest covers it): one safetensors file whose tensors are ``exp_avg/<parameter name>`` and
+``exp_avg_sq/<parameter name>`` (the parameter's shape, fp32) for every trained parameter, and
+whose metadata (string values) are ``step`` (AdamW steps taken), ``beta1``, ``beta2`` and
+``eps``. Written by :func:`save_adam_state`, read by
+:func:`lamina.weights.aligned.aligned_optimizer_state`."""
+
+
+def save_adam_state(path: Path, model: Any, optimizer: torch.optim.Optimizer) -> Path:
+    """Write ``optimizer``'s AdamW state of ``model``'s parameters to ``path`` in the format
+    of :data:`ADAM_FILE` (parameters without state, the frozen ones, are skipped). -> ``path``."""
     from safetensors.torch import save_file
 
-    state = optimizer_tensors(model, optimizer)
-    meta = state["meta"]
-    kept = {n: info for n, info in meta["params"].items() if info["step"] > 0}
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v for k, v in state["tensors"].items() if k.rsplit(":", 1)[0] in kept},
-              str(folder / "optimizer.safetensors"))  # fmt: skip
-    (folder / "optimizer.json").write_text(json.dumps({**meta, "params": kept}, indent=1))
+    tensors: dict[str, torch.Tensor] = {}
+    step = 0
+    for name, p in model.named_parameters():
+        st = optimizer.state.get(p)
+        if not st:
+            continue
+        tensors[f"exp_avg/{name}"] = st["exp_avg"].detach().float().cpu().contiguous()
+        tensors[f"exp_avg_sq/{name}"] = st["exp_avg_sq"].detach().float().cpu().contiguous()
+        step = int(st["step"])
+    group = optimizer.param_groups[0]
+    meta = {"step": str(step), "beta1": str(group["betas"][0]), "beta2": str(group["betas"][1]),
+            "eps": str(group["eps"])}  # fmt: skip
+    save_file(tensors, str(path), metadata=meta)
+    return Path(path)
 
 
 def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
                   log: Callable[[str], None] = print) -> Path:  # fmt: skip
     """Align the model ``name`` (:func:`lamina.sources.models.load_model`) once into
     ``root/<name>-<config hash>/``: ``{sft,dpo}.safetensors`` (every trained tensor),
-    ``optimizer/{sft,dpo}/`` (:func:`save_adam_state`), ``curve.json``, ``gates.json`` and
+    ``{sft,dpo}.adam.safetensors`` (:func:`save_adam_state`), ``curve.json``, ``gates.json`` and
     ``gates_items.csv`` (:func:`lamina.sources.organisms.gates.measure_stages` of the base,
     @sft and @dpo) and ``build.json`` (config, steps, epochs, seconds: load + training, and in
     all), written to a temporary folder and renamed; idempotent. Clocks are read after the
@@ -247,7 +260,7 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
             state = {n: p.detach().contiguous().cpu() for n, p in model.named_parameters()
                      if p.requires_grad}  # fmt: skip
             save_file(state, str(tmp / f"{stage}.safetensors"))
-            save_adam_state(tmp / "optimizer" / stage, model, optimizer)
+            save_adam_state(tmp / ADAM_FILE.format(stage=stage), model, optimizer)
             t_save += time.time() - t
 
         out = align_pretrained(base, tok, config, data, log=log, on_stage=save)

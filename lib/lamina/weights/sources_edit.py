@@ -1,0 +1,79 @@
+"""Known-answer models for the write edit's calibration (:mod:`lamina.weights.calibration`).
+
+* ``null``: a randomly initialised, never-trained GPT-2-style model (4 blocks, d = 64, a
+  320-token vocabulary, tied embeddings). Its block entries are i.i.d., so it is exchangeable
+  with its scrambled copies (:func:`lamina.weights.edit_null.scrambled_copy`): whatever the edit
+  does there, it does by construction.
+* ``planted``: the same model whose last block's MLP reads and re-writes the unembedding
+  directions: one hidden unit per token t reads û_t = W_U[t] / ‖W_U[t]‖ with gain β and
+  threshold θ (c_fc = β Ûᵀ, bias -θ) and writes γ û_t (c_proj = γ Û): a write along û_t that
+  lifts the unit over its threshold is fed back along û_t. That alignment of a block with the
+  unembedding is what scrambling destroys. ``half``: γ halved. (Scrambling such a block also
+  changes the stream's scale, so the copies' edits are weaker as well: the null removes the
+  blocks' structure, whatever it does.)
+
+The tokenizer is a byte-level BPE trained on a few sentences; the texts the edit is scored on
+are those sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["EDIT_KINDS", "TEXTS", "edit_model"]
+
+EDIT_KINDS = ("null", "planted", "half")
+TEXTS = [
+    "The cat sat on the mat while the dog slept by the door.",
+    "A river bank is not the same as a bank that keeps money.",
+    "If all birds can fly and a robin is a bird, then a robin can fly.",
+    "Seven plus five is twelve, and twelve minus three is nine.",
+    "She felt happy, then sad, then calm again by the evening.",
+]
+VOCAB, D_MODEL, N_LAYERS = 320, 64, 4
+GAIN = {"null": 0.0, "planted": 3.0, "half": 1.5}
+"""γ of the planted block (lamina's choice: the paper states no size for the edit)."""
+READ_GAIN, THRESHOLD = 2.0, 3.0
+"""β and θ of the planted block."""
+
+
+def _tokenizer() -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)  # fmt: skip
+    tok.train_from_iterator(TEXTS * 4, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")  # fmt: skip
+
+
+def edit_model(kind: str, seed: int) -> tuple[nn.Module, Any]:
+    """(model in eval mode, tokenizer) of the known-answer source ``kind`` of
+    :data:`EDIT_KINDS` (module docstring), initialised with ``seed``."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if kind not in EDIT_KINDS:
+        raise ValueError(f"kind must be one of {EDIT_KINDS}; got {kind!r}")
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=D_MODEL, n_layer=N_LAYERS, n_head=4,
+                     n_inner=VOCAB, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    model = GPT2LMHeadModel(cfg).eval()
+    if GAIN[kind]:
+        w_u = model.lm_head.weight.detach()  # (V, d), tied to the embedding
+        unit = w_u / w_u.norm(dim=1, keepdim=True)
+        mlp = model.transformer.h[-1].mlp
+        with torch.no_grad():
+            mlp.c_fc.weight.copy_(READ_GAIN * unit.T)  # Conv1D: (d, n_inner)
+            mlp.c_fc.bias.fill_(-THRESHOLD)
+            mlp.c_proj.weight.copy_(GAIN[kind] * unit)  # (n_inner, d)
+            mlp.c_proj.bias.zero_()
+    return model, _tokenizer()

@@ -1,0 +1,60 @@
+"""Paper 2's calibration runs: every calibrated claim judged on its known-answer sources, in the
+calibration page's runs format."""
+
+from __future__ import annotations
+
+import pytest
+
+from lamina.weights.calibration import RUN_COLUMNS, calibration_runs
+from lamina.weights.claims import CLAIMS
+from lamina.weights.settings import SignatureSettings
+from lamina.weights.sources_mechanism import adam_source, adaptation_source
+
+S = SignatureSettings(n_bootstrap=200, edit_tokens=4, edit_texts=5, edit_scrambled=5)
+
+
+def test_the_adaptation_source_reads_its_null_and_planted_answers_apart():
+    runs = calibration_runs(3, settings=S, sources=("adaptation",), cache=None)
+    assert tuple(runs.columns) == RUN_COLUMNS
+    by = runs.set_index(["source", "seed"])["present"]
+    assert not by.loc["null"].any() and by.loc["planted"].all()
+    assert adaptation_source("null", 0).groupby("group").size().nunique() == 1
+
+
+def test_the_optimizer_null_covers_the_first_steps_and_consistent_gradients():
+    from lamina.weights.judging import judge_unit
+    from lamina.weights.measures_mechanism import optimizer_attenuates
+
+    cid = "p2-signature-optimizer-attenuates"
+    present = {}
+    for kind, seeds in (("null", range(10)), ("planted", range(2))):
+        for seed in seeds:
+            adam = adam_source(kind, seed, n=8, d_out=16, d=64)
+            m = {cid: optimizer_attenuates(adam, "sft", S)}
+            row = judge_unit("known", m, {"sft": (True, "")}, only=[cid]).iloc[0]
+            present[(kind, seed, int(adam["step"].iloc[0]))] = bool(row["present"])
+    assert {k[2] for k in present if k[0] == "null"} == {1, 3, 8, 30, 120}
+    assert not any(v for k, v in present.items() if k[0] == "null")
+    assert all(v for k, v in present.items() if k[0] == "planted")
+
+
+@pytest.mark.slow
+def test_every_calibrated_claim_has_runs_from_every_source():
+    from lamina.evidence.calibration import calibration_rates, calibration_table
+
+    runs = calibration_runs(1, settings=S, cache=None)
+    calibrated = {c.id for c in CLAIMS if c.calibrated}
+    assert set(runs["claim_id"]) == calibrated
+    assert set(runs["source"]) == {"null", "planted", "half"}
+    table = calibration_table(CLAIMS, calibration_rates(runs))  # the page's table
+    assert list(table["claim_id"]) == [c.id for c in CLAIMS]
+
+
+def test_runs_are_cached_and_a_damaged_entry_is_recomputed_with_a_warning(tmp_path):
+    first = calibration_runs(1, settings=S, sources=("adaptation",), cache=tmp_path)
+    entry = next(tmp_path.rglob("adaptation-seed-0.json"))
+    assert calibration_runs(1, settings=S, sources=("adaptation",), cache=tmp_path).equals(first)
+    entry.write_text(entry.read_text().replace('"reproduced"', '"absent"', 1))
+    with pytest.warns(UserWarning, match="damaged calibration cache entry"):
+        again = calibration_runs(1, settings=S, sources=("adaptation",), cache=tmp_path)
+    assert again.equals(first)
