@@ -312,8 +312,8 @@ def test_build_aligned_writes_once_with_base_gates_and_the_adam_state(
 ) -> None:
     import json
 
-    from lamina.sources.organisms.checkpoints import read_optimizer_state
     from lamina.sources.organisms.pretrained import build_aligned
+    from lamina.weights.aligned import aligned_optimizer_state
 
     model, tok = tiny
     src = tmp_path / "tiny"
@@ -331,10 +331,11 @@ def test_build_aligned_writes_once_with_base_gates_and_the_adam_state(
     assert "gain_over_base" in gates["sft"].values and "content_gain" in gates["dpo"].values
     items = pd.read_csv(folder / "gates_items.csv")
     assert set(items["stage"]) == {"base", "sft", "dpo"}
-    trained = set(json.loads((folder / "optimizer" / "sft" / "optimizer.json").read_text())["params"])
+    trained = set(aligned_optimizer_state(folder, "sft") or {})
     assert "model.embed_tokens.weight" not in trained and trained
-    state = read_optimizer_state(folder / "optimizer" / "dpo")
+    state = aligned_optimizer_state(folder, "dpo") or {}
     assert set(state) == trained and all(int(s["step"]) == 2 for s in state.values())
+    assert "dpo.adam.safetensors" in json.loads((folder / "lamina-manifest.json").read_text())["files"]
     assert all(float(s["exp_avg_sq"].sum()) > 0 for s in state.values())
     build = json.loads((folder / "build.json").read_text())
     assert build["epochs"]["sft"] == pytest.approx(4 / len(data.train))
