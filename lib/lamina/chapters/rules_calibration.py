@@ -30,7 +30,7 @@ from lamina.trajectory.calibration import default_cache, row_text, summarise
 __all__ = ["cache_key", "rules_markdown"]
 
 CODE = ("chapters/weight_update_signature", "chapters/layer_anatomy", "chapters/results.py",
-        "weights", "anatomy", "evidence", "trajectory/calibration.py")  # under lib/lamina
+        "weights", "anatomy", "evidence", "trajectory/calibration_legacy.py")  # under lib/lamina
 
 
 def cache_key(n_seeds: int) -> str:
