@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lamina.chapters.results import ALL_SOURCES
 from lamina.chapters.trajectory import TrajectoryConfig
 from lamina.evidence.claims import PAPER_VERDICTS
+from lamina.trajectory.claims import CLAIMS
 from lamina.trajectory.model_states import Convention, PooledStates, load_model_states
 
 
@@ -122,9 +124,21 @@ def test_chapter_executes_in_quick_mode_and_writes_results(
     }
     _, outputs = _executed(tmp_path, chapter, params)
     assert any("image/svg+xml" in o.get("data", {}) for o in outputs), "no SVG chart"
-    records = list((tmp_path / "results").rglob(f"{chapter}.json"))  # <model>/[<run>/]
-    assert len(records) == 1
-    record = json.loads(records[0].read_text())
+    # <model>/[<run>/]<chapter>.json, and for a chapter with an across claim (three-phase's
+    # "universal") also all_sources/[<run>/]<chapter>.json: each checked on its own
+    paths = list((tmp_path / "results").rglob(f"{chapter}.json"))
+    by_model: dict[str, list[Path]] = {}
+    for p in paths:
+        by_model.setdefault(json.loads(p.read_text())["model"], []).append(p)
+    assert set(by_model) <= {model, ALL_SOURCES}, sorted(by_model)
+    assert len(by_model.get(model, [])) == 1, paths  # the model's own file
+    stem = f"p1-{chapter.replace('_', '-')}-"
+    across = [s for s in CLAIMS if s.kind == "across" and s.id.startswith(stem)]
+    assert len(by_model.get(ALL_SOURCES, [])) == (1 if across else 0), paths
+    if across:
+        rows = json.loads(by_model[ALL_SOURCES][0].read_text())["summary"]["claims"]
+        assert {r["claim_id"] for r in rows} == {s.id for s in across}
+    record = json.loads(by_model[model][0].read_text())
     assert record["model"] == model and record["config"]["quick"] is True
     assert {"lamina_version", "lamina_commit", "date"} <= set(record["provenance"])
     claims = record["summary"]["claims"]
