@@ -3,8 +3,8 @@ hazards measured on its states (:mod:`lamina.trajectory.hazards`), as printed by
 ``python -m lamina.trajectory.fit smollm2-135m-instruct`` (mean-pooled and last-token states
 of the union of paper 1's prompt tables, 544 prompts; the hazards at the 13 layers the
 sources take; about 8 minutes on one loaded core, most of it the tuning). Do not edit by
-hand: rerun the command (``tests/trajectory/test_fitted.py`` refits and compares when the
-model is installed).
+hand: rerun the command (``tests/trajectory/test_fitted.py`` checks that each value reads back
+through the command's renderer; the refit itself is not in the suite).
 
 SmolLM2 rather than the released GPT-2 states: its states are lamina's own prompts, so items,
 frames, base words and pairs are known (the release's prompts carry no items), and it is a
