@@ -46,6 +46,7 @@ results_root = None  # where results are written; None: lamina.states.io.results
 # %% tags=["hide-input"]
 import altair as alt
 
+from lamina.book import setup_altair
 from lamina.book.chapter import (
     claims_view,
     finding_title,
@@ -54,10 +55,13 @@ from lamina.book.chapter import (
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.book.tables import show_details, show_verdicts
-from lamina.chapters.bifurcation import run_bifurcation
-from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
+from lamina.chapters.bifurcation import Config, run
+from lamina.chapters.trajectory import show_quant_control
 
-result = run_trajectory_chapter(run_bifurcation, globals())  # the parameters above
+config = Config.from_globals(globals())  # the parameters above (a mistyped one is an error)
+setup_altair()
+result = run(config)
+result.write(results_root)
 claims = result.claims
 glue_claim("bif", claims, "p1-bifurcation-ratio", n_models=len(result.models))
 

@@ -45,6 +45,7 @@ results_root = None  # where results are written; None: lamina.states.io.results
 import altair as alt
 import pandas as pd
 
+from lamina.book import setup_altair
 from lamina.book.chapter import (
     claims_view,
     finding_title,
@@ -53,10 +54,13 @@ from lamina.book.chapter import (
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.book.tables import show_details, show_verdicts
-from lamina.chapters.convergence import run_convergence
-from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
+from lamina.chapters.convergence import Config, run
+from lamina.chapters.trajectory import show_quant_control
 
-result = run_trajectory_chapter(run_convergence, globals())  # the parameters above
+config = Config.from_globals(globals())  # the parameters above (a mistyped one is an error)
+setup_altair()
+result = run(config)
+result.write(results_root)
 claims = result.claims
 
 # %% [markdown]

@@ -40,6 +40,7 @@ results_root = None  # where results are written; None: lamina.states.io.results
 # %% tags=["hide-input"]
 import altair as alt
 
+from lamina.book import setup_altair
 from lamina.book.chapter import (
     claims_view,
     finding_title,
@@ -48,10 +49,13 @@ from lamina.book.chapter import (
 )
 from lamina.book.charts import facet, layer_axis, model_color, show_figure
 from lamina.book.tables import show_details, show_verdicts
-from lamina.chapters.curvature import run_curvature
-from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
+from lamina.chapters.curvature import Config, run
+from lamina.chapters.trajectory import show_quant_control
 
-result = run_trajectory_chapter(run_curvature, globals())  # the parameters above
+config = Config.from_globals(globals())  # the parameters above (a mistyped one is an error)
+setup_altair()
+result = run(config)
+result.write(results_root)
 claims = result.claims
 glue_claim("curv", claims, "p1-curvature-gap", n_models=len(result.models))
 

@@ -39,8 +39,8 @@ from lamina.book import setup_altair
 from lamina.chapters import reanalysis_views as V
 
 setup_altair()
-config = V.reanalysis_config(globals())  # the parameters above
-result = V.run_page(config, real_models, results_root)  # None when the released data are absent
+config = V.Config.from_globals(globals())  # the parameters above (a mistyped one is an error)
+result = V.run_page(config, results_root)  # None when the released data are absent
 
 # %% [markdown]
 # The released data are {glue:text}`re_available`. When they are absent, this page only says so:

@@ -41,7 +41,7 @@ results_root = None  # where results are written; None: lamina.states.io.results
 # %% tags=["hide-input"]
 import altair as alt
 
-from lamina.book import glue
+from lamina.book import glue, setup_altair
 from lamina.book.chapter import (
     claims_view,
     finding_title,
@@ -50,10 +50,13 @@ from lamina.book.chapter import (
 )
 from lamina.book.charts import facet, model_color, show_figure
 from lamina.book.tables import show_details, show_verdicts
-from lamina.chapters.three_phase import run_three_phase
-from lamina.chapters.trajectory import run_trajectory_chapter, show_quant_control
+from lamina.chapters.three_phase import Config, run
+from lamina.chapters.trajectory import show_quant_control
 
-result = run_trajectory_chapter(run_three_phase, globals())  # the parameters above
+config = Config.from_globals(globals())  # the parameters above (a mistyped one is an error)
+setup_altair()
+result = run(config)
+result.write(results_root)
 claims = result.claims
 glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 

@@ -32,34 +32,30 @@ seed = 0  # unused here; every chapter takes one
 quick = False  # fewer prompts, for CI
 
 # %% tags=["hide-input"]
+import altair as alt
 from IPython.display import Markdown, display
 
 from lamina.book import glue, setup_altair
-from lamina.chapters.tour import (
-    TOUR_PROMPTS,
-    tour_figure,
-    tour_models,
-    tour_sentences,
-    tour_similarity,
-    tour_summary,
-)
+from lamina.book.charts import facet, show_figure
+from lamina.book.tables import show_details
+from lamina.chapters.trajectory_tour import Config, run, tour_sentences
 
 setup_altair()
+config = Config.from_globals(globals())  # the parameters above
 
 # %% [markdown]
 # ## Method
 # We extract, for each prompt, the pooled residual stream at every layer boundary (layer 0
 # is the embedding output; layer *l* is the stream after block *l*, before any final norm)
-# and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.trajectory.layerwise_cosine`.
+# and compute SIM(l) = cos(h(l), h(l+1)) with `lamina.trajectory.layerwise_cosine`:
+# `lamina.trajectory.analyses.tour.tour_similarity(models, prompts, pooling)`.
 
 # %% tags=["hide-input"]
-models, skipped = tour_models(model)
-prompts = list(TOUR_PROMPTS[:3] if quick else TOUR_PROMPTS)
-frame = tour_similarity(models, prompts, pooling)
-summary = tour_summary(frame)
-glue("tour_models", ", ".join(models))
-glue("tour_n_prompts", len(prompts))
-for note in skipped:
+result = run(config)
+frame, summary = result.tables["similarity"], result.tables["summary"]
+glue("tour_models", ", ".join(result.models))
+glue("tour_n_prompts", int(frame["prompt"].nunique()))
+for note in result.notes:
     display(Markdown(f"*{note}*"))
 
 # %% [markdown]
@@ -69,10 +65,30 @@ for note in skipped:
 
 # %% tags=["hide-input"]
 display(Markdown(tour_sentences(summary)))
-display(summary.round(3))
+show_details(summary.round(3), "SIM per model: the lowest transition and the mean")
 
 # %% tags=["hide-input"]
-tour_figure(frame, models)
+lines = (
+    alt.Chart(frame)
+    .mark_line(point=True)
+    .encode(
+        x=alt.X("depth:Q", title="relative depth of the transition l → l+1 (midpoint / blocks)",
+                scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("SIM:Q", title="cos(h(l), h(l+1))", scale=alt.Scale(zero=False)),
+        color=alt.Color("prompt:N", title="prompt"),
+        tooltip=["model", "prompt", "transition", alt.Tooltip("SIM:Q", format=".3f")],
+    )
+)  # fmt: skip
+chart = facet(lines, "model", list(result.models), height=160,
+              title="Layerwise similarity SIM(l) of each prompt, one panel per model")
+show_figure(
+    chart.resolve_scale(y="independent"),
+    what="The cosine between consecutive layers' states of each prompt against relative depth "
+    "(the tooltip names the transition), one panel per model; a dip marks a layer that turns "
+    "the representation.",
+    look_at="the transitions where the lines dip, and whether the prompts (and models) agree "
+    "on them",
+)
 
 # %% [markdown]
 # ## Caveats

@@ -132,7 +132,7 @@ def test_no_experiments_package_remains():
 
 @pytest.mark.parametrize(
     "chapter",
-    sorted(p.stem for p in (LIB.parent / "notebooks").glob("*.py") if p.stem != "trajectory_tour"),
+    sorted(p.stem for p in (LIB.parent / "notebooks").glob("*.py")),
 )
 def test_every_notebook_has_a_chapter_module_of_its_name(chapter):
     chapters = LIB / "lamina" / "chapters"

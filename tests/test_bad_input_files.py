@@ -322,15 +322,14 @@ def test_poor_one_nan_prompt_warns_naming_it():
 # ------------------------------------------------------------------------- POOR: 2-layer model
 @pytest.mark.slow
 def test_poor_two_layer_model_in_the_curvature_chapter_names_the_convention(tmp_path):
-    from lamina.chapters.curvature import run_curvature
-    from lamina.chapters.trajectory import TrajectoryConfig
+    from lamina.chapters.curvature import Config, run
 
     folder = tmp_path / "two-layer"
     tiny_model("llama", n_layers=2).save_pretrained(folder)
     _byte_tokenizer().save_pretrained(folder)
-    config = TrajectoryConfig(model=str(folder), quick=True, n_bootstrap=10)
+    config = Config(model=str(folder), quick=True, n_bootstrap=10)
     with pytest.raises(ValueError, match=r"two-layer.*'released code' convention drops layer 0"):
-        run_curvature(config)
+        run(config)
 
 
 def test_bad4_a_model_parameter_takes_a_list_of_names(monkeypatch):

@@ -34,7 +34,7 @@ def test_configs_take_their_fields_from_the_notebook_globals():
               "real_models": ["m"], "V": object(), "In": []}  # fmt: skip
     cfg = OrganismsConfig.from_globals({k: v for k, v in params.items() if k not in ("real_models",)})
     assert (cfg.model, cfg.quick, cfg.n_samples) == ("organism-x", True, 2)  # quick caps 3 -> 2
-    tcfg = RV.reanalysis_config({"n_bootstrap": 70, "seed": 3, "real_models": ["m"], "V": 1})
+    tcfg = RV.Config.from_globals({"n_bootstrap": 70, "seed": 3, "real_models": ["m"], "V": RV})
     assert (tcfg.n_bootstrap, tcfg.seed) == (70, 3)
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from lamina.chapters.states import load_model_states
-from lamina.chapters.trajectory import TrajectoryConfig, expand_models, model_group
+from lamina.chapters.models import chapter_models
 from lamina.sources.peer import is_peer, peer_folder, peer_models
 from lamina.states.io import PeerDataError, read_latent_trajectories
+from lamina.trajectory.model_states import load_model_states
 
 SHAPES = {"gpt2": (12, 16), "qwen2.5": (24, 8), "tinyllama": (22, 12)}
 PROMPTS = [
@@ -88,15 +88,12 @@ def test_each_folder_reads_with_its_own_shape_and_convention(tmp_path, folder):
 def test_default_model_set_lists_every_released_model_and_loads_them(tmp_path, monkeypatch):
     monkeypatch.setenv("LAMINA_DATA", str(tmp_path / "data-home"))
     root = _release(tmp_path / "release", {"gpt2": (12, 16), "qwen2.5": (24, 8)})
-    config = TrajectoryConfig(peer_root=str(root))
-    models, _ = expand_models(config)
+    models, _ = chapter_models("convergence", "default", peer_root=str(root))
     assert [m for m in models if is_peer(m)] == ["peer-gpt2", "peer-qwen2.5"]
-    order = [model_group(m) for m in models]  # pretrained LMs, released states, then the rest
-    assert order.index("paper 1's released states") < order.index("pretrained encoder")
-    assert all(
-        g.startswith("pretrained causal") for g in order[: order.index("paper 1's released states")]
-    )
-    ms = load_model_states("peer-qwen2.5", None, config)
+    first_peer = models.index("peer-gpt2")  # pretrained LMs, released states, then the rest
+    assert first_peer < models.index("minilm")
+    assert all(m in ("smollm2-135m-instruct", "gemma-3-270m") for m in models[:first_peer])
+    ms = load_model_states("peer-qwen2.5", None, peer_root=str(root))
     assert ms.name == "peer-qwen2.5"
     last = ms.pools["last"]
     assert last.raw.shape == (len(PROMPTS), 24, 8) and last.post_final.shape == (len(PROMPTS), 8)

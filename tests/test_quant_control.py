@@ -1,5 +1,5 @@
 """Quantisation control on the real models themselves (lamina.states.quant_control): the flip
-table, the ``quant_shift`` column, and the trajectory skeleton re-quantising a quantised GGUF
+table, the ``quant_shift`` column, and the trajectory chapters' run re-quantising a quantised GGUF
 model (a tiny Q8_0 GGUF written here) as +Q4_0 / +Q8_0."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.chapters import skeleton
-from lamina.chapters.skeleton import ChapterSpec, main_pool, run_chapter
-from lamina.chapters.trajectory import TrajectoryConfig, subsample
+from lamina.chapters import trajectory as skeleton
+from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter, subsample
 from lamina.evidence.claims import Claim, claim_id, claims_frame
 from lamina.states.quant_control import (
     apply_quant_control,
@@ -20,6 +19,7 @@ from lamina.states.quant_control import (
     not_run_control,
     run_quant_control,
 )
+from lamina.trajectory.analyses.shared import main_pool
 
 from .conftest import _byte_tokenizer, lamina_env, tiny_model
 from .gguf_writer import write_gguf
@@ -108,7 +108,7 @@ def test_a_claim_missing_from_the_control_run_is_not_run():
     assert out.loc[0, "quant_shift"].startswith("Q4_0: not run: the claim has no row there")
 
 
-# --------------------------------------------------------------- through the skeleton
+# --------------------------------------------------------------- through the chapters' run
 SPEC = ChapterSpec("toy", families=("reasoning",), required=("family",), tables=(),
                    quick=lambda p, seed: subsample(p, "family", 6, seed))
 
@@ -138,7 +138,7 @@ def test_skeleton_requantises_the_quantised_model_and_a_planted_threshold_claim_
     gguf = str(write_gguf(tiny_model("llama", n_layers=4), _byte_tokenizer(),
                           tmp_path / "tiny-q8.gguf", qtype="Q8_0"))
     monkeypatch.setenv("LAMINA_GGUF_CACHE", str(tmp_path / "gguf-cache"))
-    monkeypatch.setattr(skeleton, "expand_models", lambda config: ([gguf], []))
+    monkeypatch.setattr(skeleton, "chapter_models", lambda chapter, model, peer_root=None: ([gguf], []))
     config = TrajectoryConfig(model="unused", quick=True, sensitivity=False)
     with lamina_env(tmp_path / "data", tmp_path / "results"):
         result = run_chapter(SPEC, config, _planted_at_threshold(1e-4))

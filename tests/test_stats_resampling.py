@@ -133,7 +133,7 @@ def test_batched_convergence_statistics_match_the_one_draw_path():
     """ci_profiles over a batch equals ci_profile draw by draw (labels permuted, rows resampled
     within categories), and the batched permutation test and peak bootstrap draw the same
     permutations and resamples as the one-at-a-time path: same p, CI and peak shares."""
-    from lamina.trajectory.stat_tests import ci_profile, ci_profiles, distance_stack
+    from lamina.trajectory.convergence_stats import ci_profile, ci_profiles, distance_stack
 
     rng = np.random.default_rng(3)
     lab = np.repeat(np.arange(4), 6)

@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from lamina.states.extract import extract
@@ -56,44 +55,6 @@ def test_an_extraction_entry_without_a_recorded_hash_is_recomputed(tmp_path):
 
 
 # ------------------------------------------------------------------ the calibration caches
-def _fake_seed(calls: list[int]):
-    def fake(seed, tests, legacy, kwargs):
-        calls.append(seed)
-        row = {"kind": "null", "seed": seed, "claim_id": "p1-x", "main": True,
-               "verdict": "absent", "reason": "", "p": 0.43, "measured": 0.1}  # fmt: skip
-        return {"seed": seed, "seconds": 1.0, "rows": [row]}
-
-    return fake
-
-
-def test_bad6_an_edited_calibration_entry_is_recomputed(tmp_path, monkeypatch):
-    from lamina.trajectory import calibration
-
-    calls: list[int] = []
-    monkeypatch.setattr(calibration, "_timed_seed", _fake_seed(calls))
-    first = calibration.calibrate(range(2), tests=("three_phase",), cache=tmp_path)
-    assert calls == [0, 1]
-    (entry,) = tmp_path.glob("*/seed-1.json")
-    entry.write_text(entry.read_text().replace('"p": 0.43', '"p": 0.03'))  # one digit
-    with pytest.warns(RuntimeWarning, match=re.escape(str(entry))):
-        again = calibration.calibrate(range(2), tests=("three_phase",), cache=tmp_path)
-    assert calls == [0, 1, 1]  # seed 1 computed again, seed 0 read
-    pd.testing.assert_frame_equal(again, first)
-
-
-def test_poor_a_truncated_calibration_entry_is_recomputed_naming_it(tmp_path, monkeypatch):
-    from lamina.trajectory import calibration
-
-    calls: list[int] = []
-    monkeypatch.setattr(calibration, "_timed_seed", _fake_seed(calls))
-    calibration.calibrate(range(1), tests=("three_phase",), cache=tmp_path)
-    (entry,) = tmp_path.glob("*/seed-0.json")
-    entry.write_text(entry.read_text()[:20])
-    with pytest.warns(RuntimeWarning, match=re.escape(str(entry)) + ".*not readable JSON"):
-        calibration.calibrate(range(1), tests=("three_phase",), cache=tmp_path)
-    assert calls == [0, 0]
-
-
 def test_sealed_json_round_trip_and_damage(tmp_path):
     from lamina.core.manifest import ManifestError, read_sealed_json, write_sealed_json
 

@@ -4,15 +4,15 @@ Each computes everything its notebook shows, behind one config dataclass, and re
 :class:`~lamina.chapters.results.ExperimentResult` (tidy tables, a claims table, notes) that
 ``.write()`` saves with ``lamina.states.io.write_results``.
 
-* paper 1 (trajectory geometry): :mod:`~.convergence`, :mod:`~.curvature`,
-  :mod:`~.bifurcation`, :mod:`~.three_phase`, :mod:`~.reanalysis`, sharing
-  :mod:`~.trajectory` (config, conventions, prompts), :mod:`~.states` (pooled states) and
-  :mod:`~.skeleton` (the run over every model, controls, vanish verdicts);
+* paper 1 (trajectory geometry): :mod:`~.trajectory_tour`, :mod:`~.convergence`,
+  :mod:`~.curvature`, :mod:`~.bifurcation`, :mod:`~.three_phase`, :mod:`~.reanalysis`
+  (with :mod:`~.reanalysis_views`), sharing :mod:`~.trajectory` (the config and the run over
+  every model); their science is ``lamina.trajectory``;
 * paper 2: :mod:`~.weight_update_signature`;
 * paper 3: :mod:`~.layer_anatomy`, :mod:`~.growth_training` (sharing :mod:`~.runtime`);
 * the appendix: :mod:`~.organisms`.
 
-Claim rows and verdict words are defined once, in :mod:`~.results`. Import a chapter by
-name (``from lamina.chapters.convergence import run_convergence``); this package imports
-nothing itself, so that importing one chapter stays cheap.
+Verdicts are given by ``lamina.evidence.decide``. Import a chapter by name
+(``from lamina.chapters.convergence import Config, run``); this package imports nothing
+itself, so that importing one chapter stays cheap.
 """

@@ -1,175 +1,38 @@
 """Paper 1, claim 1: semantically related prompts converge in middle-to-late layers.
 
-The claim's test is the label-permutation null of the profile's maximum (the peak is chosen
-from the data, so its p must account for the choice); the 95% CI resamples prompts within
-their category and re-selects the peak each time; alpha is the claim's own, 0.001. The
-paper's "p<0.001, Mann-Whitney U" is, in its released code, a test of between- vs
-within-category distances at the final layer (``convergence_tests.csv``); the ``tests``
-table reports that test beside the claim's.
+Glue: the chapter's config, its run over every model, its claims. The analysis of one source
+is :mod:`lamina.trajectory.analyses.convergence`; the claims are declared in
+:mod:`lamina.trajectory.claims`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from dataclasses import dataclass
 
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.skeleton import (
-    ChapterSpec,
-    control_effects,
-    main_pool,
-    run_chapter,
-    sensitivity_rows,
-)
-from lamina.chapters.states import ModelStates
-from lamina.chapters.trajectory import Convention, TrajectoryConfig, subsample
-from lamina.evidence.claims import claims_frame
-from lamina.evidence.stats import mann_whitney
-from lamina.trajectory.stat_tests import distance_stack, paper1_test
-from lamina.trajectory.verdicts import (
-    convergence_claims,
-    vanish_claim,
-)
+from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter, subsample
+from lamina.trajectory.analyses import convergence as analysis
+from lamina.trajectory.claims import CHAPTER_CLAIMS
 
-__all__ = ["analyse_model", "paper_test", "run_convergence"]
+__all__ = ["CLAIMS", "Config", "run"]
 
-MAX_PEAK_BOOTSTRAP = 2_000  # the re-selecting bootstrap reruns the whole profile each time
-SENSITIVITY_PERMUTATIONS = 1_000  # still enough for p < 0.001
+CLAIMS = CHAPTER_CLAIMS["convergence"]
 
 
-def _frames(prompts: pd.DataFrame) -> pd.DataFrame:
-    """The topical sentences (``semantic``) and the neutral frames (``semantic_neutral``):
-    column ``frame`` = "topical" / "neutral"."""
-    out = prompts.copy()
-    fam = out["family"] if "family" in out else pd.Series("semantic", index=out.index)
-    out["frame"] = np.where(fam == "semantic_neutral", "neutral", "topical")
-    return out
+@dataclass
+class Config(TrajectoryConfig):
+    """The convergence chapter's parameters (:class:`lamina.chapters.trajectory.TrajectoryConfig`)."""
 
 
 SPEC = ChapterSpec(
-    "convergence",
-    required=("category",),
+    "convergence", required=("category",),
     tables=("profiles", "controls", "tests", "frames", "sensitivity"),
     quick=lambda prompts, seed: subsample(prompts, "category", 6, seed),
-    prepare=_frames,
-)
+)  # fmt: skip
 
 
-def run_convergence(config: TrajectoryConfig) -> ExperimentResult:
-    """Convergence index on the semantic prompts (topical sentences and neutral frames,
-    labels = ``category``) for every model, with controls, the paper's own test, the two
-    frames separately, and sensitivity to the convention."""
-    return run_chapter(SPEC, config, analyse_model)
-
-
-def paper_test(x: np.ndarray, labels: Any) -> dict[str, float]:
-    """The released code's test: two-sided Mann-Whitney U of all between-category vs all
-    within-category pair distances (L2-normalised states) at the last layer. Pairs share
-    prompts, so its p treats dependent distances as independent."""
-    D = distance_stack(x[:, -1:])[0]
-    lab = np.asarray(labels)
-    iu = np.triu_indices(len(lab), 1)
-    same = (lab[:, None] == lab[None, :])[iu]
-    mw = mann_whitney(D[iu][~same], D[iu][same]).iloc[0]
-    return {"p": float(mw["p_value"]), "effect": float(mw["rank_biserial"])}
-
-
-def _layer_band(per: np.ndarray, seed: int, n: int = 500) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile 95% band of the mean per-prompt CI at each layer (prompts resampled)."""
-    rng = np.random.default_rng(seed)
-    means = np.stack([np.nanmean(per[rng.integers(0, len(per), len(per))], 0) for _ in range(n)])
-    return np.nanpercentile(means, 2.5, 0), np.nanpercentile(means, 97.5, 0)
-
-
-def _test_rows(model: str, s: dict[str, Any], pt: dict[str, float]) -> list[dict[str, Any]]:
-    """The ``tests`` table: the claim's test beside the paired Wilcoxon and the released
-    code's Mann-Whitney U (``pt``, :func:`paper_test`)."""
-    return [
-        {"model": model, "test": "claim: label permutation of the maximum over layers",
-         "role": "the claim's test (peak selection corrected)", "p": s["p"],
-         "effect": s["peak"]},
-        {"model": model, "test": "Wilcoxon signed-rank, peak vs first layer (per prompt)",
-         "role": "paired, not corrected for choosing the peak", "p": s["p_wilcoxon"],
-         "effect": s["rank_biserial"]},
-        {"model": model, "test": "Mann-Whitney U, between- vs within-category distances, "
-         "last layer", "role": "the released code's test (dependent pairs)", "p": pt["p"],
-         "effect": pt["effect"]},
-    ]  # fmt: skip
-
-
-def _frame_rows(
-    model: str, c: Convention, x: np.ndarray, table: pd.DataFrame, layers: list[int],
-    kw: dict[str, Any],
-) -> list[dict[str, Any]]:  # fmt: skip
-    """The ``frames`` table: the claim's test on the topical sentences and on the neutral
-    frames separately (a frame with < 4 prompts or one category is left out)."""
-    frames = []
-    for frame in ("topical", "neutral"):
-        sub = (table["frame"] == frame).to_numpy() if "frame" in table else np.zeros(0, bool)
-        if sub.sum() < 4 or table.loc[sub, "category"].nunique() < 2:
-            continue
-        r = paper1_test("convergence", x[sub], table[sub], layers, **kw)
-        frames.append({"model": model, "frame": frame, "n_prompts": int(sub.sum()),
-                       "peak": r["peak"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                       "peak_layer": r["peak_layer"], "p": r["p"],
-                       "verdict": convergence_claims(r, model, c.label)[0].verdict})  # fmt: skip
-    return frames
-
-
-def _sensitivity(ms: ModelStates, config: TrajectoryConfig) -> list[dict[str, Any]]:
-    """The ``sensitivity`` table: the peak and its verdict in every convention."""
-
-    def measure(xs: np.ndarray, pld: Any, lay: list[int], cv: Convention) -> dict:
-        r = paper1_test("convergence", xs, pld.prompts, lay, n_bootstrap=200, seed=config.seed,
-                        n_permutations=min(config.n_permutations, SENSITIVITY_PERMUTATIONS))
-        return {"peak": r["peak"], "peak_layer": r["peak_layer"],
-                "peak_fraction": r["peak_fraction"], "ci_low": r["ci_low"],
-                "ci_high": r["ci_high"], "p": r["p"],
-                "verdict": convergence_claims(r, ms.name, cv.label)[0].verdict}  # fmt: skip
-
-    return sensitivity_rows(ms, measure)
-
-
-def analyse_model(
-    ms: ModelStates, prompts: pd.DataFrame, config: TrajectoryConfig
-) -> dict[str, pd.DataFrame]:
-    """One model's profile, controls, tests, frames, claims and sensitivity (see :data:`SPEC`)."""
-    pool, c, pooled = main_pool(ms, config.pooling)
-    x, layers = pooled.states(c)
-    table = pooled.prompts
-    labels = table["category"].to_numpy()
-    nb = min(config.n_bootstrap, MAX_PEAK_BOOTSTRAP)
-    kw = {"n_bootstrap": nb, "n_permutations": config.n_permutations, "seed": config.seed}
-    s = paper1_test("convergence", x, table, layers, **kw)
-    claims = convergence_claims(s, ms.name, c.label)
-    depth = np.asarray(layers) / layers[-1]
-    lo, hi = _layer_band(s["per_prompt"], config.seed)
-    profiles = [
-        {"model": ms.name, "condition": "real", "layer": layer, "depth": d, "ci": v,
-         "ci_low": a, "ci_high": b}
-        for layer, d, v, a, b in zip(layers, depth, s["profile"], lo, hi, strict=True)
-    ]
-    controls, effects = [], control_effects("convergence", s, x, ms, c, table, layers, config)
-    for name, sc in effects.items():
-        controls.append({"model": ms.name, "control": name, "peak": sc["peak"],
-                         "peak_layer": sc["peak_layer"], "p": sc["p"],
-                         "fraction_remaining": sc["fraction"]})
-        profiles += [
-            {"model": ms.name, "condition": name, "layer": layer, "depth": d, "ci": v,
-             "ci_low": np.nan, "ci_high": np.nan}
-            for layer, d, v in zip(layers, depth, sc["profile"], strict=True)
-        ]
-    claims.append(vanish_claim("convergence", "Convergence", claims[0],
-                               {k: (v["fraction"], v["p"]) for k, v in effects.items()}))
-    tests = _test_rows(ms.name, s, paper_test(x, labels))
-    frames = _frame_rows(ms.name, c, x, table, layers, kw)
-    return {
-        "claims": claims_frame(claims),
-        "profiles": pd.DataFrame(profiles),
-        "controls": pd.DataFrame(controls),
-        "tests": pd.DataFrame(tests),
-        "frames": pd.DataFrame(frames),
-        "sensitivity": pd.DataFrame(_sensitivity(ms, config) if config.sensitivity else []),
-    }
+def run(config: Config) -> ExperimentResult:
+    """The convergence index of the semantic prompts (topical sentences and neutral frames,
+    labels = ``category``) on every model, with controls, the paper's own test, the two kinds
+    of frame separately, and sensitivity to the convention."""
+    return run_chapter(SPEC, config, analysis.analyse)

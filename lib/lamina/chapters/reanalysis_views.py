@@ -1,6 +1,6 @@
-"""The reanalysis chapter as the notebook shows it (``notebooks/reanalysis.py``): its parameters
--> a :class:`~lamina.chapters.trajectory.TrajectoryConfig` (:func:`reanalysis_config`), one run
-with its results written and the values the prose quotes glued (:func:`run_page`), then one call
+"""The reanalysis chapter as the notebook shows it (``notebooks/reanalysis.py``): one run of
+:class:`lamina.chapters.reanalysis.Config` with its results written and the values the prose
+quotes glued (:func:`run_page`), then one call
 per displayed section. Every view takes the run's result, or None when paper 1's released
 states are absent, and then says so; the notebook only narrates (issue 24 item 4). Titles come
 from the claims (``lamina.book.chapter.finding_title``) and captions name what to look at,
@@ -10,7 +10,7 @@ never a finding.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
@@ -20,11 +20,10 @@ from lamina.book.chapter import finding_title
 from lamina.book.charts import caption_html, fit_titles, show_figure
 from lamina.book.glue import glue
 from lamina.book.tables import details_html
-from lamina.chapters.reanalysis import peer_available, run_reanalysis
-from lamina.chapters.reanalysis_models import curvature_range_summary, headline_table
+from lamina.chapters.reanalysis import Config, peer_available, run
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.trajectory import TrajectoryConfig
 from lamina.sources.gguf_models import OFFLINE_GGUF
+from lamina.trajectory.analyses.reanalysis_models import curvature_range_summary, headline_table
 
 __all__ = [
     "GLUED_CLAIMS",
@@ -34,7 +33,7 @@ __all__ = [
     "curvature_section",
     "glue_reanalysis",
     "real_models_section",
-    "reanalysis_config",
+    "Config",
     "run_page",
 ]
 
@@ -76,25 +75,12 @@ def _caption(what: str, look_at: str, claims: pd.DataFrame, claim_id: str) -> No
     _display(HTML(caption_html(what, look_at, claims=claims, claim_id=claim_id)))
 
 
-def reanalysis_config(params: Mapping[str, Any]) -> TrajectoryConfig:
-    """The config of the notebook's parameters (pass ``globals()``): every name of ``params``
-    that is a field of :class:`TrajectoryConfig` (``real_models``, ``results_root`` and other
-    names are ignored)."""
-    fields = set(TrajectoryConfig.parameter_names())
-    return TrajectoryConfig.from_params({k: v for k, v in params.items() if k in fields})
-
-
-def run_page(
-    config: TrajectoryConfig,
-    real_models: str | Sequence[str] | None,
-    results_root: str | os.PathLike | None = None,
-) -> ExperimentResult | None:
-    """The chapter's run (:func:`~lamina.chapters.reanalysis.run_reanalysis` on ``config`` and
-    ``real_models``) with its results written under ``results_root`` (None:
-    ``lamina.states.io.results_dir()``), or None when the released states are absent; then
-    :func:`glue_reanalysis`."""
+def run_page(config: Config, results_root: str | os.PathLike | None = None) -> ExperimentResult | None:
+    """The chapter's run (:func:`~lamina.chapters.reanalysis.run`) with its results written
+    under ``results_root`` (None: ``lamina.states.io.results_dir()``), or None when the
+    released states are absent; then :func:`glue_reanalysis`."""
     available = peer_available(config)
-    result = run_reanalysis(config, real_models) if available else None
+    result = run(config) if available else None
     if result is not None:
         result.write(results_root)
     glue("re_available", "present" if available else "absent")

@@ -1,84 +1,71 @@
-"""Shared machinery of the trajectory-geometry experiments (paper 1): the experiment config,
-the default model set, representation conventions and the chapters' prompt tables.
+"""What paper 1's chapters share: their config and their run over every model.
 
-A *convention* says how a prompt's trajectory is built from a forward pass:
-
-* ``pool``: "mean" over the prompt's non-padding tokens (paper text) or the "last" non-special
-  token (released code; for an encoder it skips the trailing ``[SEP]``);
-* ``layer0``: keep the embedding output h(0) (paper text) or drop it (released code);
-* ``final``: the last state raw (the residual stream after block L, lamina's convention) or
-  "post_norm" (after the model's final norm, as in Hugging Face's ``hidden_states[-1]``, which
-  the released code uses);
-* ``normalize``: L2-normalise every state before any metric.
-
-All metrics live in :mod:`lamina.trajectory`; :mod:`lamina.chapters.states` builds the state
-arrays and :mod:`lamina.chapters.skeleton` runs a chapter over every model.
+A chapter module (:mod:`~lamina.chapters.convergence`, :mod:`~lamina.chapters.curvature`,
+:mod:`~lamina.chapters.bifurcation`, :mod:`~lamina.chapters.three_phase`) declares a
+:class:`ChapterSpec` and calls :func:`run_chapter` with its analysis of one source
+(:mod:`lamina.trajectory.analyses`): the prompts are read (:class:`ChapterSpec` names the
+families and columns), subsampled in quick mode, and the analysis runs on the states of every
+model of ``config.model`` (:func:`lamina.chapters.models.chapter_models`; states from
+:func:`lamina.trajectory.model_states.load_model_states`); the per-model tables are stacked
+into one :class:`~lamina.chapters.results.ExperimentResult`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from lamina.book import setup_altair
 from lamina.book.tables import show_details
 from lamina.chapters.config import ChapterConfig
-from lamina.chapters.results import ExperimentResult
-from lamina.sources import organisms
-from lamina.sources.gguf_models import OFFLINE_GGUF, installed_offline
-from lamina.sources.peer import default_peer_root, is_peer, peer_models
+from lamina.chapters.models import chapter_models
+from lamina.chapters.results import ExperimentResult, concat_tables
+from lamina.sources.peer import is_peer
 from lamina.sources.prompts import load_prompt_files, prompt_sources
+from lamina.states.quant_control import (
+    CONTROL_QTYPES,
+    FOLLOWUP_QTYPES,
+    control_models,
+    run_quant_control,
+)
+from lamina.trajectory.analyses.shared import Analysis, Options
+from lamina.trajectory.model_states import ModelStates, load_model_states
+from lamina.trajectory.sizes import CHAPTER_FAMILIES
 
-__all__ = [
-    "CONVENTIONS",
-    "PEER_MODEL",
-    "Convention",
-    "TrajectoryConfig",
-    "default_peer_root",
-    "run_trajectory_chapter",
-    "show_quant_control",
-    "expand_models",
-    "model_group",
-    "load_chapter_prompts",
-    "peer_root",
-    "subsample",
-]
-
-DEFAULT_MODELS = ("minilm", "organism-gpt2", "organism-llama")  # after the pretrained LMs and peers
-PEER_MODEL = "peer-gpt2"
+__all__ = ["ChapterSpec", "TrajectoryConfig", "each_model", "load_chapter_prompts",
+           "run_chapter", "show_quant_control", "subsample"]  # fmt: skip
 
 
 @dataclass
 class TrajectoryConfig(ChapterConfig):
-    """Parameters of one trajectory-geometry experiment (serialised next to its results).
+    """Parameters of one trajectory-geometry chapter (serialised next to its results).
 
-    model: "default" (the offline pretrained LMs, paper 1's released states, MiniLM, then the
-        organisms: see ``expand_models``) or one model name/path accepted by ``lamina.load_model``.
+    model: "default" (the chapter's registry record: the offline pretrained LMs, paper 1's
+        released states, MiniLM, then the organisms; :func:`lamina.chapters.models.chapter_models`),
+        or model names (comma-separated) accepted by ``lamina.load_model``, ``peer-<folder>``
+        or ``synthetic-<kind>``.
     pooling: the main convention's pooling, "mean" or "last".
     prompts: None for the chapter's default families, else a prompt file path or family name
         (comma-separated for several) read with ``lamina.sources.prompts.load_prompts``.
     n_bootstrap: bootstrap resamples for 95% CIs (the paper used 10,000).
-    n_permutations: label permutations for null distributions (the convergence claim needs
-        at least 9,999 for a decision at p < 0.001 that rests on >= 10 exceedances; fewer make
-        it "not testable": ``lamina.trajectory.verdicts.MIN_EXCEEDANCES``).
+    n_permutations: permutations for null distributions (the convergence claim needs at least
+        9,999 for a decision at p < 0.001 that rests on >= 10 exceedances; fewer make it "not
+        testable").
     seed: seeds every random draw (controls, bootstraps, random-init model).
-    quick: few prompts and resamples, for CI (the shared resampling caps,
-        ``lamina.chapters.config.RESAMPLING_QUICK``).
+    quick: few prompts and resamples, for CI (``lamina.chapters.config.RESAMPLING_QUICK``).
     exclude_single_token: drop prompts that tokenise to one token from the main analysis
         (their last token is also their first, which in GPT-2 carries a massive activation).
     peer_root: folder of paper 1's released data; None for ``../shared/peer/latent-trajectories``.
-    sensitivity: also run the main test under every representation convention (the
-        sensitivity tables); False skips them (faster).
-    quant_control: also run every quantised real model of the set with its dequantised weights
-        rounded once more through GGUF Q4_0 (and Q8_0 where a verdict flips), and show next to each verdict
-        whether it flips (column ``quant_shift``; ``lamina.states.quant_control``).
+    sensitivity: also run the main test under every representation convention.
+    quant_control: also run every quantised real model of the set with its dequantised
+        weights rounded once more through GGUF Q4_0 (and Q8_0 where a verdict flips), and show
+        next to each verdict whether it flips (``lamina.states.quant_control``).
     """
 
     model: str = "default"
@@ -101,89 +88,30 @@ class TrajectoryConfig(ChapterConfig):
 
 
 @dataclass(frozen=True)
-class Convention:
-    """How a trajectory is built (see the module docstring)."""
+class ChapterSpec:
+    """What a trajectory chapter runs on: ``name`` (the chapter and notebook), ``required``
+    prompt columns, the ``tables`` its analysis returns (besides "claims"), ``quick``:
+    ``(prompts, seed) -> prompts`` for quick mode, ``prepare``: ``prompts -> prompts`` after
+    loading, ``peer``: whether paper 1's released states have these prompts, ``families``
+    (empty: the chapter's row of :data:`lamina.trajectory.sizes.CHAPTER_FAMILIES`)."""
 
-    pool: Literal["mean", "last"]
-    layer0: bool = True
-    final: Literal["raw", "post_norm"] = "raw"
-    normalize: bool = False
+    name: str
+    required: tuple[str, ...]
+    tables: tuple[str, ...]
+    quick: Callable[[pd.DataFrame, int], pd.DataFrame]
+    prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    peer: bool = True
+    families: tuple[str, ...] = ()
 
-    @property
-    def label(self) -> str:
-        parts = [f"{self.pool} token" if self.pool == "last" else "mean pool"]
-        parts.append("with layer 0" if self.layer0 else "without layer 0")
-        parts.append("post-norm final" if self.final == "post_norm" else "raw final")
-        if self.normalize:
-            parts.append("normalised")
-        return ", ".join(parts)
-
-
-CONVENTIONS: dict[str, Convention] = {
-    "paper text": Convention("mean", True, "raw", False),
-    "released code": Convention("last", False, "post_norm", False),
-    "mean, post-norm final": Convention("mean", True, "post_norm", False),
-    "last, with layer 0": Convention("last", True, "raw", False),
-    "paper text, normalised": Convention("mean", True, "raw", True),
-    "released code, normalised": Convention("last", False, "post_norm", True),
-}
+    def __post_init__(self) -> None:
+        if not self.families:
+            object.__setattr__(self, "families", CHAPTER_FAMILIES[self.name])
 
 
-
-
-def peer_root(config: TrajectoryConfig) -> Path:
-    return Path(config.peer_root) if config.peer_root else default_peer_root()
-
-
-def model_group(name: str) -> str:
-    """The label a chapter shows for the kind of model ``name`` is."""
-    if name in OFFLINE_GGUF:
-        return "pretrained causal LM (4-bit GGUF, dequantised to fp32)"
-    if is_peer(name):
-        return "paper 1's released states"
-    if name == "minilm":
-        return "pretrained encoder"
-    if name.startswith("organism-"):
-        return "model with a full training history"
-    return "user model"
-
-
-def expand_models(config: TrajectoryConfig) -> tuple[list[str], list[str]]:
-    """The models to run and notes on those skipped.
-
-    "default" -> in this order: the pretrained causal LMs installed offline
-    (``smollm2-135m-instruct``, ``gemma-3-270m``), ``peer-<folder>`` for every model folder
-    released under ``peer_root`` (``lamina.sources.peer``), "minilm", then the built organisms among
-    ``DEFAULT_MODELS`` (the models with a full training history); any other value ->
-    [that value]. See :func:`model_group` for each one's label.
-    """
-    if config.model != "default":
-        return [config.model], []
-    models, notes = installed_offline()
-    peer = peer_root(config)
-    released = peer_models(peer)  # peer-<folder> for every released model folder
-    models.extend(released)
-    if not released:
-        notes.append(f"{PEER_MODEL} skipped: released data not found under {peer}")
-    for name in DEFAULT_MODELS:
-        if name.startswith("organism-"):
-            try:
-                organisms.resolve(name)
-            except Exception as exc:  # not built yet: skip with a visible note
-                notes.append(f"{name} skipped: {exc}")
-                continue
-        models.append(name)
-    return models, notes
-
-
-# ----------------------------------------------------------------------------- prompts
-def load_chapter_prompts(
-    config: TrajectoryConfig, families: list[str], required: list[str]
-) -> pd.DataFrame:
+def load_chapter_prompts(config: TrajectoryConfig, families: list[str], required: list[str]) -> pd.DataFrame:
     """The chapter's prompt table: ``config.prompts`` (file paths or family names, comma
     separated) or the default ``families``, concatenated. Raises ValueError naming a missing
     required column, and ``lamina.sources.prompts.PromptFileError`` for a malformed file."""
-
     sources = prompt_sources(config.prompts) if config.prompts else families
     for src in sources:
         if config.prompts and not Path(src).expanduser().is_file() and os.sep in src:
@@ -191,10 +119,8 @@ def load_chapter_prompts(
     table = load_prompt_files(sources)  # an id in two files is refused
     missing = [c for c in required if c not in table.columns]
     if missing:
-        raise ValueError(
-            f"prompts {sources} lack the column(s) {missing} this chapter needs; "
-            f"columns present: {list(table.columns)}"
-        )
+        raise ValueError(f"prompts {sources} lack the column(s) {missing} this chapter needs; "
+                         f"columns present: {list(table.columns)}")  # fmt: skip
     return table
 
 
@@ -206,21 +132,74 @@ def subsample(table: pd.DataFrame, by: str, per_group: int, seed: int) -> pd.Dat
         keep.extend(sorted(rng.choice(idx, size=min(per_group, len(idx)), replace=False)))
     return table.iloc[sorted(keep)].reset_index(drop=True)
 
-def run_trajectory_chapter(
-    runner: Callable[[TrajectoryConfig], ExperimentResult], params: Mapping[str, Any]
-) -> ExperimentResult:
-    """A trajectory chapter's first cell: static Altair charts, a ``TrajectoryConfig`` from
-    the fields of it that ``params`` names (a chapter passes ``globals()``, i.e. its papermill
-    parameters cell; fields it does not name keep their defaults), ``runner(config)`` (e.g.
-    ``run_convergence``), results written under ``params["results_root"]`` (absent or None:
-    ``lamina.states.io.results_dir()``). The run's notes are not shown here: the chapter
-    shows them, folded, after its results (``lamina.book.chapter.show_notes``)."""
 
-    setup_altair()
-    names = {f.name for f in dataclasses.fields(TrajectoryConfig)}
-    result = runner(TrajectoryConfig(**{k: v for k, v in params.items() if k in names}))
-    result.write(params.get("results_root"))
-    return result
+def each_model(spec: ChapterSpec, config: TrajectoryConfig, prompts: pd.DataFrame,
+               notes: list[str]) -> Iterator[ModelStates]:  # fmt: skip
+    """The states of every model of ``config.model``; models skipped (not built, no released
+    data, released states for a chapter without them) are recorded in ``notes``."""
+    models, skipped = chapter_models(spec.name, config.model, peer_root=config.peer_root)
+    notes.extend(skipped)
+    for name in models:
+        if is_peer(name) and not spec.peer:
+            notes.append(f"{name} skipped: paper 1 released no states for these prompts.")
+            continue
+        states = load_model_states(name, prompts, seed=config.seed, peer_root=config.peer_root)
+        notes.extend(states.notes)
+        yield states
+
+
+def run_chapter(spec: ChapterSpec, config: TrajectoryConfig, analyse: Analysis) -> ExperimentResult:
+    """Run a trajectory chapter: prompts, ``analyse`` on every model, tables stacked.
+
+    -> ExperimentResult(spec.name, config, claims, {table: stacked over models}, notes,
+    models). With ``config.quant_control`` every quantised real model of the run is also
+    analysed as ``<model>+Q4_0`` (and ``+Q8_0`` where a verdict flips): its dequantised
+    weights rounded once more, claims only, with the controls of the model as loaded
+    (:func:`lamina.states.quant_control.run_quant_control`: tables "quantisation" and
+    "quantised_models", column ``quant_shift``)."""
+    prompts = load_chapter_prompts(config, list(spec.families), list(spec.required))
+    if config.quick:
+        prompts = spec.quick(prompts, config.seed)
+    if spec.prepare is not None:
+        prompts = spec.prepare(prompts)
+    notes: list[str] = []
+    models: list[str] = []
+    frames: dict[str, list[pd.DataFrame]] = {name: [] for name in ("claims", *spec.tables)}
+    quantization: dict[str, str | None] = {}
+    controls: dict[str, ModelStates] = {}  # quantised model -> its controls
+    opt = Options.of(config)
+    for ms in each_model(spec, config, prompts, notes):
+        models.append(ms.name)
+        quantization[ms.name] = ms.diagnostics.get("quantization")
+        if control_models([ms.name], quantization):
+            controls[ms.name] = ModelStates(ms.name, {}, ms.control, random_input=ms.random_input)
+        for name, table in analyse(ms, prompts, opt).items():
+            if name not in frames:
+                raise KeyError(f"{spec.name}: analysis returned an undeclared table {name!r}")
+            if len(table):
+                frames[name].append(table)
+    claims = concat_tables(frames.pop("claims"))
+    tables = {name: concat_tables(parts) for name, parts in frames.items()}
+    if config.quant_control:
+        quick = dataclasses.replace(opt, sensitivity=False)
+
+        def run_claims(name: str) -> pd.DataFrame:
+            ms = load_model_states(name, prompts, seed=config.seed, random_init=False,
+                                   random_input=False)  # fmt: skip
+            base = controls.get(name.rpartition("+")[0])
+            if base is not None:
+                ms.control, ms.random_input = base.control, base.random_input
+            return analyse(ms, prompts, quick)["claims"]
+
+        claims, tables["quantisation"] = run_quant_control(models, claims, quantization,
+                                                           run_claims, notes=notes)  # fmt: skip
+        tables["quantised_models"] = pd.DataFrame(
+            [{"model": m, "quantization": quantization[m],
+              "control_qtypes": ", ".join((*CONTROL_QTYPES, *FOLLOWUP_QTYPES))}
+             for m in control_models(models, quantization)],
+            columns=["model", "quantization", "control_qtypes"])  # fmt: skip
+    return ExperimentResult(spec.name, config, claims, tables, notes, models)
+
 
 def show_quant_control(result: ExperimentResult) -> None:
     """The quantisation control of a chapter run (``lamina.states.quant_control``): which models

@@ -96,6 +96,20 @@ SCHEMAS: dict[str, FamilySchema] = {
             answer=str,
         ),
         _schema(
+            "lexical_framed",
+            "Variants of a base word inside sentence frames (the curvature chapter's overlap "
+            "in length with the reasoning prompts).",
+            base=str,
+            variant=str,
+            frame=str,
+        ),
+        _schema(
+            "reasoning_short",
+            "Short comparisons, transitive chains, syllogisms and sums (3-12 words).",
+            subtype=str,
+            answer=str,
+        ),
+        _schema(
             "ambiguous",
             "Homographs in two senses, each with a matched unambiguous control.",
             word=str,

@@ -1,5 +1,7 @@
-"""Null controls for trajectory geometry: shuffled layers, moment-matched random states,
-a randomly initialised model of the same architecture, and permuted labels.
+"""Null controls for trajectory geometry: shuffled layers, random input embeddings (a random
+vocabulary fed through the model), a randomly initialised model of the same architecture, and
+permuted labels. (The known-answer sources' random-embedding control is their own random
+vocabulary: :func:`lamina.trajectory.synthetic.control_states`.)
 
 ``states`` follow the shared convention (n, L+1, d): n prompts, L+1 layer boundaries, width d.
 """
@@ -21,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "permute_labels",
-    "random_embeddings",
     "random_init_like",
     "random_input_states",
     "random_vocabulary",
@@ -38,104 +39,42 @@ def _states(states: Any) -> np.ndarray:
     return arr
 
 
-def shuffle_layers(states: States, seed: Seed = None) -> np.ndarray:
-    """Shuffled-layers control: an independent random permutation of the layer order of each trajectory.
+def shuffle_layers(
+    states: States, seed: Seed = None, *, fixed: Any = (), groups: Labels | None = None
+) -> np.ndarray:
+    """Shuffled-layers control: a random permutation of the layer order of each trajectory.
 
-    out[i, l] = states[i, pi_i(l)], with pi_i a uniform random permutation of 0..L drawn
-    independently for each prompt i. Each trajectory visits the same points in a random order, so
-    per-state statistics are kept and the ordering (length, curvature, SIM) is destroyed.
+    out[i, l] = states[i, pi_g(i)(l)], with pi_g a uniform random permutation of the layers
+    not in ``fixed`` (those stay in place), drawn independently for each group g: each prompt
+    its own group (``groups`` None), or one permutation shared by the prompts of a group
+    (``groups`` (n,) labels, e.g. a homograph pair's two contexts and its control pair's, so
+    that a distance between two of them still compares states of one layer). Each trajectory
+    visits the same points in a random order, so per-state statistics are kept and the
+    ordering (length, curvature, SIM) is destroyed. ``fixed`` keeps a baseline in place
+    (e.g. the layer a ratio delta(L) / delta(base) divides by): shuffling it away would make
+    delta(L) and delta(base) exchangeable, and the ratio's control could not fail.
 
     states: (n, L+1, d)  ->  (n, L+1, d), same dtype. seed: int, Generator or None.
     """
     x = _states(states)
+    n, m = x.shape[:2]
     rng = np.random.default_rng(seed)
-    perm = np.argsort(rng.random(x.shape[:2]), axis=1)
-    return np.take_along_axis(x, perm[:, :, None], axis=1)
-
-
-def random_embeddings(states: States, seed: Seed = None, units: Labels | None = None) -> np.ndarray:
-    """Moment-matched Gaussian states (a state-level stand-in, not paper 1's control).
-
-    Paper 1's random-embedding control feeds random input embeddings through the model; that
-    is :func:`random_input_states`, whose random vocabulary gives identical tokens identical
-    inputs. This stand-in is for sources without a model.
-
-    ``units`` None: for each layer l, with mu_l = mean_i h_i(l) and Sigma_l = X_l^T X_l / (n-1),
-    X_l the (n, d) centred states: out_i(l) ~ N(mu_l, Sigma_l), i.i.d. over prompts and
-    independent across layers, so every label effect vanishes by construction. Sampled exactly
-    without forming Sigma_l when n <= d, as mu_l + z X_l / sqrt(n-1) with z ~ N(0, I_n) (cost
-    O(n^2 d) per layer); otherwise via eigh(Sigma_l) = V diag(lam) V^T as mu_l + z diag(sqrt(lam))
-    V^T with z ~ N(0, I_d) (cost O(d^3) per layer). Rank of Sigma_l (<= n-1) is preserved.
-
-    ``units`` (n,) labels (the state-level analogue of shared tokens: the item of a prompt, the
-    base word of a lexical variant, the pair of a homograph's two contexts): the draws are
-    shared within a unit. With M_l the (U, d) centred unit means and R_l the (n, d) residuals
-    from them, out_i(l) = mu_l + a_u(i) M_l / sqrt(U-1) + e_i R_l / sqrt(n-U), a ~ N(0, I_U) one
-    draw per unit (shared by its prompts), e ~ N(0, I_n) per prompt (the second term omitted
-    when every prompt is its own unit). The between-unit and within-unit covariances are kept;
-    any structure across units (a category of items) is not, unless it lives in what the units
-    share: the control can fail. Cost O(n^2 d) per layer.
-
-    states: (n, L+1, d), n >= 2  ->  (n, L+1, d), dtype of the input (float64 for integer input).
-    """
-    x = _states(states)
-    n, m, d = x.shape
-    if n < 2:
-        raise ValueError(
-            f"random_embeddings needs at least 2 prompts to estimate a covariance; got {n}"
-        )
-    rng = np.random.default_rng(seed)
-    dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
-    if units is not None:
-        return _unit_shared(x, _unit_index(units, n), rng).astype(dtype, copy=False)
-    out = np.empty((n, m, d), dtype=dtype)
-    for layer in range(m):
-        h = np.asarray(x[:, layer], dtype=np.float64)
-        mu = h.mean(axis=0)
-        xc = h - mu
-        if n <= d:
-            sample = rng.standard_normal((n, n)) @ xc / np.sqrt(n - 1)
-        else:
-            lam, vec = np.linalg.eigh(xc.T @ xc / (n - 1))
-            root = vec * np.sqrt(np.clip(lam, 0.0, None))
-            sample = rng.standard_normal((n, d)) @ root.T
-        out[:, layer] = mu + sample
-    return out
-
-
-def _unit_index(units: Labels, n: int) -> np.ndarray:
-    """(n,) int unit index 0..U-1 of each prompt, in order of first appearance; U >= 2."""
-    lab = np.asarray(units.detach().cpu().numpy() if hasattr(units, "detach") else units)
-    if lab.shape != (n,):
-        raise ValueError(f"units must have shape ({n},), one per prompt; got {lab.shape}")
-    _, first, idx = np.unique(lab.astype(str), return_index=True, return_inverse=True)
-    order = np.argsort(np.argsort(first))  # relabel units by first appearance
-    idx = order[idx.ravel()]
-    if idx.max() < 1:
-        raise ValueError("units must name at least 2 different units; got one for every prompt")
-    return idx
-
-
-def _unit_shared(x: np.ndarray, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The ``units`` draw of :func:`random_embeddings`: x (n, m, d), idx (n,) unit of each
-    prompt -> (n, m, d) float64."""
-    n, m, d = x.shape
-    n_units = int(idx.max()) + 1
-    count = np.bincount(idx, minlength=n_units).astype(np.float64)  # (U,)
-    out = np.empty((n, m, d))
-    for layer in range(m):
-        h = np.asarray(x[:, layer], dtype=np.float64)
-        mu = h.mean(axis=0)
-        means = np.zeros((n_units, d))
-        np.add.at(means, idx, h)
-        means /= count[:, None]  # (U, d)
-        shared = rng.standard_normal((n_units, n_units)) @ (means - mu) / np.sqrt(n_units - 1)
-        sample = shared[idx]  # (n, d): one draw per unit
-        if n > n_units:
-            resid = h - means[idx]  # (n, d)
-            sample += rng.standard_normal((n, n)) @ resid / np.sqrt(n - n_units)
-        out[:, layer] = mu + sample
-    return out
+    keep = sorted({int(v) for v in fixed})
+    if any(v < 0 or v >= m for v in keep):
+        raise ValueError(f"fixed layers must lie in 0..{m - 1}; got {keep}")
+    free = np.array([v for v in range(m) if v not in keep], dtype=int)
+    if groups is None:
+        inv, n_groups = np.arange(n), n
+    else:
+        g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)
+        if g.shape != (n,):
+            raise ValueError(f"groups must have shape ({n},), one per prompt; got {g.shape}")
+        _, inv = np.unique(g.astype(str), return_inverse=True)
+        inv = inv.reshape(n)
+        n_groups = int(inv.max()) + 1
+    perm = np.tile(np.arange(m), (n_groups, 1))
+    perm[:, free] = free[np.argsort(rng.random((n_groups, free.size)), axis=1)]
+    return np.take_along_axis(x, perm[inv][:, :, None], axis=1)
 
 
 def random_init_like(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:

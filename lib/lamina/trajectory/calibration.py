@@ -1,28 +1,32 @@
-"""Calibration of paper 1's claim tests: false-positive rate under a null, power at the
-paper's effect sizes.
+"""Calibration runs of paper 1's claims: every declared claim's rule on known-answer sources at
+the chapters' own sizes, as the rows the book's calibration page reads
+(:data:`lamina.evidence.calibration.RUN_COLUMNS`; the rates: :mod:`lamina.evidence.calibration`).
 
-For each seed, the realistic null and planted sources (:mod:`lamina.trajectory.realistic`,
-via :mod:`lamina.trajectory.synthetic`) produce states for each chapter's own prompt set
-(:func:`lamina.trajectory.sizes.chapter_prompts`: convergence 180 prompts, curvature 88,
-bifurcation 20 pairs, three phases 184), and the very tests and verdict rules of the chapters
-(:mod:`lamina.trajectory.stat_tests`, :mod:`lamina.trajectory.verdicts`) judge them. The
-"vanishes under controls" rows run the control code of :mod:`lamina.states.controls` on the
-source's states (shuffled layers; moment-matched random states whose draws are shared by the
-prompts of one unit, :func:`lamina.trajectory.realistic.unit_keys`: an item across its frames,
-a base word's variants, a pair's two contexts, as a random vocabulary shares a token's input
-across prompts, so the control keeps what prompts share and removes what lies across units).
-Then, per claim:
+For each seed and each chapter (its prompt set :func:`lamina.trajectory.sizes.chapter_prompts`,
+its pooling, the rows its main test reads :func:`lamina.trajectory.sizes.chapter_mask`), the
+realistic sources (:mod:`lamina.trajectory.synthetic`) give states, the chapter's test
+(:func:`lamina.trajectory.stat_tests.paper1_test`, the chapters' budget) measures them and
+:func:`lamina.trajectory.judging.judge_chapter` judges every claim, exactly as the chapter does.
+Sources (:data:`CALIBRATION_SOURCES`):
 
-* false-positive rate = share of the null seeds where the row is testable whose verdict says
-  the effect is there ("reproduced", "partially" or "smaller than claimed":
-  ``lamina.evidence.claims.PRESENT``); a row "not testable" on more than half of the null
-  seeds is "not calibrated", with the reason it gave;
-* power = share of planted seeds whose verdict is "reproduced", at the paper's size
-  (``synthetic-planted``) and at half of it (``synthetic-planted-half``);
+* effect, count and location rows: ``null`` = the realistic null, ``planted`` = the paper's
+  sizes, ``half`` = half of each;
+* vanish rows: ``null`` = the survivor source (the effects at the paper's size, carried by what
+  the controls keep: the vanish row must not read "reproduced" there), ``planted`` and
+  ``half`` as above. The controls run only where the effect is present (else the row is "not
+  testable"): shuffled layers (:func:`lamina.states.controls.shuffle_layers` with
+  :func:`lamina.trajectory.stat_tests.shuffle_options`) and the source's random-embedding
+  control (:func:`lamina.trajectory.synthetic.control_states`).
 
-each with a Wilson 95% interval. Targets: FPR <= 5% and power >= 80% at the paper's size.
+``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints the rates;
+``... page OUT.md [N_SEEDS]`` writes paper 1's section of the calibration page
+(:func:`page_markdown`). Each seed's rows are cached under
+``<data>/cache/calibration/p1-<key>/`` (:func:`cache_key`: the code, the prompts, the budget,
+the library versions), each file with its own SHA-256, checked on read (a damaged entry is
+recomputed with a warning).
 
-CLI: ``python -m lamina.trajectory.calibration [N_SEEDS]`` prints the summary table.
+Papers 2 and 3 still import their former helpers from here
+(:mod:`lamina.trajectory.calibration_legacy`) until they are ported.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -43,402 +48,187 @@ import numpy as np
 import pandas as pd
 
 from lamina.core import registry
-from lamina.core.manifest import read_cache_entry, write_sealed_json
 from lamina.core.provenance import atomic_write_text, data_dir
-from lamina.evidence.claims import PRESENT, Claim
-from lamina.evidence.stats import mann_whitney, wilson
-from lamina.sources.prompts import load_prompts
-from lamina.states.controls import random_embeddings, shuffle_layers
-from lamina.trajectory import convergence_index_per_prompt
-from lamina.trajectory.realistic import unit_keys
-from lamina.trajectory.sizes import CHAPTER_FAMILIES, chapter_prompts
-from lamina.trajectory.stat_tests import paper1_test
-from lamina.trajectory.synthetic import synthetic_states, word_counts
-from lamina.trajectory.verdicts import (
-    bifurcation_claims,
-    convergence_claims,
-    curvature_claims,
-    three_phase_claims,
-    vanish_claim,
+from lamina.core.threads import one_thread_process
+from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
+from lamina.states.controls import shuffle_layers
+from lamina.trajectory import layerwise_cosine
+from lamina.trajectory.calibration_legacy import (  # papers 2 and 3's, until they are ported
+    default_cache,
+    known_answer_rows,
+    row_text,
+    seeds_for_halfwidth,
+    summarise,
 )
+from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, SURVIVOR
+from lamina.trajectory.judging import control_result, judge_chapter
+from lamina.trajectory.phase_stats import detected_phases
+from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_prompts
+from lamina.trajectory.stat_tests import control_summaries, paper1_test, shuffle_options
+from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
-__all__ = ["TESTS", "calibrate", "calibration_markdown", "known_answer_rows", "row_text",
-           "run_seed", "seeds_for_halfwidth", "summarise"]
+__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "cache_key", "calibration_runs",
+           "chapter_rows", "default_cache", "known_answer_rows", "page_markdown", "row_text",
+           "seeds_for_halfwidth", "summarise"]  # fmt: skip
 
-TESTS = registry.calibrated()  # the chapters whose records say calibrated=True
-FPR_TARGET, POWER_TARGET = 0.05, 0.80
-
-
-def _tables() -> dict[str, pd.DataFrame]:
-    return {f: load_prompts(f) for fams in CHAPTER_FAMILIES.values() for f in fams}
-
-
-CLAIMS: dict[str, tuple[Callable[[dict[str, Any], str, str], list[Claim]], str]] = {
-    "convergence": (convergence_claims, "Convergence"),
-    "curvature": (curvature_claims, "The curvature difference"),
-    "bifurcation": (bifurcation_claims, "Bifurcation"),
-    "three_phase": (three_phase_claims, "The three-phase structure"),
-}
-
-
-def _families(tb: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
-    """The chapter's own prompt set (:func:`lamina.trajectory.sizes.chapter_prompts`)."""
-    return chapter_prompts(name, tb)
+CHAPTERS = registry.calibrated()  # the chapters whose records say calibrated=True
+BUDGET = {"n_bootstrap": 500, "n_permutations": 10_000}  # the chapters' main tests decide at these
+PHASE_RESAMPLES = 100  # prompt resamples of the detected-phases count's CI
+CALIBRATION_SOURCES = {
+    "null": f"effect, count and location rows: {NULL_SOURCES.split('; planted')[0]}; vanish rows: "
+            "the survivor source (the paper's effects, carried by what the controls keep)",
+    "planted": "the paper's effect sizes planted on the realistic background (each effect on "
+               "its own lever, solved on reference draws of the chapter's prompts)",
+    "half": "half of each effect planted on the realistic background",
+}  # fmt: skip
+# source of the page -> the realistic kind, for the vanish rows and for the others
+KIND = {"null": ("survivor", "null"), "planted": ("planted", "planted"),
+        "half": ("planted-half", "planted-half")}  # fmt: skip
+_ = SURVIVOR  # the declarations name it; the runs build it
 
 
-KINDS = ("null", "planted", "planted-half")
+def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
+                 budget: dict[str, int] | None = None) -> list[Any]:  # fmt: skip
+    """The rows of ``chapter``'s claims on the realistic source ``kind`` at ``seed``, judged as
+    the chapter judges them; with ``vanish``, the vanish row too (its controls run only when
+    the main effect is present)."""
+    budget = budget or BUDGET
+    pool = CHAPTER_POOLING[chapter]
+    t = chapter_prompts(chapter)
+    tok = synthetic_tokens(t, pool)
+    keep = chapter_mask(chapter, t, tok)
+    t, tok = t[keep].reset_index(drop=True), tok[keep]
+    x = synthetic_states(t, kind, seed, pool)
+    layers = list(range(x.shape[1]))
+    s = paper1_test(chapter, x, t, layers, n_tokens=tok, seed=seed, **budget)
+    if chapter == "three_phase":
+        s["phases"] = detected_phases(np.asarray(layerwise_cosine(x)), PHASE_RESAMPLES, seed)
+    src = f"synthetic-{kind}"
+    rows = judge_chapter(chapter, s, src, "synthetic states", controls=None)
+    main = rows[0]
+    if not vanish:
+        return rows
+    controls = None
+    if main.present:
+        states = {"shuffled layers": shuffle_layers(x, seed, **shuffle_options(chapter, t, s)),
+                  "random embeddings": control_states(t, kind, seed, pool)["random embeddings"]}
+        summ = control_summaries(chapter, states, t, layers, n_tokens=tok, seed=seed)
+        controls = {k: control_result(s, v) for k, v in summ.items()}
+    vanish_id = next(sp.id for sp in CHAPTER_CLAIMS[chapter] if sp.kind == "vanish")
+    return rows + judge_chapter(chapter, s, src, "synthetic states", controls=controls or {},
+                                specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
 
 
-def control_fractions(
-    name: str, real: dict, controls: dict[str, np.ndarray], table: pd.DataFrame,
-    layers: list[int], seed: int, n_bootstrap: int = 100,
-) -> dict[str, tuple[float, float | None]]:
-    """Per control states: (control effect / real effect, the control effect's p), with the
-    same test (fewer resamples: 200 permutations, ``n_bootstrap``)."""
-    out = {}
-    for cname, xc in controls.items():
-        sc = paper1_test(name, xc, table, layers, n_bootstrap=n_bootstrap,
-                         n_permutations=200, seed=seed)
-        frac = sc["effect"] / real["effect"] if real["effect"] else float("nan")
-        out[cname] = (float(frac), sc["effect_p"])
+def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> list[dict[str, Any]]:
+    """One seed's calibration rows (:data:`RUN_COLUMNS`) of every claim of ``chapters``."""
+    out = []
+    for chapter in chapters:
+        for source, (vanish_kind, kind) in KIND.items():
+            rows = chapter_rows(chapter, kind, seed, vanish=kind == vanish_kind, budget=budget)
+            if kind != vanish_kind:
+                rows = [r for r in rows if r.kind != "vanish"]
+                rows += [r for r in chapter_rows(chapter, vanish_kind, seed, vanish=True,
+                                                 budget=budget) if r.kind == "vanish"]
+            out += [{"claim_id": r.claim_id, "source": source, "seed": seed, "verdict": r.verdict,
+                     "kind": r.kind, "present": bool(r.present), "reason": r.reason[:160]}
+                    for r in rows]  # fmt: skip
     return out
 
 
-def run_seed(
-    kind: str,
-    seed: int,
-    tests: Iterable[str] = TESTS,
-    *,
-    n_bootstrap: int = 500,
-    n_permutations: int = 10_000,
-    tables: dict[str, pd.DataFrame] | None = None,
-    vanish: bool = True,
-) -> list[Claim]:
-    """The claims rows of every test in ``tests`` on one synthetic source (kind in
-    :data:`KINDS`) at one seed, at the chapters' sizes; with ``vanish``, also the
-    "vanishes under controls" row (``lamina.states.controls``: shuffled layers and
-    moment-matched random states of the same states, drawn shared within each unit)."""
-    tb = tables or _tables()
-    src, conv = f"synthetic-{kind}", "synthetic states"
-    out: list[Claim] = []
-    for name in tests:
-        t = _families(tb, name)
-        x = synthetic_states(t, kind, seed)
-        layers = list(range(x.shape[1]))
-        s = paper1_test(name, x, t, layers, n_bootstrap=n_bootstrap,
-                        n_permutations=n_permutations, seed=seed, n_tokens=word_counts(t))
-        make, what = CLAIMS[name]
-        rows = make(s, src, conv)
-        out += rows
-        if vanish:
-            head = next(r for r in rows if r.main)
-            ctl = {}
-            if head.verdict in PRESENT:
-                ctl = control_fractions(name, s, {
-                    "shuffled layers": shuffle_layers(x, seed=seed),
-                    "random embeddings": random_embeddings(x, seed=seed + 20_002,
-                                                           units=unit_keys(t)),
-                }, t, layers, seed)
-            out.append(vanish_claim(name.replace("_", "-"), what, head, ctl))
-    return out
+def _timed(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> dict[str, Any]:
+    start = time.process_time()
+    rows = seed_rows(seed, chapters, budget)
+    return {"seed": seed, "seconds": time.process_time() - start, "rows": rows}
 
 
-LEGACY = "legacy: convergence peak by argmax, Mann-Whitney vs first layer, p < 0.05"
+# what a seed's rows depend on (under lib/lamina): the paper-1 modules this module imports,
+# transitively (tests/trajectory/test_calibration.py checks the list against its import
+# closure), the statistics and the rules, the controls and the prompt loader. Not the
+# chapters, the analyses or the fit: an edit there keeps the cached seeds.
+CODE = ("evidence", "states/controls.py", "sources/prompts.py", "trajectory/__init__.py",
+        *(f"trajectory/{m}.py" for m in (
+            "calibration", "claims", "judging", "stat_tests", "convergence_stats",
+            "curvature_stats", "bifurcation_stats", "phase_stats", "metrics", "phases", "sizes",
+            "synthetic", "realistic", "levers", "background", "fitted")))  # fmt: skip
 
 
-def _legacy_convergence(kind: str, seed: int, table: pd.DataFrame) -> str:
-    """The test lamina used before (issue 11, defect 4): peak layer by argmax of the mean
-    per-prompt CI, then a Mann-Whitney U of per-prompt CI at the peak vs the first layer."""
-    x = synthetic_states(table, kind, seed)
-    ci = convergence_index_per_prompt(x, table["category"].to_numpy())
-    k = int(np.nanargmax(np.nanmean(ci, axis=0)))
-    if k == 0:
-        return "not reproduced"
-    p = mann_whitney(ci[:, k], ci[:, 0]).iloc[0]["p_value"]
-    return "partially" if p < 0.05 else "not reproduced"
-
-
-def seed_rows(seed: int, tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> list[dict]:
-    """One seed's rows of :func:`calibrate` (every kind in :data:`KINDS`), as plain dicts."""
-    tables = _tables()
-    rows = []
-    for kind in KINDS:
-        if legacy and kind != "planted-half":
-            v = _legacy_convergence(kind, seed, tables["semantic"])
-            rows.append({"kind": kind, "seed": seed, "claim_id": LEGACY, "main": False,
-                         "verdict": v, "reason": "", "p": np.nan, "measured": np.nan})
-        for c in run_seed(kind, seed, tests, tables=tables, **kwargs):
-            rows.append({"kind": kind, "seed": seed, "claim_id": c.claim_id, "main": bool(c.main),
-                         "verdict": c.verdict, "reason": c.reason, "p": _num(c.p),
-                         "measured": _num(c.measured)})
-    return rows
-
-
-def _num(x: Any) -> float:
-    return np.nan if x is None else float(x)
-
-
-def _timed_seed(seed: int, tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> dict:
-    start = time.perf_counter()
-    rows = seed_rows(seed, tests, legacy, kwargs)
-    return {"seed": seed, "seconds": time.perf_counter() - start, "rows": rows}
-
-
-def _one_thread() -> None:
-    """Worker initialiser: one torch thread (BLAS threads are set through the environment)."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
-CODE = ("trajectory", "evidence", "states/controls.py", "sources/prompts.py", "core/registry.py")
-
-
-def cache_key(tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any]) -> str:
-    """sha256 (hex) of everything a seed's rows depend on besides the seed: the source of the
-    modules that compute them (:data:`CODE`, under lib/lamina), the chapters' prompt tables,
-    the tests, ``legacy``, the resampling options and the numpy / scipy / pandas versions."""
+def cache_key(chapters: tuple[str, ...], budget: dict[str, int]) -> str:
+    """sha256 (hex) of what a seed's rows depend on besides the seed: the source of
+    :data:`CODE` (under lib/lamina), the chapters' prompt tables, the chapters, the budget and
+    the numpy / scipy / pandas versions."""
     import scipy
 
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]  # lib/lamina
+    root = Path(__file__).resolve().parents[1]
     for part in CODE:
         for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
             h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    tb = _tables()
-    for name in sorted(tests):
-        h.update(pd.util.hash_pandas_object(_families(tb, name).astype(str), index=True).values.tobytes())
-    meta = {"tests": list(tests), "legacy": legacy, "kwargs": sorted(kwargs.items()),
-            "versions": [np.__version__, scipy.__version__, pd.__version__], "kinds": KINDS}
-    h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+    for name in sorted(chapters):
+        h.update(pd.util.hash_pandas_object(chapter_prompts(name).astype(str), index=True).values.tobytes())
+    meta = {"chapters": list(chapters), "budget": sorted(budget.items()),
+            "versions": [np.__version__, scipy.__version__, pd.__version__]}
+    h.update(json.dumps(meta, sort_keys=True).encode())
     return h.hexdigest()
 
 
-def default_cache() -> Path:
-    """Where per-seed results are kept: ``<data>/cache/calibration`` (``lamina.core.provenance.data_dir``)."""
-    return data_dir() / "cache" / "calibration"
+def _read(f: Path) -> dict[str, Any] | None:
+    """A cached seed, or None (with a warning) when the file is damaged."""
+    try:
+        record = json.loads(f.read_text())
+        body = json.dumps(record["result"], sort_keys=True)
+        if hashlib.sha256(body.encode()).hexdigest() != record["sha256"]:
+            raise ValueError("checksum mismatch")
+        return record["result"]
+    except Exception as exc:  # damaged entry: recomputed
+        warnings.warn(f"damaged calibration cache entry {f} ({exc}); recomputing it",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
+        return None
 
 
-def calibrate(
-    seeds: Iterable[int],
-    tests: Iterable[str] = TESTS,
-    *,
-    legacy: bool = False,
-    jobs: int = 1,
-    cache: str | os.PathLike | None = None,
-    **kwargs: Any,
-) -> pd.DataFrame:
-    """One row per (kind, seed, claim): columns kind, seed, claim_id, main, verdict, reason,
-    p, measured; ``attrs["seconds"]`` the computation time of each seed (when it was
-    computed, cached or not). ``kwargs`` go to :func:`run_seed`; ``legacy`` adds the old
-    convergence test (:data:`LEGACY`). ``jobs`` > 1 runs the seeds in that many worker
-    processes (spawned, one thread each): each seed is deterministic, so the rows equal the
-    serial run's. ``cache``: a folder where each seed's rows are kept as
-    ``<cache_key>/seed-<seed>.json`` (sealed with its SHA-256: a damaged entry is recomputed,
-    :func:`lamina.core.manifest.read_cache_entry`) and reused (None: no cache)."""
-    tests, seeds = tuple(tests), [int(s) for s in seeds]
-    if int(jobs) < 1:
-        raise ValueError(f"jobs must be >= 1; got {jobs}")
-    folder = Path(cache) / cache_key(tests, legacy, kwargs)[:20] if cache is not None else None
-    done: dict[int, dict] = {}
-    for seed in seeds:
-        entry = read_cache_entry(folder / f"seed-{seed}.json") if folder is not None else None
-        if entry is not None:  # sealed; a damaged entry is warned about, deleted, recomputed
-            done[seed] = entry
-    todo = [s for s in seeds if s not in done]
-    for res in _compute(todo, tests, legacy, kwargs, int(jobs)):
+def _compute(seeds: list[int], chapters: tuple[str, ...], budget: dict[str, int],
+             jobs: int) -> Iterable[dict[str, Any]]:  # fmt: skip
+    if jobs == 1 or len(seeds) < 2:
+        for seed in seeds:
+            yield _timed(seed, chapters, budget)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=ctx,
+                             initializer=one_thread_process) as pool:  # fmt: skip
+        yield from pool.map(partial(_timed, chapters=chapters, budget=budget), seeds)
+
+
+def calibration_runs(
+    n_seeds: int, *, jobs: int = 1, chapters: tuple[str, ...] = CHAPTERS,
+    budget: dict[str, int] | None = None, cache: str | os.PathLike | None | bool = True,
+) -> pd.DataFrame:  # fmt: skip
+    """:data:`RUN_COLUMNS` rows of every claim of ``chapters`` over seeds 0..n_seeds-1 (module
+    docstring); ``attrs["seconds"]``: each seed's CPU seconds. ``jobs`` > 1: worker processes
+    (spawned, one thread each; the rows equal the serial run's). ``cache``: True for
+    ``<data>/cache/calibration``, a folder, or False/None for none."""
+    if int(n_seeds) < 1 or int(jobs) < 1:
+        raise ValueError(f"n_seeds and jobs must be >= 1; got {n_seeds} and {jobs}")
+    budget = dict(budget or BUDGET)
+    folder = None
+    if cache:
+        base = data_dir() / "cache" / "calibration" if cache is True else Path(cache)
+        folder = base / f"p1-{cache_key(chapters, budget)[:20]}"
+    done: dict[int, dict[str, Any]] = {}
+    for seed in range(int(n_seeds)):
+        f = folder / f"seed-{seed}.json" if folder is not None else None
+        if f is not None and f.is_file() and (got := _read(f)) is not None:
+            done[seed] = got
+    todo = [s for s in range(int(n_seeds)) if s not in done]
+    for res in _compute(todo, chapters, budget, int(jobs)):
         done[res["seed"]] = res
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
-            write_sealed_json(folder / f"seed-{res['seed']}.json", res, indent=None)
-    out = pd.DataFrame([r for s in seeds for r in done[s]["rows"]],
-                       columns=["kind", "seed", "claim_id", "main", "verdict", "reason", "p", "measured"])
-    out.attrs["seconds"] = [done[s]["seconds"] for s in seeds]
+            body = json.dumps(res, sort_keys=True)
+            atomic_write_text(folder / f"seed-{res['seed']}.json", json.dumps(
+                {"sha256": hashlib.sha256(body.encode()).hexdigest(), "result": res}))
+    out = pd.DataFrame([r for s in range(int(n_seeds)) for r in done[s]["rows"]],
+                       columns=list(RUN_COLUMNS))  # fmt: skip
+    out.attrs["seconds"] = [done[s]["seconds"] for s in range(int(n_seeds))]
     return out
-
-
-def _compute(seeds: list[int], tests: tuple[str, ...], legacy: bool, kwargs: dict[str, Any],
-             jobs: int) -> Iterable[dict]:
-    """Each seed's :func:`_timed_seed`, in the order of ``seeds``; serial when ``jobs`` is 1."""
-    if jobs == 1 or len(seeds) < 2:
-        for seed in seeds:
-            yield _timed_seed(seed, tests, legacy, kwargs)
-        return
-    threads = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    saved = {k: os.environ.get(k) for k in threads}
-    os.environ.update(threads)  # inherited by the spawned workers before numpy loads
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=ctx,
-                                 initializer=_one_thread) as pool:
-            yield from pool.map(partial(_timed_seed, tests=tests, legacy=legacy, kwargs=kwargs), seeds)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def known_answer_rows(
-    seeds: Iterable[int],
-    judge: Callable[[str, int], list[dict[str, Any]]],
-    claims: tuple[str, ...],
-    reason: str = "note",
-) -> pd.DataFrame:
-    """The rows of :func:`calibrate`'s format for another paper's rules: for each seed and
-    each kind of :data:`KINDS`, ``judge(kind, seed)`` gives claim records (``claim_id``,
-    ``verdict``, ``p``, ``measured`` and the text field ``reason``); those of ``claims`` are
-    kept, the first counting as the main claim. ``attrs["seconds"]``: each seed's computation
-    time (s, all kinds)."""
-    rows, seconds = [], []
-    for seed in seeds:
-        start = time.perf_counter()
-        for kind in KINDS:
-            rows += [{"kind": kind, "seed": seed, "claim_id": r["claim_id"],
-                      "main": r["claim_id"] == claims[0], "verdict": r["verdict"],
-                      "reason": str(r.get(reason) or "")[:120], "p": _num(r.get("p")),
-                      "measured": _num(r.get("measured"))}
-                     for r in judge(kind, seed) if r["claim_id"] in claims]  # fmt: skip
-        seconds.append(time.perf_counter() - start)
-    out = pd.DataFrame(rows)
-    out.attrs["seconds"] = seconds
-    return out
-
-
-def _top_reason(part: pd.DataFrame, bad: pd.Series) -> str:
-    reasons = part.loc[bad, "reason"] if "reason" in part else pd.Series(dtype=str)
-    top = reasons[reasons != ""].value_counts()
-    return f"{top.index[0]} ({top.iloc[0]} of {len(part)} seeds)" if len(top) else ""
-
-
-def _rate(hits: int, n: int) -> tuple[float, float, float]:
-    """(share, Wilson low, Wilson high); NaNs when n = 0."""
-    if n == 0:
-        return np.nan, np.nan, np.nan
-    return (hits / n, *wilson(hits, n)[1:])
-
-
-def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per claim: n seeds; FPR over the null seeds where the row is testable (a verdict in
-    ``PRESENT``), or ``calibrated`` False with ``not_calibrated`` giving the null's reason when
-    the row is "not testable" on more than half of the null seeds; power at the paper's size
-    (``planted``: "reproduced") and at half of it (``planted-half``); Wilson intervals
-    (``*_low``, ``*_high``; ``fpr_halfwidth`` the larger distance from the estimate) and
-    whether each meets its target (FPR <= 5%, power >= 80%; point estimates); ``n_fpr``,
-    ``n_power``, ``n_power_half`` the seeds each rate is over."""
-    rows = []
-    for cid, g in runs.groupby("claim_id", sort=False):
-        null = g[g["kind"] == "null"]
-        untestable = null["verdict"] == "not testable"
-        judged = null[~untestable]
-        calibrated = len(null) > 0 and untestable.sum() * 2 <= len(null)
-        fpr, fl, fh = _rate(int(judged["verdict"].isin(PRESENT).sum()), len(judged))
-        row: dict[str, Any] = {"claim_id": cid, "main": bool(g["main"].any()),
-                               "n_seeds": int(g["seed"].nunique()), "calibrated": calibrated,
-                               "not_calibrated": "" if calibrated else _top_reason(null, untestable),
-                               "fpr": fpr if calibrated else np.nan,
-                               "fpr_low": fl if calibrated else np.nan,
-                               "fpr_high": fh if calibrated else np.nan,
-                               "fpr_halfwidth": max(fpr - fl, fh - fpr) if calibrated else np.nan,
-                               "untestable_null": int(untestable.sum()),
-                               "n_fpr": len(judged)}
-        for kind, key in (("planted", "power"), ("planted-half", "power_half")):
-            part = g[g["kind"] == kind]
-            row[f"n_{key}"] = len(part)
-            row[key], row[f"{key}_low"], row[f"{key}_high"] = _rate(
-                int((part["verdict"] == "reproduced").sum()), len(part))
-        plant = g[g["kind"] == "planted"]
-        row["fpr_ok"] = bool(calibrated and fpr <= FPR_TARGET)
-        row["power_ok"] = bool(row["power"] >= POWER_TARGET)
-        row["why_null"] = _top_reason(judged, judged["verdict"].isin(PRESENT))
-        row["why_planted"] = _top_reason(plant, plant["verdict"] != "reproduced")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def seeds_for_halfwidth(rate: float, halfwidth: float = 0.05, limit: int = 100_000) -> int:
-    """The smallest number of seeds n (a multiple of 10) whose Wilson 95% interval around an
-    observed share ``rate`` (in [0, 1]) reaches at most ``halfwidth`` from the estimate on
-    either side; ``limit`` when none below it does."""
-    n = 10
-    while n < limit:
-        hits = round(rate * n)
-        share, low, high = wilson(hits, n)
-        if max(share - low, high - share) <= halfwidth:
-            return n
-        n += 10
-    return limit
-
-
-def _pct(x: float) -> str:
-    return "–" if not np.isfinite(x) else f"{100 * x:.0f}%"
-
-
-def row_text(r: Any) -> str:
-    """One Markdown table row of a :func:`summarise` row: claim, main, FPR [Wilson 95%] (n),
-    power and power at half size [Wilson 95%] (n), and whether it meets its targets."""
-    if r.claim_id == LEGACY:
-        ok = "FPR missed (replaced)" if not r.fpr_ok else "met (replaced)"
-    elif not r.calibrated:
-        ok = f"not calibrated: {r.not_calibrated}"
-    else:
-        ok = "met" if r.fpr_ok and r.power_ok else ("FPR missed" if not r.fpr_ok else "power missed")
-    fpr = (f"{_pct(r.fpr)} [{_pct(r.fpr_low)}, {_pct(r.fpr_high)}] (n = {r.n_fpr})"
-           if r.calibrated else "not calibrated")
-    return (f"| `{r.claim_id}` | {'yes' if r.main else ''} | {fpr} | {_pct(r.power)} "
-            f"[{_pct(r.power_low)}, {_pct(r.power_high)}] (n = {r.n_power}) | "
-            f"{_pct(r.power_half)} [{_pct(r.power_half_low)}, {_pct(r.power_half_high)}] "
-            f"(n = {r.n_power_half}) | {ok} |")
-
-
-def calibration_markdown(
-    n_seeds: int = 20, *, jobs: int = 1, cache: str | os.PathLike | None = None, **kwargs: Any
-) -> str:
-    """The book's calibration page body: one table row per claim (FPR over the judged null
-    seeds, power at the paper's size and at half of it, each with its Wilson 95% interval
-    and its number of seeds), and sentences computed from it naming the tests that miss a
-    target or are not calibrated. ``jobs`` and ``cache`` go to :func:`calibrate`."""
-    runs = calibrate(range(n_seeds), legacy=True, jobs=jobs, cache=cache, **kwargs)
-    cost = float(np.mean(runs.attrs["seconds"])) if n_seeds else 0.0
-    s = summarise(runs)
-    lines = [
-        f"{n_seeds} seeds per source ({cost:.0f} s of computation per seed, all three sources, "
-        "on one core); "
-        f"bootstrap and permutation sizes: {kwargs or {'n_bootstrap': 500, 'n_permutations': 10_000}}.",
-        "",
-        "| claim | main | FPR (null: reproduced, partially or smaller than claimed) "
-        "| power at the paper's size | power at half size | targets |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [row_text(r) for r in s.itertuples()]
-    current = s[s["claim_id"] != LEGACY]
-    miss = current[current["calibrated"] & ~(current["fpr_ok"] & current["power_ok"])]
-    lines.append("")
-    if miss.empty:
-        lines.append(f"Every calibrated claim test meets both targets over these {n_seeds} "
-                     "seeds (point estimates; the Wilson intervals show how far the seeds pin "
-                     "them down).")
-    for r in miss.itertuples():
-        why = []
-        if not r.fpr_ok:
-            why.append(f"its false-positive rate is {_pct(r.fpr)}"
-                       + (f"; on the null: {r.why_null}" if r.why_null else ""))
-        if not r.power_ok:
-            why.append(f"its power is {_pct(r.power)}"
-                       + (f"; on the planted source: {r.why_planted}" if r.why_planted else ""))
-        lines.append(f"- `{r.claim_id}` misses a target: {' and '.join(why)}.")
-    wide = current[current["calibrated"] & (current["fpr_halfwidth"] > 0.05)]
-    for r in wide.itertuples():
-        lines.append(f"- With {n_seeds} seeds the FPR interval of `{r.claim_id}` "
-                     f"({_pct(r.fpr_low)}–{_pct(r.fpr_high)}) is wider than +/-5 points; at its "
-                     f"observed rate that needs about {seeds_for_halfwidth(r.fpr)} seeds.")
-    leg = s[s["claim_id"] == LEGACY]
-    if len(leg):
-        lines += ["", "The convergence test lamina used before (peak chosen by argmax, then "
-                  f"Mann-Whitney against the first layer) gives a verdict on "
-                  f"{_pct(float(leg['fpr'].iloc[0]))} of the null seeds."]
-    return "\n".join(lines) + "\n"
 
 
 def _parse_main(argv: list[str]) -> tuple[str | None, int, int, bool]:
@@ -457,10 +247,10 @@ def _parse_main(argv: list[str]) -> tuple[str | None, int, int, bool]:
 
     parser = argparse.ArgumentParser(
         prog="python -m lamina.trajectory.calibration",
-        description="Calibrate the trajectory verdicts on synthetic nulls. "
-        "'page OUT.md [N_SEEDS]' writes the book page body (default 20 seeds); "
-        "'[N_SEEDS]' prints the summary (default 5 seeds). Each seed's rows are cached under "
-        "<data>/cache/calibration, keyed by the code, prompts and options that change them.",
+        description="Calibrate paper 1's claims on its known-answer sources. "
+        "'page OUT.md [N_SEEDS]' writes paper 1's section of the calibration page (default "
+        "20 seeds); '[N_SEEDS]' prints the rates (default 5 seeds). Each seed's rows are "
+        "cached under <data>/cache/calibration, keyed by the code, prompts and budget.",
     )
     parser.add_argument("words", nargs="*", metavar="[page OUT.md] [N_SEEDS]")
     parser.add_argument("--jobs", type=lambda t: whole(t, "--jobs"), default=1,
@@ -468,36 +258,62 @@ def _parse_main(argv: list[str]) -> tuple[str | None, int, int, bool]:
     parser.add_argument("--no-cache", action="store_true", help="compute every seed again")
     ns = parser.parse_args(argv)
     words, extra = ns.words, (ns.jobs, not ns.no_cache)
-    if words and words[0] == "page":
-        if len(words) not in (2, 3):
-            parser.error("usage: page OUT.md [N_SEEDS]: name the page to write")
-        out = Path(words[1]).absolute()
-        if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-            parser.error(f"page {words[1]!r}: cannot write a file there (checked before computing)")
-        try:
-            return str(out), whole(words[2]) if len(words) == 3 else 20, *extra
-        except argparse.ArgumentTypeError as exc:
-            parser.error(str(exc))
-    if len(words) > 1:
-        parser.error(f"expected at most one N_SEEDS; got {words}")
     try:
+        if words and words[0] == "page":
+            if len(words) not in (2, 3):
+                parser.error("usage: page OUT.md [N_SEEDS]: name the page to write")
+            out = Path(words[1]).absolute()
+            if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+                parser.error(f"page {words[1]!r}: cannot write a file there (checked before computing)")
+            return str(out), whole(words[2]) if len(words) == 3 else 20, *extra
+        if len(words) > 1:
+            parser.error(f"expected at most one N_SEEDS; got {words}")
         return None, whole(words[0]) if words else 5, *extra
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
 
 
+def _pct(x: Any) -> str:
+    return "–" if not isinstance(x, int | float) or not np.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def page_markdown(runs: pd.DataFrame) -> str:
+    """Paper 1's section of the calibration page: the sources (:data:`CALIBRATION_SOURCES`),
+    then one row per declared claim (``lamina.evidence.calibration.calibration_table``): FPR
+    on the null, power at the paper's size, at half size the rates of "smaller than claimed"
+    and of "reproduced", each with its hits, or the reason it is not calibrated. (The book's
+    page, ``lamina.book.calibration``, renders the same table beside papers 2 and 3.)"""
+    table = calibration_table(CLAIMS, calibration_rates(runs))
+    n = int(runs["seed"].nunique()) if len(runs) else 0
+    lines = [f"{n} seeds per source; {np.mean(runs.attrs.get('seconds') or [0]):.0f} CPU seconds "
+             f"per seed; budget {BUDGET}.", ""]  # fmt: skip
+    lines += [f"- **{k}**: {v}" for k, v in CALIBRATION_SOURCES.items()]
+    lines += ["", "| claim | kind | FPR on the null | power at the paper's size | half size: "
+              "smaller / reproduced | status |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in table.to_dict("records"):
+        if r["status"] != "calibrated":
+            lines.append(f"| `{r['claim_id']}` | {r['kind']} | – | – | – | {r['status']} |")
+            continue
+        lines.append(
+            f"| `{r['claim_id']}`{' (main)' if r['main'] else ''} | {r['kind']} | "
+            f"{_pct(r['fpr'])} [{_pct(r['fpr_low'])}, {_pct(r['fpr_high'])}] "
+            f"({r['fpr_hits']}/{r['n_null_testable']}) | {_pct(r['power'])} "
+            f"({r['power_hits']}/{r['n_planted']}) | {_pct(r['half_smaller'])} / "
+            f"{_pct(r['half_reproduced'])} | calibrated |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
-    """``python -m lamina.trajectory.calibration [N_SEEDS]`` prints the summary;
-    ``python -m lamina.trajectory.calibration page OUT.md [N_SEEDS]`` writes the book page body;
-    ``--jobs J`` worker processes, ``--no-cache`` to recompute."""
+    """``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints
+    the rates; ``... page OUT.md [N_SEEDS]`` writes paper 1's section of the page."""
     page, n, jobs, cached = _parse_main(list(sys.argv[1:] if argv is None else argv))
-    cache = default_cache() if cached else None
+    runs = calibration_runs(n, jobs=jobs, cache=cached)
     if page is not None:
-        print(atomic_write_text(page, calibration_markdown(n, jobs=jobs, cache=cache)))
+        print(atomic_write_text(page, page_markdown(runs)))
         return
-    pd.set_option("display.width", 200)
-    runs = calibrate(range(n), legacy=True, jobs=jobs, cache=cache)
-    print(summarise(runs).round(3).to_string(index=False))
+    pd.set_option("display.width", 220)
+    print(calibration_rates(runs).round(3).to_string(index=False))
+    print(f"CPU seconds per seed: {np.mean(runs.attrs['seconds']):.0f}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,21 +6,25 @@ constants).
 ``data/prompts``); ``CHAPTER_POOLING[chapter]``: the main convention's pooling of the
 chapter's notebook (bifurcation pools the last token, so it uses only the pairs whose
 homograph is the last word: ``word_last``). Sizes follow from the prompt files: convergence
-180 prompts (60 items x 3 frames), curvature 88, bifurcation 20 pairs (last token), three
+180 prompts (60 items x 3 frames), curvature 168 (the paper's 88 and 80 of overlapping
+length), bifurcation 20 pairs (last token), three
 phases 184. :func:`chapter_prompts` builds a chapter's table from them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from lamina.sources.prompts import bifurcation_prompts, load_prompts
 
-__all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_prompts"]
+__all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_mask", "chapter_prompts"]
 
 CHAPTER_FAMILIES: dict[str, tuple[str, ...]] = {
     "convergence": ("semantic", "semantic_neutral"),
-    "curvature": ("reasoning", "lexical"),
+    "curvature": ("reasoning", "lexical", "reasoning_short", "lexical_framed"),
     "bifurcation": ("ambiguous",),
     "three_phase": ("semantic", "analogies", "reasoning", "lexical"),
 }
@@ -47,3 +51,20 @@ def chapter_prompts(name: str, tables: dict[str, pd.DataFrame] | None = None) ->
             t = t[t["word_last"].astype(bool)].reset_index(drop=True)
         return t
     return pd.concat([get(f) for f in CHAPTER_FAMILIES[name]], ignore_index=True)
+
+
+def chapter_mask(name: str, table: pd.DataFrame, n_tokens: Any, exclude_single: bool = True) -> np.ndarray:
+    """(n,) bool: the rows of ``table`` the chapter's main test reads: curvature the families
+    ``reasoning*`` and ``lexical*``, three phases its families (:data:`CHAPTER_FAMILIES`),
+    both without one-token prompts when ``exclude_single`` (their last token is their first,
+    which carries a massive activation on many models; ``n_tokens`` (n,), 0 = unknown, kept);
+    every row otherwise."""
+    keep = np.ones(len(table), bool)
+    fam = table["family"].astype(str) if "family" in table else pd.Series([""] * len(table))
+    if name == "curvature":
+        keep = np.array(fam.str.match(r"^(reasoning|lexical)"), dtype=bool)
+    elif name == "three_phase":
+        keep = np.array(fam.isin(CHAPTER_FAMILIES[name]), dtype=bool)
+    if name in ("curvature", "three_phase") and exclude_single:
+        keep &= np.asarray(n_tokens) != 1
+    return keep

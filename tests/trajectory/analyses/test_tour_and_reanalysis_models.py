@@ -1,5 +1,6 @@
 """The trajectory tour's model set and SIM table, and the released prompts run through other
-models beside the released states (lamina.chapters.tour, lamina.chapters.reanalysis_models),
+models beside the released states (lamina.trajectory.analyses.tour and .reanalysis_models,
+lamina.chapters.trajectory_tour),
 on tiny random models."""
 
 from __future__ import annotations
@@ -8,7 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lamina.chapters.reanalysis_models import (
+from lamina.chapters.models import chapter_models
+from lamina.core.registry import by_name
+from lamina.sources.gguf_models import OFFLINE_GGUF
+from lamina.trajectory import convergence_index_per_prompt, mean_curvature
+from lamina.trajectory.analyses.reanalysis_models import (
     PAPER_TEXT_RANGE,
     ROLE_PEER,
     ROLE_REAL,
@@ -19,11 +24,8 @@ from lamina.chapters.reanalysis_models import (
     real_model_table,
     real_models,
 )
-from lamina.chapters.states import ModelStates, PooledStates
-from lamina.chapters.tour import TOUR_DEFAULT, tour_models, tour_similarity, tour_summary
-from lamina.chapters.trajectory import CONVENTIONS
-from lamina.sources.gguf_models import OFFLINE_GGUF
-from lamina.trajectory import convergence_index_per_prompt, mean_curvature
+from lamina.trajectory.analyses.tour import tour_similarity, tour_summary
+from lamina.trajectory.model_states import CONVENTIONS, ModelStates, PooledStates
 
 
 @pytest.fixture
@@ -35,23 +37,12 @@ def data_env(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- tour
 def test_tour_default_leads_with_the_pretrained_causal_lms():
-    assert TOUR_DEFAULT[: len(OFFLINE_GGUF)] == tuple(OFFLINE_GGUF)
-    assert TOUR_DEFAULT[-1] == "minilm"
-    models, notes = tour_models("default")
+    default = by_name("trajectory_tour").default_models
+    assert default[: len(OFFLINE_GGUF)] == tuple(OFFLINE_GGUF) and default[-1] == "minilm"
+    models, notes = chapter_models("trajectory_tour", "default")
     assert models[-1] == "minilm"
     # every default model is run or skipped with a note naming it
-    assert sorted(models + [n.split(" ")[0] for n in notes]) == sorted(TOUR_DEFAULT)
-
-
-def test_tour_models_accepts_one_name_or_a_list_and_refuses_bad_types():
-    assert tour_models("organism-gpt2") == (["organism-gpt2"], [])
-    assert tour_models(["a", "b", "a"]) == (["a", "b"], [])
-    with pytest.raises(TypeError, match="model must be"):
-        tour_models(3)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="empty"):
-        tour_models([])
-    with pytest.raises(ValueError, match="empty"):
-        tour_models("  ")
+    assert sorted(models + [n.split(" ")[0] for n in notes]) == sorted(default)
 
 
 def test_tour_similarity_has_one_panel_per_model(tiny_model_dirs, data_env):
@@ -171,7 +162,7 @@ def test_released_prompt_ids_missing_from_a_model_are_an_error(tiny_model_dirs, 
 def test_tour_sentences_name_each_model_and_its_lowest_transition():
     import pandas as pd
 
-    from lamina.chapters.tour import tour_sentences
+    from lamina.chapters.trajectory_tour import tour_sentences
 
     summary = pd.DataFrame([
         {"model": "m1", "n_blocks": 4, "lowest_transition": "2→3", "lowest_depth": 0.625,

@@ -1,33 +1,82 @@
-"""Trajectories of one model for one prompt table, under every representation convention.
+"""Trajectories of one source for one prompt table, under every representation convention.
 
-``load_model_states`` runs one forward pass per prompt (all tokens, all layer boundaries, fp32,
-cached on disk), pools it by mean and by last content token, and keeps the final state after the
-model's final norm beside the raw one, so that every :class:`~lamina.chapters.trajectory.Convention`
-is a view of the same extraction. ``"peer-gpt2"`` reads paper 1's released states instead.
+A *convention* (:class:`Convention`) says how a prompt's trajectory is built from a forward pass:
+
+* ``pool``: "mean" over the prompt's non-padding tokens (paper text) or the "last" non-special
+  token (released code; for an encoder it skips the trailing ``[SEP]``);
+* ``layer0``: keep the embedding output h(0) (paper text) or drop it (released code);
+* ``final``: the last state raw (the residual stream after block L, lamina's convention) or
+  "post_norm" (after the model's final norm, as in Hugging Face's ``hidden_states[-1]``, which
+  the released code uses);
+* ``normalize``: L2-normalise every state before any metric.
+
+:func:`load_model_states` runs one forward pass per prompt (all tokens, all layer boundaries,
+fp32, cached on disk), pools it by mean and by last content token, and keeps the final state
+after the model's final norm beside the raw one, so that every convention is a view of the same
+extraction. ``"peer-<folder>"`` reads paper 1's released states instead, and
+``"synthetic-<kind>"`` the known-answer sources (:mod:`lamina.trajectory.synthetic`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.trajectory import PEER_MODEL, Convention, TrajectoryConfig, peer_root
 from lamina.sources.models import load_model
-from lamina.sources.peer import is_peer, peer_folder
-from lamina.states.controls import random_embeddings, random_init_like, random_input_states
+from lamina.sources.peer import default_peer_root, is_peer, peer_folder
+from lamina.states.controls import random_init_like, random_input_states
 from lamina.states.extract import extract, pool_token_states
 from lamina.states.io import read_latent_hidden_states, read_latent_trajectories
-from lamina.trajectory.realistic import unit_keys
-from lamina.trajectory.synthetic import SYNTHETIC, synthetic_states, word_counts
+from lamina.trajectory.synthetic import (
+    SYNTHETIC,
+    control_states,
+    synthetic_states,
+    synthetic_tokens,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["ModelStates", "PooledStates", "content_token_ids", "load_model_states", "position0_flags", "synthetic_model_states"]
+__all__ = ["CONVENTIONS", "PEER_MODEL", "Convention", "ModelStates", "PooledStates",
+           "content_token_ids", "load_model_states", "peer_states", "position0_flags",
+           "synthetic_model_states"]  # fmt: skip
+
+PEER_MODEL = "peer-gpt2"
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How a trajectory is built (see the module docstring)."""
+
+    pool: Literal["mean", "last"]
+    layer0: bool = True
+    final: Literal["raw", "post_norm"] = "raw"
+    normalize: bool = False
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.pool} token" if self.pool == "last" else "mean pool"]
+        parts.append("with layer 0" if self.layer0 else "without layer 0")
+        parts.append("post-norm final" if self.final == "post_norm" else "raw final")
+        if self.normalize:
+            parts.append("normalised")
+        return ", ".join(parts)
+
+
+CONVENTIONS: dict[str, Convention] = {
+    "paper text": Convention("mean", True, "raw", False),
+    "released code": Convention("last", False, "post_norm", False),
+    "mean, post-norm final": Convention("mean", True, "post_norm", False),
+    "last, with layer 0": Convention("last", True, "raw", False),
+    "paper text, normalised": Convention("mean", True, "raw", True),
+    "released code, normalised": Convention("last", False, "post_norm", True),
+}
+
+
 
 
 @dataclass
@@ -163,9 +212,10 @@ def _peer_token_counts(
     return n_tok, int(flags.sum())
 
 
-def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates:
-    """Paper 1's released states of model ``name`` (``peer-<folder>``, see :mod:`lamina.sources.peer`)."""
-    root = peer_root(config)
+def peer_states(peer_root: str | Path | None = None, name: str = PEER_MODEL) -> ModelStates:
+    """Paper 1's released states of model ``name`` (``peer-<folder>``, see
+    :mod:`lamina.sources.peer`) under ``peer_root`` (None: ``default_peer_root()``)."""
+    root = Path(peer_root) if peer_root else default_peer_root()
     folder = peer_folder(name)
     traj = read_latent_trajectories(root, folder)
     x = np.asarray(traj.states, dtype=np.float32)  # (n, L+1, d), row L post-norm
@@ -195,8 +245,8 @@ def peer_states(config: TrajectoryConfig, name: str = PEER_MODEL) -> ModelStates
 
 
 def load_model_states(
-    name: str, prompts: pd.DataFrame, config: TrajectoryConfig, *, random_init: bool = True,
-    random_input: bool = True,
+    name: str, prompts: pd.DataFrame, *, seed: int = 0, peer_root: str | Path | None = None,
+    random_init: bool = True, random_input: bool = True,
 ) -> ModelStates:
     """Trajectories of ``prompts["prompt"]`` for model ``name``, in fp32, cached on disk; plus,
     when ``random_init``, the same for a random-init model of the architecture (seeded), and
@@ -204,9 +254,9 @@ def load_model_states(
     ``name == "peer-<folder>"`` reads that model's released states instead (their own
     prompts)."""
     if is_peer(name):
-        return peer_states(config, name)
+        return peer_states(peer_root, name)
     if name in SYNTHETIC:
-        return synthetic_model_states(name, prompts, config.seed)
+        return synthetic_model_states(name, prompts, seed)
     import torch
 
     model, tokenizer = load_model(name, dtype=torch.float32)
@@ -220,11 +270,11 @@ def load_model_states(
     random_pools = None
     if random_input:
         ragged = random_input_states(model, content_token_ids(tokenizer, texts, pools["mean"].n_tokens),
-                                     config.seed)  # fmt: skip
+                                     seed)  # fmt: skip
         random_pools = _pool_plain(model, ragged, prompts)
     control = None
     if random_init:
-        fresh = random_init_like(model, seed=config.seed)
+        fresh = random_init_like(model, seed=seed)
         control, _ = _extract_model(fresh, tokenizer, texts, cache=False)
         for p in control.values():
             p.prompts = prompts.reset_index(drop=True)
@@ -281,35 +331,34 @@ def _pool_plain(model: Any, ragged: list[np.ndarray], prompts: pd.DataFrame) -> 
     }
 
 
-def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0):
-    """``ModelStates`` of a synthetic source for ``prompts`` (what ``load_model_states``
-    returns for ``name`` "synthetic-null" / "synthetic-planted", see ``lamina.trajectory.synthetic``): both pools hold the same
-    states (there are no tokens to pool), the random-init model holds null states of another
-    seed, the random-input control :func:`lamina.states.controls.random_embeddings` of the
-    source's states drawn shared within each unit (``lamina.trajectory.realistic.unit_keys``:
-    what a random vocabulary shares across prompts), ``n_tokens`` = :func:`word_counts`."""
+def synthetic_model_states(name: str, prompts: pd.DataFrame, seed: int = 0) -> ModelStates:
+    """``ModelStates`` of a synthetic source for ``prompts`` (what :func:`load_model_states`
+    returns for ``name`` "synthetic-<kind>", :mod:`lamina.trajectory.synthetic`): each pool
+    from its own fitted background, the random-init model and the random-embedding control
+    from :func:`lamina.trajectory.synthetic.control_states` (the random-embedding control a
+    fresh random vocabulary, shared by every prompt holding a key, as a real embedding is),
+    ``n_tokens`` = :func:`lamina.trajectory.synthetic.synthetic_tokens`."""
     if name not in SYNTHETIC:
         raise ValueError(f"unknown synthetic source {name!r}; choose one of {SYNTHETIC}")
     table = prompts.reset_index(drop=True)
-    n_tok = word_counts(table)
-
-    def pools(x: np.ndarray) -> dict:
-        x = x.astype(np.float32)
-        return {p: PooledStates(x, None, True, table, n_tok) for p in ("mean", "last")}
-
     kind = name.removeprefix("synthetic-")
-    real = synthetic_states(table, kind, seed)
-    notes = [
-        f"{name}: a known-answer source (seed {seed}), not a model: "
-        + {"null": "no effect is planted.",
-           "planted": "paper 1's effects are planted at the abstract's sizes.",
-           "planted-half": "paper 1's effects are planted at half the abstract's sizes."}[kind]
-    ]
+
+    def pooled(which: str) -> dict[str, PooledStates]:
+        out = {}
+        for p in ("mean", "last"):
+            x = (synthetic_states(table, kind, seed, p) if which == "real"
+                 else control_states(table, kind, seed, p)[which])
+            out[p] = PooledStates(x.astype(np.float32), None, True, table, synthetic_tokens(table, p))
+        return out
+
+    what = {"null": "no effect is planted.",
+            "planted": "paper 1's effects are planted at the abstract's sizes.",
+            "planted-half": "paper 1's effects are planted at half the abstract's sizes.",
+            "survivor": "paper 1's effects at the abstract's sizes, carried by what the controls "
+            "keep."}[kind]  # fmt: skip
     return ModelStates(
-        name,
-        pools(real),
-        pools(synthetic_states(table, "null", seed + 10_001)),
+        name, pooled("real"), pooled("random-init model"),
         {"has_final_norm": False, "synthetic": kind, "seed": seed},
-        notes,
-        pools(random_embeddings(real, seed + 20_002, units=unit_keys(table))),
+        [f"{name}: a known-answer source (seed {seed}), not a model: {what}"],
+        pooled("random embeddings"),
     )

@@ -3,7 +3,7 @@ LMs installed offline), measured under every representation convention beside th
 GPT-2 states.
 
 Only ``peer-gpt2`` has released values to match (the self-checks of
-:mod:`lamina.chapters.reanalysis`); the other models' rows are their own values. Per model and
+:mod:`lamina.trajectory.analyses.reanalysis`); the other models' rows are their own values. Per model and
 convention (prompts = those released for peer-gpt2 under that convention's pooling):
 
 * curvature: mean over prompts of the per-prompt mean turning angle (rad,
@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
-from lamina.chapters.states import ModelStates, PooledStates
-from lamina.chapters.trajectory import CONVENTIONS, Convention
 from lamina.evidence.resampling import index_bootstrap, peak_bootstrap
 from lamina.sources.gguf_models import installed_offline
 from lamina.sources.models import load_model
 from lamina.states.extract import extract, pool_token_states
 from lamina.trajectory import mean_curvature, trajectory_length
-from lamina.trajectory.stat_tests import ci_profile, distance_stack
+from lamina.trajectory.convergence_stats import ci_profile, distance_stack
+from lamina.trajectory.model_states import CONVENTIONS, Convention, ModelStates, PooledStates
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -179,7 +178,7 @@ def convergence_profile(x: np.ndarray, cats: np.ndarray) -> Callable[[np.ndarray
     """``profile(idx)`` -> (layers,) the prompt-mean of
     :func:`~lamina.trajectory.convergence_index_per_prompt` over the rows ``idx`` (a bootstrap
     resample, with repeats; a copy of a prompt is not its neighbour), from the distances of
-    x (n, layers, d) computed once: :func:`lamina.trajectory.stat_tests.ci_profile`, the estimator
+    x (n, layers, d) computed once: :func:`lamina.trajectory.convergence_stats.ci_profile`, the estimator
     of the convergence chapter's own bootstrap."""
     return partial(ci_profile, distance_stack(np.asarray(x, dtype=np.float64)), np.asarray(cats))
 

@@ -1,0 +1,227 @@
+"""The convergence claim's test: the peak of the convergence-index profile, its CI and p.
+
+Items are the independent unit: an item's prompts (one word in several sentence frames)
+share the word, so a prompt's own item siblings are left out of its within-category mean, in
+the estimate and in every resample (:func:`ci_profiles`); the bootstrap resamples items within
+their category and the permutation test permutes the items' labels. Sentence frames shared
+across categories (every item in the same two neutral frames) then shift within- and
+between-category distances alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lamina.core.types import Profile
+from lamina.evidence.stats import max_permutation_test, peak_bootstrap, wilcoxon
+from lamina.trajectory.metrics import convergence_index_per_prompt
+
+__all__ = ["ci_profile", "ci_profiles", "convergence_test", "distance_stack", "item_units"]
+
+
+def distance_stack(x: np.ndarray) -> np.ndarray:
+    """Chord distances between L2-normalised states, layer by layer.
+
+    x: (n, m, d)  ->  D (m, n, n) with D[l, i, j] = ||ĥ_i(l) - ĥ_j(l)|| = sqrt(2 - 2 ĥ_i·ĥ_j).
+    """
+    u = x / np.linalg.norm(x, axis=-1, keepdims=True).clip(1e-30)
+    g = np.einsum("ild,jld->lij", u, u)
+    return np.sqrt(np.clip(2.0 - 2.0 * g, 0.0, None))
+
+
+def _unit_codes(units: Any | None, n: int) -> np.ndarray:
+    """(n,) int unit code of each row (None: each row its own unit)."""
+    if units is None:
+        return np.arange(n)
+    u = np.asarray(units).astype(str)
+    if u.shape != (n,):
+        raise ValueError(f"units must have shape ({n},); got {u.shape}")
+    return np.unique(u, return_inverse=True)[1].reshape(n)
+
+
+def ci_profile(D: np.ndarray, labels: np.ndarray, idx: np.ndarray | None = None,
+               units: Any | None = None) -> np.ndarray:  # fmt: skip
+    """Mean per-prompt convergence index over the rows ``idx`` (repeats allowed), leaving
+    each prompt's own unit out of its within-category mean.
+
+    CI_i(l) = mean_{j: y_j != y_i} D[l, i, j] - mean_{j: y_j = y_i, u_j != u_i} D[l, i, j]
+    over the resampled rows, averaged over i: the definition of
+    ``lamina.trajectory.convergence_index_per_prompt`` with the prompts of i's own unit u_i
+    (``units``, e.g. an item's prompts in other frames, and any copy of i in a resample) not
+    counted as its neighbours (None: only copies of i). D: (m, n, n) from
+    :func:`distance_stack`; labels: (n,)  ->  (m,).
+    """
+    n = D.shape[1]
+    c = np.ones(n) if idx is None else np.bincount(np.asarray(idx), minlength=n).astype(float)
+    return ci_profiles(D, np.asarray(labels)[None], c[None], units)[0]
+
+
+def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray,
+                units: Any | None = None) -> np.ndarray:  # fmt: skip
+    """:func:`ci_profile` of B label vectors and row multiplicities at once (permutations or
+    resamples): labels (B, n) and counts (B, n) float, D (m, n, n)  ->  (B, m).
+
+    With w_bjk = c_bj [y_bj = k], S_libk = sum_j D[l, i, j] w_bjk is one matrix product for the
+    whole batch; the own unit's part V_lib = sum_{j: u_j = u_i} D[l, i, j] c_bj [y_bj = y_bi]
+    (a unit carries one label) is a sum over at most the largest unit's rows;
+    CI_bi(l) = (sum_k S_libk - S_lib,y_bi) / n_between - (S_lib,y_bi - V_lib) / n_within,
+    n_within = size_b,y_bi - sum_{j: u_j = u_i} c_bj [y_bj = y_bi],
+    n_between = sum_j c_bj - size_b,y_bi, averaged over i with weights c_bi (rows with no
+    neighbour on either side are left out).
+    """
+    m, n = D.shape[0], D.shape[1]
+    lab = np.asarray(labels)
+    _, flat = np.unique(lab, return_inverse=True)
+    inv: np.ndarray = flat.reshape(lab.shape)  # (B, n) category codes
+    B, K = lab.shape[0], int(inv.max()) + 1
+    c = np.asarray(counts, dtype=np.float64)
+    w = np.zeros((n, B, K))
+    w[np.arange(n)[:, None], np.arange(B)[None, :], inv.T] = c.T  # (n, B, K)
+    sums = (D.reshape(m * n, n) @ w.reshape(n, B * K)).reshape(m, n, B, K)
+    size = w.sum(0)  # (B, K) resampled category sizes
+    rows = np.arange(n)[:, None]
+    own = sums[:, rows, np.arange(B)[None, :], inv.T]  # (m, n, B)
+    size_own = size[np.arange(B)[None, :], inv.T]  # (n, B)
+    u = _unit_codes(units, n)
+    members = [np.flatnonzero(u == k) for k in range(int(u.max()) + 1)]
+    width = max(len(g) for g in members)
+    nb = np.array([np.pad(members[u[i]], (0, width - len(members[u[i]])), constant_values=-1)
+                   for i in range(n)])  # (n, width) the rows of i's unit, -1 padding
+    valid = nb >= 0
+    nbi = np.where(valid, nb, 0)
+    same = (inv.T[nbi] == inv.T[:, None, :]) & valid[..., None]  # (n, width, B)
+    cu = np.where(same, c.T[nbi], 0.0)  # (n, width, B)
+    unit_sum = np.einsum("lnw,nwb->lnb", D[:, np.arange(n)[:, None], nbi], cu)  # (m, n, B)
+    n_within = size_own - cu.sum(1)
+    n_between = c.sum(1)[None, :] - size_own
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ci = (sums.sum(3) - own) / n_between - (own - unit_sum) / n_within  # (m, n, B)
+    ok = (c.T > 0) & (n_within > 0) & (n_between > 0)  # (n, B)
+    weight = np.where(ok, c.T, 0.0)
+    total = weight.sum(0)  # (B,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.einsum("lib,ib->bl", np.where(ok[None], ci, 0.0), weight) / total[:, None]
+    out[total == 0] = np.nan
+    return out
+
+
+def _depth_interval(depth: np.ndarray, share: np.ndarray) -> tuple[float, float]:
+    """The 2.5 and 97.5 percentiles of the re-selected peak's depth: depth (m,) of each layer
+    as a fraction of the last, share (m,) the share of bootstrap resamples peaking there
+    (NaN, NaN when no resample has a peak)."""
+    cdf = np.cumsum(share)
+    if not cdf[-1] > 0:
+        return np.nan, np.nan
+    lo = depth[int(np.searchsorted(cdf, 0.025))]
+    return lo, depth[min(int(np.searchsorted(cdf, 0.975)), len(depth) - 1)]
+
+
+def _peak_vs_first(per: Profile, k: int) -> tuple[float, float]:
+    """(p, rank-biserial) of the Wilcoxon signed-rank test of per-prompt values ``per``
+    (n, m) at layer index ``k`` vs index 0; (1, 0) when the peak is the first layer."""
+    if k == 0:
+        return 1.0, 0.0
+    w = wilcoxon(per[:, k], per[:, 0]).iloc[0]
+    return float(w["p_value"]), float(w["rank_biserial"])
+
+
+def _check_labelled(x: np.ndarray, lab: np.ndarray) -> None:
+    """ValueError unless x is (n, m, d) with n labels of at least 2 categories."""
+    if x.ndim != 3 or lab.shape != (x.shape[0],):
+        raise ValueError(
+            f"convergence_test needs states (n, m, d) and n labels; got states {x.shape} and "
+            f"labels of length {lab.size}"
+        )
+    if len(np.unique(lab)) < 2:
+        raise ValueError("convergence_test needs at least 2 categories")
+
+
+def item_units(table: Any) -> np.ndarray | None:
+    """(n,) "category:item" for tables with an ``item`` column (the prompts of one item share
+    its word: one independent unit), else None (each prompt is its own unit)."""
+    if "item" not in table or table["item"].isna().any():
+        return None
+    return (table["category"].astype(str) + ":" + table["item"].astype(str)).to_numpy()
+
+
+def convergence_test(
+    x: np.ndarray,
+    labels: Any,
+    layers: list[int],
+    *,
+    n_bootstrap: int = 2_000,
+    n_permutations: int = 2_000,
+    seed: int = 0,
+    units: Any | None = None,
+    confidence: float = 0.90,
+) -> dict[str, Any]:
+    """Peak of the convergence-index profile and the claim's tests.
+
+    x: (n, m, d) states at ``layers``; labels: (n,); units: (n,) the independent unit of each
+    prompt (an item whose several prompts share its word; None: the prompt). The profile is
+    :func:`ci_profile` with each prompt's own unit left out of its within-category mean.
+    Returns ``peak`` (chord units), its ``peak_layer`` and ``peak_fraction`` (layer / last
+    layer); ``ci_low``/``ci_high``: the central ``confidence`` interval of the peak (0.90:
+    its ends are one-sided 95% bounds, the sidedness of the test) from a bootstrap that
+    resamples units (with all their prompts) within their category and re-selects the peak
+    layer in every resample, moved so that the resamples' median sits on the estimate: the
+    maximum of a resampled profile is biased upwards (every resample's noise is selected
+    again), so the raw percentile interval (``resampled_low``/``resampled_high``) can lie
+    above the estimate; ``p``: the label-permutation p of the maximum over layers,
+    permuting the units' labels (:func:`lamina.evidence.resampling.max_permutation_test`;
+    one-sided: large peaks), with ``p_mc_error`` and ``exceedances``;
+    ``p_wilcoxon`` and ``rank_biserial``: Wilcoxon signed-rank of per-prompt CI at the peak
+    vs the first layer (paired by prompt; not corrected for choosing the peak); ``profile``
+    (m,); ``fraction_low``/``fraction_high``: percentiles of the re-selected peak's depth.
+    """
+    lab = np.asarray(labels)
+    x = np.asarray(x, dtype=np.float64)
+    _check_labelled(x, lab)
+    D = distance_stack(x)
+    n = len(lab)
+
+    def resampled(idx: list[np.ndarray]) -> np.ndarray:  # B resamples -> (B, m)
+        counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
+        return ci_profiles(D, np.broadcast_to(lab, counts.shape), counts, units)
+
+    perm = max_permutation_test(
+        lambda y: ci_profile(D, y, units=units), lab, n_permutations, seed,
+        profiles=lambda y: ci_profiles(D, y, np.ones(y.shape), units), blocks=units,
+    )  # fmt: skip
+    boot = peak_bootstrap(
+        lambda i: ci_profile(D, lab, i, units), n, n_bootstrap, seed, strata=lab,
+        clusters=units, profiles=resampled, confidence=confidence,
+    )  # fmt: skip
+    profile = ci_profile(D, lab, units=units)
+    k = int(np.nanargmax(profile))
+    draws = boot["draws"][np.isfinite(boot["draws"])]
+    shift = float(profile[k] - np.median(draws)) if draws.size else np.nan
+    tail = 100 * (1 - confidence) / 2
+    depth = np.asarray(layers, dtype=float) / layers[-1]
+    frac_lo, frac_hi = _depth_interval(depth, boot["peak_share"])
+    per = convergence_index_per_prompt(x, lab)
+    pw, rb = _peak_vs_first(per, k)
+    return {
+        "peak": float(profile[k]),
+        "peak_layer": int(layers[k]),
+        "peak_fraction": float(depth[k]),
+        "fraction_low": float(frac_lo),
+        "fraction_high": float(frac_hi),
+        "ci_low": float(np.percentile(draws, tail) + shift) if draws.size else np.nan,
+        "ci_high": float(np.percentile(draws, 100 - tail) + shift) if draws.size else np.nan,
+        "resampled_low": boot["ci_low"],
+        "resampled_high": boot["ci_high"],
+        "standard_error": boot["standard_error"],
+        "p": perm["p_value"],
+        "p_mc_error": perm["mc_error"],
+        "exceedances": perm["exceedances"],
+        "n_permutations": n_permutations,
+        "n_units": int(len(np.unique(units))) if units is not None else n,
+        "p_wilcoxon": pw,
+        "rank_biserial": rb,
+        "profile": profile,
+        "per_prompt": per,
+        "peak_index": k,
+    }

@@ -1,0 +1,87 @@
+"""Paper 1's calibration runs (lamina.trajectory.calibration): every declared calibrated claim
+has runs in the format the book's calibration page reads, at the chapters' own sizes, and a
+seed's rows are cached, checked and recomputed when damaged."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
+from lamina.trajectory import calibration as cal
+from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS
+
+SMALL = {"n_bootstrap": 30, "n_permutations": 50}
+
+
+@pytest.mark.slow
+def test_the_runs_cover_every_calibrated_claim_of_the_chapters(tmp_path):
+    runs = cal.calibration_runs(1, budget=SMALL, cache=tmp_path)
+    assert list(runs.columns) == list(RUN_COLUMNS)
+    assert set(runs["source"]) == {"null", "planted", "half"}
+    calibrated = {s.id for ch in cal.CHAPTERS for s in CHAPTER_CLAIMS[ch] if s.calibrated}
+    assert set(runs["claim_id"]) == calibrated
+    table = calibration_table([s for s in CLAIMS if s.id in calibrated or s.not_calibrated],
+                              calibration_rates(runs))
+    assert len(table) and set(table["claim_id"]) >= calibrated
+    # too few permutations for the convergence peak's alpha: its rows say so
+    peak = runs[runs["claim_id"] == "p1-convergence-peak"]
+    assert (peak["verdict"] == "not testable").all() and peak["reason"].str.contains("permutations").all()
+    # the vanish rows' null is the survivor source: the effect is there, so they are judged
+    vanish = runs[(runs["kind"] == "vanish") & (runs["source"] == "null")]
+    assert len(vanish) == 4
+
+
+def test_a_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, monkeypatch):
+    calls = []
+
+    def fake(seed, chapters, budget):
+        calls.append(seed)
+        return [{"claim_id": "p1-curvature-gap", "source": "null", "seed": seed,
+                 "verdict": "absent", "kind": "effect", "present": False, "reason": ""}]
+
+    monkeypatch.setattr(cal, "seed_rows", fake)
+    first = cal.calibration_runs(2, chapters=("curvature",), budget=SMALL, cache=tmp_path)
+    again = cal.calibration_runs(2, chapters=("curvature",), budget=SMALL, cache=tmp_path)
+    assert calls == [0, 1] and again.equals(first)
+    entry = next(tmp_path.rglob("seed-1.json"))
+    record = json.loads(entry.read_text())
+    record["result"]["rows"][0]["verdict"] = "reproduced"  # edited: the checksum fails
+    entry.write_text(json.dumps(record))
+    with pytest.warns(RuntimeWarning, match="damaged calibration cache entry"):
+        third = cal.calibration_runs(2, chapters=("curvature",), budget=SMALL, cache=tmp_path)
+    assert calls == [0, 1, 1] and third.equals(first)
+    assert isinstance(third, pd.DataFrame)
+
+
+def test_the_sources_are_described_for_the_page():
+    assert set(cal.CALIBRATION_SOURCES) == {"null", "planted", "half"}
+    assert "survivor" in cal.CALIBRATION_SOURCES["null"]
+
+
+def test_the_cache_key_covers_every_paper1_module_the_runs_import():
+    """A seed's cached rows are keyed on the source of what computes them: every
+    lamina.trajectory module in the calibration's import closure is in CODE (an edit to one
+    left out would reuse stale rows)."""
+    from pathlib import Path
+
+    from lamina.book.imports import import_closure
+
+    closure = import_closure(Path(cal.__file__))
+    assert closure is not None
+    needed = {f"trajectory/{m.rsplit('.', 1)[-1]}.py" for m in closure
+              if m.startswith("lamina.trajectory.") and not m.endswith("calibration_legacy")}
+    assert needed <= set(cal.CODE), sorted(needed - set(cal.CODE))
+
+
+def test_the_page_lists_every_declared_claim_with_its_rates_or_reason():
+    rows = [{"claim_id": s.id, "source": src, "seed": seed, "verdict": "absent",
+             "kind": s.kind, "present": False, "reason": ""}
+            for s in CLAIMS if s.calibrated for src in ("null", "planted", "half")
+            for seed in range(2)]  # fmt: skip
+    runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    runs.attrs["seconds"] = [1.0, 1.0]
+    text = cal.page_markdown(runs)
+    for s in CLAIMS:
+        assert f"`{s.id}`" in text
+    assert "not calibrated: " in text and "0% [0%, " in text
