@@ -8,15 +8,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # calibration seeds: 130, so that a false-positive rate of up to 4% has a Wilson 95% interval
-# within +/-5 points (lamina.trajectory.calibration.seeds_for_halfwidth: 0% needs 80 seeds, 2%
-# 110, 4% 130; the 100-seed page had rows at 2% and 4%). Run on 2 worker processes, one thread each: a seed
-# (three known-answer sources, every claim test) took 15 s of one quiet core (earlier
-# measurement) and 33 s per worker in a 4-seed pilot with the 2 cores at load 10; each worker
-# first solves the planted sources' gains once (about 1 min). Cold: about 13 min on 2 quiet
-# cores (up to about 28 min loaded). Each seed's rows are cached in data/cache/calibration,
-# keyed by the code, prompts and options that change them: a warm build reads them (< 1 s).
-# Papers 2 and 3's rules (lamina.chapters.rules_calibration): 100 seeds took 492 s of wall time
-# on 2 processes with the cores loaded (4.9 s + 1.5 s of one core per seed), cached there too.
+# within +/-5 points (lamina.evidence.calibration.seeds_for_halfwidth: 0% needs 80 seeds, 2%
+# 110, 4% 130). One page (python -m lamina.book.calibration) runs each paper's known-answer
+# sources (lamina.{trajectory,weights,anatomy}.calibration.calibration_runs) on 2 worker
+# processes of one thread each; each seed's rows are cached in data/cache/calibration, keyed by
+# the code and options that change them and verified when read, so a warm build reads them.
+# The page's cost lines give each paper's CPU seconds per seed and this build's wall time.
 CALIBRATION_SEEDS ?= 130
 CALIBRATION_JOBS ?= 2
 STAMP := $(VENV)/.lamina-installed
@@ -78,8 +75,7 @@ aligned: $(STAMP)
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
-	$(PY) -m lamina.trajectory.calibration page book/generated/calibration.md $(CALIBRATION_SEEDS) --jobs $(CALIBRATION_JOBS)
-	$(PY) -m lamina.chapters.rules_calibration book/generated/calibration_rules.md $(CALIBRATION_SEEDS)
+	$(PY) -m lamina.book.calibration book/generated/calibration.md $(CALIBRATION_SEEDS) --jobs $(CALIBRATION_JOBS)
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again

@@ -312,9 +312,7 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
             [sys.executable, "-m", "lamina.book", "pages", "--root", str(root)], check=True
         )
         calibration = root / "book" / "generated" / "calibration.md"
-        subprocess.run([sys.executable, "-m", "lamina.trajectory.calibration", "page", str(calibration), "2"], check=True)
-        rules = root / "book" / "generated" / "calibration_rules.md"
-        subprocess.run([sys.executable, "-m", "lamina.chapters.rules_calibration", str(rules), "2"], check=True)
+        subprocess.run([sys.executable, "-m", "lamina.book.calibration", str(calibration), "2", "--jobs", "1"], check=True)
         jb = Path(sys.executable).parent / "jupyter-book"
         build = subprocess.run(
             [

@@ -9,7 +9,6 @@ import re
 from lamina.book.matrix import matrix_html, matrix_row_anchor, short_label
 from lamina.book.picture import _counts, _split, counts_svg, picture_html
 from lamina.book.scorecard import _abstract_md, claims_table
-from lamina.chapters.results import claim_record
 from lamina.evidence.claims import Claim
 
 
@@ -39,8 +38,6 @@ def test_short_labels_come_from_the_declaration_or_the_id():
     assert short_label("self-reanalysis-released-ci", 1) == "check reanalysis released ci"
     assert short_label("curvature:*", 1) == "P1 curvature (not run)"
     assert short_label("p1-convergence-peak", 1, "P1 peak") == "P1 peak"
-    assert claim_record("P3-core", "t", "", "m", 0.1, short="P3 core")["short"] == "P3 core"
-    assert "short" not in claim_record("P3-core", "t", "", "m", 0.1)  # absent: built from the id
     fields = {"claim_id": "p1-convergence-peak", "claim": "t", "paper_value": "", "model": "m",
               "measured": 0.1, "verdict": "reproduced"}  # fmt: skip
     assert Claim(**fields, short="P1 peak").row()["short"] == "P1 peak"

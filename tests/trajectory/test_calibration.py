@@ -70,7 +70,7 @@ def test_the_cache_key_covers_every_paper1_module_the_runs_import():
     closure = import_closure(Path(cal.__file__))
     assert closure is not None
     needed = {f"trajectory/{m.rsplit('.', 1)[-1]}.py" for m in closure
-              if m.startswith("lamina.trajectory.") and not m.endswith("calibration_legacy")}
+              if m.startswith("lamina.trajectory.")}
     assert needed <= set(cal.CODE), sorted(needed - set(cal.CODE))
 
 

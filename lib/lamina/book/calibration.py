@@ -11,12 +11,18 @@ so a claim cannot be declared without appearing here. The rates' definitions are
 
 from __future__ import annotations
 
+import argparse
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import pandas as pd
 
+from lamina.anatomy import calibration as anatomy_calibration
+from lamina.core.provenance import atomic_write_text
 from lamina.evidence.calibration import (
     FPR_TARGET,
     HALFWIDTH,
@@ -26,8 +32,10 @@ from lamina.evidence.calibration import (
     seeds_for_halfwidth,
 )
 from lamina.evidence.declare import ClaimSpec
+from lamina.trajectory import calibration as trajectory_calibration
+from lamina.weights import calibration as weights_calibration
 
-__all__ = ["Section", "calibration_page", "section_markdown"]
+__all__ = ["PAPERS", "Section", "calibration_page", "paper_section", "section_markdown"]
 
 
 @dataclass(frozen=True)
@@ -43,16 +51,16 @@ class Section:
     cost: str = ""
 
 
-def _pct(x: float) -> str:
+def _pct(x: Any) -> str:
     return "–" if not isinstance(x, int | float) or not math.isfinite(x) else f"{100 * x:.0f}%"
 
 
-def _rate(r: Mapping[str, object], key: str, hits: str, n: str) -> str:
+def _rate(r: Mapping[str, Any], key: str, hits: str, n: str) -> str:
     if not r.get(n):
         return "–"
     low, high = r.get(f"{key}_low"), r.get(f"{key}_high")
-    ci = f" [{_pct(low)}, {_pct(high)}]" if low is not None else ""  # type: ignore[arg-type]
-    return f"{_pct(r[key])}{ci} ({r[hits]}/{r[n]})"  # type: ignore[arg-type]
+    ci = f" [{_pct(low)}, {_pct(high)}]" if low is not None else ""
+    return f"{_pct(r[key])}{ci} ({int(r[hits])}/{int(r[n])})"
 
 
 def _targets(r: Mapping[str, object]) -> str:
@@ -88,7 +96,7 @@ def section_markdown(section: Section) -> str:
         half = "–"
         if r.get("n_half") and r["kind"] == "effect":
             half = (f"{_pct(r['half_smaller'])} / {_pct(r['half_reproduced'])} "
-                    f"(n = {r['n_half']})")  # fmt: skip
+                    f"(n = {int(r['n_half'])})")  # fmt: skip
         ok = _targets(r)
         lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | "
                      f"{_rate(r, 'fpr', 'fpr_hits', 'n_null_testable')} | "
@@ -109,3 +117,49 @@ def section_markdown(section: Section) -> str:
 def calibration_page(sections: Sequence[Section], intro: str = "") -> str:
     """The page body: ``intro``, then one :func:`section_markdown` per paper."""
     return "\n".join([intro, *(section_markdown(s) for s in sections)]).lstrip() + "\n"
+
+
+PAPERS: tuple[tuple[str, ModuleType], ...] = (
+    ("Paper 1: trajectory geometry", trajectory_calibration),
+    ("Paper 2: weight-update signature", weights_calibration),
+    ("Paper 3: layer anatomy and Growth Training", anatomy_calibration),
+)
+"""Each paper's section title and calibration module (``CLAIMS``, ``calibration_runs``,
+``CALIBRATION_SOURCES``), in the page's order."""
+
+
+def paper_section(title: str, module: ModuleType, n_seeds: int, *, jobs: int = 2) -> Section:
+    """One paper's :class:`Section` over seeds 0..n_seeds-1 of ``module.calibration_runs``
+    (``jobs`` one-thread processes, each seed cached by the module), with a cost line: the mean
+    CPU seconds of a seed's computation (``runs.attrs["seconds"]``, recorded with a cached
+    seed) and this build's wall time (seconds)."""
+    start = time.perf_counter()
+    runs = module.calibration_runs(n_seeds, jobs=jobs)
+    seconds = [float(x) for x in runs.attrs.get("seconds", [])]
+    cpu = f"{sum(seconds) / len(seconds):.1f} s of one core per seed; " if seconds else ""
+    cached = runs.attrs.get("cached")
+    read = f", {sum(bool(c) for c in cached)} of them read from the cache" if cached is not None else ""
+    cost = (f"{n_seeds} seeds per source: {cpu}{time.perf_counter() - start:.0f} s of wall "
+            f"time in this build ({jobs} process(es){read}).")  # fmt: skip
+    return Section(title, module.CLAIMS, runs, module.CALIBRATION_SOURCES, cost)
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover (run by make methods)
+    """``python -m lamina.book.calibration OUT.md N_SEEDS [--jobs J]``: write the page body."""
+    parser = argparse.ArgumentParser(prog="python -m lamina.book.calibration")
+    parser.add_argument("out")
+    parser.add_argument("n_seeds", type=int)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.n_seeds < 1 or args.jobs < 1:
+        parser.error(f"N_SEEDS and --jobs must be >= 1; got {args.n_seeds} and {args.jobs}")
+    sections = []
+    for title, module in PAPERS:
+        print(f"[lamina] calibration: {title} ({args.n_seeds} seeds)", flush=True)
+        sections.append(paper_section(title, module, args.n_seeds, jobs=args.jobs))
+    print(atomic_write_text(args.out, calibration_page(sections)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -187,11 +187,6 @@ class Claim:
         if self.present and kind != "effect":
             raise ValueError(f"claim {self.claim_id}: only an effect row can be present")
 
-    @classmethod
-    def tested(cls, **kw: Any) -> Claim:
-        """A row judged by the former rules (kept until every chapter is ported)."""
-        return _tested(cls, **kw)
-
     def row(self) -> dict[str, Any]:
         """The record as a plain dict (floats as floats), for tables and JSON; without
         ``short`` when the claim declares none (the book then builds it from the id)."""
@@ -219,45 +214,3 @@ def claims_frame(claims: list[Claim]) -> pd.DataFrame:
     """A claims table from records (empty table with the right columns when there are none)."""
     cols = [f.name for f in dataclasses.fields(Claim)]
     return pd.DataFrame([c.row() for c in claims], columns=cols)
-
-
-# ------------------------------------------------------------------------------------------
-# The rules written before the one engine (lamina.evidence.decide); they remain until every
-# paper's chapters judge their claims through ``decide``, then they are deleted.
-from lamina.evidence.legacy import (  # noqa: E402
-    decide_values,
-    range_decide,
-    self_check,
-    vanish_decide,
-)
-
-decide = decide_values  # the former name, for the chapters not yet ported
-
-
-def _tested(
-    cls: type[Claim],
-    *,
-    claimed: tuple[float, float],
-    direction: int = 0,
-    tolerance: float = 0.0,
-    untestable: str | None = None,
-    null: float = 0.0,
-    **fields: Any,
-) -> Claim:
-    """A paper's claim row judged by the former rules from ``measured``, ``ci_low``,
-    ``ci_high``, ``p`` and ``alpha`` in ``fields`` (kept until every chapter is ported)."""
-    p = fields.get("p", math.nan)
-    verdict, reason = decide_values(
-        fields.get("measured", math.nan), fields.get("ci_low", math.nan),
-        fields.get("ci_high", math.nan), claimed=claimed,
-        p=None if p is None or (isinstance(p, float) and math.isnan(p)) else p,
-        alpha=fields.get("alpha", 0.05), direction=direction, tolerance=tolerance,
-        untestable=untestable, null=null,
-    )  # fmt: skip
-    osc = "" if untestable else osc_replicates(
-        fields.get("measured", math.nan), None if p is None else float(p),
-        direction=direction, null=null)  # fmt: skip
-    fields = {k: (math.nan if v is None else v) for k, v in fields.items()}
-    return cls(verdict=verdict, reason=reason, osc=osc, **fields)
-
-__all__ += ["decide", "range_decide", "self_check", "vanish_decide", "check_id"]

@@ -297,16 +297,13 @@ def geometric_summary(
 
 
 def t_summary(
-    values: np.ndarray, *, log: bool = False, sided: Alternative | None = None
+    values: np.ndarray, *, log: bool = False, sided: Alternative
 ) -> tuple[float, float, float, float]:
     """Mean over seeds (geometric if ``log``) with a t CI and the one-sample t-test p of
     mean = 0 (= 1 if ``log``), both of sidedness ``sided``: "two-sided" gives the central 95%
     interval and the two-sided p; "greater"/"less" give the one-sided p and a CI whose ends are
     one-sided 95% bounds (the central 90% interval), so that p < 0.05 exactly when the CI
-    excludes the null on the tested side. -> (mean, ci_low, ci_high, p).
-
-    ``sided=None`` is the former behaviour (a two-sided 95% CI beside a one-sided "greater" p),
-    kept only until the growth chapter declares its claims; new code names the sidedness."""
+    excludes the null on the tested side. -> (mean, ci_low, ci_high, p)."""
     x = np.log(values) if log else np.asarray(values, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
@@ -316,9 +313,9 @@ def t_summary(
         lo = hi = m
         p = float("nan")
     else:
-        level = 0.95 if sided in ("two-sided", None) else 0.90
+        level = 0.95 if sided == "two-sided" else 0.90
         lo, hi = sps.t.interval(level, x.size - 1, loc=m, scale=sps.sem(x))
-        p = float(sps.ttest_1samp(x, 0.0, alternative=sided or "greater").pvalue)
+        p = float(sps.ttest_1samp(x, 0.0, alternative=sided).pvalue)
     f = np.exp if log else (lambda v: v)
     return float(f(m)), float(f(lo)), float(f(hi)), p
 

@@ -24,9 +24,6 @@ Sources (:data:`CALIBRATION_SOURCES`):
 ``<data>/cache/calibration/p1-<key>/`` (:func:`cache_key`: the code, the prompts, the budget,
 the library versions), each file with its own SHA-256, checked on read (a damaged entry is
 recomputed with a warning).
-
-Papers 2 and 3 still import their former helpers from here
-(:mod:`lamina.trajectory.calibration_legacy`) until they are ported.
 """
 
 from __future__ import annotations
@@ -53,13 +50,6 @@ from lamina.core.threads import one_thread_process
 from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
-from lamina.trajectory.calibration_legacy import (  # papers 2 and 3's, until they are ported
-    default_cache,
-    known_answer_rows,
-    row_text,
-    seeds_for_halfwidth,
-    summarise,
-)
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, SURVIVOR
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
@@ -68,8 +58,7 @@ from lamina.trajectory.stat_tests import control_summaries, paper1_test, shuffle
 from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
 __all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "cache_key", "calibration_runs",
-           "chapter_rows", "default_cache", "known_answer_rows", "page_markdown", "row_text",
-           "seeds_for_halfwidth", "summarise"]  # fmt: skip
+           "chapter_rows", "page_markdown"]  # fmt: skip
 
 CHAPTERS = registry.calibrated()  # the chapters whose records say calibrated=True
 BUDGET = {"n_bootstrap": 500, "n_permutations": 10_000}  # the chapters' main tests decide at these
