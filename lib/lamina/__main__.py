@@ -48,18 +48,17 @@ def _models() -> int:
 
 
 def _calibrate(argv: list[str]) -> int:
-    from lamina.trajectory.calibration import main as calibration
+    from lamina.book.calibration import main as calibration
 
     parser = argparse.ArgumentParser(prog="lamina calibrate")
-    parser.add_argument("seeds", nargs="?", type=int, default=5, help="null and planted seeds")
-    parser.add_argument("--page", default=None, help="write the book page body to this file")
+    parser.add_argument("seeds", nargs="?", type=int, default=5, help="seeds per known-answer source")
+    parser.add_argument("--page", default="book/generated/calibration.md",
+                        help="where the calibration page's body goes (every paper's claims)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one thread each)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"seeds must be >= 1; got {args.seeds}")
-    words = ["page", args.page, str(args.seeds)] if args.page else [str(args.seeds)]
-    calibration([*words, "--jobs", str(args.jobs)])
-    return 0
+    return calibration([args.page, str(args.seeds), "--jobs", str(args.jobs)])
 
 
 def main(argv: list[str] | None = None) -> int:
