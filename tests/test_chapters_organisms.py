@@ -200,7 +200,9 @@ def test_unknown_or_unbuilt_organism_is_a_clear_error(data_root, tmp_path, monke
 @pytest.mark.slow
 def test_write_saves_one_results_file_per_organism(result, tmp_path):
     paths = result.write(tmp_path)[: len(MICRO)]
-    assert [p.parent.name for p in paths] == MICRO
+    # a run from Python lands in its model's folder under its own namespace, never the book's slot
+    assert [p.relative_to(tmp_path).parts[0] for p in paths] == MICRO
+    assert all(len(p.relative_to(tmp_path).parts) == 3 for p in paths)
     record = json.loads(paths[0].read_text())
     assert record["chapter"] == "organisms"
     assert "problems" in record["summary"] and record["config"]["quick"] is True

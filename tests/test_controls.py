@@ -33,38 +33,6 @@ def test_shuffle_layers_destroys_smooth_trajectory_similarity() -> None:
     assert real > shuffled + 0.1
 
 
-def test_random_embeddings_match_layer_mean_and_covariance() -> None:
-    rng = np.random.default_rng(4)
-    n, d = 4000, 4  # n > d: eigh path
-    mix = rng.standard_normal((3, d, d))
-    x = np.stack([rng.standard_normal((n, d)) @ mix[l] + 5.0 * l for l in range(3)], axis=1)
-    out = controls.random_embeddings(x, seed=0)
-    assert out.shape == x.shape
-    for layer in range(3):
-        np.testing.assert_allclose(out[:, layer].mean(0), x[:, layer].mean(0), atol=0.15)
-        cov_in, cov_out = np.cov(x[:, layer].T), np.cov(out[:, layer].T)
-        assert np.abs(cov_out - cov_in).max() < 0.1 * np.abs(cov_in).max()
-    assert not np.allclose(out, x)
-
-
-def test_random_embeddings_with_few_prompts_stay_in_the_data_subspace() -> None:
-    rng = np.random.default_rng(5)
-    n, d = 30, 256  # n <= d: low-rank path, no d x d matrix
-    basis = np.linalg.qr(rng.standard_normal((d, 5)))[0]
-    x = (rng.standard_normal((n, 2, 5)) @ basis.T + 1.0).astype(np.float32)
-    out = controls.random_embeddings(x, seed=1)
-    assert out.dtype == np.float32
-    centred = out.astype(np.float64) - x.mean(0)
-    residual = centred - centred @ basis @ basis.T
-    assert np.abs(residual).max() < 1e-4
-    np.testing.assert_array_equal(out, controls.random_embeddings(x, seed=1))
-
-
-def test_random_embeddings_need_two_prompts() -> None:
-    with pytest.raises(ValueError, match="at least 2 prompts"):
-        controls.random_embeddings(np.ones((1, 3, 4)))
-
-
 def tiny_gpt2() -> GPT2LMHeadModel:
     config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
     torch.manual_seed(0)
@@ -184,33 +152,3 @@ def test_random_embedding_control_keeps_a_category_effect_carried_by_shared_toke
     assert kept > 0.2 and abs(gone) < 0.1, (kept, gone)
 
 
-def test_unit_shared_random_embeddings_keep_what_units_share_and_nothing_across() -> None:
-    """State-level stand-in with ``units``: prompts of one unit share a draw, so structure that
-    lives in what they share survives (units = the categories' shared token) while structure
-    across units (categories of independent items) does not; i.i.d. draws remove both."""
-    rng = np.random.default_rng(2)
-    labels = np.repeat(np.arange(4), 12)  # 4 categories x 12 prompts
-    centre = 3.0 * rng.standard_normal((4, 2, 64))
-    x = centre[labels] + rng.standard_normal((48, 2, 64))  # (n, layers, d) category effect
-
-    def ci(y: np.ndarray) -> float:
-        return float(np.nanmean(geometry.convergence_index_per_prompt(y, labels)[:, -1]))
-
-    real = ci(x)
-    by_category = ci(controls.random_embeddings(x, seed=0, units=labels))
-    items = np.arange(48) // 2  # 24 items of 2 prompts, 6 per category
-    by_item = ci(controls.random_embeddings(x, seed=0, units=items))
-    iid = ci(controls.random_embeddings(x, seed=0))
-    assert real > 0.3 and by_category > 0.5 * real, (real, by_category)
-    assert abs(by_item) < 0.15 and abs(iid) < 0.15, (by_item, iid)
-    # deterministic; the unit draws keep each layer's mean and total spread
-    again = controls.random_embeddings(x, seed=0, units=items)
-    np.testing.assert_array_equal(again, controls.random_embeddings(x, seed=0, units=items))
-    big = np.repeat(x, 40, axis=0) + 0.1 * rng.standard_normal((48 * 40, 2, 64))
-    out = controls.random_embeddings(big, seed=1, units=np.repeat(np.arange(48), 40))
-    assert np.abs(out.mean(0) - big.mean(0)).mean() < 0.8  # 48 unit draws: error ~3/sqrt(48)
-    assert abs(out.var(0).sum() / big.var(0).sum() - 1) < 0.25
-    with pytest.raises(ValueError, match="units must have shape"):
-        controls.random_embeddings(x, units=labels[:5])
-    with pytest.raises(ValueError, match="at least 2 different units"):
-        controls.random_embeddings(x, units=np.zeros(48))

@@ -56,7 +56,7 @@ def test_poor_a_missing_prompts_file_and_a_family_without_its_partner(capsys, tm
     err = _usage_error(capsys, ["run", "curvature", "-p", "prompts", str(tmp_path / "nope.jsonl")])
     assert "nope.jsonl" in err and "no such prompt file" in err
     err = _usage_error(capsys, ["run", "curvature", "-p", "prompts", "reasoning"])
-    assert "compares ['reasoning', 'lexical']: add ['lexical']" in err
+    assert "compares ['reasoning', 'lexical', 'reasoning_short', 'lexical_framed']: add ['lexical'," in err
 
 
 def test_poor_a_prompt_file_whose_name_holds_a_comma_is_one_file(monkeypatch, tmp_path):

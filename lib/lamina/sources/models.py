@@ -227,7 +227,7 @@ def available_offline() -> list[str]:
     return names + chapter_sources()
 
 
-SYNTHETIC_SOURCES = ("synthetic-null", "synthetic-planted", "synthetic-planted-half")
+SYNTHETIC_SOURCES = ("synthetic-null", "synthetic-planted", "synthetic-planted-half", "synthetic-survivor")
 """The trajectory chapters' synthetic sources (``lamina.trajectory.synthetic.SYNTHETIC``, a
 higher layer; a test keeps the two equal)."""
 
