@@ -47,3 +47,29 @@ def test_last_token_layer0_is_the_last_word_alone():
     a, b, ca, cb = bifurcation_rows(t)
     assert np.allclose(x[a, 0], x[b, 0]) and np.allclose(x[ca, 0], x[cb, 0])
     assert not np.allclose(x[a, 1], x[b, 1])
+
+
+def test_the_planted_ratio_holds_on_the_pairs_a_last_token_convention_reads():
+    """The chapter composes every pair (word_last or not) and its last-token convention reads
+    the word_last pairs alone; before: the planted ratio was sized on the median growth of all
+    control pairs, so those pairs' control ratio read about 2 for a planted 1.1 and the main
+    claim 'smaller than claimed' on synthetic-planted at seeds 0-4."""
+    from lamina.sources.prompts import bifurcation_prompts, load_prompts
+    from lamina.trajectory.bifurcation_stats import baseline_layer, bifurcation_rows
+    from lamina.trajectory.metrics import bifurcation
+
+    full = bifurcation_prompts(load_prompts("ambiguous"))
+    keep = full["word_last"].astype(bool).to_numpy()
+    assert 0 < keep.sum() < len(full)
+    bg = background("last")
+    x = compose(full, draw(full, 0, bg), bg, Levers(split=5.0, control_split=1.1))
+    t = full[keep].reset_index(drop=True)
+    a, b, ca, cb = bifurcation_rows(t)
+    xs = x[keep]
+    da, dc = bifurcation(xs[a], xs[b]).delta, bifurcation(xs[ca], xs[cb]).delta
+    base = baseline_layer(da, dc)
+    assert base == 1
+    rc = dc[:, -1] / dc[:, base]
+    ra = da[:, -1] / da[:, base]
+    assert np.median(rc) == pytest.approx(1.1, abs=0.1)
+    assert np.median(ra) > 3.0

@@ -201,25 +201,36 @@ def _separate(t: pd.DataFrame, h: np.ndarray, L: int, lv: Levers) -> None:
     e(l) = (h_1(l) - h_2(l)) / 2 about its midpoint is scaled by
     (1 + (rho - 1) ramp(l)) / G(l) for l after the ratio's baseline layer, rho = ``split``
     (homograph pairs) or ``control_split`` (control pairs), ramp rising linearly from
-    :data:`ONSET_DEPTH` x L to 1 at L, G(l) the median over control pairs of the
-    background's delta(l) / delta(base): the background's own growth of every pair's
-    separation is replaced by the planted one, each pair keeping its own deviation from the
-    median (so a homograph pair and its control pair still move together)."""
+    :data:`ONSET_DEPTH` x L to 1 at L, G(l) the median over the control pairs of the pair's
+    class of the background's delta(l) / delta(base): the background's own growth of every
+    pair's separation is replaced by the planted one, each pair keeping its own deviation
+    from its class's median (so a homograph pair and its control pair still move together).
+
+    A pair's class is its ``word_last`` value (one class without the column): a last-token
+    convention reads only the ``word_last`` pairs (:func:`lamina.trajectory.analyses.
+    bifurcation.pair_mask`), whose background growth from layer 1 is not the other pairs',
+    so each class carries the planted ratio by itself, whichever other pairs share the
+    table (the levers are solved on the ``word_last`` pairs alone)."""
     a, b, ca, cb = bifurcation_rows(t)
     if len(a) < 2:
         return
     da, dc = bifurcation(h[a], h[b]).delta, bifurcation(h[ca], h[cb]).delta
     base = baseline_layer(da, dc)
     layers = np.arange(L + 1)
+    cls = _col(t, "word_last")[a]
+    growth = np.ones((len(a), L + 1))  # (pairs, L+1): G(l) of each pair's class
     with np.errstate(invalid="ignore", divide="ignore"):
-        growth = np.median(dc / dc[:, base : base + 1], axis=0)
+        for c in np.unique(cls):
+            k = cls == c
+            growth[k] = np.median(dc[k] / dc[k, base : base + 1], axis=0)
+    growth = np.where(growth > 0, growth, 1.0)
     ramp = np.clip((layers - ONSET_DEPTH * L) / (L - ONSET_DEPTH * L), 0, 1)
     for (r1, r2), rho in (((a, b), lv.split), ((ca, cb), lv.control_split)):
         if rho <= 0:
             continue
-        f = np.where(layers > base, (1 + (rho - 1) * ramp) / np.where(growth > 0, growth, 1.0), 1.0)
+        f = np.where(layers[None, :] > base, (1 + (rho - 1) * ramp)[None, :] / growth, 1.0)
         mid, half = 0.5 * (h[r1] + h[r2]), 0.5 * (h[r1] - h[r2])
-        h[r1], h[r2] = mid + f[None, :, None] * half, mid - f[None, :, None] * half
+        h[r1], h[r2] = mid + f[..., None] * half, mid - f[..., None] * half
 
 
 
