@@ -10,10 +10,12 @@ claimed range [1/m, m] with a TOST (:func:`tost_summary`).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from lamina.weights.settings import SignatureSettings
@@ -62,8 +64,8 @@ def _matrix_values(
 
 
 def tost_summary(
-    values: Any, margin: float, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+    values: ArrayLike, margin: float, n_bootstrap: int, seed: int
+) -> dict[str, object]:
     """A "close to 1" claim on per-matrix ratios: geometric mean, its two-sided 95% bootstrap
     CI, and the TOST p that the log ratios lie within ±log ``margin``: the larger of the
     one-sided Wilcoxon p of log r > -log m and of log r < log m (small only when both bounds
@@ -81,7 +83,7 @@ def tost_summary(
 
 def qk_measure(
     deltas: pd.DataFrame, s: SignatureSettings, **where: Any
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The Q/K enrichment of the rows of ``where`` against both baselines
     (:func:`beyond_both`), summarised by :func:`~lamina.weights.summaries.ratio_summary`
     (one-sided, greater); effect_size: the paper's statistic, the geo-mean enrichment
@@ -99,7 +101,7 @@ def qk_measure(
 
 def writes_measure(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float, **where: Any
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The write enrichment of the rows of ``where``: :func:`tost_summary` against
     [1/margin, margin]."""
     return tost_summary(_matrix_values(deltas, s, WRITE, **where), margin, s.n_bootstrap, s.seed)
@@ -107,7 +109,7 @@ def writes_measure(
 
 def late_pretraining(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """{"qk": ..., "writes": ...} of every late consecutive pretraining ΔW (family
     "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (the unit is
     the matrix: its pairs share W and its basis); each "not testable" without one."""
@@ -121,17 +123,17 @@ def late_pretraining(
 
 def every_objective(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float, pairs: dict[str, str]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """{"qk": ..., "writes": ...} over the applied objectives (``pairs``: {objective: its
     ΔW pair label in ``deltas``}): each objective measured alone (:func:`qk_measure`,
     :func:`writes_measure`) and the row is the one with the weakest evidence (the largest p:
     the intersection-union test of "under every objective"); the detail lists every
     objective's estimate and p."""
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for part in ("qk", "writes"):
         parts = {}
         for obj, pair in pairs.items():
-            kw: dict[str, Any] = {"family": "objective", "pair": pair}
+            kw: dict[str, object] = {"family": "objective", "pair": pair}
             parts[obj] = (qk_measure(deltas, s, **kw) if part == "qk"
                           else writes_measure(deltas, s, margin, **kw))  # fmt: skip
         if not parts:
@@ -143,11 +145,11 @@ def every_objective(
     return out
 
 
-def _p(p: float | None) -> str:
-    return "n/a" if p is None or not np.isfinite(p) else f"{p:.3g}"
+def _p(p: object) -> str:
+    return "n/a" if not isinstance(p, numbers.Real) or not np.isfinite(float(p)) else f"{p:.3g}"
 
 
-def stage_not_objective(deltas: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
+def stage_not_objective(deltas: pd.DataFrame, s: SignatureSettings) -> dict[str, object]:
     """Early / late pretraining write enrichment, matrix by matrix: per write matrix, the
     geo-mean of its enrichment over the early consecutive pairs over that over the late ones;
     estimate the geometric mean of that ratio over matrices, its one-sided 90% percentile

@@ -14,11 +14,13 @@ Each summary is a dict of :class:`lamina.evidence.decide.Measurement` fields (``
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from lamina.evidence.stats import bootstrap_ci
@@ -94,8 +96,8 @@ def _ci_level(sided: Sided, level: float = 0.95) -> float:
 
 
 def ratio_summary(
-    values: Any, sided: Sided, n_bootstrap: int, seed: int, *, null: float = 1.0
-) -> dict[str, Any]:
+    values: ArrayLike, sided: Sided, n_bootstrap: int, seed: int, *, null: float = 1.0
+) -> dict[str, object]:
     """Geometric mean of positive per-matrix ratios with the bootstrap CI (percentile, over
     matrices) and the one-sample Wilcoxon signed-rank p of log(ratio) against log(``null``),
     both of sidedness ``sided``; ``p_opposite`` is the p of the other side (the two-sided p for
@@ -105,7 +107,7 @@ def ratio_summary(
     2 values or no spread."""
     x = np.log(np.asarray(values, dtype=np.float64))
     x = x[np.isfinite(x)]
-    out: dict[str, Any] = {"estimate": float("nan"), "ci_low": float("nan"),
+    out: dict[str, object] = {"estimate": float("nan"), "ci_low": float("nan"),
                            "ci_high": float("nan"), "sided": sided, "p": None,
                            "p_opposite": None, "n_units": len(x)}  # fmt: skip
     if not len(x):
@@ -125,7 +127,7 @@ def ratio_summary(
     return out
 
 
-def closeness_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, Any]:
+def closeness_summary(values: ArrayLike, n_bootstrap: int, seed: int) -> dict[str, object]:
     """Geometric mean of positive per-matrix ratios with its two-sided 95% percentile
     bootstrap CI over matrices, no test (a "close to 1" claim is judged on its CI, against
     the claimed range [1/m, m]). -> Measurement fields."""
@@ -134,8 +136,8 @@ def closeness_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, Any
 
 
 def worst(
-    parts: dict[str, dict[str, Any]], key: str = "p", *, largest: bool = True
-) -> tuple[str, dict[str, Any]]:
+    parts: dict[str, dict[str, object]], key: str = "p", *, largest: bool = True
+) -> tuple[str, dict[str, object]]:
     """The part of a conjunction ("under every objective", "any single group") with the weakest
     evidence: the largest ``key`` (a p: the intersection-union test of the conjunction rejects
     only when every part does, so its p is the largest part's), or the smallest when
@@ -144,9 +146,9 @@ def worst(
     if not parts:
         raise ValueError("a conjunction needs at least one part")
 
-    def weakness(item: tuple[str, dict[str, Any]]) -> float:
+    def weakness(item: tuple[str, dict[str, object]]) -> float:
         v = item[1].get(key)
-        if v is None or not np.isfinite(v):
+        if not isinstance(v, numbers.Real) or not np.isfinite(float(v)):
             return np.inf
         return float(v) if largest else -float(v)
 
