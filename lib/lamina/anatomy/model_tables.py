@@ -55,7 +55,7 @@ class SweepPlan:
     layers: list[int] | None
     robust_layers: list[int]
     n_robust: int
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    options: dict[str, dict[str, object]] = field(default_factory=dict)
     ridge_alpha: float = RIDGE_ALPHA
     ridge_degree: int = 2
 
