@@ -281,7 +281,12 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
             depth=lambda d: d["layer"] / max(n_layers - 1, 1)
         ),
     }
-    out |= {k: weights[k] for k in ("predictability", "delta", "structure") if k in weights}
+    if "predictability" in weights:  # the weight tables, when the chapter measured them
+        out["predictability"] = weights["predictability"]
+    if "delta" in weights:
+        out["delta"] = weights["delta"]
+    if "structure" in weights:
+        out["structure"] = weights["structure"]
     for t in out.values():
         t.insert(0, "model", config.model)
     if config.quant_control:
