@@ -34,7 +34,7 @@ from lamina.weights.measures_signature import (
     writes_measure,
 )
 from lamina.weights.settings import SignatureSettings
-from lamina.weights.summaries import keep_layers
+from lamina.weights.summaries import RowSelection, keep_layers
 from lamina.weights.units import Units
 
 __all__ = ["PREFIX", "margin", "measure_unit", "stage_pair", "unit_gates"]
@@ -82,7 +82,7 @@ def measure_unit(
             why: dict[str, object] = {"untestable": f"no @{t} checkpoint in this run"}
             out[f"align-qk-{t}"] = out[f"align-writes-{t}"] = why
             continue
-        where = {"family": "stage", "pair": pair}
+        where: RowSelection = {"family": "stage", "pair": pair}
         out[f"align-qk-{t}"] = qk_measure(d, s, **where)
         out[f"align-writes-{t}"] = writes_measure(d, s, m, **where)
     late = late_pretraining(d, s, m)

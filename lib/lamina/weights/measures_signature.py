@@ -11,7 +11,7 @@ claimed range [1/m, m] with a TOST (:func:`tost_summary`).
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ from lamina.weights.settings import SignatureSettings
 from lamina.weights.summaries import (
     QK,
     WRITE,
+    RowSelection,
     closeness_summary,
     enrichments,
     per_matrix,
@@ -41,7 +42,9 @@ __all__ = [
 ]
 
 
-def beyond_both(deltas: pd.DataFrame, s: SignatureSettings, **where: Any) -> np.ndarray:
+def beyond_both(
+    deltas: pd.DataFrame, s: SignatureSettings, **where: Unpack[RowSelection]
+) -> np.ndarray:
     """Per Q/K matrix of ``where``: RSF(ΔW) / max(RSF(W), k/d) = min(enrichment, vs_weight),
     the update's concentration over the stronger of its two baselines (isotropy; the matrix it
     updates), geo-averaged over the pairs of ``where`` a matrix appears in
@@ -56,7 +59,7 @@ def beyond_both(deltas: pd.DataFrame, s: SignatureSettings, **where: Any) -> np.
 
 def _matrix_values(
     deltas: pd.DataFrame, s: SignatureSettings, roles: tuple[str, ...], column: str = "enrichment",
-    **where: Any,
+    **where: Unpack[RowSelection],
 ) -> np.ndarray:
     """``column`` per matrix of ``roles``, geo-averaged over the pairs of ``where``."""
     t = selected_rows(deltas, s, roles, **where)
@@ -82,7 +85,7 @@ def tost_summary(
 
 
 def qk_measure(
-    deltas: pd.DataFrame, s: SignatureSettings, **where: Any
+    deltas: pd.DataFrame, s: SignatureSettings, **where: Unpack[RowSelection]
 ) -> dict[str, object]:
     """The Q/K enrichment of the rows of ``where`` against both baselines
     (:func:`beyond_both`), summarised by :func:`~lamina.weights.summaries.ratio_summary`
@@ -100,7 +103,7 @@ def qk_measure(
 
 
 def writes_measure(
-    deltas: pd.DataFrame, s: SignatureSettings, margin: float, **where: Any
+    deltas: pd.DataFrame, s: SignatureSettings, margin: float, **where: Unpack[RowSelection]
 ) -> dict[str, object]:
     """The write enrichment of the rows of ``where``: :func:`tost_summary` against
     [1/margin, margin]."""
@@ -113,7 +116,7 @@ def late_pretraining(
     """{"qk": ..., "writes": ...} of every late consecutive pretraining ΔW (family
     "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (the unit is
     the matrix: its pairs share W and its basis); each "not testable" without one."""
-    where: dict[str, Any] = {"family": "pretraining", "phase": "late"}
+    where: RowSelection = {"family": "pretraining", "phase": "late"}
     out = {"qk": qk_measure(deltas, s, **where), "writes": writes_measure(deltas, s, margin, **where)}
     if not len(enrichments(deltas, s, QK, **where)):
         why = "needs consecutive late-pretraining checkpoints"
@@ -133,7 +136,7 @@ def every_objective(
     for part in ("qk", "writes"):
         parts = {}
         for obj, pair in pairs.items():
-            kw: dict[str, object] = {"family": "objective", "pair": pair}
+            kw: RowSelection = {"family": "objective", "pair": pair}
             parts[obj] = (qk_measure(deltas, s, **kw) if part == "qk"
                           else writes_measure(deltas, s, margin, **kw))  # fmt: skip
         if not parts:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -49,32 +49,45 @@ def keep_layers(t: pd.DataFrame, s: SignatureSettings) -> pd.DataFrame:
     return t if s.layers is None else t[t["layer"].isin(s.layers)]
 
 
+class RowSelection(TypedDict, total=False):
+    """Which rows of the deltas table a measurement reads: ``k`` (default the settings' k),
+    second-moment convention ``moment`` (default the settings' main one), prediction basis
+    ``prediction`` ("W_U", the default, or "W_U diag(gamma)"), and column filters (a value, or
+    a list of values): ``family`` ("pretraining", "stage", "objective"), ``pair`` (the ΔW
+    pair label) and ``phase`` ("early", "late")."""
+
+    k: int | None
+    moment: str | None
+    prediction: str
+    family: str | list[str]
+    pair: str | list[str]
+    phase: str | list[str]
+
+
+SELECTION_OPTIONS = ("k", "moment", "prediction")
+
+
 def selected_rows(
-    deltas: pd.DataFrame,
-    s: SignatureSettings,
-    roles: Sequence[str],
-    k: int | None = None,
-    moment: str | None = None,
-    prediction: str = "W_U",
-    **where: Any,
+    deltas: pd.DataFrame, s: SignatureSettings, roles: Sequence[str], **where: Unpack[RowSelection]
 ) -> pd.DataFrame:
     """The rows of the deltas table (:func:`lamina.weights.probes.organism_deltas`) for the
-    matrices of ``roles`` in the probed layers at ``k`` (default ``s.k``), second-moment
-    convention ``moment`` (default the settings' main one) and prediction basis ``prediction``
-    ("W_U" or "W_U diag(gamma)"), filtered by ``where`` (column=value, or a list of values)."""
+    matrices of ``roles`` in the probed layers, selected and filtered by ``where``
+    (:class:`RowSelection`)."""
+    k, moment = where.get("k"), where.get("moment")
     t = keep_layers(deltas, s)
     t = t[(t["k"] == (k or s.k)) & t["role"].isin(roles)]
     t = t[t["moment"] == (moment or ("centred" if s.centred else "raw"))]
     if "prediction" in t.columns:
-        t = t[t["prediction"] == prediction]
-    for col, val in where.items():
+        t = t[t["prediction"] == where.get("prediction", "W_U")]
+    filters = {c: v for c, v in where.items() if c not in SELECTION_OPTIONS}
+    for col, val in filters.items():
         t = t[t[col].isin(val) if isinstance(val, list | tuple) else t[col] == val]
     return t
 
 
 def enrichments(
     deltas: pd.DataFrame, s: SignatureSettings, roles: Sequence[str], column: str = "enrichment",
-    **where: Any,
+    **where: Unpack[RowSelection],
 ) -> np.ndarray:
     """The ``column`` of :func:`selected_rows` (one value per matrix and pair).
     -> (n_rows,) float64."""
