@@ -20,7 +20,6 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,17 +77,17 @@ def cache_key() -> str:
     return h.hexdigest()
 
 
-def seed_runs(seed: int) -> list[dict[str, Any]]:
+def seed_runs(seed: int) -> list[dict[str, object]]:
     """Every paper-3 source's rows for one seed (RUN_COLUMNS)."""
     weights = [r for source in SOURCES for r in weight_rows(source, seed, run_rows)]
     return [*seed_rows(seed), *weights, *growth_rows(seed)]
 
 
-def _digest(rows: list[dict[str, Any]]) -> str:
+def _digest(rows: list[dict[str, object]]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _cached(seed: int, key: str, cache: Path | None) -> tuple[list[dict[str, Any]], float, bool]:
+def _cached(seed: int, key: str, cache: Path | None) -> tuple[list[dict[str, object]], float, bool]:
     """(rows, seconds of their computation, read from the cache) of one seed."""
     path = None if cache is None else cache / f"paper3-{key[:20]}-{seed}.json"
     if path is not None and path.is_file():
@@ -107,7 +106,7 @@ def _cached(seed: int, key: str, cache: Path | None) -> tuple[list[dict[str, Any
     return rows, seconds, False
 
 
-def _one(args: tuple[int, str, Path | None]) -> tuple[list[dict[str, Any]], float, bool]:
+def _one(args: tuple[int, str, Path | None]) -> tuple[list[dict[str, object]], float, bool]:
     one_thread_process()
     return _cached(*args)
 

@@ -247,7 +247,7 @@ def run_rows(
     measured: dict[str, Measurement],
     ids: Iterable[str],
     given: Iterable[str] = (),
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The calibration rows (:data:`lamina.evidence.calibration.RUN_COLUMNS`) of claims ``ids``
     judged on ``measured``, in declaration order; the claims ``given`` are taken as present and
     the depth-fit gate as passed (each source calibrates its claims given their
@@ -291,10 +291,10 @@ ROBUSTNESS = (
 )
 
 
-def seed_rows(seed: int) -> list[dict[str, Any]]:
+def seed_rows(seed: int) -> list[dict[str, object]]:
     """Every anatomy source's rows for one seed but the weights' (importance, robustness,
     recovery; the weight stacks are :mod:`lamina.anatomy.calibration_weights`)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for source in SOURCES:
         sweep, docs = importance_sweep(source, seed)
         measured, _ = measure_anatomy(AnatomyTables(sweep, docs, PAPER_L), OPTIONS)
@@ -305,6 +305,7 @@ def seed_rows(seed: int) -> list[dict[str, Any]]:
         measured, _ = measure_anatomy(t, OPTIONS)
         out += run_rows(source, seed, measured, ROBUSTNESS, given=("p3-anatomy-r2",))
         imp, rec = recovery_source(source, seed)
-        m = Measurement(**measure_recovery(imp, rec, OPTIONS.n_permutations, seed))
+        fields: dict[str, Any] = measure_recovery(imp, rec, OPTIONS.n_permutations, seed)
+        m = Measurement(**fields)
         out += run_rows(source, seed, {"p3-anatomy-recovery": m}, ("p3-anatomy-recovery",))
     return out

@@ -88,11 +88,11 @@ def weight_stacks(kind: str, source: str, seed: int) -> dict[str, np.ndarray]:
 
 
 def weight_rows(
-    source: str, seed: int, run_rows: Callable[..., list[dict[str, Any]]]
-) -> list[dict[str, Any]]:
+    source: str, seed: int, run_rows: Callable[..., list[dict[str, object]]]
+) -> list[dict[str, object]]:
     """The R^2 and delta-structure calibration rows of one source and seed (``run_rows``:
     :func:`lamina.anatomy.calibration.run_rows`)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for kind, ids in (("r2", R2_CLAIMS), ("summary", SUMMARY_CLAIMS), ("delta", DELTA_CLAIMS)):
         mats = weight_stacks(kind, source, seed)
         flat = {r: m.reshape(N_LAYERS, -1) for r, m in mats.items()}

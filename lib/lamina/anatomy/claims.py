@@ -11,6 +11,7 @@ The calibration of each row (its null and planted sources) is :mod:`lamina.anato
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -269,6 +270,11 @@ CLAIMS: tuple[ClaimSpec, ...] = (
 BY_ID = check_declarations(CLAIMS)
 
 
+def _measurement(fields: dict[str, Any]) -> Measurement:
+    # a measurement dict mixes the dataclass's field types: Measurement checks them when built
+    return Measurement(**fields)
+
+
 def judge_anatomy(
     model: str, measured: dict[str, Measurement], gates: dict[str, GateResult]
 ) -> list[Claim]:
@@ -289,7 +295,7 @@ def judge_delta(model: str, delta: pd.DataFrame, n_bootstrap: int, seed: int) ->
     return [
         judge(
             BY_ID["p3-anatomy-delta-structure"],
-            Measurement(**measure_delta_structure(delta, n_bootstrap, seed)),
+            _measurement(measure_delta_structure(delta, n_bootstrap, seed)),
         ),
-        judge(BY_ID["p3-anatomy-delta"], Measurement(**measure_delta(delta, n_bootstrap, seed))),
+        judge(BY_ID["p3-anatomy-delta"], _measurement(measure_delta(delta, n_bootstrap, seed))),
     ]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,11 +107,11 @@ def growth_source(source: str, seed: int) -> GrowthTables:
     return GrowthTables(budgets, orders, comparison, timing, _PLANS, sources, "synthetic")
 
 
-def growth_rows(seed: int) -> list[dict[str, Any]]:
+def growth_rows(seed: int) -> list[dict[str, object]]:
     """The growth claims' calibration rows of one seed (RUN_COLUMNS), every source; the
     ordering claims given a growth gain and every claim given the learning gate."""
     specs = [*BASE_CLAIMS, *(source_spec(m) for m in DEFAULT_SOURCES)]
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for source in SOURCES:
         measured = measure_growth(growth_source(source, seed))
         ctx = Context(
@@ -138,7 +137,7 @@ def growth_rows(seed: int) -> list[dict[str, Any]]:
 
 def growth_runs(seeds: Iterable[int]) -> pd.DataFrame:
     """:func:`growth_rows` over ``seeds``; ``attrs["seconds"]``: each seed's computation time."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     seconds = []
     for seed in seeds:
         t0 = time.perf_counter()

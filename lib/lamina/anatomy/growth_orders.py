@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from scipy import stats
 from lamina.anatomy.ablation import ablation_sweep
 from lamina.anatomy.heldout import heldout_text
 from lamina.sources.models import get_adapter, load_model
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["depth_map", "random_order", "rank_correlations", "real_importance", "real_label"]
 
@@ -64,7 +67,7 @@ def real_label(name: str) -> str:
 
 def real_importance(
     name: str, corpus: str, n_tokens: int, seq_len: int, seed: int = 0
-) -> tuple[np.ndarray, dict[str, Any]]:
+) -> tuple[np.ndarray, dict[str, float]]:
     """Skip-ablation importance of every layer of a pretrained causal LM.
 
     -> ((R,) delta_pct in percent, info): on ceil(n_tokens / seq_len) windows of the held-out
@@ -77,7 +80,9 @@ def real_importance(
     n_layers = get_adapter(model).n_layers(model)
     max_pos = getattr(model.config, "max_position_embeddings", None) or seq_len
     seq = min(seq_len, int(max_pos))
-    held = heldout_text(corpus, tok, max(n_tokens, seq), seq, seed, plays="all")
+    held = heldout_text(
+        corpus, cast("PreTrainedTokenizerBase", tok), max(n_tokens, seq), seq, seed, plays="all"
+    )
     df = ablation_sweep(model, held.windows, ["skip"], n_bootstrap=0, batch_size=8)
     delta = df.sort_values("layer")["delta_pct"].to_numpy(float)
     if delta.shape != (n_layers,) or not np.all(np.isfinite(delta)):

@@ -12,7 +12,7 @@ match) occurs anywhere in the train split.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +20,9 @@ from lamina.anatomy.heldout import passages
 from lamina.anatomy.perplexity import chunk_tokens
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["NGRAM", "clean_passages", "clean_val_windows", "word_ngrams"]
 
@@ -54,7 +57,7 @@ def clean_passages(
 
 
 def clean_val_windows(
-    organism: str, tokenizer: Any, n_tokens: int, seq_len: int, seed: int
+    organism: str, tokenizer: PreTrainedTokenizerBase, n_tokens: int, seq_len: int, seed: int
 ) -> tuple[torch.Tensor, dict[str, int]]:
     """(ceil(n_tokens / seq_len), seq_len) windows of the organism corpus's val split passages
     that share no word 8-gram with its train split (:func:`clean_passages`, passages of

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -40,8 +40,12 @@ from scipy import stats
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus, shakespeare_plays
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 __all__ = [
     "PLAYS",
+    "HeldoutSummary",
     "HeldoutText",
     "cluster_ci",
     "cluster_draws",
@@ -79,6 +83,16 @@ def passages(docs: list[str], seed: int, passage_chars: int) -> list[tuple[int, 
     return [out[j] for j in order]
 
 
+class HeldoutSummary(TypedDict):
+    """What :meth:`HeldoutText.summary` returns."""
+
+    n_windows: int
+    n_tokens: int
+    n_documents: int
+    documents_by_source: dict[str, int]
+    windows_by_source: dict[str, int]
+
+
 @dataclass
 class HeldoutText:
     """Token windows and their resampling units.
@@ -91,7 +105,7 @@ class HeldoutText:
     sources: list[str]
     names: list[str]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> HeldoutSummary:
         """Counts for the chapter's note: windows, tokens, units used (``n_documents``), by
         source."""
         used = np.unique(self.doc_ids)
@@ -149,7 +163,7 @@ def _plays(corpus: str, plays: str) -> tuple[list[str], list[str], list[str]]:
 
 
 def heldout_text(
-    corpus: str, tokenizer: Any, n_tokens: int, seq_len: int, seed: int, plays: str = "heldout"
+    corpus: str, tokenizer: PreTrainedTokenizerBase, n_tokens: int, seq_len: int, seed: int, plays: str = "heldout"
 ) -> HeldoutText:
     """ceil(n_tokens / seq_len) windows of ``seq_len`` tokens of an organism corpus, play and
     curriculum windows in turn (module docstring), with each window's unit: half the windows

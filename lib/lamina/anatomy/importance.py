@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -110,7 +109,7 @@ def log_range(d: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.log10(np.nanmax(pos, -1) / np.nanmin(pos, -1))
 
 
-def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int) -> dict[str, Any]:
+def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int) -> dict[str, object]:
     """The importance range: log10(max / min delta_pct) over the layers whose paired 95% CI
     excludes 0 (``delta_ci_low > 0``; a change indistinguishable from 0 cannot be the divisor),
     with its 95% expanded percentile CI over units (the same layers in every resample)."""
@@ -151,7 +150,7 @@ def core_share_p(n_layers: int, n_core: int, n_top: int, hits: int) -> float:
 
 def measure_core(
     us: UnitSums, core: list[int] | None, n_bootstrap: int, seed: int, why: str = ""
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The critical core: the share of the len(core) most important layers that lie in
     ``core`` (paper L8-11 mapped by depth), its one-sided p under a random layer order (exact,
     :func:`core_share_p`) and the p of the opposite (fewer core layers on top than a random
@@ -187,7 +186,7 @@ def measure_core(
 
 def measure_core_max(
     us: UnitSums, core: list[int] | None, n_bootstrap: int, seed: int, why: str = ""
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The size of the core: log10 of the largest skip delta_pct among the core layers, with
     its 95% expanded percentile CI over units (the peak re-chosen among the core layers in each
     resample). Layer 0 and the overall peak are named in the detail; they do not decide it."""
@@ -236,7 +235,7 @@ def anti_layers(
     return us.layer_ids[(q < alpha) & (ci_high < 0)], q
 
 
-def measure_anti(anti: np.ndarray, q: np.ndarray, n_units: int) -> dict[str, Any]:
+def measure_anti(anti: np.ndarray, q: np.ndarray, n_units: int) -> dict[str, object]:
     """The number of anti-layers (:func:`anti_layers`); a count row, no CI (the BH rule
     controls the chance of any false one at 5% when no layer is an anti-layer)."""
     names = ", ".join(map(str, anti)) or "none"
@@ -249,7 +248,7 @@ def measure_anti(anti: np.ndarray, q: np.ndarray, n_units: int) -> dict[str, Any
     }
 
 
-def measure_anti_at(anti: np.ndarray, n_layers: int, mapping: str, why: str = "") -> dict[str, Any]:
+def measure_anti_at(anti: np.ndarray, n_layers: int, mapping: str, why: str = "") -> dict[str, object]:
     """How many of the paper's anti-layer positions (L14, L17, mapped by depth: each its own
     set of layers) hold an anti-layer (:func:`anti_layers`); a count row."""
     at = [mapped_layers([p], n_layers, mapping) for p in PAPER_ANTI]

@@ -10,6 +10,7 @@ calibration sources (:mod:`lamina.anatomy.calibration`) go through :func:`measur
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,13 +94,13 @@ class MeasureOptions:
     seed: int = 0
 
 
-def depth_fit_gate(r2: dict[str, Any]) -> GateResult:
+def depth_fit_gate(r2: dict[str, object]) -> GateResult:
     """The depth fit is as good as the paper's (the raw-entry R^2 measurement ``r2`` at least
     0.91 - :data:`R2_TOLERANCE`): predicted weights failing after a poor fit is not the paper's
     claim, which is that they fail although the fit explains 91% of the variance."""
     est = r2.get("estimate", np.nan)
     need = PAPER_R2 - R2_TOLERANCE
-    ok = bool(np.isfinite(est) and est >= need)
+    ok = isinstance(est, numbers.Real) and bool(np.isfinite(float(est)) and float(est) >= need)
     return GateResult(ok, f"mean leave-one-layer-out R2 {est:.3g} (needs >= {need:g})")
 
 
@@ -113,9 +114,9 @@ def measure_anatomy(
     """({claim id: measurement}, {gate name: result}) of every claim of
     :mod:`lamina.anatomy.claims` on one model's tables; a claim whose tables are missing gets
     an untestable measurement that says so."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     b, s = o.n_bootstrap, o.seed
-    missing = {"untestable": "not measured in this run (see the notes)"}
+    missing: dict[str, object] = {"untestable": "not measured in this run (see the notes)"}
     for cid, target in (
         ("r2", "raw entries"),
         ("r2-gate", GATE),

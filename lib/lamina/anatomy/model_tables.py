@@ -9,7 +9,7 @@ text's units (:mod:`lamina.anatomy.heldout`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,7 @@ __all__ = [
     "perplexity_table",
     "recovery_table",
     "spectra_table",
+    "WeightTables",
     "stack_tables",
     "sweep_model",
     "weight_tables",
@@ -55,7 +56,7 @@ class SweepPlan:
     layers: list[int] | None
     robust_layers: list[int]
     n_robust: int
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    options: dict[str, dict[str, object]] = field(default_factory=dict)
     ridge_alpha: float = RIDGE_ALPHA
     ridge_degree: int = 2
 
@@ -152,9 +153,20 @@ def sweep_model(
     return regroup_sweep(sweep, doc_ids, seq_len, n_bootstrap, seed), joint
 
 
+class WeightTables(TypedDict, total=False):
+    """What :func:`stack_tables` returns (every key; a chapter that skips the weights uses
+    ``{}``): terms and r2_null by target, predictability, delta, structure."""
+
+    terms: dict[str, pd.DataFrame]
+    r2_null: dict[str, np.ndarray]
+    predictability: pd.DataFrame
+    delta: pd.DataFrame
+    structure: pd.DataFrame
+
+
 def weight_tables(
     model: torch.nn.Module, alpha: float, degree: int, n_permutations: int, seed: int
-) -> dict[str, Any]:
+) -> WeightTables:
     """:func:`stack_tables` of ``model``'s weights."""
     return stack_tables(
         model_stacks(model), layer_structure(model), alpha, degree, n_permutations, seed
@@ -168,7 +180,7 @@ def stack_tables(
     degree: int,
     n_permutations: int,
     seed: int,
-) -> dict[str, Any]:
+) -> WeightTables:
     """The depth fit and the weights' structure, from ``stacks`` (type -> (L, P) weights over
     depth) and their ``structure`` (:func:`lamina.anatomy.predictability.matrix_structure`):
     ``terms`` and ``r2_null`` by target ("raw entries", :data:`~lamina.anatomy.regularity.GATE`

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -192,7 +192,7 @@ def speed_rank(
 
 def measure_recovery(
     importance: pd.Series, recovery: pd.DataFrame, n_resamples: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Recovery speed against importance: the Spearman partial correlation of a layer's skip
     importance (``importance``: delta_pct by layer) with its recovery time (``recovery``:
     columns layer, steps_ranked (:func:`speed_rank`), perturbed_ppl, baseline_ppl, recovered),

@@ -19,8 +19,6 @@ Each ``measure_*`` returns the keyword arguments of a
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import torch
@@ -117,7 +115,7 @@ def _mean_r2(sse: np.ndarray, sst: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 def measure_r2(
     terms: pd.DataFrame, null: np.ndarray, n_bootstrap: int, seed: int, what: str = ""
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The mean leave-one-layer-out R^2 over the matrix types of ``terms`` (columns matrix,
     layer, sse, sst: :func:`lamina.anatomy.predictability.depth_fit_terms`), its one-sided
     permutation p against ``null`` (:func:`permuted_r2` of the same types) and the p of the
@@ -135,7 +133,7 @@ def measure_r2(
     a = 1 - expanded_level(0.90, n_layers)
     lo, hi = np.quantile(draws, [a / 2, 1 - a / 2]) if draws.size >= 10 else (np.nan, np.nan)
     null = np.asarray(null, float)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "estimate": est,
         "ci_low": float(lo),
         "ci_high": float(hi),
@@ -170,7 +168,7 @@ def _type_ci(x: np.ndarray, level: float, n_bootstrap: int, seed: int) -> tuple[
     return float(lo), float(hi)
 
 
-def measure_delta_structure(delta: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, Any]:
+def measure_delta_structure(delta: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, object]:
     """The oscillation beyond independence: the mean over matrix types of each type's mean
     rho - rho0 (``delta``: columns matrix, layer, corr, corr_null), a one-sided Wilcoxon
     signed-rank test over types that it is below 0 (and the opposite), and a CI whose ends
@@ -178,7 +176,7 @@ def measure_delta_structure(delta: pd.DataFrame, n_bootstrap: int, seed: int) ->
     t = _type_means(delta)
     x = t["diff"].to_numpy(float)
     lo, hi = _type_ci(x, 0.90, n_bootstrap, seed)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "estimate": float(x.mean()) if len(x) else np.nan,
         "ci_low": lo,
         "ci_high": hi,
@@ -194,7 +192,7 @@ def measure_delta_structure(delta: pd.DataFrame, n_bootstrap: int, seed: int) ->
     return out
 
 
-def measure_delta(delta: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, Any]:
+def measure_delta(delta: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, object]:
     """The delta correlation itself: the mean over matrix types of each type's mean rho, with
     its 95% expanded percentile CI over types (no test: -0.5 is what independent layers give,
     so the claim's precondition is the structure beyond that null)."""

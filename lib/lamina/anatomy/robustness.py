@@ -23,8 +23,6 @@ Each ``measure_*`` returns the keyword arguments of a
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -55,7 +53,7 @@ def _q(draws: np.ndarray, level: float, n: int) -> tuple[float, float]:
 
 def measure_predicted(
     sweep: pd.DataFrame, threshold_pct: float, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Predicted weights are catastrophic: the median over layers of the ``predicted`` rows'
     delta_pct (percent), the one-sided sign-test p over layers that the median exceeds
     ``threshold_pct`` (and the opposite), and a CI whose ends are one-sided 95% bounds
@@ -70,7 +68,7 @@ def measure_predicted(
     excess = np.log1p(d / 100) - np.log1p(threshold_pct / 100)
     skip = sweep[sweep["surgery"] == "skip"].set_index("layer")["delta_pct"]
     vs_skip = d - skip.reindex(pr["layer"]).to_numpy(float)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "estimate": float(np.median(d)),
         "ci_low": lo,
         "ci_high": hi,
@@ -95,7 +93,7 @@ def measure_accumulation(
     n_bootstrap: int,
     seed: int,
     n_flips: int = 10_000,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Errors of predicted weights accumulate nonlinearly (module docstring): the joint /
     summed single-layer log-PPL increase over the layers of the ``predicted`` rows of
     ``sweep`` (each with per-window ``nll_per_seq`` and ``base_nll_per_seq`` on the same
@@ -125,7 +123,7 @@ def measure_accumulation(
     lo, hi = _q(draws, 0.90, us.n_units)
     inter = (joint - single) / us.counts
     layers = ", ".join(map(str, pr["layer"]))
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "estimate": float(joint.sum() / single.sum()),
         "ci_low": lo,
         "ci_high": hi,
@@ -156,7 +154,7 @@ def _worst(
 
 def measure_scaling(
     sweep: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Scaling preserves quality: the worst layer's delta_pct (percent) under ``scale``, with a
     CI whose ends are one-sided 95% bounds (expanded percentile over units, the worst layer
     re-chosen in each resample). No test: the claim is the upper bound below the threshold."""
@@ -177,7 +175,7 @@ def measure_scaling(
 
 def measure_preserving(
     sweep: pd.DataFrame, doc_ids: np.ndarray, threshold_pct: float, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """How many of the other four strategies (noise, interpolate, predicted, reinit, those
     swept) preserve quality: their worst layer's delta_pct has its upper bound (as in
     :func:`measure_scaling`) below ``threshold_pct``. A count row, no CI."""

@@ -4,7 +4,7 @@ matrices, or every parameter, with one budget, scored on held-out (question, ans
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,10 +17,15 @@ from lamina.weights.edits import GROUPS, single_group_parameters
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Units
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 __all__ = ["per_item_sft_loss", "sft_eval", "single_group_adaptation"]
 
 
-def per_item_sft_loss(model, tok, pairs: list[tuple[str, str]], max_len: int) -> np.ndarray:
+def per_item_sft_loss(
+    model: torch.nn.Module, tok: PreTrainedTokenizerBase, pairs: list[tuple[str, str]], max_len: int
+) -> np.ndarray:
     """Masked SFT loss of each (question, answer) pair: mean over its answer tokens (and EOS)
     of -log p, nats. -> (n,) float64."""
     return sft_eval(model, tok, pairs, max_len)[0]
@@ -41,7 +46,7 @@ def _qa_forward(
 
 
 def sft_eval(
-    model, tok, pairs: list[tuple[str, str]], max_len: int
+    model: torch.nn.Module, tok: PreTrainedTokenizerBase, pairs: list[tuple[str, str]], max_len: int
 ) -> tuple[np.ndarray, float]:
     """(:func:`per_item_sft_loss` (n,) nats, the SFT accuracy
     (:func:`lamina.sources.organisms.evaluate.hit_rate` of ``sft_hits``)) of the pairs from one

@@ -24,7 +24,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import torch
@@ -77,7 +76,7 @@ format-2 record (``{"format": 2, "sft": gate, "dpo": gate, ...}``, the stage gat
 ``lamina.sources.organisms.gates.write_gates``) holds each stage's gate under its name."""
 
 
-def gate_from_record(stage: str, record: Mapping[str, Any]) -> StageGate:
+def gate_from_record(stage: str, record: Mapping[str, object]) -> StageGate:
     """The :class:`StageGate` of one aligned stage from its record: a format-2 stage-gates
     record, or a format-1 checkpoint record ``{"preference": {"passed", "values", "reason"},
     "sft": {...}}`` (:data:`STAGE_GATE`); values are the finite numeric ones. A record
@@ -151,7 +150,7 @@ def aligned_curves(folder: Path, label: str, batch_size: int) -> pd.DataFrame:
     )  # fmt: skip
 
 
-def aligned_optimizer_state(folder: Path, stage: str) -> dict[str, dict[str, Any]] | None:
+def aligned_optimizer_state(folder: Path, stage: str) -> dict[str, dict[str, torch.Tensor]] | None:
     """The AdamW state an aligned build kept for ``stage`` (:data:`ADAM_FILE`):
     {parameter name: {"step", "exp_avg", "exp_avg_sq"}} in the layout of
     ``torch.optim.AdamW.state``; None when the build kept none. Raises ValueError for a file

@@ -68,6 +68,7 @@ from lamina.weights.settings import SignatureSettings
 from lamina.weights.sources import signature_source
 from lamina.weights.sources_edit import TEXTS, edit_model
 from lamina.weights.sources_mechanism import adam_source, adaptation_source, gradients_source
+from lamina.weights.summaries import RowSelection
 
 __all__ = ["CALIBRATION_SOURCES", "RUN_COLUMNS", "SOURCES", "cache_key", "calibration_runs", "main"]
 
@@ -80,7 +81,7 @@ def _signature(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str
     d, m = signature_source(kind, seed), margin()
     out: dict[str, dict[str, Any]] = {}
     for t in ("sft", "dpo"):
-        where: dict[str, Any] = {"family": "stage", "pair": f"final→{t}"}
+        where: RowSelection = {"family": "stage", "pair": f"final→{t}"}
         out[f"align-qk-{t}"] = qk_measure(d, s, **where)
         out[f"align-writes-{t}"] = writes_measure(d, s, m, **where)
     late = late_pretraining(d, s, m)

@@ -6,7 +6,7 @@ directions of the same norm."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ from lamina.weights.edits import rank1_write_edit, unembedding_direction
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Units
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 __all__ = ["EDIT_COLUMNS", "edit_batch", "edit_stages", "mean_write_inputs", "null_stages", "score_edits",
            "write_edit_effects"]  # fmt: skip
 
@@ -31,9 +34,17 @@ def _log_probs(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return F.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
 
 
+@overload
 def mean_write_inputs(
-    model, ids: torch.Tensor, mask: torch.Tensor, log_probs: bool = False
-) -> Any:
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, log_probs: Literal[False] = ...
+) -> dict[str, torch.Tensor]: ...
+@overload
+def mean_write_inputs(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, log_probs: Literal[True]
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]: ...
+def mean_write_inputs(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, log_probs: bool = False
+) -> dict[str, torch.Tensor] | tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Mean input of every block write map over the non-padding tokens: {key: (d_in,)} fp32.
     Used as the edit's input direction v̂, so that v̂ᵀa_t > 0 on typical tokens and the rank-1
     edit writes +û rather than a sign that depends on the token (reimplementation choice).
@@ -102,7 +113,7 @@ def _edit_tokens(counts: torch.Tensor, special: set, s: SignatureSettings) -> li
 
 
 def edit_batch(
-    model: torch.nn.Module, tok: Any, texts: list[str], s: SignatureSettings
+    model: torch.nn.Module, tok: PreTrainedTokenizerBase, texts: list[str], s: SignatureSettings
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """(input ids (B, T), attention mask (B, T), target tokens) of the write edits: the first
     ``s.edit_texts`` texts, padded and cut to ``s.edit_max_length`` tokens (at most
@@ -152,7 +163,7 @@ def write_edit_effects(
     with_null = set(null_stages(ck, s))
     if only is not None:
         with_null &= set(only)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for label in dict.fromkeys((s.base, *edit_stages(ck, s))):
         model, _ = ck.load(ck.spec(label))
         rows += score_edits(model, label, "unembedding", 0, tokens, ids, mask, s)
@@ -173,7 +184,7 @@ def score_edits(
     model: torch.nn.Module, label: str, direction: str, unit: int, tokens: list[int],
     ids: torch.Tensor, mask: torch.Tensor, s: SignatureSettings,
     randoms: torch.Tensor | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The rows of one model (or copy) at one stage: the unembedding edit of every target token
     or, with ``randoms`` (n, d), every random direction scored on every target token."""
     inputs: Any = "top_singular"

@@ -25,7 +25,6 @@ small p with a few copies (each costs a copy of the blocks and one forward pass 
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import numpy as np
 import torch
@@ -60,7 +59,7 @@ def scrambled_copy(model: nn.Module, seed: int) -> nn.Module:
 
 def beyond_scrambled(
     observed: np.ndarray, null: np.ndarray, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The edit's effect beyond construction: observed (T,) Δlog p(t) of the unembedding edit
     per target token on the model (nats); null (n,) the mean over the same tokens on each
     scrambled copy. -> Measurement fields: estimate = mean(observed) - mean(null) (nats);

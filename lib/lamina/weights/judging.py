@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from lamina.evidence.claims import claims_frame
+from lamina.evidence.claims import Claim, claims_frame
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 from lamina.weights.claims import CLAIMS
 
@@ -26,23 +26,25 @@ __all__ = ["is_present", "judge_unit", "measurement"]
 _FIELDS = {f.name for f in dataclasses.fields(Measurement)}
 
 
-def measurement(fields: Mapping[str, Any]) -> Measurement:
+def measurement(fields: Mapping[str, object]) -> Measurement:
     """The :class:`~lamina.evidence.decide.Measurement` of a measurement dict (keys that are not
     its fields are left out; a None estimate or CI end reads NaN)."""
-    kw = {k: v for k, v in fields.items() if k in _FIELDS}
+    # the fields' types are the dataclass's; a measurement dict mixes them, so the keyword
+    # arguments are checked when Measurement is built, not here
+    kw: dict[str, Any] = {k: v for k, v in fields.items() if k in _FIELDS}
     for k in ("estimate", "ci_low", "ci_high", "effect_size"):
         if kw.get(k) is None:
             kw.pop(k, None)
     return Measurement(**kw)
 
 
-def is_present(row: Any) -> bool:
+def is_present(row: Claim) -> bool:
     """Whether a judged row says its effect is present (the engine's ``present``)."""
     return bool(row.present)
 
 
 def judge_unit(
-    model: str, measurements: Mapping[str, Mapping[str, Any]],
+    model: str, measurements: Mapping[str, Mapping[str, object]],
     gates: Mapping[str, tuple[bool, str]], only: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The claims table of one unit: one row per declared claim (or per id of ``only``, in

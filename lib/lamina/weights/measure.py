@@ -12,8 +12,6 @@ and full fine-tuning's.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from lamina.weights.aligned import StageGate
@@ -36,7 +34,7 @@ from lamina.weights.measures_signature import (
     writes_measure,
 )
 from lamina.weights.settings import SignatureSettings
-from lamina.weights.summaries import keep_layers
+from lamina.weights.summaries import RowSelection, keep_layers
 from lamina.weights.units import Units
 
 __all__ = ["PREFIX", "margin", "measure_unit", "stage_pair", "unit_gates"]
@@ -72,19 +70,19 @@ def unit_gates(
 
 def measure_unit(
     parts: dict[str, pd.DataFrame], s: SignatureSettings, ck: Units
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """{claim id: Measurement fields} of every declared claim on one unit (module docstring).
     parts: the run's tables "deltas", "gradients", "write_gradients", "adam", "edits",
     "adaptation"."""
     m, d = margin(), parts["deltas"]
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for t in ALIGNED_STAGES:
         pair = stage_pair(d, t)
         if pair is None:
-            why = {"untestable": f"no @{t} checkpoint in this run"}
+            why: dict[str, object] = {"untestable": f"no @{t} checkpoint in this run"}
             out[f"align-qk-{t}"] = out[f"align-writes-{t}"] = why
             continue
-        where = {"family": "stage", "pair": pair}
+        where: RowSelection = {"family": "stage", "pair": pair}
         out[f"align-qk-{t}"] = qk_measure(d, s, **where)
         out[f"align-writes-{t}"] = writes_measure(d, s, m, **where)
     late = late_pretraining(d, s, m)

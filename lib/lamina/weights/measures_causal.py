@@ -5,8 +5,6 @@ tables of :func:`lamina.weights.edit_effects.write_edit_effects` and
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
@@ -36,7 +34,7 @@ def edit_units(e: pd.DataFrame, stage: str) -> dict[str, np.ndarray]:
             "null": per_unit("scrambled"), "random": per_unit("random")}  # fmt: skip
 
 
-def write_edit(e: pd.DataFrame, stage: str, s: SignatureSettings) -> dict[str, Any]:
+def write_edit(e: pd.DataFrame, stage: str, s: SignatureSettings) -> dict[str, object]:
     """The write edit at ``stage`` beyond construction
     (:func:`lamina.weights.edit_null.beyond_scrambled`); the detail adds the random-direction
     control (their mean effect and the Monte Carlo p of the model's against them)."""
@@ -49,12 +47,12 @@ def write_edit(e: pd.DataFrame, stage: str, s: SignatureSettings) -> dict[str, A
     r = units["random"]
     if len(r) and "detail" in out:
         p_rand = (1 + np.sum(r >= units["observed"].mean())) / (1 + len(r))
-        out["detail"] += (f"; control: {len(r)} random directions, mean {r.mean():.3g} nats "
+        out["detail"] = (f"{out['detail']}; control: {len(r)} random directions, mean {r.mean():.3g} nats "
                           f"(Monte Carlo p = {p_rand:.3g}; by construction)")  # fmt: skip
     return out
 
 
-def kept_measure(e: pd.DataFrame, stage: str, base: str, s: SignatureSettings) -> dict[str, Any]:
+def kept_measure(e: pd.DataFrame, stage: str, base: str, s: SignatureSettings) -> dict[str, object]:
     """Aligned / base effect of the unembedding edit: mean Δlog p over the target tokens at
     ``stage`` over the same at ``base``, with the one-sided 90% percentile bootstrap CI over
     tokens (paired: each token's two effects resampled together); no test."""
@@ -92,7 +90,7 @@ def adaptation_gate(a: pd.DataFrame, n_bootstrap: int, seed: int) -> tuple[bool,
     return lo > 0, f"full fine-tuning's mean reduction {red.mean():.3g} nats, 95% bound {lo:.3g}"
 
 
-def single_group(a: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
+def single_group(a: pd.DataFrame, s: SignatureSettings) -> dict[str, object]:
     """"Any single group remains effective": per group, ratio = mean reduction of the held-out
     SFT loss when training that group alone / mean reduction under full fine-tuning (over the
     same items), its one-sided 90% paired percentile bootstrap CI over items, and the one-sided
@@ -101,7 +99,7 @@ def single_group(a: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
     lists every group."""
     full = _reductions(a, "all")
     f = s.effective_fraction
-    parts: dict[str, dict[str, Any]] = {}
+    parts: dict[str, dict[str, object]] = {}
     for group in [g for g in a["group"].unique() if g != "all"]:
         red = _reductions(a, group)
         if len(red) < 2 or len(red) != len(full) or full.mean() <= 0:

@@ -4,6 +4,7 @@ of :class:`lamina.evidence.decide.Measurement` fields."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -26,13 +27,13 @@ __all__ = [
 ]
 
 
-def _p(p: float | None) -> str:
-    return "n/a" if p is None or not np.isfinite(p) else f"{p:.3g}"
+def _p(p: object) -> str:
+    return "n/a" if not isinstance(p, numbers.Real) or not np.isfinite(float(p)) else f"{p:.3g}"
 
 
 def _per_objective(
     g: pd.DataFrame, ratio: Any, margin: float, s: SignatureSettings, what: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """:func:`~lamina.weights.measures_signature.tost_summary` of ``ratio(rows)`` per objective of
     the gradients table ``g`` (column ``objective``); the row is the objective with the weakest
     evidence (largest TOST p), the detail lists each."""
@@ -45,7 +46,7 @@ def _per_objective(
     return m | {"detail": f"weakest: {name}; {listed}"}
 
 
-def read_grad_inherits(read: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, Any]:
+def read_grad_inherits(read: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, object]:
     """Per objective, RSF(summed read gradient) / activation share over the read matrices, close
     to 1 within [1/margin, margin] (TOST): the gradient inherits the activation spectrum; the
     row is the objective with the weakest evidence (:func:`_per_objective`)."""
@@ -53,7 +54,7 @@ def read_grad_inherits(read: pd.DataFrame, margin: float, s: SignatureSettings) 
                           "read gradient")  # fmt: skip
 
 
-def raw_read_follows(read: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
+def raw_read_follows(read: pd.DataFrame, s: SignatureSettings) -> dict[str, object]:
     """Spearman ρ(activation share, summed-gradient RSF) over the read matrices under the LM
     objective, with its one-sided 90% percentile bootstrap CI over matrices and the one-sided
     (greater) p; effect_size: the geo-mean summed read-gradient enrichment. Untestable under
@@ -78,7 +79,7 @@ def raw_read_follows(read: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]
     }  # fmt: skip
 
 
-def optimizer_attenuates(adam: pd.DataFrame, state: str, s: SignatureSettings) -> dict[str, Any]:
+def optimizer_attenuates(adam: pd.DataFrame, state: str, s: SignatureSettings) -> dict[str, object]:
     """Adam's update against elementwise normalisation, from the saved state ``state``: per read
     matrix, enrichment(u) / enrichment(sign(m)), u = m̂/(√v̂+ε) (one-sided Wilcoxon, less;
     :func:`~lamina.weights.summaries.ratio_summary`). Below 1 only when v̂ carries more than
@@ -99,7 +100,7 @@ def optimizer_attenuates(adam: pd.DataFrame, state: str, s: SignatureSettings) -
     }
 
 
-def cancellation_scale(g: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, Any]:
+def cancellation_scale(g: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, object]:
     """Per objective, cancellation c = ‖Σ_t g_t‖ / Σ_t ‖g_t‖ over the median of the same terms
     with random signs (≈ 1: the terms cancel like unrelated ones, so cancellation sets the
     update's scale), TOST within [1/margin, margin]; the objective with the weakest evidence."""
@@ -109,7 +110,7 @@ def cancellation_scale(g: pd.DataFrame, margin: float, s: SignatureSettings) -> 
                           "cancellation")  # fmt: skip
 
 
-def cancellation_direction(g: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, Any]:
+def cancellation_direction(g: pd.DataFrame, margin: float, s: SignatureSettings) -> dict[str, object]:
     """Per objective, RSF(summed gradient) / RSF(per-token terms, energy-pooled) (≈ 1: the sum
     keeps its terms' direction), TOST within [1/margin, margin]; the objective with the
     weakest evidence."""
@@ -122,7 +123,7 @@ def _cuts(steps: pd.Series, s: SignatureSettings, total: int) -> tuple[pd.Series
     return early, steps >= s.late_fraction * total
 
 
-def write_grad_early_only(w: pd.DataFrame, s: SignatureSettings, total: int) -> dict[str, Any]:
+def write_grad_early_only(w: pd.DataFrame, s: SignatureSettings, total: int) -> dict[str, object]:
     """Early / late write-gradient enrichment across pretraining checkpoints (``total``: the
     last step), matrix by matrix: per write matrix, the geo-mean of its summed-gradient
     enrichment over the early checkpoints over that over the late ones; summarised over
@@ -150,7 +151,7 @@ def write_grad_early_only(w: pd.DataFrame, s: SignatureSettings, total: int) -> 
     }
 
 
-def write_weights_early(w: pd.DataFrame, s: SignatureSettings, total: int) -> dict[str, Any]:
+def write_weights_early(w: pd.DataFrame, s: SignatureSettings, total: int) -> dict[str, object]:
     """Share of the final gain of log write-weight enrichment reached by the last early
     checkpoint: per matrix g_e = log E(early) - log E(0), g_f = log E(final) - log E(0);
     estimate mean(g_e) / mean(g_f), its one-sided 90% paired bootstrap CI over matrices, the

@@ -10,16 +10,19 @@ claimed range [1/m, m] with a TOST (:func:`tost_summary`).
 
 from __future__ import annotations
 
-from typing import Any
+import numbers
+from typing import Unpack
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.summaries import (
     QK,
     WRITE,
+    RowSelection,
     closeness_summary,
     enrichments,
     per_matrix,
@@ -39,7 +42,9 @@ __all__ = [
 ]
 
 
-def beyond_both(deltas: pd.DataFrame, s: SignatureSettings, **where: Any) -> np.ndarray:
+def beyond_both(
+    deltas: pd.DataFrame, s: SignatureSettings, **where: Unpack[RowSelection]
+) -> np.ndarray:
     """Per Q/K matrix of ``where``: RSF(ΔW) / max(RSF(W), k/d) = min(enrichment, vs_weight),
     the update's concentration over the stronger of its two baselines (isotropy; the matrix it
     updates), geo-averaged over the pairs of ``where`` a matrix appears in
@@ -54,7 +59,7 @@ def beyond_both(deltas: pd.DataFrame, s: SignatureSettings, **where: Any) -> np.
 
 def _matrix_values(
     deltas: pd.DataFrame, s: SignatureSettings, roles: tuple[str, ...], column: str = "enrichment",
-    **where: Any,
+    **where: Unpack[RowSelection],
 ) -> np.ndarray:
     """``column`` per matrix of ``roles``, geo-averaged over the pairs of ``where``."""
     t = selected_rows(deltas, s, roles, **where)
@@ -62,8 +67,8 @@ def _matrix_values(
 
 
 def tost_summary(
-    values: Any, margin: float, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+    values: ArrayLike, margin: float, n_bootstrap: int, seed: int
+) -> dict[str, object]:
     """A "close to 1" claim on per-matrix ratios: geometric mean, its two-sided 95% bootstrap
     CI, and the TOST p that the log ratios lie within ±log ``margin``: the larger of the
     one-sided Wilcoxon p of log r > -log m and of log r < log m (small only when both bounds
@@ -80,8 +85,8 @@ def tost_summary(
 
 
 def qk_measure(
-    deltas: pd.DataFrame, s: SignatureSettings, **where: Any
-) -> dict[str, Any]:
+    deltas: pd.DataFrame, s: SignatureSettings, **where: Unpack[RowSelection]
+) -> dict[str, object]:
     """The Q/K enrichment of the rows of ``where`` against both baselines
     (:func:`beyond_both`), summarised by :func:`~lamina.weights.summaries.ratio_summary`
     (one-sided, greater); effect_size: the paper's statistic, the geo-mean enrichment
@@ -98,8 +103,8 @@ def qk_measure(
 
 
 def writes_measure(
-    deltas: pd.DataFrame, s: SignatureSettings, margin: float, **where: Any
-) -> dict[str, Any]:
+    deltas: pd.DataFrame, s: SignatureSettings, margin: float, **where: Unpack[RowSelection]
+) -> dict[str, object]:
     """The write enrichment of the rows of ``where``: :func:`tost_summary` against
     [1/margin, margin]."""
     return tost_summary(_matrix_values(deltas, s, WRITE, **where), margin, s.n_bootstrap, s.seed)
@@ -107,11 +112,11 @@ def writes_measure(
 
 def late_pretraining(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """{"qk": ..., "writes": ...} of every late consecutive pretraining ΔW (family
     "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (the unit is
     the matrix: its pairs share W and its basis); each "not testable" without one."""
-    where: dict[str, Any] = {"family": "pretraining", "phase": "late"}
+    where: RowSelection = {"family": "pretraining", "phase": "late"}
     out = {"qk": qk_measure(deltas, s, **where), "writes": writes_measure(deltas, s, margin, **where)}
     if not len(enrichments(deltas, s, QK, **where)):
         why = "needs consecutive late-pretraining checkpoints"
@@ -121,17 +126,17 @@ def late_pretraining(
 
 def every_objective(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float, pairs: dict[str, str]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """{"qk": ..., "writes": ...} over the applied objectives (``pairs``: {objective: its
     ΔW pair label in ``deltas``}): each objective measured alone (:func:`qk_measure`,
     :func:`writes_measure`) and the row is the one with the weakest evidence (the largest p:
     the intersection-union test of "under every objective"); the detail lists every
     objective's estimate and p."""
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for part in ("qk", "writes"):
         parts = {}
         for obj, pair in pairs.items():
-            kw: dict[str, Any] = {"family": "objective", "pair": pair}
+            kw: RowSelection = {"family": "objective", "pair": pair}
             parts[obj] = (qk_measure(deltas, s, **kw) if part == "qk"
                           else writes_measure(deltas, s, margin, **kw))  # fmt: skip
         if not parts:
@@ -143,11 +148,11 @@ def every_objective(
     return out
 
 
-def _p(p: float | None) -> str:
-    return "n/a" if p is None or not np.isfinite(p) else f"{p:.3g}"
+def _p(p: object) -> str:
+    return "n/a" if not isinstance(p, numbers.Real) or not np.isfinite(float(p)) else f"{p:.3g}"
 
 
-def stage_not_objective(deltas: pd.DataFrame, s: SignatureSettings) -> dict[str, Any]:
+def stage_not_objective(deltas: pd.DataFrame, s: SignatureSettings) -> dict[str, object]:
     """Early / late pretraining write enrichment, matrix by matrix: per write matrix, the
     geo-mean of its enrichment over the early consecutive pairs over that over the late ones;
     estimate the geometric mean of that ratio over matrices, its one-sided 90% percentile

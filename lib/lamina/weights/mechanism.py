@@ -5,12 +5,13 @@ its momentum, and write gradients across pretraining. Part of
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from lamina.sources.organisms.objectives import lm_loss
 from lamina.sources.organisms.stages import stage_loss
@@ -18,6 +19,7 @@ from lamina.sources.organisms.tokenizer import encode_stream
 from lamina.sources.organisms.train import random_windows
 from lamina.weights import LinearMap, linear_maps, relative_subspace_fraction
 from lamina.weights.gradients import (
+    GradientFactors,
     adam_update_direction,
     gradient_factors,
     gradient_geometry,
@@ -32,6 +34,11 @@ from lamina.weights.probes import (
 )
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Units
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from lamina.sources.organisms.configs import OrganismConfig
 
 # Columns of the tables that a pair without training history leaves empty.
 WRITE_GRADIENT_COLUMNS = [
@@ -97,13 +104,13 @@ def _replay(tok: Any, corpus: Any, n: int, length: int, seed: int) -> torch.Tens
 
 def stage_factors(
     objective: str,
-    model: Any,
-    tok: Any,
-    items: Sequence[Any],
-    stage_cfg: Any,
-    replay=None,
+    model: nn.Module,
+    tok: PreTrainedTokenizerBase,
+    items: Sequence[tuple[str, ...]],
+    stage_cfg: OrganismConfig,
+    replay: torch.Tensor | None = None,
     maps: Sequence[LinearMap] | None = None,
-) -> dict:
+) -> dict[str, GradientFactors]:
     """Gradient factors (:func:`lamina.weights.gradients.loss_factors`) of the loss an
     organism's alignment stage trains (:func:`lamina.sources.organisms.stages.stage_loss`: answers end
     with a scored EOS; SFT adds ``stage_cfg.replay_weight`` × the LM loss of ``replay``; DPO's
@@ -117,7 +124,9 @@ def stage_factors(
     ref = copy.deepcopy(model).eval().requires_grad_(False) if objective == "dpo" else None
     maps = linear_maps(model, embeddings=False) if maps is None else maps
     return loss_factors(
-        model, maps, lambda: stage_loss(objective, model, ref, tok, list(items), stage_cfg, replay)
+        model, maps,
+        lambda: stage_loss(objective, cast("PreTrainedModel", model), cast("PreTrainedModel | None", ref),
+                           tok, list(items), stage_cfg, replay),
     )
 
 
@@ -142,8 +151,13 @@ def _bases(
 
 
 def geometry_rows(
-    factors, maps, bases, moments, k: int, seed: int = 0
-) -> list[dict[str, Any]]:
+    factors: Mapping[str, GradientFactors],
+    maps: Sequence[LinearMap],
+    bases: Mapping[str, tuple[torch.Tensor, Literal["input", "output"]]],
+    moments: Mapping[str, torch.Tensor],
+    k: int,
+    seed: int = 0,
+) -> list[dict[str, object]]:
     """One row per map of ``maps``: :func:`lamina.weights.gradients.gradient_geometry` of its
     gradient factors (``factors[key]``) in its basis (``bases[key]``: (basis (d, k), side)),
     the enrichments (RSF / (k/d)), the cancellation against its sign-randomised null (200
@@ -158,15 +172,15 @@ def geometry_rows(
         d = basis.shape[0]
         f = factors[m.key]
         g = gradient_geometry(f.deltas, f.acts, basis, side)
-        row = {"key": m.key, "layer": m.layer, "role": m.role, "kind": m.kind, "k": k, "d": d}
+        row: dict[str, object] = {"key": m.key, "layer": m.layer, "role": m.role, "kind": m.kind, "k": k, "d": d}
         row |= {name: getattr(g, name) for name in g.__dataclass_fields__}
         for name in ("rsf_summed", "rsf_token_mean", "rsf_token_pooled"):
-            row[name.replace("rsf", "enrichment")] = row[name] / (k / d)
+            row[name.replace("rsf", "enrichment")] = getattr(g, name) / (k / d)
         null = sign_null_cancellation(f.deltas, f.acts, n=200, seed=seed)
         row["cancellation_null"] = null["median"]
         row["cancellation_null_q975"] = null["q975"]
         row["cancellation_p_aligned"] = (
-            (1 + float((null["draws"] >= row["cancellation"]).sum())) / (1 + len(null["draws"]))
+            (1 + float((null["draws"] >= g.cancellation).sum())) / (1 + len(null["draws"]))
         )
         read = m.kind == "read"
         row["activation_share"] = held_out_share(f.acts, basis) if read else float("nan")
@@ -262,9 +276,11 @@ def write_gradients_across_training(
         batch = _token_budget(tok, texts, config.grad_tokens, length)
         factors = gradient_factors(model, tok, batch, maps, lm_loss, max_length=length)
         for row in geometry_rows(factors, maps, bases, {}, config.k, config.seed):
-            w = maps[[m.key for m in maps].index(row["key"])].weight(model)
-            row["weight_rsf"] = relative_subspace_fraction(w, bases[row["key"]][0], "output")
-            row["weight_enrichment"] = row["weight_rsf"] / (config.k / row["d"])
+            key = str(row["key"])
+            w = maps[[m.key for m in maps].index(key)].weight(model)
+            rsf = relative_subspace_fraction(w, bases[key][0], "output")
+            row["weight_rsf"] = rsf
+            row["weight_enrichment"] = rsf / (config.k / bases[key][0].shape[0])
             rows.append({"step": step, "checkpoint": spec, **row})
     return pd.DataFrame(rows)
 

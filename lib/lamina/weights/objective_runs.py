@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,12 @@ from lamina.sources.organisms.train import (
 )
 from lamina.weights.adaptation import per_item_sft_loss
 from lamina.weights.settings import SignatureSettings
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from lamina.sources.organisms.configs import OrganismConfig
+    from lamina.sources.organisms.corpus import Corpus
 
 __all__ = ["OBJECTIVES", "ObjectiveRun", "objective_gate", "run_objectives"]
 
@@ -106,7 +112,7 @@ def _held_out_score(
 
 
 def objective_gate(
-    objective: str, base: nn.Module, model: nn.Module, tok: Any, corpus: Any,
+    objective: str, base: nn.Module, model: nn.Module, tok: PreTrainedTokenizerBase, corpus: Corpus,
     s: SignatureSettings, context: int,
 ) -> tuple[bool, str]:
     """Did the run take? (module docstring) -> (passed, "held-out <objective> improvement
@@ -144,7 +150,8 @@ def _train(
 
 
 def run_objectives(
-    base: nn.Module, tok: Any, corpus: Any, stage_cfg: Any, s: SignatureSettings,
+    base: nn.Module, tok: PreTrainedTokenizerBase, corpus: Corpus, stage_cfg: OrganismConfig,
+    s: SignatureSettings,
     keep: set[str], objectives: tuple[str, ...] = OBJECTIVES,
 ) -> dict[str, ObjectiveRun]:
     """Each objective of ``objectives`` applied to ``base`` at one budget (module docstring),

@@ -5,7 +5,7 @@ or the prediction subspace (write maps) at every k, with a random-subspace null.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import pandas as pd
 import torch
@@ -26,6 +26,9 @@ from lamina.weights import (
 )
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Checkpoints, ModelPair, Units, checkpoint_pairs
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "cached_moments",
@@ -230,7 +233,8 @@ def probed_maps(model: nn.Module, config: SignatureSettings) -> list[LinearMap]:
 
 
 def cached_moments(
-    model, tok, texts, centred: bool, cache: dict | None, spec: str, config: SignatureSettings
+    model: nn.Module, tok: PreTrainedTokenizerBase, texts: Sequence[str], centred: bool,
+    cache: dict | None, spec: str, config: SignatureSettings,
 ) -> dict[str, torch.Tensor]:
     """:func:`lamina.weights.input_second_moments` of the probed read maps
     (:func:`probed_maps`) over ``texts``, cached in ``cache`` under (spec, centred, layers)."""

@@ -10,6 +10,7 @@ The chapter's config (``lamina.chapters.weight_update_signature.Config``) is a
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -171,7 +172,7 @@ def context_length(model: nn.Module, cap: int = MAX_LENGTH) -> int:
 
 
 def real_budget(
-    settings: S, n_layers: int, caps: dict[str, Any] | None = None, name: str | None = None
+    settings: S, n_layers: int, caps: Mapping[str, float] | None = None, name: str | None = None
 ) -> S:
     """The settings a real checkpoint or pair runs with: the sample sizes and budgets capped by
     the ``real_*`` fields (each first capped by ``caps``, {real_* field: cap}, e.g. a model's

@@ -19,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 from torch import nn
 
 from lamina.sources.models import get_adapter, load_model
-from lamina.sources.organisms.configs import ORGANISMS
+from lamina.sources.organisms.configs import ORGANISMS, OrganismConfig
 from lamina.sources.organisms.pretrained import PretrainedAlignConfig
 from lamina.sources.organisms.train import STAGES
 from lamina.weights.aligned import (
@@ -43,6 +43,9 @@ from lamina.weights.settings import (
 )
 from lamina.weights.texts import TEXT_ORGANISM
 from lamina.weights.units import BorrowedText
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["CURVE_COLUMNS", "SINGLE_UNTESTABLE", "SingleCheckpoint"]
 
@@ -94,7 +97,7 @@ class SingleCheckpoint(BorrowedText):
         self.aligned_base = any(w in self.label.lower() for w in ("instruct", "chat", "-it"))
         self.user_config = config
         self.specs = [self.label, *(f"{self.label}+{t}" for t in config.targets)]
-        self._models: dict[str, tuple[nn.Module, Any]] = {}
+        self._models: dict[str, tuple[nn.Module, PreTrainedTokenizerBase]] = {}
         self._config: SignatureSettings | None = None
         self._aligned: Path | None = None
 
@@ -114,7 +117,7 @@ class SingleCheckpoint(BorrowedText):
     def step_of(self, spec: str) -> int | None:
         return None
 
-    def load(self, spec: str) -> tuple[nn.Module, Any]:
+    def load(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase]:
         """The checkpoint (loaded once, eval mode), a target from the cached aligned build
         (:func:`~lamina.weights.aligned.aligned_folder`; built on first use when ``make
         aligned`` has not run), or an adopted applied-objective run."""
@@ -126,8 +129,8 @@ class SingleCheckpoint(BorrowedText):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
-                model, tok = load_model(self.source[0], revision=self.source[1])
-                self._models[spec] = (model.eval(), tok)
+                model, loaded = load_model(self.source[0], revision=self.source[1])
+                self._models[spec] = (model.eval(), cast("PreTrainedTokenizerBase", loaded))
             else:
                 base, tok = self.load(self.label)
                 stage = spec.rsplit("+", 1)[1]
@@ -174,7 +177,7 @@ class SingleCheckpoint(BorrowedText):
         return pd.DataFrame(rows, columns=cols)
 
     @property
-    def stage_config(self) -> Any:
+    def stage_config(self) -> OrganismConfig:
         """:data:`~lamina.weights.units.TEXT_ORGANISM`'s stage settings (losses, AdamW betas,
         clip), its context :func:`~lamina.weights.settings.context_length` (``max_length``)
         and no LM replay: the settings of the applied-objective runs and of the gradients."""

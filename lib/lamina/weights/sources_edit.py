@@ -18,10 +18,13 @@ are those sentences.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["EDIT_KINDS", "TEXTS", "edit_model"]
 
@@ -55,7 +58,7 @@ def _tokenizer() -> Any:
                                    pad_token="<|endoftext|>")  # fmt: skip
 
 
-def edit_model(kind: str, seed: int) -> tuple[nn.Module, Any]:
+def edit_model(kind: str, seed: int) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model in eval mode, tokenizer) of the known-answer source ``kind`` of
     :data:`EDIT_KINDS` (module docstring), initialised with ``seed``."""
     from transformers import GPT2Config, GPT2LMHeadModel

@@ -23,6 +23,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
 import torch
@@ -81,7 +83,8 @@ def gradients_source(kind: str, seed: int, n_layers: int = 4) -> pd.DataFrame:
     gen = torch.Generator().manual_seed(7_919 * seed + (kind == "null"))
     rows = []
     for objective in ("lm", "sft", "dpo"):
-        maps, factors, bases, moments = [], {}, {}, {}
+        maps, factors, moments = [], {}, {}
+        bases: dict[str, tuple[torch.Tensor, Literal["input", "output"]]] = {}
         for layer in range(n_layers):
             decay = 0.4 + 0.3 * layer  # the activation share differs by block
             lam = torch.arange(1, D + 1, dtype=torch.float64) ** -decay

@@ -14,11 +14,13 @@ Each summary is a dict of :class:`lamina.evidence.decide.Measurement` fields (``
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 from lamina.evidence.stats import bootstrap_ci
@@ -47,32 +49,45 @@ def keep_layers(t: pd.DataFrame, s: SignatureSettings) -> pd.DataFrame:
     return t if s.layers is None else t[t["layer"].isin(s.layers)]
 
 
+class RowSelection(TypedDict, total=False):
+    """Which rows of the deltas table a measurement reads: ``k`` (default the settings' k),
+    second-moment convention ``moment`` (default the settings' main one), prediction basis
+    ``prediction`` ("W_U", the default, or "W_U diag(gamma)"), and column filters (a value, or
+    a list of values): ``family`` ("pretraining", "stage", "objective"), ``pair`` (the ΔW
+    pair label) and ``phase`` ("early", "late")."""
+
+    k: int | None
+    moment: str | None
+    prediction: str
+    family: str | list[str]
+    pair: str | list[str]
+    phase: str | list[str]
+
+
+SELECTION_OPTIONS = ("k", "moment", "prediction")
+
+
 def selected_rows(
-    deltas: pd.DataFrame,
-    s: SignatureSettings,
-    roles: Sequence[str],
-    k: int | None = None,
-    moment: str | None = None,
-    prediction: str = "W_U",
-    **where: Any,
+    deltas: pd.DataFrame, s: SignatureSettings, roles: Sequence[str], **where: Unpack[RowSelection]
 ) -> pd.DataFrame:
     """The rows of the deltas table (:func:`lamina.weights.probes.organism_deltas`) for the
-    matrices of ``roles`` in the probed layers at ``k`` (default ``s.k``), second-moment
-    convention ``moment`` (default the settings' main one) and prediction basis ``prediction``
-    ("W_U" or "W_U diag(gamma)"), filtered by ``where`` (column=value, or a list of values)."""
+    matrices of ``roles`` in the probed layers, selected and filtered by ``where``
+    (:class:`RowSelection`)."""
+    k, moment = where.get("k"), where.get("moment")
     t = keep_layers(deltas, s)
     t = t[(t["k"] == (k or s.k)) & t["role"].isin(roles)]
     t = t[t["moment"] == (moment or ("centred" if s.centred else "raw"))]
     if "prediction" in t.columns:
-        t = t[t["prediction"] == prediction]
-    for col, val in where.items():
+        t = t[t["prediction"] == where.get("prediction", "W_U")]
+    filters = {c: v for c, v in where.items() if c not in SELECTION_OPTIONS}
+    for col, val in filters.items():
         t = t[t[col].isin(val) if isinstance(val, list | tuple) else t[col] == val]
     return t
 
 
 def enrichments(
     deltas: pd.DataFrame, s: SignatureSettings, roles: Sequence[str], column: str = "enrichment",
-    **where: Any,
+    **where: Unpack[RowSelection],
 ) -> np.ndarray:
     """The ``column`` of :func:`selected_rows` (one value per matrix and pair).
     -> (n_rows,) float64."""
@@ -94,8 +109,8 @@ def _ci_level(sided: Sided, level: float = 0.95) -> float:
 
 
 def ratio_summary(
-    values: Any, sided: Sided, n_bootstrap: int, seed: int, *, null: float = 1.0
-) -> dict[str, Any]:
+    values: ArrayLike, sided: Sided, n_bootstrap: int, seed: int, *, null: float = 1.0
+) -> dict[str, object]:
     """Geometric mean of positive per-matrix ratios with the bootstrap CI (percentile, over
     matrices) and the one-sample Wilcoxon signed-rank p of log(ratio) against log(``null``),
     both of sidedness ``sided``; ``p_opposite`` is the p of the other side (the two-sided p for
@@ -105,7 +120,7 @@ def ratio_summary(
     2 values or no spread."""
     x = np.log(np.asarray(values, dtype=np.float64))
     x = x[np.isfinite(x)]
-    out: dict[str, Any] = {"estimate": float("nan"), "ci_low": float("nan"),
+    out: dict[str, object] = {"estimate": float("nan"), "ci_low": float("nan"),
                            "ci_high": float("nan"), "sided": sided, "p": None,
                            "p_opposite": None, "n_units": len(x)}  # fmt: skip
     if not len(x):
@@ -125,7 +140,7 @@ def ratio_summary(
     return out
 
 
-def closeness_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, Any]:
+def closeness_summary(values: ArrayLike, n_bootstrap: int, seed: int) -> dict[str, object]:
     """Geometric mean of positive per-matrix ratios with its two-sided 95% percentile
     bootstrap CI over matrices, no test (a "close to 1" claim is judged on its CI, against
     the claimed range [1/m, m]). -> Measurement fields."""
@@ -134,8 +149,8 @@ def closeness_summary(values: Any, n_bootstrap: int, seed: int) -> dict[str, Any
 
 
 def worst(
-    parts: dict[str, dict[str, Any]], key: str = "p", *, largest: bool = True
-) -> tuple[str, dict[str, Any]]:
+    parts: dict[str, dict[str, object]], key: str = "p", *, largest: bool = True
+) -> tuple[str, dict[str, object]]:
     """The part of a conjunction ("under every objective", "any single group") with the weakest
     evidence: the largest ``key`` (a p: the intersection-union test of the conjunction rejects
     only when every part does, so its p is the largest part's), or the smallest when
@@ -144,9 +159,9 @@ def worst(
     if not parts:
         raise ValueError("a conjunction needs at least one part")
 
-    def weakness(item: tuple[str, dict[str, Any]]) -> float:
+    def weakness(item: tuple[str, dict[str, object]]) -> float:
         v = item[1].get(key)
-        if v is None or not np.isfinite(v):
+        if not isinstance(v, numbers.Real) or not np.isfinite(float(v)):
             return np.inf
         return float(v) if largest else -float(v)
 

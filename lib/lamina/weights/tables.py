@@ -9,7 +9,7 @@ import pandas as pd
 from lamina.weights.measure import margin
 from lamina.weights.measures_signature import qk_measure, writes_measure
 from lamina.weights.settings import SignatureSettings
-from lamina.weights.summaries import keep_layers
+from lamina.weights.summaries import RowSelection, keep_layers
 
 __all__ = [
     "ROLE_GROUPS",
@@ -179,7 +179,7 @@ def sensitivity(model: str, deltas: pd.DataFrame, s: SignatureSettings) -> pd.Da
         for pred in preds:
             for k in sorted(deltas["k"].unique()):
                 for family, pair in pairs.itertuples(index=False):
-                    where = {"k": int(k), "moment": moment, "prediction": pred,
+                    where: RowSelection = {"k": int(k), "moment": moment, "prediction": pred,
                              "family": family, "pair": pair}  # fmt: skip
                     qk = qk_measure(deltas, s, **where)
                     if not qk["n_units"]:

