@@ -67,12 +67,14 @@ glue_claim("tp", claims, "p1-three-phase-bands", n_models=len(result.models))
 # (a) the paper's fixed bands (`lamina.trajectory.phases.fixed_phase_bands`), tested within
 # independent units (a prompt, or all lexical variants of one base word together): each unit's
 # mean SIM in the elaboration band is compared with its own encoding and output-preparation
-# bands (two paired Wilcoxon signed-rank tests; both must hold, so p is the larger of the two).
+# bands (two paired t-tests of the mean, as the estimate is a mean; both must hold, so p is
+# the larger of the two).
 # The estimate is the margin by which elaboration exceeds both neighbours, with a bootstrap CI
 # over units. Three phases need a size, not only a direction: the margin's whole CI must clear
 # half the smallest gap between GPT-2's quoted band middles
-# (`lamina.trajectory.verdicts.PHASE_MARGIN`). "Consistent across architectures" is its own row,
-# over the sources this chapter ran (`lamina.trajectory.verdicts.universal_claim`). GPT-2's quoted band ranges are tested on GPT-2 models only.
+# (`lamina.trajectory.claims.PHASE_MARGIN`). "Consistent across architectures" is its own row,
+# over the sources this chapter ran (`lamina.trajectory.claims.UNIVERSAL`). GPT-2's quoted band
+# ranges are tested on GPT-2 models only.
 # (b) `lamina.trajectory.phases.detect_phases`: exact least-squares change points with the number
 # of phases chosen by a penalised BIC (and, for comparison, cross-validation), on the
 # prompt-mean profile and on 300 prompt resamples.

@@ -164,7 +164,8 @@ BANDS = _effect(
     f"preparation (margin >= {PHASE_MARGIN:.4g}, half the smallest gap of GPT-2's band middles)",
     statistic="SIM margin of elaboration over both neighbour bands", unit="cosine",
     resampling="lexical base word / prompt",
-    test="paired Wilcoxon, elaboration vs each neighbour band (max p)", direction=1,
+    test="paired t-test of the mean, elaboration vs each neighbour band, over units (max p)",
+    direction=1,
     claimed=(PHASE_MARGIN, math.inf), opposite="elaboration below both neighbour bands",
     main=True, short="three phases", calibrated=NULL_SOURCES,
 )  # fmt: skip

@@ -7,9 +7,13 @@ Every lever is solved by bisection on reference draws of its chapter's own promp
 
 * ``neutral`` (every kind, the null's flattening): the extra turn per elaboration transition
   at which elaboration's mean SIM equals the higher neighbour band's (margin 0; 0 when the
-  fitted background has no margin to remove);
+  fitted background has no margin to remove), with band means averaged per independent unit
+  as the chapter's test averages them (:func:`lamina.trajectory.phase_stats.unit_band_means`:
+  a lexical variant's unit is its base word; solved on the prompt-weighted margin instead,
+  the null kept a unit-weighted margin of about +0.010 with a CI above 0, and the bands row
+  read present on 4 of 4 null seeds);
 * ``phi`` (three phases): the margin by which elaboration's mean SIM exceeds both neighbours
-  is 0.125 (GPT-2's quoted band middles 0.45, 0.775, 0.65; half: 0.0625);
+  (weighted the same way) is 0.125 (GPT-2's quoted band middles 0.45, 0.775, 0.65; half: 0.0625);
 * ``drift_lexical`` / ``drift_reasoning`` (curvature): the paper's families' mean curvature
   (single-token prompts excluded, as the chapter does) are the middles of the quoted ranges,
   0.29 and 0.77 rad (half: 0.41 and 0.65 rad, the gap halved about the same middle);
@@ -44,9 +48,10 @@ from lamina.trajectory.bifurcation_stats import baseline_layer, bifurcation_rows
 from lamina.trajectory.convergence_stats import ci_profile, ci_profiles, distance_stack, item_units
 from lamina.trajectory.fitted import background
 from lamina.trajectory.metrics import bifurcation, layerwise_cosine, mean_curvature
-from lamina.trajectory.phases import fixed_phase_bands
+from lamina.trajectory.phase_stats import unit_band_means
 from lamina.trajectory.realistic import Levers, compose, draw, source_tokens
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_prompts
+from lamina.trajectory.stat_tests import units_of
 
 __all__ = ["REFERENCE_DRAWS", "levers", "neutral_turn", "statistic", "targets"]
 
@@ -77,15 +82,13 @@ def statistic(name: str, table: pd.DataFrame, bg: Background) -> Callable[[np.nd
     measure it: "margin", "reasoning", "lexical", "peak", "control", "excess" (module
     docstring); row selections are computed once."""
     t = table.reset_index(drop=True)
-    if name == "margin":  # on the rows the chapter's test reads (one-token prompts left out)
-        rows = chapter_mask("three_phase", t, source_tokens(t, bg))
+    if name == "margin":  # on the rows and units the chapter's test reads (one-token prompts
+        rows = chapter_mask("three_phase", t, source_tokens(t, bg))  # left out; a lexical
+        units = units_of(t[rows])  # variant's unit is its base word), weighted as it weighs them
 
         def margin(x: np.ndarray) -> float:
-            x = x[rows]
-            bands = fixed_phase_bands(x.shape[1] - 1)
-            m = np.asarray(layerwise_cosine(x)).mean(0)
-            b = [m[bands == k].mean() for k in range(3)]
-            return float(min(b[1] - b[0], b[1] - b[2]))
+            m = unit_band_means(np.asarray(layerwise_cosine(x[rows])), units).mean(0)  # (3,)
+            return float(min(m[1] - m[0], m[1] - m[2]))
         return margin
     if name in ("reasoning", "lexical"):
         rows = _paper_family(t, name, source_tokens(t, bg))
@@ -207,7 +210,7 @@ CODE = ("fitted.py", "realistic.py", "levers.py", "background.py", "metrics.py",
 # functions of other modules that the levers' statistics call (their source is hashed, not
 # their whole module's, so that an edit elsewhere in those modules keeps the solved levers)
 FUNCTIONS = (baseline_layer, bifurcation_rows, ci_profile, ci_profiles, distance_stack, item_units,
-             chapter_prompts, chapter_mask)  # fmt: skip
+             chapter_prompts, chapter_mask, unit_band_means, units_of)  # fmt: skip
 
 
 def _cache_file() -> Path:

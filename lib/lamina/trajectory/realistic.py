@@ -36,8 +36,8 @@ estimates and drops). One component is flattened, because it would plant a claim
 SmolLM2's own similarity profile, at the layers the source takes, has elaboration above both
 neighbour bands (band means 0.714 / 0.952 / 0.737), so the null turns the fixed part by a
 further psi_e per elaboration transition, psi_e solved so that elaboration's mean SIM equals
-the higher neighbour's (the boundary of the claim's null;
-:func:`lamina.trajectory.levers.neutral_turn`).
+the higher neighbour's, band means averaged per independent unit as the chapter's test
+averages them (the boundary of the claim's null; :func:`lamina.trajectory.levers.neutral_turn`).
 
 **Kinds** (:data:`KINDS`): "null"; "planted" (the paper's sizes) and "planted-half" (half of
 each effect), each effect on its own lever (:mod:`lamina.trajectory.levers`); "survivor": the
