@@ -10,12 +10,14 @@ PY := $(VENV)/bin/python
 # calibration seeds: 130, so that a false-positive rate of up to 4% has a Wilson 95% interval
 # within +/-5 points (lamina.evidence.calibration.seeds_for_halfwidth: 0% needs 80 seeds, 2%
 # 110, 4% 130). One page (python -m lamina.book.calibration) runs each paper's known-answer
-# sources (lamina.{trajectory,weights,anatomy}.calibration.calibration_runs) on 2 worker
-# processes of one thread each; each seed's rows are cached in data/cache/calibration, keyed by
-# the code and options that change them and verified when read, so a warm build reads them.
+# sources (lamina.{trajectory,weights,anatomy}.calibration.calibration_runs) on JOBS worker
+# processes (default: one per core) of one thread each; each seed's rows are cached in
+# data/cache/calibration, keyed by the code and options that change them and verified when
+# read, so a warm build reads them.
 # The page's cost lines give each paper's CPU seconds per seed and this build's wall time.
 CALIBRATION_SEEDS ?= 130
-CALIBRATION_JOBS ?= 2
+# JOBS: worker processes / chapters at once; empty: the machine's cores (lamina.core.machine)
+JOBS ?=
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
 # offline pretrained models (see lamina.sources.gguf_models.OFFLINE_GGUF)
@@ -75,12 +77,12 @@ aligned: $(STAMP)
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
 	$(PY) -m lamina.book pages
-	$(PY) -m lamina.book.calibration book/generated/calibration.md $(CALIBRATION_SEEDS) --jobs $(CALIBRATION_JOBS)
+	$(PY) -m lamina.book.calibration book/generated/calibration.md $(CALIBRATION_SEEDS) $(if $(JOBS),--jobs $(JOBS))
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again
 chapters: $(STAMP) organisms aligned
-	$(PY) -m lamina.book execute --all --book --jobs 2 --out $(BUILD) $(if $(FORCE),--force)
+	$(PY) -m lamina.book execute --all --book $(if $(JOBS),--jobs $(JOBS)) --out $(BUILD) $(if $(FORCE),--force)
 
 # Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
 # has not), unless that build failed: then every page is read again, so that -W sees again

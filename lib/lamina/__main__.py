@@ -1,7 +1,7 @@
 """The ``lamina`` console command (also ``python -m lamina``).
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
-    lamina run --all [--jobs 2] [--book]   # every chapter; --book: the book's own build
+    lamina run --all [--jobs J] [--book]   # every chapter; --book: the book's own build
     lamina chapters                        # the registry: name, paper, default models
     lamina pages [--results DIR]           # scorecard, comparison, reproducibility pages
     lamina methods                         # the methods page's quoted definitions
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+from lamina.core.machine import machine_cores
 
 __all__ = ["main"]
 
@@ -54,7 +56,8 @@ def _calibrate(argv: list[str]) -> int:
     parser.add_argument("seeds", nargs="?", type=int, default=5, help="seeds per known-answer source")
     parser.add_argument("--page", default="book/generated/calibration.md",
                         help="where the calibration page's body goes (every paper's claims)")  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (one thread each)")
+    parser.add_argument("--jobs", type=int, default=machine_cores(),
+                        help="worker processes, one thread each (default: the machine's cores)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"seeds must be >= 1; got {args.seeds}")

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from lamina.anatomy import calibration as anatomy_calibration
+from lamina.core.machine import machine_cores
 from lamina.core.provenance import atomic_write_text
 from lamina.evidence.calibration import (
     FPR_TARGET,
@@ -149,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover (run by 
     parser = argparse.ArgumentParser(prog="python -m lamina.book.calibration")
     parser.add_argument("out")
     parser.add_argument("n_seeds", type=int)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=machine_cores(),
+                        help="worker processes, one thread each (default: the machine's cores)")
     args = parser.parse_args(argv)
     if args.n_seeds < 1 or args.jobs < 1:
         parser.error(f"N_SEEDS and --jobs must be >= 1; got {args.n_seeds} and {args.jobs}")

@@ -1,7 +1,7 @@
 """The command lines ``python -m lamina.book`` (execute, pages, methods) and ``lamina run``.
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
-    lamina run --all [--jobs 2] [--book]
+    lamina run --all [--jobs J] [--book]   # J: chapters at once (default: the cores)
     python -m lamina.book execute ...      # the same as lamina run
     python -m lamina.book pages [--root DIR] [--results DIR]
     python -m lamina.book methods [--out FILE]
@@ -23,6 +23,7 @@ from lamina.book.methods import methods_markdown
 from lamina.book.params import ParameterError, cli_parameters
 from lamina.book.preflight import PreflightError, check_environment
 from lamina.book.scorecard import write_pages
+from lamina.core.machine import machine_cores
 from lamina.core.provenance import (
     EnvPathError,
     absolute_env_paths,
@@ -44,7 +45,8 @@ def _add_execute_arguments(ex: argparse.ArgumentParser) -> None:
                     help="a parameter of the chapter's parameters cell, e.g. -p quick true")  # fmt: skip
     ex.add_argument("--out", default=None,
                     help="folder for the executed notebooks (default book/runs/<model>/<run>/)")  # fmt: skip
-    ex.add_argument("--jobs", type=int, default=1, help="chapters executed at once (one kernel each)")
+    ex.add_argument("--jobs", type=int, default=machine_cores(),
+                    help="chapters executed at once, one kernel each (default: the machine's cores)")
     ex.add_argument("--force", action="store_true",
                     help="execute even chapters whose inputs are unchanged since their last run")  # fmt: skip
     ex.add_argument("--book", action="store_true",

@@ -49,6 +49,7 @@ from lamina.book.reuse import (
     reusable,
 )
 from lamina.core import registry
+from lamina.core.machine import machine_cores
 from lamina.core.progress import PROGRESS_ENV, forward, say
 from lamina.core.provenance import (
     absolute_env_paths,
@@ -381,6 +382,7 @@ def _execute_many(
         preflight(c, run.parameters)
     print(f"[lamina] checked the parameters, models and folders of {', '.join(chapters)} "
           f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+    jobs = min(jobs, len(chapters))  # one chapter: its kernel keeps every core
     if jobs <= 1:
         for chapter in chapters:
             _run_chapter(runs[chapter], True, force, True)
@@ -390,7 +392,8 @@ def _execute_many(
         return 0
     order = sorted(todo, key=lambda c: -_last_seconds(runs[c].out, c))
     # kernels inherit the environment: share the cores out instead of oversubscribing them
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    jobs = min(jobs, len(todo))
+    threads = str(max(1, machine_cores() // jobs))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
         os.environ.setdefault(name, threads)
     ctx = multiprocessing.get_context("spawn")

@@ -13,15 +13,8 @@ import subprocess
 import sys
 import time
 
+from lamina.core.machine import machine_cores
 from lamina.sources import organisms
-
-
-def machine_cores() -> int:
-    """The CPUs this process may run on (its affinity where the OS reports it, else the count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def main(argv: list[str] | None = None) -> int:
