@@ -130,7 +130,7 @@ show_details(V.quality_table(result), "Perplexity per checkpoint")
 # %% [markdown]
 # ## Bits per byte, beside pretrained models
 # Perplexity per token depends on the tokenizer, so it cannot compare the organisms with a
-# real model. Bits per byte can (`lamina.chapters.organisms.reference.bits_per_byte`): the
+# real model. Bits per byte can (`lamina.sources.organisms.reference.bits_per_byte`): the
 # total next-token negative log-likelihood in bits over the UTF-8 bytes of the scored text,
 # bpb = Σ −log₂ p(xₜ | x₍<ₜ₎) / bytes. Each text's first word is context only, so every model
 # is charged for exactly the same bytes. The text is the organisms' validation split, which no

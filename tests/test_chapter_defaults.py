@@ -4,11 +4,11 @@ the chapter runs exactly the record's models, in its order."""
 
 from __future__ import annotations
 
-import lamina.chapters.growth_training.importance as growth_importance
 import lamina.chapters.models as chapter_models
 import lamina.chapters.organisms.run as organisms_run
 import lamina.chapters.weight_update_signature.config as signature_config
 from lamina.chapters.growth_training import GrowthConfig
+from lamina.chapters.growth_training.run import resolve_real_models
 from lamina.chapters.weight_update_signature import Config as SignatureConfig
 from lamina.core.registry import by_name
 from lamina.sources import organisms
@@ -29,7 +29,7 @@ def test_every_chapter_runs_its_registry_records_default_models(monkeypatch):
     runs = {
         "weight_update_signature": [*real, *orgs],
         "layer_anatomy": chapter_models.chapter_models("layer_anatomy", "default")[0],
-        "growth_training": growth_importance.resolve_real_models(GrowthConfig())[0],
+        "growth_training": resolve_real_models(GrowthConfig())[0],
         "organisms": organisms_run.organism_names("default")[0],
     }
     for chapter, models in runs.items():

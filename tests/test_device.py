@@ -71,8 +71,8 @@ def test_an_explicit_cpu_or_the_override_keeps_the_model_on_cpu(tiny_model_dirs,
 
 def test_growth_models_train_on_cuda_without_a_flag(fake_cuda):
     """Growth Training's freshly initialised models go to the GPU when one is present."""
+    from lamina.anatomy.growth_runs import build_model
     from lamina.chapters.growth_training import GrowthConfig
-    from lamina.chapters.growth_training.importance import build_model
 
     from .conftest import _byte_tokenizer
 

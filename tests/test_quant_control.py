@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from lamina.chapters import trajectory as skeleton
-from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter, subsample
+from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter
 from lamina.evidence.claims import Claim, claim_id, claims_frame
 from lamina.states.quant_control import (
     apply_quant_control,
@@ -20,6 +20,7 @@ from lamina.states.quant_control import (
     run_quant_control,
 )
 from lamina.trajectory.analyses.shared import main_pool
+from lamina.trajectory.chapter_prompts import subsample
 
 from .conftest import _byte_tokenizer, lamina_env, tiny_model
 from .gguf_writer import write_gguf

@@ -62,8 +62,8 @@ def test_the_notebook_executes_in_quick_mode(micro_data, tiny_model_dirs, tmp_pa
 
 
 def test_budgets_fill_only_unset_fields_by_model_kind():
+    from lamina.anatomy.run_plan import recovery_layer_list, robustness_layer_list
     from lamina.chapters.layer_anatomy.config import BUDGETS
-    from lamina.chapters.layer_anatomy.run import recovery_layer_list, robustness_layer_list
     from lamina.chapters.models import chapter_models
 
     cfg = AnatomyConfig(n_tokens=4096)
@@ -86,8 +86,8 @@ def test_budgets_fill_only_unset_fields_by_model_kind():
 
 
 def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
+    from lamina.anatomy.run_plan import robustness_layer_list
     from lamina.chapters.layer_anatomy.config import BUDGETS
-    from lamina.chapters.layer_anatomy.run import robustness_layer_list
 
     gemma = AnatomyConfig().for_model("gemma-3-270m")
     assert gemma.n_tokens == 2048 and gemma.recovery_layers == []  # 16 units, as SmolLM2
@@ -142,7 +142,7 @@ def test_a_quantised_gguf_gets_the_requantisation_control_on_its_weight_deltas(
 ):
     """A model from a quantised GGUF: the delta rows are re-measured on its weights
     re-quantised and say whether they flip; every other claim reads "not run: cost"."""
-    from lamina.chapters.layer_anatomy.run import QUANT_CONTROL_CLAIMS
+    from lamina.anatomy.quant_claims import QUANT_CONTROL_CLAIMS
 
     from ..conftest import _byte_tokenizer, tiny_model
     from ..gguf_writer import write_gguf

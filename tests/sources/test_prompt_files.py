@@ -21,12 +21,11 @@ def _copy(tmp_path: Path, name: str, family: str = "reasoning") -> Path:
 
 
 def test_bad11_an_id_in_two_prompt_files_is_refused(tmp_path):
-    from lamina.chapters.trajectory import TrajectoryConfig, load_chapter_prompts
+    from lamina.trajectory.chapter_prompts import load_chapter_prompts
 
     a, b = _copy(tmp_path, "a.jsonl"), _copy(tmp_path, "b.jsonl")
-    config = TrajectoryConfig(model="synthetic-null", prompts=f"{a},{b},lexical")
     with pytest.raises(PromptFileError, match=r"b\.jsonl.*id '.*' \(row 1\) is also in .*a\.jsonl"):
-        load_chapter_prompts(config, ["reasoning", "lexical"], ["family"])
+        load_chapter_prompts(f"{a},{b},lexical", ["reasoning", "lexical"], ["family"])
 
 
 def test_distinct_ids_across_files_load_together(tmp_path):

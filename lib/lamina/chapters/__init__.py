@@ -1,6 +1,7 @@
 """The chapters: one module or package per notebook of ``notebooks/``, with the same name.
 
-Each computes everything its notebook shows, behind one config dataclass, and returns a
+Each is glue: one config dataclass, a run that calls the science packages on every model of
+the config, and the presentation specific to its notebook. The run returns a
 :class:`~lamina.chapters.results.ExperimentResult` (tidy tables, a claims table, notes) that
 ``.write()`` saves with ``lamina.states.io.write_results``.
 
@@ -9,8 +10,9 @@ Each computes everything its notebook shows, behind one config dataclass, and re
   (with :mod:`~.reanalysis_views`), sharing :mod:`~.trajectory` (the config and the run over
   every model); their science is ``lamina.trajectory``;
 * paper 2: :mod:`~.weight_update_signature`;
-* paper 3: :mod:`~.layer_anatomy`, :mod:`~.growth_training` (sharing :mod:`~.runtime`);
-* the appendix: :mod:`~.organisms`.
+* paper 3: :mod:`~.layer_anatomy`, :mod:`~.growth_training`; their science is
+  ``lamina.anatomy``;
+* the appendix: :mod:`~.organisms`; its science is ``lamina.sources.organisms``.
 
 Verdicts are given by ``lamina.evidence.decide``. Import a chapter by name
 (``from lamina.chapters.convergence import Config, run``); this package imports nothing

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter, subsample
+from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter
 from lamina.trajectory.analyses import curvature as analysis
+from lamina.trajectory.chapter_prompts import subsample
 from lamina.trajectory.claims import CHAPTER_CLAIMS
 
 __all__ = ["CLAIMS", "Config", "run"]

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter, subsample
+from lamina.chapters.trajectory import ChapterSpec, TrajectoryConfig, run_chapter
 from lamina.evidence.claims import Claim, claims_frame
 from lamina.evidence.decide import decide_across
 from lamina.trajectory.analyses import three_phase as analysis
+from lamina.trajectory.chapter_prompts import subsample
 from lamina.trajectory.claims import BANDS, CHAPTER_CLAIMS, UNIVERSAL
 
 __all__ = ["CLAIMS", "Config", "run"]

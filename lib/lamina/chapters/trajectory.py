@@ -4,7 +4,7 @@ A chapter module (:mod:`~lamina.chapters.convergence`, :mod:`~lamina.chapters.cu
 :mod:`~lamina.chapters.bifurcation`, :mod:`~lamina.chapters.three_phase`) declares a
 :class:`ChapterSpec` and calls :func:`run_chapter` with its analysis of one source
 (:mod:`lamina.trajectory.analyses`): the prompts are read (:class:`ChapterSpec` names the
-families and columns), subsampled in quick mode, and the analysis runs on the states of every
+families and columns; :mod:`lamina.trajectory.chapter_prompts`), subsampled in quick mode, and the analysis runs on the states of every
 model of ``config.model`` (:func:`lamina.chapters.models.chapter_models`; states from
 :func:`lamina.trajectory.model_states.load_model_states`); the per-model tables are stacked
 into one :class:`~lamina.chapters.results.ExperimentResult`.
@@ -13,13 +13,10 @@ into one :class:`~lamina.chapters.results.ExperimentResult`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
 from lamina.book.tables import show_details
@@ -27,7 +24,6 @@ from lamina.chapters.config import ChapterConfig
 from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult, concat_tables
 from lamina.sources.peer import is_peer
-from lamina.sources.prompts import load_prompt_files, prompt_sources
 from lamina.states.quant_control import (
     CONTROL_QTYPES,
     FOLLOWUP_QTYPES,
@@ -35,11 +31,11 @@ from lamina.states.quant_control import (
     run_quant_control,
 )
 from lamina.trajectory.analyses.shared import Analysis, Options
+from lamina.trajectory.chapter_prompts import load_chapter_prompts
 from lamina.trajectory.model_states import ModelStates, load_model_states
 from lamina.trajectory.sizes import CHAPTER_FAMILIES
 
-__all__ = ["ChapterSpec", "TrajectoryConfig", "each_model", "load_chapter_prompts",
-           "run_chapter", "show_quant_control", "subsample"]  # fmt: skip
+__all__ = ["ChapterSpec", "TrajectoryConfig", "each_model", "run_chapter", "show_quant_control"]
 
 
 @dataclass
@@ -108,31 +104,6 @@ class ChapterSpec:
             object.__setattr__(self, "families", CHAPTER_FAMILIES[self.name])
 
 
-def load_chapter_prompts(config: TrajectoryConfig, families: list[str], required: list[str]) -> pd.DataFrame:
-    """The chapter's prompt table: ``config.prompts`` (file paths or family names, comma
-    separated) or the default ``families``, concatenated. Raises ValueError naming a missing
-    required column, and ``lamina.sources.prompts.PromptFileError`` for a malformed file."""
-    sources = prompt_sources(config.prompts) if config.prompts else families
-    for src in sources:
-        if config.prompts and not Path(src).expanduser().is_file() and os.sep in src:
-            raise FileNotFoundError(f"prompt file {src!r} does not exist")
-    table = load_prompt_files(sources)  # an id in two files is refused
-    missing = [c for c in required if c not in table.columns]
-    if missing:
-        raise ValueError(f"prompts {sources} lack the column(s) {missing} this chapter needs; "
-                         f"columns present: {list(table.columns)}")  # fmt: skip
-    return table
-
-
-def subsample(table: pd.DataFrame, by: str, per_group: int, seed: int) -> pd.DataFrame:
-    """At most ``per_group`` rows of each value of ``by`` (for quick mode), order kept."""
-    rng = np.random.default_rng(seed)
-    keep = []
-    for _, idx in table.groupby(by, sort=False).indices.items():
-        keep.extend(sorted(rng.choice(idx, size=min(per_group, len(idx)), replace=False)))
-    return table.iloc[sorted(keep)].reset_index(drop=True)
-
-
 def each_model(spec: ChapterSpec, config: TrajectoryConfig, prompts: pd.DataFrame,
                notes: list[str]) -> Iterator[ModelStates]:  # fmt: skip
     """The states of every model of ``config.model``; models skipped (not built, no released
@@ -157,7 +128,7 @@ def run_chapter(spec: ChapterSpec, config: TrajectoryConfig, analyse: Analysis) 
     weights rounded once more, claims only, with the controls of the model as loaded
     (:func:`lamina.states.quant_control.run_quant_control`: tables "quantisation" and
     "quantised_models", column ``quant_shift``)."""
-    prompts = load_chapter_prompts(config, list(spec.families), list(spec.required))
+    prompts = load_chapter_prompts(config.prompts, list(spec.families), list(spec.required))
     if config.quick:
         prompts = spec.quick(prompts, config.seed)
     if spec.prepare is not None:

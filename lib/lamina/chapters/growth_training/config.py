@@ -45,7 +45,7 @@ class GrowthConfig(ChapterConfig):
         budget).
     real_models: pretrained models (offline names, hub names or folders) whose skip-ablation
         importance, mapped onto the trained model's layers by relative depth
-        (:func:`lamina.chapters.growth_training.importance.depth_map`), orders one extra
+        (:func:`lamina.anatomy.growth_orders.depth_map`), orders one extra
         growth run each ("growth (<model> order)", same phases, budget and seeds). None: the
         installed models of the chapter's registry record (none in quick mode); []: none.
     real_tokens: held-out tokens of each real model's skip sweep (windows of
@@ -59,7 +59,7 @@ class GrowthConfig(ChapterConfig):
     batch_size (windows of ``context`` tokens), eval_every: training and validation.
     val_tokens: validation tokens: passages of the organism corpus's val split in a seeded
         order (``val_shuffle_seed``) that share no word 8-gram with the train split
-        (:func:`lamina.chapters.growth_training.data.clean_val_windows`; the templated
+        (:func:`lamina.anatomy.growth_text.clean_val_windows`; the templated
         curriculum's val documents mostly repeat training text and drop out).
     learn_gate: the precondition of every growth claim: each seed's uniform run must end at
         a validation loss <= ``learn_gate`` x the unigram baseline's loss (nats; add-one

@@ -6,58 +6,43 @@ Schedules come from :mod:`lamina.anatomy.growth` (``growth_schedule``, ``uniform
 training loop, FLOP count and per-seed comparison too. Runs of one seed start from the same
 initial weights and see the same batches, so schedules are compared paired, per seed. Extra
 growth runs take their layer order from real pretrained models
-(:mod:`lamina.chapters.growth_training.importance`).
+(:func:`lamina.anatomy.growth_runs.real_orders`). The runs themselves are
+:mod:`lamina.anatomy.growth_runs`; this module chooses the models and keeps the tables.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
-from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
-from lamina.anatomy.growth import (
-    Phase,
-    growth_schedule,
-    train_with_schedule,
-    uniform_schedule,
-    warmup_cosine,
-)
+from lamina.anatomy.growth import Phase
 from lamina.anatomy.growth_claims import CONTROLS, compare_growth, judge_growth, measure_growth
-from lamina.anatomy.growth_compare import (
-    LEARNED_GATE,
-    unigram_loss,
-)
-from lamina.anatomy.growth_orders import (
-    depth_map,
-    random_order,
-    rank_correlations,
-    real_importance,
-    real_label,
+from lamina.anatomy.growth_compare import LEARNED_GATE, unigram_loss
+from lamina.anatomy.growth_orders import real_label
+from lamina.anatomy.growth_runs import (
+    build_model,
+    importance_table,
+    layer_importance,
+    real_orders,
+    schedule_table,
+    schedules_for,
+    train_runs,
+    training_tokenizer,
 )
 from lamina.anatomy.growth_text import clean_val_windows
 from lamina.anatomy.growth_timing import time_phases
+from lamina.anatomy.windows import corpus_windows
 from lamina.chapters.growth_training.config import CHAPTER, PAPER_SCALE, GrowthConfig
-from lamina.chapters.growth_training.importance import (
-    build_model,
-    layer_importance,
-    resolve_real_models,
-)
+from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult
-from lamina.chapters.runtime import corpus_windows
 from lamina.core.threads import threads
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.decide import GateResult
-from lamina.sources import organisms
-from lamina.sources.organisms import ORGANISMS
-from lamina.sources.organisms.corpus import load_corpus
-from lamina.sources.organisms.tokenizer import train_tokenizer
 
-__all__ = ["run_growth", "schedules_for", "source_run"]
+__all__ = ["resolve_real_models", "run_growth", "source_run"]
 
 TIMING_REPEATS, TIMING_STEPS = 5, 3  # interleaved timing: repeats x steps per kind of step
 
@@ -67,176 +52,17 @@ def source_run(label: str) -> str:
     return f"growth ({label} order)"
 
 
-def schedules_for(
-    config: GrowthConfig,
-    importance: np.ndarray,
-    extra_orders: Mapping[str, np.ndarray] | None = None,
-    seed: int | None = None,
-) -> dict[str, list[Phase]]:
-    """The schedules named in ``config.schedules``, all of ``config.total_steps`` steps, then
-    one growth schedule per ``extra_orders`` entry (name -> (L,) importance), same phases.
-    The random-order control's order is :func:`random_order` of ``seed`` (None: the first of
-    ``config.seeds``), so each training seed draws its own."""
-    seed = config.seeds[0] if seed is None else seed
-    growth_steps = round(config.total_steps * (1 - config.final_fraction))
-    per_phase = growth_steps // config.n_groups
-    final = config.total_steps - per_phase * config.n_groups
-    orders: dict[str, np.ndarray] = {}
-    out: dict[str, list[Phase]] = {}
-    for name in config.schedules:
-        if name == "uniform":
-            out[name] = uniform_schedule(config.total_steps)
-        else:
-            orders[name] = {
-                "growth": importance,
-                "reverse": -importance,
-                "random": random_order(len(importance), seed),
-            }[name]
-    for name, order in (extra_orders or {}).items():
-        if len(order) != config.n_layers:
-            raise ValueError(f"order {name!r} has {len(order)} layers, not {config.n_layers}")
-        orders[name] = np.asarray(order, float)
-    for name, order in orders.items():
-        out[name] = growth_schedule(
-            order,
-            config.n_groups,
-            per_phase,
-            final,
-            train_embeddings=config.train_embeddings,
-            cumulative=config.cumulative,
-        )
-    return out
-
-
-def _real_orders(
-    config: GrowthConfig, reference: np.ndarray, reference_name: str
-) -> tuple[dict[str, np.ndarray], pd.DataFrame, pd.DataFrame, list[str]]:
-    """({label: (L,) mapped importance}, native profiles table, rank correlations, notes)."""
-    models, notes = resolve_real_models(config)
-    mapped: dict[str, np.ndarray] = {}
-    native = [
-        pd.DataFrame(
-            {
-                "source": reference_name,
-                "layer": np.arange(config.n_layers),
-                "n_layers": config.n_layers,
-                "delta_pct": reference,
-            }
-        )
-    ]
-    for name in models:
-        label = real_label(name)
-        delta, info = real_importance(
-            name, config.model, config.real_tokens, config.real_seq_len
-        )
-        mapped[label] = depth_map(delta, config.n_layers)
-        native.append(
-            pd.DataFrame(
-                {
-                    "source": label,
-                    "layer": np.arange(len(delta)),
-                    "n_layers": len(delta),
-                    "delta_pct": delta,
-                }
-            )
-        )
-        notes.append(
-            f"Importance of {label}: skip ablation of its {info['n_layers']} layers on "
-            f"{info['n_tokens']:,} held-out tokens of the {config.model} corpus "
-            f"({info['n_windows']} windows from {info['n_documents']} documents; clean "
-            f"perplexity {info['baseline_ppl']:.1f}), mapped onto {config.n_layers} layers by "
-            f"relative depth (each trained layer: the overlap-weighted mean delta_pct of the "
-            f"{info['n_layers'] / config.n_layers:.2f} real layers in its depth span); load "
-            f"{info['load_s']:.0f} s, sweep {info['sweep_s']:.0f} s."
-        )
-    profiles = pd.concat(native, ignore_index=True)
-    profiles["depth"] = (profiles["layer"] + 0.5) / profiles["n_layers"]
-    corr = rank_correlations({reference_name: reference, **mapped})
-    return mapped, profiles, corr, notes
-
-
-def training_tokenizer(config: GrowthConfig) -> Any:
-    """The trained model's tokenizer: a byte-level BPE of ``config.vocab_size`` entries trained
-    on the organism corpus's train split, or (None) the built organism's own tokenizer."""
-    if config.vocab_size is None:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(organisms.resolve(config.model)))
-    name = config.model.partition("@")[0]
-    if name not in ORGANISMS:
-        raise ValueError(f"corpus {config.model!r} is not a registered organism")
-    return train_tokenizer(load_corpus(ORGANISMS[name]).train, config.vocab_size)
-
-
-def _train_runs(
-    config: GrowthConfig,
-    tok: Any,
-    plans: Mapping[int, Mapping[str, list[Phase]]],
-    train: torch.Tensor,
-    val: torch.Tensor,
-) -> tuple[pd.DataFrame, int, dict[tuple[str, int], str], dict[str, float]]:
-    """Every plan of every seed -> (curves, n_params, reused {(run, seed): twin}, seconds per
-    run).
-    Runs of one seed start from the same weights and see the same batches; a plan whose
-    phases equal an earlier one's of the same seed reuses its rows."""
-    lr_scale = warmup_cosine(
-        config.total_steps, round(config.warmup_fraction * config.total_steps), config.min_lr_ratio
-    )
-    frames: list[pd.DataFrame] = []
-    n_params = 0
-    reused: dict[tuple[str, int], str] = {}
-    t_train: dict[str, float] = {}
-    for seed, seed_plans in plans.items():
-        done: dict[tuple, pd.DataFrame] = {}
-        names: dict[tuple, str] = {}
-        for name, phases in seed_plans.items():
-            key = tuple((p.steps, tuple(p.layers or ()), p.train_embeddings) for p in phases)
-            if key in done:  # same phases, same seed: the same run
-                reused[name, seed] = names[key]
-                frames.append(done[key].assign(run=name))
-                continue
-            t1 = time.perf_counter()
-            model = build_model(config, tok, seed)
-            n_params = sum(p.numel() for p in model.parameters())
-            df = train_with_schedule(
-                model,
-                phases,
-                train,
-                val,
-                lr=config.lr,
-                batch_size=config.batch_size,
-                seed=seed,
-                eval_every=config.eval_every,
-                carry_optimizer=config.carry_optimizer,
-                lr_scale=lr_scale,
-            )
-            t_train[name] = t_train.get(name, 0.0) + time.perf_counter() - t1
-            # arms run one after another in this process; the load average says what
-            # else shared the CPUs while each was timed
-            done[key] = df.assign(run=name, seed=seed, load_avg=os.getloadavg()[0])
-            names[key] = name
-            frames.append(done[key])
-    return pd.concat(frames, ignore_index=True), n_params, reused, t_train
-
-
-def _schedule_table(config: GrowthConfig, plans: Mapping[int, Mapping[str, list[Phase]]]):
-    """One row per (seed, schedule, phase): name, steps, layers, train_embeddings."""
-    return pd.DataFrame(
-        [
-            {
-                "seed": seed,
-                "schedule": n,
-                "phase": i,
-                "name": p.name,
-                "steps": p.steps,
-                "layers": list(range(config.n_layers)) if p.layers is None else p.layers,
-                "train_embeddings": p.train_embeddings,
-            }
-            for seed, by_name in plans.items()
-            for n, ps in by_name.items()
-            for i, p in enumerate(ps)
-        ]
-    )
+def resolve_real_models(config: GrowthConfig) -> tuple[list[str], list[str]]:
+    """(models, notes): ``config.real_models`` as given; None -> the installed
+    the registry record's default models (a missing wheel is skipped with a note), or none in quick mode."""
+    if config.real_models is not None:
+        labels = [real_label(m) for m in config.real_models]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"real_models have clashing labels {labels}; rename the folders")
+        return list(config.real_models), []
+    if config.quick:
+        return [], ["Real-model importance orders: none in quick mode (set real_models)."]
+    return chapter_models(CHAPTER, "default")
 
 
 def _claims(
@@ -307,22 +133,6 @@ def _notes(
     ]
 
 
-def _importance_table(
-    n_layers: int, ref_name: str, importance: np.ndarray, mapped: Mapping[str, np.ndarray]
-) -> pd.DataFrame:
-    """The ``importance`` table: per trained layer and order source, delta_pct (the
-    reference's own, then each real model's mapped onto the trained depth)."""
-    return pd.concat(
-        [
-            pd.DataFrame(
-                {"source": s, "layer": range(n_layers), "delta_pct": v, "mapped": s != ref_name}
-            )
-            for s, v in {ref_name: importance, **mapped}.items()
-        ],
-        ignore_index=True,
-    )
-
-
 def _reuse_notes(reused: Mapping[tuple[str, int], str]) -> list[str]:
     """One note per (schedule, seed) whose run is an identical schedule's."""
     return [
@@ -377,12 +187,14 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
         unigram = unigram_loss(train, val, len(tok))
         importance, where = layer_importance(config, tok, train, val)
         t_real = time.perf_counter()
-        mapped, profiles, corr, real_notes = _real_orders(config, importance, ref_name)
+        models, real_notes = resolve_real_models(config)
+        mapped, profiles, corr, notes = real_orders(config, models, importance, ref_name)
+        real_notes += notes
         t_real = time.perf_counter() - t_real
         sources = {lab: source_run(lab) for lab in mapped}
         extra = {sources[k]: v for k, v in mapped.items()}
         plans = {s: schedules_for(config, importance, extra, seed=s) for s in config.seeds}
-        curves, n_params, reused, t_train = _train_runs(config, tok, plans, train, val)
+        curves, n_params, reused, t_train = train_runs(config, tok, plans, train, val)
         phases = [p for by_run in plans.values() for ps in by_run.values() for p in ps]
         timing = time_phases(
             lambda: build_model(config, tok, 0),
@@ -395,11 +207,11 @@ def run_growth(config: GrowthConfig) -> ExperimentResult:
             seed=0,
         )
     claims, parts, gate = _claims(config, label, curves, plans, sources, unigram, timing)
-    imp = _importance_table(config.n_layers, ref_name, importance, mapped)
+    imp = importance_table(config.n_layers, ref_name, importance, mapped)
     tables = {
         **parts,
         "timing": timing,
-        "schedule": _schedule_table(config, plans),
+        "schedule": schedule_table(config.n_layers, plans),
         "importance": imp,
         "profiles": profiles,
         "correlations": corr,

@@ -10,6 +10,9 @@ from typing import Any
 from lamina.anatomy.heldout import PLAYS
 from lamina.anatomy.paper import DEPTH_MAPPINGS
 from lamina.anatomy.predictability import RIDGE_ALPHA
+from lamina.anatomy.run_plan import (
+    IMPORTANCE_SURGERIES,  # the paper's ablation: removal / neighbour mean
+)
 from lamina.anatomy.surgery import SURGERIES
 from lamina.chapters.config import ChapterConfig, as_list
 
@@ -26,7 +29,6 @@ __all__ = [
 
 CHAPTER = "layer_anatomy"
 ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
-IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal / neighbour mean
 # Budgets filled in for the fields left None: the row of the model's alias (the part before
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
 # "pretrained" for anything else). Sizes and what they buy (the chapter's notes give each
@@ -38,7 +40,7 @@ IMPORTANCE_SURGERIES = ("skip", "interpolate")  # the paper's ablation: removal 
 # - robustness_tokens: the other edits on 6 windows (768 tokens), so that the worst-layer
 #   change under scaling has a CI over units; robustness_layers: 6 evenly spaced layers plus
 #   those the claims name (mapped core L8-11, anti-layers L14/L17, layers 0..k_max-1;
-#   run.robustness_layer_list), 14 layers on SmolLM2;
+#   lamina.anatomy.run_plan.robustness_layer_list), 14 layers on SmolLM2;
 # - recovery: 8 layers, 12 fine-tuning steps evaluated after every step (a recovery time
 #   interpolated between evaluations, lamina.anatomy.recovery.speed_rank), so that layers
 #   rank rather than tie.
@@ -110,7 +112,7 @@ class AnatomyConfig(ChapterConfig):
         recovery_layers: the layers fine-tuned (a list), n evenly spaced layers (an int), or
         None: all (or ``layers``); an empty list: no recovery fine-tune (P3-recovery not
         testable); robustness_layers: likewise, the layers that the other surgeries edit
-        (a count also adds the layers the claims name: ``run.robustness_layer_list``).
+        (a count also adds the layers the claims name: ``lamina.anatomy.run_plan.robustness_layer_list``).
     importance_surgeries: the surgeries swept over ``layers`` on all n_tokens (skip always;
         interpolate too by default); the others run on robustness_layers x robustness_tokens.
     The budget fields (:data:`BUDGET_FIELDS`) left None take the :data:`BUDGETS` row of the

@@ -1,6 +1,8 @@
 """The weight-update-signature chapter's run: on every unit (a real checkpoint, an organism, or
 a real pair), the applied-objective runs, the measurements of :mod:`lamina.weights`, the gates,
-and the claims judged from their declarations."""
+and the claims judged from their declarations. What runs on one unit besides the measurements
+(its settings, the applied objectives, the quantisation control) is
+:mod:`lamina.weights.unit_runs`."""
 
 from __future__ import annotations
 
@@ -14,34 +16,24 @@ import torch
 from lamina.chapters.results import ExperimentResult
 from lamina.chapters.weight_update_signature.config import CHAPTER, Config, expand_models
 from lamina.core.threads import threads
-from lamina.sources.models import get_adapter
-from lamina.states.quant_control import not_run_control, run_quant_control
 from lamina.weights.adaptation import single_group_adaptation
 from lamina.weights.edit_effects import null_stages, write_edit_effects
 from lamina.weights.judging import judge_unit
-from lamina.weights.measure import PREFIX, measure_unit, unit_gates
+from lamina.weights.measure import measure_unit, unit_gates
 from lamina.weights.mechanism import (
     adam_signature,
     objective_gradients,
     write_gradients_across_training,
 )
-from lamina.weights.objective_runs import run_objectives
-from lamina.weights.probes import organism_deltas, probed_maps
-from lamina.weights.settings import SignatureSettings, context_length, real_budget
+from lamina.weights.probes import organism_deltas
+from lamina.weights.settings import context_length
 from lamina.weights.single import SingleCheckpoint
 from lamina.weights.tables import sensitivity
 from lamina.weights.texts import split_sample, text_sample
+from lamina.weights.unit_runs import adopt_objectives, unit_quant_control, unit_settings
 from lamina.weights.units import Checkpoints, ModelPair, Units
 
 __all__ = ["run"]
-
-SUBSPACE_CLAIMS = tuple(f"{PREFIX}{c}" for c in (
-    "align-qk-sft", "align-qk-dpo", "align-writes-sft", "align-writes-dpo",
-    "late-pretraining-qk", "late-pretraining-writes", "every-objective-qk",
-    "every-objective-writes", "stage-not-objective"))  # fmt: skip
-"""The claims computed from the deltas table alone (ΔW probed in the base's subspaces): the
-ones the quantisation control recomputes."""
-
 
 def run(config: Config) -> ExperimentResult:
     """Every unit of ``config.model`` (real checkpoints first, each with its aligned build and
@@ -68,51 +60,17 @@ def run(config: Config) -> ExperimentResult:
         return _run(config, run_config, units, notes)
 
 
-def _unit_settings(ck: Units, config: Config) -> SignatureSettings:
-    """The settings one unit runs with: the organisms' as given, a real unit's under the
-    ``real_*`` budget."""
-    if isinstance(ck, SingleCheckpoint):
-        return ck.run_config()
-    if isinstance(ck, ModelPair):
-        model = ck.load(ck.spec(config.base))[0]
-        return real_budget(config, get_adapter(model).n_layers(model))
-    return config
-
-
-def _adopt_objectives(ck: Units, s: SignatureSettings, notes: list[str]) -> pd.DataFrame:
-    """Train the applied objectives from ``s.base`` (:func:`lamina.weights.objective_runs.
-    run_objectives`), adopt them into ``ck`` -> their curves and gates (a real pair applies
-    none: its ``every_objective`` rows say why)."""
-    if isinstance(ck, ModelPair):
-        return pd.DataFrame()
-    base_spec = ck.spec(s.base)
-    base, tok = ck.load(base_spec)
-    cfg = ck.stage_config.replace(context=context_length(base, s.max_length), replay_batch_size=0)
-    keep = {m.parameter for m in probed_maps(base, s)}
-    runs = run_objectives(base, tok, ck.corpus(), cfg, s, keep)
-    rows = []
-    for o, r in runs.items():
-        ck.adopt(o, base_spec, r.model, tok, r.adam)
-        rows += [{**row, "model": ck.name, "gate_passed": r.gate[0], "gate": r.gate[1]}
-                 for row in r.curve]  # fmt: skip
-    notes.append(f"{ck.name}: applied objectives, each {s.objective_steps} AdamW steps of "
-                 f"{s.objective_batch} examples at peak lr {s.objective_lr:g}; gates: "
-                 + "; ".join(f"{o} {'passed' if r.gate[0] else 'failed'} ({r.gate[1]})"
-                             for o, r in runs.items()))  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def _run(user: Config, run_config: Config, units: list[Units], notes: list[str]) -> ExperimentResult:
     tables: dict[str, list[pd.DataFrame]] = {}
     claims = []
     torch.manual_seed(run_config.seed)
     for ck in units:
         name, t0 = ck.name, time.perf_counter()
-        s = _unit_settings(ck, run_config)
+        s = unit_settings(ck, run_config)
         base_model, tok = ck.load(ck.spec(s.base))
         for target in s.targets:
             ck.load(ck.spec(target))
-        objective_curves = _adopt_objectives(ck, s, notes)
+        objective_curves = adopt_objectives(ck, s, notes)
         s.timings[f"{name}:load and objectives"] = round(time.perf_counter() - t0, 2)
         basis_docs, grad_docs = split_sample(ck.documents(s.text_source), s.seed)
         length = context_length(base_model, s.max_length)
@@ -151,7 +109,7 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
         unit_claims = judge_unit(name, measure_unit(parts, s, ck), gates)
         tables.setdefault("sensitivity", []).append(sensitivity(name, parts["deltas"], s))
         if isinstance(ck, SingleCheckpoint) and run_config.quant_control:
-            unit_claims, flips = _quant_control(ck, base_model, parts, s, texts, cache, gates,
+            unit_claims, flips = unit_quant_control(ck, base_model, parts, s, texts, cache, gates,
                                                 unit_claims, notes)  # fmt: skip
             tables.setdefault("quantisation", []).append(flips)
         claims.append(unit_claims)
@@ -159,29 +117,3 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     out["claims"] = claim_table
     return ExperimentResult(CHAPTER, user, claim_table, out, notes, [ck.name for ck in units])
-
-
-def _quant_control(
-    ck: SingleCheckpoint, base_model: torch.nn.Module, parts: dict[str, pd.DataFrame],
-    s: SignatureSettings, texts: list[str], cache: dict, gates: dict,
-    claims: pd.DataFrame, notes: list[str],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The quantisation control of a quantised real checkpoint (``lamina.states.quant_control``):
-    the claims of :data:`SUBSPACE_CLAIMS` recomputed with the base's subspaces taken from its
-    weights re-quantised (same ΔW); the others read "not run: cost". -> (claims with
-    ``quant_shift``, flip table)."""
-    quantization = {ck.name: (getattr(base_model, "lamina_source", None) or {}).get("quantization")}
-
-    def run_claims(name: str) -> pd.DataFrame:
-        deltas = organism_deltas(ck, texts, s, cache, requantise=name.rpartition("+")[2])
-        out = judge_unit(name, measure_unit({**parts, "deltas": deltas}, s, ck), gates)
-        return out[out["claim_id"].isin(SUBSPACE_CLAIMS)]
-
-    t0 = time.perf_counter()
-    out, flips = run_quant_control([ck.name], claims, quantization, run_claims, notes=notes)
-    cost = ("cost: it needs new gradients, training or edits on the re-quantised checkpoint, "
-            "beyond the book's budget")  # fmt: skip
-    rest = ~out["claim_id"].isin(SUBSPACE_CLAIMS)
-    out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, cost)["quant_shift"]
-    s.timings[f"{ck.name}:quant_control"] = round(time.perf_counter() - t0, 2)
-    return out, flips

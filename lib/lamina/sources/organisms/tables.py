@@ -3,7 +3,7 @@ and kind, DPO margins, curves, the build and corpus rows, and the training seeds
 numbers.
 
 Each function returns tidy rows (dicts with a ``model`` column) for
-:func:`lamina.chapters.organisms.run.run_organisms`.
+:func:`lamina.sources.organisms.quality.organism_tables` (the organisms chapter).
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lamina.chapters.organisms.reference import bpb_by_source
-from lamina.chapters.organisms.tables import gate_rows
 from lamina.core.provenance import data_dir
 from lamina.evidence.claims import SELF_VERDICTS, Claim
 from lamina.evidence.decide import Context, Judge, Measurement
@@ -26,6 +24,8 @@ from lamina.evidence.stats import bootstrap_ci
 from lamina.sources.organisms.claims import DPO_GATE, NO_LEAK, SFT_GATE, SFT_KEEPS_LM, SFT_PPL_RATIO
 from lamina.sources.organisms.gates import read_gates
 from lamina.sources.organisms.pretrained import PretrainedAlignConfig
+from lamina.sources.organisms.reference import bpb_by_source
+from lamina.sources.organisms.tables import gate_rows
 
 __all__ = ["aligned_gates", "gate_checks", "summary"]
 

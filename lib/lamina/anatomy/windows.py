@@ -1,10 +1,9 @@
-"""Run-time resources the model chapters share: torch threads and organism text windows."""
+"""Token windows of an organism's corpus (:func:`corpus_windows`): the text paper 3's
+measurements read (layer anatomy's recovery fine-tunes, growth training's runs and importance)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -14,19 +13,10 @@ from lamina.anatomy.perplexity import chunk_tokens
 from lamina.sources.organisms import ORGANISMS
 from lamina.sources.organisms.corpus import load_corpus
 
-__all__ = ["corpus_windows", "shuffled_documents", "threads"]
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-
-@contextmanager
-def threads(n: int | None) -> Iterator[None]:
-    """Run the body with ``torch.set_num_threads(n)`` (None: unchanged)."""
-    old = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+__all__ = ["corpus_windows", "shuffled_documents"]
 
 
 def shuffled_documents(docs: list[str], seed: int, passage_chars: int) -> list[str]:
@@ -38,7 +28,7 @@ def shuffled_documents(docs: list[str], seed: int, passage_chars: int) -> list[s
 
 def corpus_windows(
     organism: str,
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     split: str,
     n_tokens: int | None,
     seq_len: int,

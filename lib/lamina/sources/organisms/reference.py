@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lamina.chapters.organisms.probes import context_length
 from lamina.evidence.resampling import index_bootstrap
 from lamina.sources.models import load_model
 from lamina.sources.organisms.corpus import Corpus
+from lamina.sources.organisms.probes import context_length
 
 __all__ = [
     "DEFAULT_REFERENCE_MODELS",

@@ -1,4 +1,4 @@
-"""Bits per byte (lamina.chapters.organisms.reference) on tiny random models: known answers,
+"""Bits per byte (lamina.sources.organisms.reference) on tiny random models: known answers,
 windowing, tokenizer independence of the scored bytes, and the document bootstrap."""
 
 from __future__ import annotations
@@ -10,17 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-from lamina.chapters.organisms.reference import (
+from lamina.sources.organisms.corpus import Corpus
+from lamina.sources.organisms.reference import (
     _token_nll,
     bits_per_byte,
     bpb_summary,
     document_bits,
     reference_texts,
 )
-from lamina.chapters.organisms.run import OrganismsConfig
-from lamina.sources.organisms.corpus import Corpus
 
-from .conftest import tiny_model
+from ...conftest import tiny_model
 
 TEXTS = ["The river bank was quiet at dawn, and the boats were still.",
          "Sam is taller than Omar. Omar is taller than Kai. So Sam is taller than Kai."]  # fmt: skip
@@ -126,8 +125,3 @@ def test_bootstrap_resamples_documents_and_brackets_the_ratio_estimate():
     one = bpb_summary(df[df["document"] == "d0"], n_resamples=50)
     assert np.isnan(one[0]["ci_low"])
 
-
-def test_quick_mode_skips_the_default_reference_models_only():
-    assert OrganismsConfig(quick=True).reference_models == []
-    assert OrganismsConfig().reference_models == ["smollm2-135m-instruct", "gemma-3-270m"]
-    assert OrganismsConfig(quick=True, reference_models="a, b").reference_models == ["a", "b"]

@@ -1,5 +1,6 @@
 """The organisms' quality report (lamina.chapters.organisms) and its appendix chapter,
-on micro organisms built into a temporary data folder."""
+on micro organisms built into a temporary data folder (the homograph probe:
+tests/trajectory/test_homographs.py; generation: tests/sources/organisms/test_probes.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lamina import load_model
-from lamina.chapters.organisms.probes import generate, homograph_separation
 from lamina.chapters.organisms.run import (
     CHECKPOINTS,
     OrganismsConfig,
@@ -22,7 +21,7 @@ from lamina.chapters.organisms.run import (
 from lamina.evidence.stats import wilson
 from lamina.sources import organisms
 
-from .conftest import lamina_env
+from ..conftest import lamina_env
 
 MICRO = ["organism-gpt2-micro", "organism-llama-micro"]
 
@@ -159,29 +158,6 @@ def test_wilson_interval_narrows_with_more_items():
     assert all(np.isnan(wilson(0, 0)))
 
 
-@pytest.mark.slow
-def test_llama_senses_coincide_at_the_embedding_layer(data_root):
-    """Without position embeddings, the last-token state at layer 0 is the word's embedding:
-    the two senses of one homograph must be identical there (separation exactly 0)."""
-    model, tok = load_model("organism-llama-micro")
-    words, layers = homograph_separation(model, tok)
-    assert len(words) == 20
-    assert np.allclose(words["separation_layer0"], 0.0)
-    assert np.allclose(words["ratio"], words["separation"] / words["control_separation"])
-    assert sorted(layers["layer"].unique()) == list(range(model.config.num_hidden_layers + 1))
-
-
-@pytest.mark.slow
-def test_sampled_generation_is_seeded_and_respects_the_context(data_root):
-    model, tok = load_model("organism-gpt2-micro")
-    long_prompt = "word " * 100  # longer than the micro context of 32 tokens
-    a = generate(model, tok, long_prompt, 8, 0.8, seed=3)
-    b = generate(model, tok, long_prompt, 8, 0.8, seed=3)
-    assert a == b
-    greedy = [generate(model, tok, "HAMLET:\n", 8, None, seed) for seed in (0, 1)]
-    assert greedy[0] == greedy[1]  # greedy decoding ignores the seed
-
-
 def test_default_falls_back_to_the_micro_organisms_when_full_ones_are_absent(data_root):
     names, notes = organism_names("default")
     assert names == MICRO
@@ -270,3 +246,9 @@ def test_reference_models_get_their_own_results_file(result, tmp_path):
     record = json.loads(paths[-1].read_text())
     assert record["model"] == ref and "bits_per_byte" in record["summary"]
     assert sorted(record["tables"]) == ["bits_per_byte", "bpb_documents"]
+
+
+def test_quick_mode_skips_the_default_reference_models_only():
+    assert OrganismsConfig(quick=True).reference_models == []
+    assert OrganismsConfig().reference_models == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert OrganismsConfig(quick=True, reference_models="a, b").reference_models == ["a", "b"]
