@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from lamina.anatomy import calibration as anatomy_calibration
+from lamina.core.arguments import count
 from lamina.core.provenance import atomic_write_text
 from lamina.evidence.calibration import (
     FPR_TARGET,
@@ -151,16 +152,6 @@ def _parse_main(argv: Sequence[str]) -> tuple[str, int, int]:
     """(page path, number of seeds, jobs) from the command line, checked before anything is
     computed: SystemExit(2) with a usage line naming the bad value (a count that is not a
     whole number >= 1, a page that cannot be written there), SystemExit(0) after ``--help``."""
-
-    def whole(text: str, what: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number; got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be at least 1; got {value}")
-        return value
-
     parser = argparse.ArgumentParser(
         prog="python -m lamina.book.calibration",
         description="Write the calibration page's body (every paper's claims) to OUT.md, from "
@@ -168,8 +159,8 @@ def _parse_main(argv: Sequence[str]) -> tuple[str, int, int]:
         "<data>/cache/calibration, keyed by the code, prompts and budget.",
     )
     parser.add_argument("out", metavar="OUT.md")
-    parser.add_argument("n_seeds", metavar="N_SEEDS", type=lambda t: whole(t, "N_SEEDS"))
-    parser.add_argument("--jobs", type=lambda t: whole(t, "--jobs"), default=2,
+    parser.add_argument("n_seeds", metavar="N_SEEDS", type=count("N_SEEDS"))
+    parser.add_argument("--jobs", type=count("--jobs"), default=2,
                         help="worker processes, one thread each (default 2)")  # fmt: skip
     args = parser.parse_args(list(argv))
     out = Path(args.out).absolute()

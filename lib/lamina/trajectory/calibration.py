@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.core import registry
+from lamina.core.arguments import count
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
@@ -225,33 +226,18 @@ def _parse_main(argv: list[str]) -> tuple[int, int, bool]:
     SystemExit(2) with a usage line naming the bad value, or SystemExit(0) after ``--help``."""
     import argparse
 
-    def whole(text: str, what: str = "N_SEEDS") -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number; got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be at least 1; got {value}")
-        return value
-
     parser = argparse.ArgumentParser(
         prog="python -m lamina.trajectory.calibration",
         description="Calibrate paper 1's claims on its known-answer sources and print the "
         "rates (default 5 seeds; the page: python -m lamina.book.calibration). Each seed's "
         "rows are cached under <data>/cache/calibration, keyed by the code, prompts and budget.",
     )
-    parser.add_argument("words", nargs="*", metavar="[N_SEEDS]")
-    parser.add_argument("--jobs", type=lambda t: whole(t, "--jobs"), default=1,
-                        help="worker processes, one thread each (default 1)")
+    parser.add_argument("n_seeds", nargs="?", metavar="N_SEEDS", type=count("N_SEEDS"), default=5)
+    parser.add_argument("--jobs", type=count("--jobs"), default=1,
+                        help="worker processes, one thread each (default 1)")  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="compute every seed again")
     ns = parser.parse_args(argv)
-    words = ns.words
-    try:
-        if len(words) > 1:
-            parser.error(f"expected at most one N_SEEDS; got {words}")
-        return whole(words[0]) if words else 5, ns.jobs, not ns.no_cache
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
+    return ns.n_seeds, ns.jobs, not ns.no_cache
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
