@@ -186,15 +186,16 @@ def test_poor_negative_seed_is_refused_naming_it(capsys, book):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["0"], "N_SEEDS must be at least 1; got 0"),
-        (["-3"], "N_SEEDS must be at least 1; got -3"),
-        (["abc"], "N_SEEDS must be a whole number; got 'abc'"),
-        (["page"], "name the page to write"),
-        (["page", "/proc/nope/x.md"], "cannot write a file there"),
+        (["x.md", "0"], "N_SEEDS must be at least 1; got 0"),
+        (["x.md", "-3"], "N_SEEDS must be at least 1; got -3"),
+        (["x.md", "abc"], "N_SEEDS must be a whole number; got 'abc'"),
+        (["x.md", "3", "--jobs", "0"], "--jobs must be at least 1; got 0"),
+        (["x.md"], "the following arguments are required: N_SEEDS"),
+        (["/proc/nope/x.md", "3"], "cannot write a file there"),
     ],
 )
 def test_poor_calibration_arguments_are_checked_before_computing(capsys, argv, message):
-    from lamina.trajectory.calibration import _parse_main
+    from lamina.book.calibration import _parse_main
 
     with pytest.raises(SystemExit) as info:
         _parse_main(argv)
@@ -202,7 +203,7 @@ def test_poor_calibration_arguments_are_checked_before_computing(capsys, argv, m
 
 
 def test_poor_calibration_help_exits_cleanly(capsys):
-    from lamina.trajectory.calibration import _parse_main
+    from lamina.book.calibration import _parse_main
 
     with pytest.raises(SystemExit) as info:
         _parse_main(["--help"])

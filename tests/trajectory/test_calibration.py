@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from lamina.book.calibration import Section, section_markdown
 from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
 from lamina.trajectory import calibration as cal
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS
@@ -80,8 +81,7 @@ def test_the_page_lists_every_declared_claim_with_its_rates_or_reason():
             for s in CLAIMS if s.calibrated for src in ("null", "planted", "half")
             for seed in range(2)]  # fmt: skip
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-    runs.attrs["seconds"] = [1.0, 1.0]
-    text = cal.page_markdown(runs)
+    text = section_markdown(Section("Paper 1", CLAIMS, runs, cal.CALIBRATION_SOURCES))
     for s in CLAIMS:
         assert f"`{s.id}`" in text
     assert "not calibrated: " in text and "0% [0%, " in text

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
 from lamina.anatomy import calibration as anatomy_calibration
+from lamina.core.arguments import count
 from lamina.core.machine import machine_cores
 from lamina.core.provenance import atomic_write_text
 from lamina.evidence.calibration import (
@@ -145,21 +149,35 @@ def paper_section(title: str, module: ModuleType, n_seeds: int, *, jobs: int = 2
     return Section(title, module.CLAIMS, runs, module.CALIBRATION_SOURCES, cost)
 
 
+def _parse_main(argv: Sequence[str]) -> tuple[str, int, int]:
+    """(page path, number of seeds, jobs) from the command line, checked before anything is
+    computed: SystemExit(2) with a usage line naming the bad value (a count that is not a
+    whole number >= 1, a page that cannot be written there), SystemExit(0) after ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m lamina.book.calibration",
+        description="Write the calibration page's body (every paper's claims) to OUT.md, from "
+        "N_SEEDS seeds per known-answer source; each seed's rows are cached under "
+        "<data>/cache/calibration, keyed by the code, prompts and budget.",
+    )
+    parser.add_argument("out", metavar="OUT.md")
+    parser.add_argument("n_seeds", metavar="N_SEEDS", type=count("N_SEEDS"))
+    parser.add_argument("--jobs", type=count("--jobs"), default=machine_cores(),
+                        help="worker processes, one thread each (default: the machine's cores)")
+    args = parser.parse_args(list(argv))
+    out = Path(args.out).absolute()
+    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        parser.error(f"page {args.out!r}: cannot write a file there (checked before computing)")
+    return str(out), args.n_seeds, args.jobs
+
+
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover (run by make methods)
     """``python -m lamina.book.calibration OUT.md N_SEEDS [--jobs J]``: write the page body."""
-    parser = argparse.ArgumentParser(prog="python -m lamina.book.calibration")
-    parser.add_argument("out")
-    parser.add_argument("n_seeds", type=int)
-    parser.add_argument("--jobs", type=int, default=machine_cores(),
-                        help="worker processes, one thread each (default: the machine's cores)")
-    args = parser.parse_args(argv)
-    if args.n_seeds < 1 or args.jobs < 1:
-        parser.error(f"N_SEEDS and --jobs must be >= 1; got {args.n_seeds} and {args.jobs}")
+    out, n_seeds, jobs = _parse_main(sys.argv[1:] if argv is None else argv)
     sections = []
     for title, module in PAPERS:
-        print(f"[lamina] calibration: {title} ({args.n_seeds} seeds)", flush=True)
-        sections.append(paper_section(title, module, args.n_seeds, jobs=args.jobs))
-    print(atomic_write_text(args.out, calibration_page(sections)))
+        print(f"[lamina] calibration: {title} ({n_seeds} seeds)", flush=True)
+        sections.append(paper_section(title, module, n_seeds, jobs=jobs))
+    print(atomic_write_text(out, calibration_page(sections)))
     return 0
 
 

@@ -19,8 +19,8 @@ Sources (:data:`CALIBRATION_SOURCES`):
   control (:func:`lamina.trajectory.synthetic.control_states`).
 
 ``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints the rates;
-``... page OUT.md [N_SEEDS]`` writes paper 1's section of the calibration page
-(:func:`page_markdown`). Each seed's rows are cached under
+the calibration page (paper 1's section beside papers 2 and 3) is written by
+``python -m lamina.book.calibration OUT.md N_SEEDS --jobs J``. Each seed's rows are cached under
 ``<data>/cache/calibration/p1-<key>/`` (:func:`cache_key`: the code, the prompts, the budget,
 the library versions), each file with its own SHA-256, checked on read (a damaged entry is
 recomputed with a warning).
@@ -45,9 +45,10 @@ import numpy as np
 import pandas as pd
 
 from lamina.core import registry
+from lamina.core.arguments import count
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
-from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
+from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, SURVIVOR
@@ -57,8 +58,8 @@ from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_promp
 from lamina.trajectory.stat_tests import control_summaries, paper1_test, shuffle_options
 from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
-__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "cache_key", "calibration_runs",
-           "chapter_rows", "page_markdown"]  # fmt: skip
+__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "cache_key",
+           "calibration_runs", "chapter_rows"]  # fmt: skip
 
 CHAPTERS = registry.calibrated()  # the chapters whose records say calibrated=True
 BUDGET = {"n_bootstrap": 500, "n_permutations": 10_000}  # the chapters' main tests decide at these
@@ -220,86 +221,30 @@ def calibration_runs(
     return out
 
 
-def _parse_main(argv: list[str]) -> tuple[str | None, int, int, bool]:
-    """(page path or None, number of seeds, jobs, use the cache) from the command line;
+def _parse_main(argv: list[str]) -> tuple[int, int, bool]:
+    """(number of seeds, jobs, use the cache) from the command line;
     SystemExit(2) with a usage line naming the bad value, or SystemExit(0) after ``--help``."""
     import argparse
 
-    def whole(text: str, what: str = "N_SEEDS") -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number; got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be at least 1; got {value}")
-        return value
-
     parser = argparse.ArgumentParser(
         prog="python -m lamina.trajectory.calibration",
-        description="Calibrate paper 1's claims on its known-answer sources. "
-        "'page OUT.md [N_SEEDS]' writes paper 1's section of the calibration page (default "
-        "20 seeds); '[N_SEEDS]' prints the rates (default 5 seeds). Each seed's rows are "
-        "cached under <data>/cache/calibration, keyed by the code, prompts and budget.",
+        description="Calibrate paper 1's claims on its known-answer sources and print the "
+        "rates (default 5 seeds; the page: python -m lamina.book.calibration). Each seed's "
+        "rows are cached under <data>/cache/calibration, keyed by the code, prompts and budget.",
     )
-    parser.add_argument("words", nargs="*", metavar="[page OUT.md] [N_SEEDS]")
-    parser.add_argument("--jobs", type=lambda t: whole(t, "--jobs"), default=1,
-                        help="worker processes, one thread each (default 1)")
+    parser.add_argument("n_seeds", nargs="?", metavar="N_SEEDS", type=count("N_SEEDS"), default=5)
+    parser.add_argument("--jobs", type=count("--jobs"), default=1,
+                        help="worker processes, one thread each (default 1)")  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="compute every seed again")
     ns = parser.parse_args(argv)
-    words, extra = ns.words, (ns.jobs, not ns.no_cache)
-    try:
-        if words and words[0] == "page":
-            if len(words) not in (2, 3):
-                parser.error("usage: page OUT.md [N_SEEDS]: name the page to write")
-            out = Path(words[1]).absolute()
-            if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-                parser.error(f"page {words[1]!r}: cannot write a file there (checked before computing)")
-            return str(out), whole(words[2]) if len(words) == 3 else 20, *extra
-        if len(words) > 1:
-            parser.error(f"expected at most one N_SEEDS; got {words}")
-        return None, whole(words[0]) if words else 5, *extra
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-
-
-def _pct(x: Any) -> str:
-    return "–" if not isinstance(x, int | float) or not np.isfinite(x) else f"{100 * x:.0f}%"
-
-
-def page_markdown(runs: pd.DataFrame) -> str:
-    """Paper 1's section of the calibration page: the sources (:data:`CALIBRATION_SOURCES`),
-    then one row per declared claim (``lamina.evidence.calibration.calibration_table``): FPR
-    on the null, power at the paper's size, at half size the rates of "smaller than claimed"
-    and of "reproduced", each with its hits, or the reason it is not calibrated. (The book's
-    page, ``lamina.book.calibration``, renders the same table beside papers 2 and 3.)"""
-    table = calibration_table(CLAIMS, calibration_rates(runs))
-    n = int(runs["seed"].nunique()) if len(runs) else 0
-    lines = [f"{n} seeds per source; {np.mean(runs.attrs.get('seconds') or [0]):.0f} CPU seconds "
-             f"per seed; budget {BUDGET}.", ""]  # fmt: skip
-    lines += [f"- **{k}**: {v}" for k, v in CALIBRATION_SOURCES.items()]
-    lines += ["", "| claim | kind | FPR on the null | power at the paper's size | half size: "
-              "smaller / reproduced | status |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for r in table.to_dict("records"):
-        if r["status"] != "calibrated":
-            lines.append(f"| `{r['claim_id']}` | {r['kind']} | – | – | – | {r['status']} |")
-            continue
-        lines.append(
-            f"| `{r['claim_id']}`{' (main)' if r['main'] else ''} | {r['kind']} | "
-            f"{_pct(r['fpr'])} [{_pct(r['fpr_low'])}, {_pct(r['fpr_high'])}] "
-            f"({r['fpr_hits']}/{r['n_null_testable']}) | {_pct(r['power'])} "
-            f"({r['power_hits']}/{r['n_planted']}) | {_pct(r['half_smaller'])} / "
-            f"{_pct(r['half_reproduced'])} | calibrated |")  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return ns.n_seeds, ns.jobs, not ns.no_cache
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     """``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints
-    the rates; ``... page OUT.md [N_SEEDS]`` writes paper 1's section of the page."""
-    page, n, jobs, cached = _parse_main(list(sys.argv[1:] if argv is None else argv))
+    the rates (the page: :mod:`lamina.book.calibration`)."""
+    n, jobs, cached = _parse_main(list(sys.argv[1:] if argv is None else argv))
     runs = calibration_runs(n, jobs=jobs, cache=cached)
-    if page is not None:
-        print(atomic_write_text(page, page_markdown(runs)))
-        return
     pd.set_option("display.width", 220)
     print(calibration_rates(runs).round(3).to_string(index=False))
     print(f"CPU seconds per seed: {np.mean(runs.attrs['seconds']):.0f}")
