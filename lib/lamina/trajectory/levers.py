@@ -84,10 +84,10 @@ def statistic(name: str, table: pd.DataFrame, bg: Background) -> Callable[[np.nd
     t = table.reset_index(drop=True)
     if name == "margin":  # on the rows and units the chapter's test reads (one-token prompts
         rows = chapter_mask("three_phase", t, source_tokens(t, bg))  # left out; a lexical
-        units = units_of(t[rows])  # variant's unit is its base word), weighted as it weighs them
+        unit_ids = units_of(t[rows])  # variant's unit is its base word), weighted as it weighs them
 
         def margin(x: np.ndarray) -> float:
-            m = unit_band_means(np.asarray(layerwise_cosine(x[rows])), units).mean(0)  # (3,)
+            m = unit_band_means(np.asarray(layerwise_cosine(x[rows])), unit_ids).mean(0)  # (3,)
             return float(min(m[1] - m[0], m[1] - m[2]))
         return margin
     if name in ("reasoning", "lexical"):
