@@ -44,3 +44,9 @@ def test_calibrate_jobs_default_to_the_cores(monkeypatch):
     monkeypatch.setattr(page, "main", lambda a: seen.update(argv=a) or 0)
     cli._calibrate([])
     assert seen["argv"][-2:] == ["--jobs", str(machine_cores())]
+
+
+def test_paper1_calibration_jobs_default_to_the_cores():
+    from lamina.trajectory.calibration import _parse_main
+
+    assert _parse_main(["3"])[1] == machine_cores()

@@ -46,6 +46,7 @@ import pandas as pd
 
 from lamina.core import registry
 from lamina.core.arguments import count
+from lamina.core.machine import machine_cores
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
@@ -233,8 +234,8 @@ def _parse_main(argv: list[str]) -> tuple[int, int, bool]:
         "rows are cached under <data>/cache/calibration, keyed by the code, prompts and budget.",
     )
     parser.add_argument("n_seeds", nargs="?", metavar="N_SEEDS", type=count("N_SEEDS"), default=5)
-    parser.add_argument("--jobs", type=count("--jobs"), default=1,
-                        help="worker processes, one thread each (default 1)")  # fmt: skip
+    parser.add_argument("--jobs", type=count("--jobs"), default=machine_cores(),
+                        help="worker processes, one thread each (default: the machine's cores)")
     parser.add_argument("--no-cache", action="store_true", help="compute every seed again")
     ns = parser.parse_args(argv)
     return ns.n_seeds, ns.jobs, not ns.no_cache
