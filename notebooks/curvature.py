@@ -61,20 +61,26 @@ glue_claim("curv", claims, "p1-curvature-gap", n_models=len(result.models))
 
 # %% [markdown]
 # ## Method
-# `lamina.chapters.curvature.run_curvature` computes `lamina.trajectory.mean_curvature` per prompt
-# and the difference of family means, reasoning − lexical. The lexical family is 8 base words ×
-# 6 variants, so its independent unit is the base word: CIs resample base words (all variants
-# together) and reasoning prompts, and the test is a two-sided Mann–Whitney U on unit means.
-# Lexical prompts are 1–3 words and reasoning prompts 6–25, so the gap is also estimated
-# adjusted for length (OLS of curvature on family and log(tokens), same resampling); the table
-# says how many prompts lie in the length range both families share. Prompts of a single token
-# are left out of the main analysis: their last token is also their first, which in GPT-2-style
-# models carries a massive activation. For the released GPT-2 states the token counts come from
-# the released `metadata.parquet`, and a state at position 0 is also recognised by its norm (the
-# sensitivity table puts these prompts back). The released prompts have no lexical family; their
-# single-word "atomic" prompts stand in for it. The claim is three parts — a gap of at least
-# 0.40 rad, reasoning in 0.71–0.83 rad, lexical in 0.27–0.31 rad — each judged by the rules of
-# `lamina.evidence.claims`.
+# `lamina.chapters.curvature.run_curvature` computes `lamina.trajectory.mean_curvature` per
+# prompt. Mean curvature moves with a prompt's length, and paper 1's lexical variations
+# (1–3 words) are all shorter than its reasoning prompts (6–25), so the main row compares the
+# families at equal length: `lamina.trajectory.curvature_stats.curvature_test` keeps the
+# length strata (in tokens) that both families fill — our lexical variants in sentence frames
+# and our short reasoning prompts are there — and fits a mixed model
+# (`lamina.trajectory.curvature_stats.mixed_gap`): the strata as fixed effects, and a random
+# intercept per cluster, the prompts joined by a shared sentence frame, reasoning template or
+# base word (`lamina.trajectory.curvature_stats.curvature_clusters`), because a frame moves
+# the curvature of all its prompts together. Its gap has a t 95% CI and a two-sided t test on
+# G − 2 degrees of freedom (G clusters). The paper's own comparison (its two families at all
+# lengths) is reported beside it: CIs resample base words (all variants together) and
+# reasoning prompts, and the test is a two-sided Mann–Whitney U on unit means. Prompts of a
+# single token are left out of the main analysis: their last token is also their first, which
+# in GPT-2-style models carries a massive activation. For the released GPT-2 states the token
+# counts come from the released `metadata.parquet`, and a state at position 0 is also
+# recognised by its norm (the sensitivity table puts these prompts back). The released prompts
+# have no lexical family; their single-word "atomic" prompts stand in for it. The claim is
+# three parts — a gap of at least 0.40 rad, reasoning in 0.71–0.83 rad, lexical in
+# 0.27–0.31 rad — each judged by the rules of `lamina.evidence.claims`.
 
 # %% [markdown]
 # ## Result
@@ -132,12 +138,12 @@ show_verdicts(claims_view(claims))
 # %% [markdown]
 # :::{admonition} Verdict
 # :class: important
-# On {glue:text}`curv_model`, reasoning minus lexical curvature is {glue:text}`curv_measured:.3f`
-# rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`; Mann–Whitney
-# p = {glue:text}`curv_p:.3g`, rank-biserial r = {glue:text}`curv_effect:.3f`): the claim is
+# On {glue:text}`curv_model`, reasoning minus lexical curvature at equal length is
+# {glue:text}`curv_measured:.3f` rad (95% CI {glue:text}`curv_ci_low:.3f`–{glue:text}`curv_ci_high:.3f`;
+# two-sided p = {glue:text}`curv_p:.3g`, clusters as random effects): the claim is
 # **{glue:text}`curv_verdict`** ({glue:text}`curv_reason`). It is reproduced in full on
 # {glue:text}`curv_n_reproduced` of {glue:text}`curv_n_models` sources. The two ranges, the
-# length-adjusted gap and the controls are separate rows of the table above.
+# paper's comparison at all lengths and the controls are separate rows of the table above.
 # :::
 
 # %% [markdown]
@@ -222,8 +228,9 @@ show_quant_control(result)
 # %% [markdown]
 # ## Caveats
 # - Mean curvature of a trajectory with few layers averages few angles; MiniLM has 6 blocks.
-# - Where the families share almost no lengths, the length-adjusted gap rests on the model's
-#   extrapolation across lengths; its CI shows how little the data pin it down.
+# - Each of our four sentence frames fills its own few lengths, so within a stratum a frame's
+#   own curvature and the family's cannot be told apart: the gap's uncertainty rests on the
+#   four frames and eight templates (the clusters), whatever the number of prompts.
 
 # %% tags=["hide-input"]
 show_notes(result.notes)

@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from lamina.trajectory.curvature_stats import length_strata, matched_gaps
+from lamina.trajectory.curvature_stats import (
+    curvature_clusters,
+    curvature_test,
+    length_strata,
+    mixed_gap,
+)
 from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.sizes import chapter_prompts
 from lamina.trajectory.stat_tests import paper1_test
@@ -66,10 +71,59 @@ def test_families_that_share_no_length_are_not_testable():
     assert "share too few lengths" in row.reason and "lexical 2-3" in row.reason
 
 
-def test_the_matched_gap_is_the_stratum_weighted_difference():
-    mc = np.array([1.0, 1.2, 0.5, 0.7, 2.0, 2.0, 1.0, 1.0])
-    reasoning = np.array([True, True, False, False, True, True, False, False])
-    strata = np.array([0, 0, 0, 0, 1, 1, 1, 1])
-    gap = matched_gaps(mc, reasoning[None], strata, np.ones((1, 8)))[0]
-    assert gap == pytest.approx(0.5 * (0.5 + 1.0))  # equal weights, gaps 0.5 and 1.0
+def test_the_gap_at_equal_length_is_the_within_stratum_difference():
+    """Known answer: a gap of 0.5 rad in every stratum, strata 1 rad apart, four clusters per
+    family with their own intercepts: the mixed model finds 0.5 inside its CI."""
+    rng = np.random.default_rng(0)
+    strata = np.repeat([0, 1], 32)
+    cluster = np.tile(np.repeat(np.arange(8), 4), 2)
+    reasoning = cluster < 4
+    mc = strata + 0.5 * reasoning + rng.normal(0, 0.05, 8)[cluster] + rng.normal(0, 0.01, 64)
+    m = mixed_gap(mc, reasoning, strata, cluster)
+    assert m["low"] < 0.5 < m["high"] and m["gap"] == pytest.approx(0.5, abs=0.1)
+    assert m["df"] == 6 and m["p"] < 0.01
     assert list(length_strata([1, 2, 3, 5, 9, 30])) == [0, 1, 2, 3, 5, 8]
+
+
+def _framed_null(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """The curvature chapter's design with no family effect: each lexical frame fills its own
+    length stratum (as paper 1's frames do), every cluster (frame or template) has its own
+    curvature, and prompts vary a little around it. -> mc, family, units, tokens, cluster."""
+    frames, templates = 4, 8
+    tok_l = np.repeat([4, 6, 8, 12], 12)  # (48,) one length per frame
+    fam_l, unit_l = ["lexical"] * 48, np.repeat(np.arange(16), 3).astype(str)
+    tok_r = np.tile([4, 6, 8, 12], 16)  # (64,) every template at every length
+    fam_r = ["reasoning"] * 64
+    unit_r = np.array([f"r{i}" for i in range(64)])
+    c_l, c_r = np.repeat(np.arange(frames), 12), frames + np.arange(64) % templates
+    cluster = np.r_[c_l, c_r]
+    tok = np.r_[tok_l, tok_r]
+    mc = (0.02 * np.log(tok) + rng.normal(0, 0.01, frames + templates)[cluster]
+          + rng.normal(0, 0.003, len(tok)))  # fmt: skip
+    return mc, np.array(fam_l + fam_r), np.r_[unit_l, unit_r], tok, cluster
+
+
+def test_shared_frames_do_not_pass_the_curvature_claim():
+    """Known answer (issue 33: shared frames): frames and templates with curvature of their
+    own and no family effect. The model with each unit its own cluster (what the units' label
+    permutation of 91ce6ad assumed) reads a gap in about half the draws; with the frame and
+    template clusters, at most at its level."""
+    rng = np.random.default_rng(1)
+    by_units = by_clusters = 0
+    for _ in range(40):
+        mc, fam, units, tok, cluster = _framed_null(rng)
+        kw = {"n_tokens": tok, "n_bootstrap": 20}
+        by_units += curvature_test(mc, fam, units, **kw)["matched_p"] < 0.05
+        by_clusters += curvature_test(mc, fam, units, clusters=cluster, **kw)["matched_p"] < 0.05
+    assert by_units >= 12  # the hazard is there: 30% of draws, six times the level
+    assert by_clusters <= 6  # 5% of 40 is 2; P(X >= 7) < 0.01 at 5%
+
+
+def test_curvature_clusters_join_frames_templates_and_base_words():
+    t = chapter_prompts("curvature")
+    c = curvature_clusters(t)
+    fam = t["family"].to_numpy()
+    lex = np.char.startswith(fam.astype(str), "lexical")
+    assert len(np.unique(c[lex])) == 4  # four frames, each with its base words' bare variants
+    assert len(np.unique(c[~lex])) == 8  # four subtypes in each of the two reasoning families
+    assert not set(c[lex]) & set(c[~lex])

@@ -19,3 +19,13 @@ def test_the_module_holds_values_the_fit_renders(name):
     scope: dict = {"Background": Background}
     exec(render(name, value), scope)  # the printed source, read back
     assert scope[name] == value
+
+
+def test_the_module_is_one_printed_block():
+    """The module's values are one block of what the fit prints: one ``# fmt: off`` opening
+    them, one ``# fmt: on`` closing them (a spliced refit once left six openings)."""
+    from pathlib import Path
+
+    lines = Path(fitted.__file__).read_text().splitlines()
+    assert lines.count("# fmt: off") == 1 and lines.count("# fmt: on") == 1
+    assert lines.index("# fmt: off") < lines.index("# fmt: on")

@@ -101,8 +101,8 @@ CONVERGENCE_VANISH = _vanish("convergence", "Convergence", PEAK.id, (SHUFFLED, R
 GAP = _effect(
     id="p1-curvature-gap", claim=CURVATURE, paper_value="difference >= 0.40 rad (0.71-0.83 vs 0.27-0.31)",
     statistic="reasoning - lexical mean curvature within strata of equal length (tokens)",
-    unit="rad", resampling="lexical base word / reasoning prompt",
-    test="permutation of the units' family labels", direction=1, claimed=(0.40, math.inf),
+    unit="rad", resampling="cluster: prompts joined by a frame, template or base word",
+    test="permutation of the clusters' family labels", direction=1, claimed=(0.40, math.inf),
     tolerance=0.05, main=True, short="curvature", calibrated=NULL_SOURCES,
 )  # fmt: skip
 GAP_ALL = _effect(

@@ -18,11 +18,6 @@ from lamina.trajectory.background import Background
 __all__ = ["HAZARDS", "LAST", "MEAN", "TUNING", "background"]
 
 # fmt: off
-# fmt: off
-# fmt: off
-# fmt: off
-# fmt: off
-# fmt: off
 MEAN = Background(
     pool='mean',
     common=(0.9491, 2.2336, 1.7958, 2.0189, 3.0776, 0.2012, 0.2193, 0.2646, 0.2941, 0.3784, 0.7116,

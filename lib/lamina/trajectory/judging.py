@@ -68,7 +68,8 @@ def _curvature(s: dict[str, Any]) -> dict[str, Measurement]:
             estimate=s["matched"], ci_low=s["matched_low"], ci_high=s["matched_high"],
             sided="two-sided", p=s["matched_p"], untestable=s["matched_untestable"],
             n_units=sum(s["matched_units"]),
-            detail=f"{s['matched_prompts']} prompts in length strata both families fill")
+            detail=f"{s['matched_prompts']} prompts in length strata both families fill, in "
+                   f"{sum(s['matched_clusters'])} clusters")
     else:
         out[C.GAP.id] = Measurement(untestable="token counts unknown: no length strata")
     return out

@@ -8,7 +8,8 @@ the claims they are judged against.
 
 Independent units: items (convergence: an item's prompts share its word; resampled within
 their category and permuted as a block, and left out of each other's within-category mean),
-lexical base words and reasoning prompts (curvature), homograph pairs (bifurcation), lexical
+lexical base words and reasoning prompts (curvature; its matched gap resamples and permutes
+clusters of them joined by a shared frame, template or base word), homograph pairs (bifurcation), lexical
 base words and other prompts (phases).
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from lamina.trajectory.bifurcation_stats import bifurcation_rows, bifurcation_test
 from lamina.trajectory.convergence_stats import convergence_test, item_units
-from lamina.trajectory.curvature_stats import curvature_test
+from lamina.trajectory.curvature_stats import curvature_clusters, curvature_test
 from lamina.trajectory.metrics import layerwise_cosine, mean_curvature
 from lamina.trajectory.phase_stats import three_phase_test
 
@@ -74,7 +75,7 @@ def paper1_test(
     elif name == "curvature":
         s = curvature_test(
             mean_curvature(x), table["family"].to_numpy(), units_of(table), n_tokens=n_tokens,
-            **budget,
+            clusters=curvature_clusters(table), **budget,
         )
         matched = n_tokens is not None and s.get("matched_p") is not None
         s["effect"] = s["matched"] if matched else s["difference"]
