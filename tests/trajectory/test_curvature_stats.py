@@ -127,3 +127,18 @@ def test_curvature_clusters_join_frames_templates_and_base_words():
     assert len(np.unique(c[lex])) == 4  # four frames, each with its base words' bare variants
     assert len(np.unique(c[~lex])) == 8  # four subtypes in each of the two reasoning families
     assert not set(c[lex]) & set(c[~lex])
+
+
+def test_a_gap_with_nothing_to_measure_it_against_is_not_testable():
+    """Curvature the strata and clusters fit exactly leaves the mixed model no SE: the gap
+    has no p (it read p = 0 before this check), and the row says why."""
+    cluster = np.repeat(np.arange(8), 4)
+    reasoning = cluster < 4
+    strata = np.tile([0, 1], 16)
+    m = mixed_gap(np.ones(32) + 0.5 * reasoning, reasoning, strata, cluster)
+    assert np.isnan(m["p"]) and np.isnan(m["low"])
+    fam = np.where(reasoning, "reasoning", "lexical")
+    s = curvature_test(np.ones(32) + 0.5 * reasoning, fam, cluster.astype(str),
+                       n_tokens=np.where(strata == 0, 5, 9), n_bootstrap=20)
+    row = judge_chapter("curvature", s, "m", "c")[0]
+    assert row.verdict == "not testable" and "SE" in row.reason

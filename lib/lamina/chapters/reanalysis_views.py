@@ -16,10 +16,10 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from lamina.book.chapter import finding_title
+from lamina.book.chapter import claims_view, finding_title
 from lamina.book.charts import caption_html, fit_titles, show_figure
 from lamina.book.glue import glue
-from lamina.book.tables import details_html
+from lamina.book.tables import details_html, show_verdicts
 from lamina.chapters.reanalysis import Config, peer_available, run
 from lamina.chapters.results import ExperimentResult
 from lamina.sources.gguf_models import OFFLINE_GGUF
@@ -191,9 +191,11 @@ def convergence_section(result: ExperimentResult | None) -> None:
 
 
 def claims_table(result: ExperimentResult | None) -> None:
-    """Every claim and self-check of the run (4 decimals; nothing without a result)."""
+    """Every claim and self-check of the run as the other chapters show theirs: the verdict
+    grid, then the full table folded (:func:`lamina.book.tables.show_verdicts`; nothing
+    without a result)."""
     if result is not None:
-        _display(result.claims.drop(columns=["claim"]).round(4))
+        show_verdicts(claims_view(result.claims))
 
 
 def real_models_section(
@@ -201,8 +203,8 @@ def real_models_section(
 ) -> None:
     """The released prompts on other models: the run's notes about ``real_models``, which
     models ran and each row kind, the headline chart (curvature and peak CI per convention and
-    model, 95% CIs) with its caption, the curvature-range summary, the headline table and the
-    curvature per released category."""
+    model, 95% CIs) with its caption, the curvature-range summary, then, folded, the headline
+    table and the curvature per released category."""
     if result is None:
         _markdown("*Not testable: released prompts absent.*")
         return
@@ -229,10 +231,10 @@ def real_models_section(
     _markdown("\n".join(f"- {line}" for line in curvature_range_summary(real)))
     if not ran:
         _markdown("*No other model was run (`real_models` is empty).*")
-    _markdown("All prompts, estimate [95% CI], per convention (peer-gpt2 first):")
-    _display(headline_table(real))
-    _markdown("Curvature (rad) per released category, estimate [95% CI]:")
-    _display(_per_category(real))
+    _folded(headline_table(real),
+            "All prompts, estimate [95% CI], per convention and model (peer-gpt2 first)")
+    _folded(_per_category(real).reset_index(),
+            "Curvature (rad) per released category, estimate [95% CI], per convention and model")
 
 
 def _requested(real_models: str | Sequence[str] | None) -> list[str]:

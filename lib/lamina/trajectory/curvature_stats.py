@@ -121,8 +121,10 @@ def mixed_gap(mc: np.ndarray, reasoning: np.ndarray, strata: np.ndarray,
         fit = MixedLM(mc, exog, groups=clusters).fit(reml=True)
     gap, se = float(fit.params[1]), float(fit.bse[1])
     df = len(np.unique(clusters)) - 2
+    if not (np.isfinite(se) and se > 0):  # no variation left to measure the gap against
+        return {"gap": gap, "se": se, "df": df, "p": np.nan, "low": np.nan, "high": np.nan}
     half = float(stats.t.ppf(0.975, df)) * se
-    p = float(2 * stats.t.sf(abs(gap) / se, df)) if se > 0 else float(gap == 0)
+    p = float(2 * stats.t.sf(abs(gap) / se, df))
     return {"gap": gap, "se": se, "df": df, "p": p, "low": gap - half, "high": gap + half}
 
 
@@ -159,6 +161,11 @@ def _matched(mc: np.ndarray, grp: np.ndarray, unit: np.ndarray, tok: np.ndarray,
             f"word; at least {MIN_CLUSTERS} each needed)")
         return out
     m = mixed_gap(mc[counted], reas[counted], strata[counted], cluster[counted])
+    if not np.isfinite(m["p"]):
+        out.update(matched=m["gap"], matched_untestable=(
+            f"the mixed model's SE is {m['se']}: the strata and clusters fit every prompt's "
+            "curvature exactly, so nothing measures the gap's uncertainty"))
+        return out
     out.update(matched=m["gap"], matched_low=m["low"], matched_high=m["high"], matched_p=m["p"],
                matched_se=m["se"], matched_df=m["df"], matched_untestable=None)  # fmt: skip
     return out
