@@ -191,8 +191,8 @@ def curvature_test(
 
     mc: (n,) per-prompt mean curvature; family: (n,) prompt families; units: (n,) the
     independent unit of each row (the base word of a lexical variant, the prompt itself for
-    reasoning); n_tokens: (n,) tokens per prompt; clusters: (n,) the matched gap's resampling
-    unit (:func:`curvature_clusters`; None: the units). Returns
+    reasoning); n_tokens: (n,) tokens per prompt; clusters: (n,) the clusters of the gap at
+    equal length (:func:`curvature_clusters`; None: the units). Returns
 
     * the paper's families (``reasoning``, ``lexical``): their means ``reasoning`` /
       ``lexical`` and ``difference``, percentile bootstrap 95% CIs resampling units within

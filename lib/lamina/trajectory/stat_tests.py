@@ -8,8 +8,9 @@ the claims they are judged against.
 
 Independent units: items (convergence: an item's prompts share its word; resampled within
 their category and permuted as a block, and left out of each other's within-category mean),
-lexical base words and reasoning prompts (curvature; its matched gap resamples and permutes
-clusters of them joined by a shared frame, template or base word), homograph pairs (bifurcation), lexical
+lexical base words and reasoning prompts (curvature; its gap at equal length is a mixed model
+with a random intercept per cluster of them, joined by a shared frame, template or base word),
+homograph pairs (bifurcation), lexical
 base words and other prompts (phases).
 """
 
@@ -42,7 +43,7 @@ class Resampling(TypedDict, total=False):
     """The resampling budget of a paper-1 test, as keyword arguments of :func:`paper1_test`,
     which passes them on to the chapter's test (whose own defaults hold for those left out:
     2,000 bootstrap resamples and permutations, seed 0): ``n_bootstrap`` (bootstrap resamples),
-    ``n_permutations`` (permutations: the convergence peak and the curvature matched gap)
+    ``n_permutations`` (permutations: the convergence peak)
     and ``seed``."""
 
     n_bootstrap: int
