@@ -142,3 +142,30 @@ def test_a_gap_with_nothing_to_measure_it_against_is_not_testable():
                        n_tokens=np.where(strata == 0, 5, 9), n_bootstrap=20)
     row = judge_chapter("curvature", s, "m", "c")[0]
     assert row.verdict == "not testable" and "SE" in row.reason
+
+
+def test_a_singular_fit_falls_back_to_another_optimiser(monkeypatch):
+    """L-BFGS can meet a singular matrix where the cluster variance goes to 0 (seed 11 of the
+    survivor source's random-embedding control did, and the calibration crashed): the next
+    optimiser fits; where every optimiser fails, the gap has no p and the problem is named."""
+    from statsmodels.regression.mixed_linear_model import MixedLM
+
+    real_fit = MixedLM.fit
+
+    def fit(self, *args, method="lbfgs", **kw):
+        if method in broken:
+            raise np.linalg.LinAlgError("Singular matrix")
+        return real_fit(self, *args, method=method, **kw)
+
+    monkeypatch.setattr(MixedLM, "fit", fit)
+    rng = np.random.default_rng(11)
+    cluster = np.repeat(np.arange(11), 9)
+    reasoning = cluster < 7
+    strata = np.tile([3, 4, 5, 6, 6, 5, 4, 3, 5], 11)
+    mc = 2.1 + 0.3 * reasoning + rng.normal(0, np.where(reasoning, 0.15, 0.45))
+    broken = {"lbfgs"}
+    m = mixed_gap(mc, reasoning, strata, cluster)
+    assert m["problem"] is None and m["low"] < m["gap"] < m["high"] and m["p"] < 0.05
+    broken = {"lbfgs", "powell"}
+    m = mixed_gap(mc, reasoning, strata, cluster)
+    assert np.isnan(m["p"]) and "did not fit" in m["problem"] and "Singular" in m["problem"]

@@ -43,6 +43,7 @@ MIN_PER_STRATUM = 2  # prompts of each family for a stratum to count
 MIN_MATCHED = 4  # units of each family in the counted strata for the matched gap to exist
 MIN_CLUSTERS = 2  # clusters of each family in the counted strata: one cannot vary
 CLUSTER_KEYS = ("frame", "template", "base")  # what joins prompts into a cluster
+FIT_METHODS = ("lbfgs", "powell")  # the mixed model's optimisers, tried in turn
 
 
 def family_group(family: Any) -> np.ndarray:
@@ -94,7 +95,7 @@ def length_strata(n_tokens: Any) -> np.ndarray:
 
 
 def mixed_gap(mc: np.ndarray, reasoning: np.ndarray, strata: np.ndarray,
-              clusters: np.ndarray) -> dict[str, float]:  # fmt: skip
+              clusters: np.ndarray) -> dict[str, Any]:  # fmt: skip
     """The family gap at equal length, with clusters as random effects.
 
     mc (n,) mean curvature (rad); reasoning (n,) bool; strata (n,) int length stratum;
@@ -107,7 +108,10 @@ def mixed_gap(mc: np.ndarray, reasoning: np.ndarray, strata: np.ndarray,
     compares the families within strata (the stratum effects are fixed) while a cluster's
     prompts share its intercept u_c (a frame's or a template's curvature moves all of them).
     -> {"gap" (rad), "se" (rad), "df" = G - 2 (G clusters), "p": two-sided t(df) p,
-    "low"/"high": the t(df) 95% CI (rad)}."""
+    "low"/"high": the t(df) 95% CI (rad), "problem": None}. The fit tries
+    :data:`FIT_METHODS` in turn until one converges; where none does, or the SE is not a
+    positive number (the model fits every value exactly: nothing to test the gap against), p,
+    low and high are NaN and "problem" says why."""
     import warnings
 
     from scipy import stats
@@ -116,16 +120,33 @@ def mixed_gap(mc: np.ndarray, reasoning: np.ndarray, strata: np.ndarray,
     levels = np.unique(strata)
     dummies = (strata[:, None] == levels[None, 1:]).astype(float)  # (n, S - 1)
     exog = np.column_stack([np.ones(len(mc)), reasoning.astype(float), dummies])
-    with warnings.catch_warnings():  # a cluster variance at its boundary (0) is a valid fit
-        warnings.simplefilter("ignore")
-        fit = MixedLM(mc, exog, groups=clusters).fit(reml=True)
-    gap, se = float(fit.params[1]), float(fit.bse[1])
     df = len(np.unique(clusters)) - 2
+    fit, tried = None, []
+    for method in FIT_METHODS:  # L-BFGS can meet a singular matrix where tau^2 -> 0
+        try:
+            with warnings.catch_warnings():  # a cluster variance at its boundary is a valid fit
+                warnings.simplefilter("ignore")
+                fit = MixedLM(mc, exog, groups=clusters).fit(reml=True, method=method)
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            tried.append(f"{method}: {exc}")
+            fit = None
+            continue
+        if fit.converged:
+            break
+        tried.append(f"{method}: did not converge")
+        fit = None
+    nan = {"se": np.nan, "df": df, "p": np.nan, "low": np.nan, "high": np.nan}
+    if fit is None:
+        return {"gap": np.nan, **nan, "problem": "the mixed model did not fit (" + "; ".join(tried) + ")"}
+    gap, se = float(fit.params[1]), float(fit.bse[1])
     if not (np.isfinite(se) and se > 0):  # no variation left to measure the gap against
-        return {"gap": gap, "se": se, "df": df, "p": np.nan, "low": np.nan, "high": np.nan}
+        return {"gap": gap, **nan, "se": se, "problem": (
+            f"the mixed model's SE is {se}: the strata and clusters fit every prompt's "
+            "curvature exactly, so nothing measures the gap's uncertainty")}
     half = float(stats.t.ppf(0.975, df)) * se
     p = float(2 * stats.t.sf(abs(gap) / se, df))
-    return {"gap": gap, "se": se, "df": df, "p": p, "low": gap - half, "high": gap + half}
+    return {"gap": gap, "se": se, "df": df, "p": p, "low": gap - half, "high": gap + half,
+            "problem": None}
 
 
 def _matched(mc: np.ndarray, grp: np.ndarray, unit: np.ndarray, tok: np.ndarray,
@@ -161,10 +182,8 @@ def _matched(mc: np.ndarray, grp: np.ndarray, unit: np.ndarray, tok: np.ndarray,
             f"word; at least {MIN_CLUSTERS} each needed)")
         return out
     m = mixed_gap(mc[counted], reas[counted], strata[counted], cluster[counted])
-    if not np.isfinite(m["p"]):
-        out.update(matched=m["gap"], matched_untestable=(
-            f"the mixed model's SE is {m['se']}: the strata and clusters fit every prompt's "
-            "curvature exactly, so nothing measures the gap's uncertainty"))
+    if m["problem"]:
+        out.update(matched=m["gap"], matched_untestable=m["problem"])
         return out
     out.update(matched=m["gap"], matched_low=m["low"], matched_high=m["high"], matched_p=m["p"],
                matched_se=m["se"], matched_df=m["df"], matched_untestable=None)  # fmt: skip
