@@ -39,6 +39,7 @@ METHODS: dict[str, list[str]] = {
         "lamina.evidence.stats.wilcoxon",
         "lamina.trajectory.convergence_stats.convergence_test",
         "lamina.trajectory.curvature_stats.curvature_test",
+        "lamina.trajectory.curvature_stats.mixed_gap",
         "lamina.trajectory.bifurcation_stats.bifurcation_test",
         "lamina.trajectory.bifurcation_stats.ramp_onset",
         "lamina.trajectory.phase_stats.three_phase_test",

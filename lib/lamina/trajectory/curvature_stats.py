@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from lamina.evidence.stats import index_bootstrap, mann_whitney
+from lamina.trajectory.background import prompt_keys
 
 __all__ = ["LENGTH_EDGES", "MIN_CLUSTERS", "MIN_MATCHED", "curvature_clusters", "curvature_test",
            "family_group", "length_strata", "mixed_gap"]  # fmt: skip
@@ -42,7 +43,7 @@ LENGTH_EDGES = (1, 2, 3, 4, 6, 8, 11, 15, 20, 10**9)
 MIN_PER_STRATUM = 2  # prompts of each family for a stratum to count
 MIN_MATCHED = 4  # units of each family in the counted strata for the matched gap to exist
 MIN_CLUSTERS = 2  # clusters of each family in the counted strata: one cannot vary
-CLUSTER_KEYS = ("frame", "template", "base")  # what joins prompts into a cluster
+CLUSTER_KEYS = ("frame", "template", "base")  # the prompt_keys kinds that join prompts
 FIT_METHODS = ("lbfgs", "powell")  # the mixed model's optimisers, tried in turn
 
 
@@ -53,25 +54,16 @@ def family_group(family: Any) -> np.ndarray:
                     np.where(np.char.startswith(f, "lexical"), "lexical", ""))
 
 
-def _column(table: Any, name: str) -> np.ndarray:
-    if name not in table:
-        return np.full(len(table), "", dtype=object)
-    return table[name].fillna("").astype(str).to_numpy()
-
-
 def curvature_clusters(table: Any) -> np.ndarray:
-    """(n,) int cluster of each row of ``table`` (columns ``family``, optional ``frame``,
-    ``subtype``, ``base``): rows sharing a key of :data:`CLUSTER_KEYS` are joined, transitively
-    (connected components). Keys: a sentence frame (``frame``), a template (``family`` and
-    ``subtype``, for rows with no frame), a lexical base word (``base``, families
-    ``lexical*``). A row holding none is its own cluster."""
-    fam, frame = _column(table, "family"), _column(table, "frame")
-    sub, base = _column(table, "subtype"), _column(table, "base")
-    lex = np.char.startswith(fam.astype(str), "lexical")
-    keys = [np.where(frame != "", "frame:" + frame, ""),
-            np.where((sub != "") & (frame == ""), "template:" + fam + ":" + sub, ""),
-            np.where(lex & (base != ""), "base:" + base, "")]  # fmt: skip
-    parent = list(range(len(fam)))
+    """(n,) int cluster of each row of ``table`` (columns ``family``, ``prompt``, optional
+    ``frame``, ``subtype``, ``base``): rows sharing a sentence frame, a template or a lexical
+    base word (the keys :data:`CLUSTER_KEYS` of
+    :func:`lamina.trajectory.background.prompt_keys`, the keys the realistic sources share
+    components by) are joined, transitively (connected components). A row holding none is its
+    own cluster."""
+    keys = prompt_keys(table, "mean")
+    n = len(table)
+    parent = list(range(n))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -80,12 +72,12 @@ def curvature_clusters(table: Any) -> np.ndarray:
         return i
 
     first: dict[str, int] = {}
-    for k in keys:
-        for i, key in enumerate(k):
+    for kind in CLUSTER_KEYS:
+        for i, key in enumerate(keys[kind]):
             if key:
                 j = first.setdefault(key, i)
                 parent[root(i)] = root(j)
-    return np.unique([root(i) for i in range(len(fam))], return_inverse=True)[1]
+    return np.unique([root(i) for i in range(n)], return_inverse=True)[1]
 
 
 def length_strata(n_tokens: Any) -> np.ndarray:
