@@ -217,3 +217,5 @@ def test_self_checks() -> None:
     assert decide(s, Measurement(passed=True), CTX).verdict == "check passed"
     assert decide(s, Measurement(passed=False), CTX).verdict == "check failed"
     assert decide(s, Measurement(), CTX).verdict == "not testable"
+    # the measurement's detail is the whole reason (it read "; failed: ..." in the book)
+    assert decide(s, Measurement(passed=False, detail="failed: x"), CTX).reason == "failed: x"

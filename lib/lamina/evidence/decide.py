@@ -206,7 +206,8 @@ def decide(spec: ClaimSpec, m: Measurement, ctx: Context) -> Claim:
         raise ValueError(f"claim {spec.id} is an across row: judge it with decide_across")
 
     def row(verdict: str, reason: str, present: bool = False) -> Claim:
-        detail = f"; {m.detail}" if m.detail and verdict != NOT_TESTABLE else ""
+        detail = m.detail if m.detail and verdict != NOT_TESTABLE else ""
+        detail = f"; {detail}" if detail and reason else detail  # a self-check has no reason of its own
         osc = ""
         if spec.kind == "effect" and verdict != NOT_TESTABLE:
             osc = osc_replicates(m.estimate, m.p, direction=spec.direction, null=spec.null)
