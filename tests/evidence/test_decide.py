@@ -85,6 +85,21 @@ def test_a_one_sided_test_needs_its_own_p_for_reversed() -> None:
     assert decide(one, m2, CTX).verdict == "reversed"
 
 
+def test_the_direction_is_judged_against_the_tests_own_null_where_it_has_one() -> None:
+    # Gemma's gate_proj: R2 -0.26 with every shuffled layer order lower (median -0.262, p =
+    # 0.001); against R2 = 0 it read "absent, p = 1" beside its own p = 0.001
+    s = spec(sided="greater", test="shuffled layer order", claimed=(0.81, 1.0))
+    one = {"sided": "greater", "ci_low": -0.33, "ci_high": -0.21}
+    m = Measurement(estimate=-0.26, p=0.001, p_opposite=1.0, null=-0.262, **one)
+    row = decide(s, m, CTX)
+    assert row.verdict == "smaller than claimed" and row.present
+    assert decide(s, Measurement(estimate=-0.26, p=0.001, p_opposite=1.0, **one), CTX).verdict == "absent"
+    below = Measurement(estimate=-0.26, p=0.999, p_opposite=0.002, null=-0.2, **one)
+    assert decide(s, below, CTX).verdict == "reversed"
+    assert decide(s, Measurement(estimate=-0.26, p=0.3, p_opposite=0.7, null=-0.27, **one),
+                  CTX).verdict == "absent"  # fmt: skip
+
+
 def test_a_ci_of_another_sidedness_than_the_declared_test_is_refused() -> None:
     with pytest.raises(ValueError, match="sidedness"):
         decide(spec(sided="greater"), two(0.5, 0.45, 0.55, 0.01), CTX)

@@ -16,7 +16,8 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
    "not testable". An estimate outside its own CI is "not testable" unless the measurement says
    which estimate the CI belongs to (``ci_of``).
 4. **Effect rows** (point estimate e, CI [c_lo, c_hi], claimed range [lo, hi], value of no
-   effect ``null``, the claim's ``alpha``):
+   effect ``null`` -- the declaration's, or the measurement's where its test's null has a
+   centre of its own, such as a permutation null's median -- the claim's ``alpha``):
 
    * *Direction.* With a claimed direction, an estimate on the other side of ``null`` is
      "reversed" when the opposite of the claimed shape is significant (its p < alpha: the
@@ -105,7 +106,10 @@ class Measurement:
     units; test: the test's name with its budget (default: the declaration's); detail: text added
     to the reason; untestable: a measurement-level reason the claim cannot be judged;
     controls: vanish rows' controls by name; cannot_fail: controls unable to fail on this
-    source, with why; passed: a self-check's outcome.
+    source, with why; passed: a self-check's outcome; null: the value of no effect under this
+    measurement's test when the test's null has a centre of its own (e.g. the median R^2 over
+    shuffled layer orders), which the direction rule then uses instead of the declaration's
+    ``null`` (None: the declaration's).
     """
 
     estimate: float = math.nan
@@ -124,6 +128,13 @@ class Measurement:
     controls: Mapping[str, ControlResult] = field(default_factory=dict)
     cannot_fail: Mapping[str, str] = field(default_factory=dict)
     passed: bool | None = None
+    null: float | None = None
+
+
+def _null(spec: ClaimSpec, m: Measurement) -> float:
+    """The value of no effect for ``m``'s direction rule: its test's own centre, or the
+    declaration's."""
+    return spec.null if m.null is None or not _finite(m.null) else float(m.null)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,7 +221,7 @@ def decide(spec: ClaimSpec, m: Measurement, ctx: Context) -> Claim:
         detail = f"; {detail}" if detail and reason else detail  # a self-check has no reason of its own
         osc = ""
         if spec.kind == "effect" and verdict != NOT_TESTABLE:
-            osc = osc_replicates(m.estimate, m.p, direction=spec.direction, null=spec.null)
+            osc = osc_replicates(m.estimate, m.p, direction=spec.direction, null=_null(spec, m))
         return Claim(verdict=verdict, reason=reason + detail, present=present, osc=osc,
                      **base)  # type: ignore[arg-type]  # fmt: skip
 
@@ -260,7 +271,7 @@ def _effect(
     row: Row,
 ) -> Claim:
     """Rule 4 (see :func:`decide`)."""
-    tested, alpha, null, d = bool(spec.test), spec.alpha, spec.null, spec.direction
+    tested, alpha, null, d = bool(spec.test), spec.alpha, _null(spec, m), spec.direction
     p = m.p
     if d and (e == null or math.copysign(1, e - null) != d):
         if tested:
@@ -271,9 +282,10 @@ def _effect(
             if p_opp is not None and _finite(p_opp) and p_opp < alpha:
                 shape = spec.opposite or "the effect points the other way"
                 return row(REVERSED, f"{shape}, p = {_g(p_opp)} < {alpha:g}")
-            tail = "" if p_opp is None else f", p = {_g(p_opp)} >= {alpha:g}"
+            opp = spec.opposite or "the sign flip"
+            tail = "" if p_opp is None else f"; the opposite ({opp}) has p = {_g(p_opp)} >= {alpha:g}"
             return row(ABSENT, "the estimate points the other way" + (
-                tail or f" (the opposite, {spec.opposite or 'the sign flip'}, is not tested)"))
+                tail or f" (the opposite, {opp}, is not tested)"))
         other = has_ci and (hi < null if d > 0 else lo > null)
         if other:
             return row(REVERSED, f"the CI lies wholly on the other side of {null:g}")
