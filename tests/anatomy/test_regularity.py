@@ -45,6 +45,7 @@ def test_r2_from_terms_resamples_layers_and_tests_against_shuffled_orders():
     assert m["sided"] == "greater" and m["ci_low"] < m["estimate"] < m["ci_high"]
     assert m["estimate"] > 0.8 and m["p"] < 0.01 and m["p_opposite"] > 0.9
     assert m["null"] < 0.5  # the direction rule's centre: a shuffled order's median R2
+    assert f"{m['null']:.3g}" in str(m["detail"])  # and the reason says so
     assert "untestable" in measure_r2(terms, np.array([]), 100, 0)
 
 

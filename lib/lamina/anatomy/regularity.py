@@ -121,7 +121,8 @@ def measure_r2(
     permutation p against ``null`` (:func:`permuted_r2` of the same types) and the p of the
     opposite (R^2 below a shuffled order's), the null's median as the value of no effect
     (``null``: the direction rule compares the estimate with it, not with 0), and a CI whose
-    ends are one-sided 95% bounds (expanded percentile over resampled layers). ``what``: the target, for the detail."""
+    ends are one-sided 95% bounds (expanded percentile over resampled layers). ``what``: the
+    target, for the detail."""
     if terms.empty:
         return {"untestable": f"no {what or 'weights'} to fit"}
     sse = terms.pivot(index="matrix", columns="layer", values="sse").to_numpy(float)
@@ -149,6 +150,7 @@ def measure_r2(
         out["p_opposite"] = float((1 + np.sum(null <= est)) / (1 + null.size))
         out["null"] = float(np.median(null))  # the test's centre: "no effect" is a shuffled
         # order's R2 (often below 0 for a poor fit), not R2 = 0
+        out["detail"] = f"{out['detail']}; no effect: a shuffled order's median R2, {out['null']:.3g}"
     else:
         out["untestable"] = "no permutation null"
     return out
