@@ -111,8 +111,11 @@ chapter: $(STAMP)
 # Open every page of the built book in headless Chromium at 1300 and 800 px: no console error,
 # no request leaving the machine, nothing wider than the text column outside an explicit scroll
 # container, every chart visible, verdict badges as text (no emoji), no code on a chapter's
-# first screen; screenshots in artifacts/screenshots/<width>px/.
+# first screen; screenshots in artifacts/screenshots/<width>px/. First, the results audit
+# (lamina.book.audit): every row's id, word, significance and CI, the row over several sources,
+# every claim on the calibration page, every chapter run.
 check-book: $(STAMP)
+	$(PY) -m lamina.book.audit data/results book/generated/calibration.md
 	$(PY) -m tests.browser book/_build/html artifacts/screenshots
 
 benchmarks: $(STAMP)

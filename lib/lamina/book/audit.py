@@ -1,0 +1,154 @@
+"""Audit a built book's results against the rules every verdict obeys (``make check-book``).
+
+The engine (:func:`lamina.evidence.decide.decide`) enforces these rules when it writes a row;
+this audit rereads what reached the results files and the calibration page, so that a row
+written by another path, an old results file, or a chapter that never ran is caught after the
+build. It decides nothing: it only reports rows that break a rule, by rule:
+
+* ``id``: the claim id follows the one scheme (``p1-``, ``p2-``, ``p3-``, ``self-``;
+  :func:`lamina.evidence.claims.check_id`);
+* ``word``: the verdict is one of its kind's words (:data:`lamina.evidence.claims.VERDICTS`);
+* ``significance``: an effect row that reads "reproduced" or "partially" has p < its alpha
+  (vanish rows, whose p is a control's, and rows without a test are exempt);
+* ``ci``: a judged row's estimate lies in its CI, or the row names the estimate its CI belongs
+  to (``ci_of``);
+* ``present``: only effect rows count as present;
+* ``across``: at least one row over several sources (kind ``across``) is in the results;
+* ``calibration``: every claim id appears on the calibration page;
+* ``not run``: every chapter of the book has results.
+
+Run ``python -m lamina.book.audit [RESULTS] [CALIBRATION_PAGE]``; exit status 1 on any finding.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lamina.book.scorecard import CHAPTER_PAPER, load_records
+from lamina.evidence.claims import VERDICTS, check_id
+from lamina.states.io import results_dir
+
+__all__ = ["Finding", "audit_rows", "audit_book", "main"]
+
+_JUDGED = ("reproduced", "partially", "smaller than claimed", "not reproduced", "reversed")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One broken rule: which rule, which row (claim id and model), and the values."""
+
+    rule: str
+    claim_id: str
+    model: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.claim_id} on {self.model}: {self.detail}"
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _row_findings(row: dict[str, Any], model: str) -> list[Finding]:
+    cid = str(row.get("claim_id", ""))
+    kind = str(row.get("kind") or "effect")
+    kind = "effect" if kind == "paper" else kind
+    verdict = str(row.get("verdict", ""))
+    out: list[Finding] = []
+
+    def bad(rule: str, detail: str) -> None:
+        out.append(Finding(rule, cid, model, detail))
+
+    try:
+        check_id(cid)
+    except ValueError as err:
+        bad("id", str(err))
+    if kind not in VERDICTS:
+        bad("word", f"kind {kind!r} is not one of {tuple(VERDICTS)}")
+    elif verdict not in VERDICTS[kind]:
+        bad("word", f"{verdict!r} is not a word of a {kind} row {VERDICTS[kind]}")
+    p, alpha = _num(row.get("p")), _num(row.get("alpha"))
+    if kind == "effect" and verdict in ("reproduced", "partially") and p >= alpha:
+        bad("significance", f"reads {verdict!r} with p = {p:.3g} >= alpha {alpha:g}")
+    est, lo, hi = _num(row.get("measured")), _num(row.get("ci_low")), _num(row.get("ci_high"))
+    if (
+        verdict in _JUDGED
+        and not str(row.get("ci_of") or "")
+        and all(math.isfinite(v) for v in (est, lo, hi))
+        and not lo - 1e-9 * max(1.0, abs(lo)) <= est <= hi + 1e-9 * max(1.0, abs(hi))
+    ):
+        bad("ci", f"estimate {est:.4g} outside its CI [{lo:.4g}, {hi:.4g}], no ci_of")
+    if bool(row.get("present")) and kind != "effect":
+        bad("present", f"a {kind} row counts as present")
+    return out
+
+
+def audit_rows(
+    records: Iterable[dict[str, Any]], calibration_page: str | None = None
+) -> list[Finding]:
+    """Every :class:`Finding` over the claims rows of ``records`` (results records as
+    :func:`lamina.book.scorecard.load_records` returns them). ``calibration_page``: the
+    calibration page's text, or None to skip the ``calibration`` rule."""
+    findings: list[Finding] = []
+    ids: set[str] = set()
+    chapters: set[str] = set()
+    across = False
+    for record in records:
+        chapter = str(record.get("chapter", ""))
+        chapters.add(chapter)
+        for row in record.get("summary", {}).get("claims", []) or []:
+            model = str(row.get("model") or record.get("model") or "?")
+            findings += _row_findings(row, model)
+            ids.add(str(row.get("claim_id", "")))
+            across |= str(row.get("kind")) == "across"
+    if not across:
+        findings.append(Finding("across", "-", "-", "no row over several sources in the results"))
+    for chapter in CHAPTER_PAPER:
+        if chapter not in chapters:
+            findings.append(Finding("not run", f"{chapter}:*", "-", "the chapter has no results"))
+    if calibration_page is not None:
+        listed = set(re.findall(r"`([a-z0-9-]+)`", calibration_page))
+        for cid in sorted(ids - listed):
+            findings.append(Finding("calibration", cid, "-", "not on the calibration page"))
+    return findings
+
+
+def audit_book(results: Path | None = None, calibration: Path | None = None) -> list[Finding]:
+    """:func:`audit_rows` over the book's results folder (default: :func:`results_dir`) and
+    its calibration page (default ``book/generated/calibration.md``; a missing page is a
+    finding, not a skip)."""
+    folder = results if results is not None else results_dir(create=False)
+    page = calibration if calibration is not None else Path("book/generated/calibration.md")
+    text = page.read_text(encoding="utf-8") if page.is_file() else None
+    findings = audit_rows(load_records(folder), text)
+    if text is None:
+        findings.append(Finding("calibration", "-", "-", f"no calibration page at {page}"))
+    return findings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    results = Path(args[0]) if args else None
+    page = Path(args[1]) if len(args) > 1 else None
+    findings = audit_book(results, page)
+    for f in findings:
+        print(f)
+    by_rule: dict[str, int] = {}
+    for f in findings:
+        by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
+    print(f"audit: {len(findings)} findings" + (f" {by_rule}" if by_rule else ""))
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

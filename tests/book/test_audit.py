@@ -1,0 +1,53 @@
+"""The built-book audit flags each broken rule, and passes a book whose rows obey them."""
+
+from lamina.book.audit import audit_rows
+from lamina.book.scorecard import CHAPTER_PAPER
+
+
+def _row(**kw):
+    row = {"claim_id": "p3-anatomy-recovery", "kind": "effect", "verdict": "reproduced",
+           "measured": 0.7, "ci_low": 0.4, "ci_high": 0.99, "p": 0.002, "alpha": 0.05,
+           "ci_of": "", "present": True, "model": "m"}  # fmt: skip
+    return row | kw
+
+
+def _book(rows, page="`p3-anatomy-recovery` `p1-three-phase-universal`"):
+    records = [{"chapter": c, "model": "m", "summary": {"claims": []}} for c in CHAPTER_PAPER]
+    records[0]["summary"]["claims"] = rows + [
+        _row(claim_id="p1-three-phase-universal", kind="across", present=False, p=None)
+    ]
+    return audit_rows(records, page)
+
+
+def test_a_book_that_obeys_the_rules_has_no_findings():
+    assert _book([_row()]) == []
+
+
+def test_each_broken_rule_is_found():
+    cases = {
+        "significance": _row(verdict="partially", p=0.17),  # results.verdict's old "partially"
+        "id": _row(claim_id="P3-recovery"),
+        "word": _row(kind="count", verdict="partially", present=False),
+        "ci": _row(measured=0.0156, ci_low=0.0082, ci_high=0.0143),  # Gemma's old estimate
+        "present": _row(kind="count", verdict="fewer than claimed", present=True),
+    }
+    for rule, row in cases.items():
+        found = _book([row], page=None)
+        assert [f.rule for f in found] == [rule], (rule, found)
+
+
+def test_a_named_ci_owner_an_untestable_row_and_a_vanish_row_are_exempt():
+    rows = [
+        _row(measured=0.0156, ci_low=0.0082, ci_high=0.0143, ci_of="the pooled estimate"),
+        _row(measured=0.0156, ci_low=0.0082, ci_high=0.0143, verdict="not testable"),
+        _row(kind="vanish", verdict="reproduced", p=0.3, present=False),
+    ]
+    assert _book(rows) == []
+
+
+def test_a_missing_chapter_the_universal_row_and_the_calibration_page_are_found():
+    found = audit_rows([{"chapter": "curvature", "model": "m",
+                         "summary": {"claims": [_row()]}}], "")  # fmt: skip
+    rules = [f.rule for f in found]
+    assert rules.count("not run") == len(CHAPTER_PAPER) - 1
+    assert "across" in rules and "calibration" in rules
