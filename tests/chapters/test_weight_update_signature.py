@@ -64,14 +64,33 @@ def test_base_model_and_aligned_model_name_a_pair():
 
 
 @pytest.mark.slow
-def test_one_real_checkpoint_runs_every_declared_claim(tiny_model_dirs, tmp_path):
+def test_one_real_checkpoint_runs_every_declared_claim(tiny_model_dirs, tmp_path, monkeypatch):
     folder = tmp_path / "tiny-llama-instruct"  # an instruct name: the released edit row runs
+    import gc
+    import importlib
     import shutil
+    import weakref
+
+    chapter_run = importlib.import_module("lamina.chapters.weight_update_signature.run")
 
     shutil.copytree(tiny_model_dirs["llama"], folder)
     config = Config(model=str(folder), quick=True, k=4, k_sweep=(1, 4, 8), quant_control=False,
                     real_align=_SMALL_ALIGN)  # fmt: skip
+    held, alive = [], []  # weak references to the models the unit held; which outlive it
+    original = chapter_run.release_unit
+
+    def release(ck):
+        held.extend(weakref.ref(m) for m, _ in ck._models.values())
+        held.extend(weakref.ref(v[0]) for v in ck.__dict__.get("_adopted", {}).values())
+        original(ck)
+        gc.collect()
+        alive.extend(r() is not None for r in held)
+
+    monkeypatch.setattr(chapter_run, "release_unit", release)
     result = run(config)
+    # base, stages and objectives were held, and none outlives its unit's measurement while
+    # the run goes on (a run over SmolLM2 then Gemma-3 went past 22 GiB when they did)
+    assert len(held) >= 4 and not any(alive), alive
     claims = result.claims
     assert list(claims["claim_id"]) == IDS  # one row per declared claim, in order
     assert set(claims["verdict"]) <= set(PAPER_VERDICTS)

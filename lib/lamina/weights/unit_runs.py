@@ -1,16 +1,21 @@
 """What the weight-update-signature chapter runs on one unit before and after measuring it:
 the settings it runs with (:func:`unit_settings`), the applied objectives trained from its base
-and adopted into it (:func:`adopt_objectives`), and the quantisation control of a quantised
+and adopted into it (:func:`adopt_objectives`), the progress line of each measurement
+(:func:`report_part`), the release of its models once measured (:func:`release_unit`), and the
+quantisation control of a quantised
 real checkpoint (:func:`unit_quant_control`: the claims of :data:`SUBSPACE_CLAIMS` recomputed
 with the base's subspaces from its weights re-quantised)."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pandas as pd
 import torch
 
+from lamina.core.machine import peak_memory_gib
+from lamina.core.progress import say
 from lamina.sources.models import get_adapter
 from lamina.states.quant_control import not_run_control, run_quant_control
 from lamina.weights.judging import judge_unit
@@ -21,7 +26,8 @@ from lamina.weights.settings import SignatureSettings, context_length, real_budg
 from lamina.weights.single import SingleCheckpoint
 from lamina.weights.units import ModelPair, Units
 
-__all__ = ["SUBSPACE_CLAIMS", "adopt_objectives", "unit_quant_control", "unit_settings"]
+__all__ = ["SUBSPACE_CLAIMS", "adopt_objectives", "release_unit", "report_part", "unit_quant_control",
+           "unit_settings"]  # fmt: skip
 
 SUBSPACE_CLAIMS = tuple(f"{PREFIX}{c}" for c in (
     "align-qk-sft", "align-qk-dpo", "align-writes-sft", "align-writes-dpo",
@@ -89,3 +95,20 @@ def unit_quant_control(
     out.loc[rest, "quant_shift"] = not_run_control(out[rest], quantization, cost)["quant_shift"]
     s.timings[f"{ck.name}:quant_control"] = round(time.perf_counter() - t0, 2)
     return out, flips
+
+
+def report_part(chapter: str, unit: str, part: str, seconds: float) -> None:
+    """One progress line per measurement of a unit: its wall time (s) and the process's peak
+    resident memory so far (GiB; :func:`lamina.core.machine.peak_memory_gib`)."""
+    peak = peak_memory_gib()
+    say(f"[lamina] {chapter}: {unit}: {part} in {seconds:.0f} s"
+        + (f"; peak memory so far {peak:.1f} GiB" if peak is not None else ""))  # fmt: skip
+
+
+def release_unit(ck: Units) -> None:
+    """Drop a measured unit's models (:meth:`lamina.weights.units.Adopting.release`) and
+    collect them, so that a run over several units holds one unit's models at a time. Without
+    it, SmolLM2's copies sat beside Gemma-3-270m's, and the chapter on its default models went
+    past 22 GiB and was killed on the 24 GiB machine."""
+    ck.release()
+    gc.collect()

@@ -87,6 +87,16 @@ class Adopting:
         """(model, tokenizer, AdamW state, objective, base spec) of an adopted spec, else None."""
         return self.__dict__.get("_adopted", {}).get(spec)
 
+    def release(self) -> None:
+        """Drop every model this unit holds (loaded checkpoints, adopted runs and their AdamW
+        state), so that a run over several units holds one unit's models at a time: on a real
+        checkpoint that is several copies of the model (base, stages, objectives), about
+        7 GiB of float32 for Gemma-3-270m. A later :meth:`load` reads a checkpoint again."""
+        self.__dict__.pop("_adopted", None)
+        models = self.__dict__.get("_models")
+        if isinstance(models, dict):
+            models.clear()
+
     def objective_specs(self) -> dict[str, str]:
         """{objective: spec} of the adopted applied-objective runs, in order of adoption."""
         return {v[3]: k for k, v in self.__dict__.get("_adopted", {}).items()}
@@ -132,6 +142,7 @@ class Units(Protocol):
     def adopted(self, spec: str) -> tuple[nn.Module, PreTrainedTokenizerBase, dict | None, str, str] | None: ...
     def objective_specs(self) -> dict[str, str]: ...
     def objective_pairs(self) -> list[tuple[str, str, str, str, str, int | None, int | None]]: ...
+    def release(self) -> None: ...
     def corpus(self) -> Corpus: ...
     def documents(self, source: str) -> list[str]: ...
     @property

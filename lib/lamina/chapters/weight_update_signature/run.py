@@ -30,7 +30,13 @@ from lamina.weights.settings import context_length
 from lamina.weights.single import SingleCheckpoint
 from lamina.weights.tables import sensitivity
 from lamina.weights.texts import split_sample, text_sample
-from lamina.weights.unit_runs import adopt_objectives, unit_quant_control, unit_settings
+from lamina.weights.unit_runs import (
+    adopt_objectives,
+    release_unit,
+    report_part,
+    unit_quant_control,
+    unit_settings,
+)
 from lamina.weights.units import Checkpoints, ModelPair, Units
 
 __all__ = ["run"]
@@ -72,6 +78,7 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
             ck.load(ck.spec(target))
         objective_curves = adopt_objectives(ck, s, notes)
         s.timings[f"{name}:load and objectives"] = round(time.perf_counter() - t0, 2)
+        report_part(CHAPTER, name, "load and objectives", s.timings[f"{name}:load and objectives"])
         basis_docs, grad_docs = split_sample(ck.documents(s.text_source), s.seed)
         length = context_length(base_model, s.max_length)
         texts = text_sample(basis_docs, tok, s.n_tokens, s.seed, length)
@@ -93,6 +100,7 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
             t1 = time.perf_counter()
             parts[part] = fn(*args).assign(model=name)
             s.timings[f"{name}:{part}"] = round(time.perf_counter() - t1, 2)
+            report_part(CHAPTER, name, part, s.timings[f"{name}:{part}"])
             tables.setdefault(part, []).append(parts[part])
         finetune = pd.concat([objective_curves, ck.curves().assign(gate_passed=None, gate="")]
                              if isinstance(ck, SingleCheckpoint) else [objective_curves],
@@ -113,6 +121,8 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
                                                 unit_claims, notes)  # fmt: skip
             tables.setdefault("quantisation", []).append(flips)
         claims.append(unit_claims)
+        del base_model, cache, parts  # one unit's models at a time (release_unit)
+        release_unit(ck)
     claim_table = pd.concat(claims, ignore_index=True) if claims else pd.DataFrame()
     out = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     out["claims"] = claim_table
