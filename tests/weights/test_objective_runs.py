@@ -54,3 +54,34 @@ def test_each_run_has_a_gate_with_its_held_out_improvement(runs):
     for o, r in runs[2].items():
         passed, values = r.gate
         assert isinstance(passed, bool) and f"held-out {o} improvement" in values and "8 items" in values
+
+
+def test_held_out_scores_do_not_depend_on_the_evaluation_chunk(monkeypatch):
+    """The gates score held-out LM windows and SFT pairs in chunks (logit_rows) so that
+    Gemma-3's 262,144-word logits fit in memory; a chunk of 1 gives the one-batch scores."""
+    from lamina.weights import adaptation, objective_runs
+
+    model = tiny_model("llama", n_layers=2).eval()
+    tok = _byte_tokenizer()
+    corpus = pair_corpus()[0]
+    s = SignatureSettings(objective_eval=6)
+    whole = {o: objective_runs._held_out_score(o, model, tok, corpus, s, 32) for o in ("lm", "sft")}
+    monkeypatch.setattr(objective_runs, "logit_rows", lambda *a, **k: 1)
+    monkeypatch.setattr(adaptation, "logit_rows", lambda *a, **k: 1)
+    for o, scores in whole.items():
+        one = objective_runs._held_out_score(o, model, tok, corpus, s, 32)
+        assert scores.shape == (6,) and torch.allclose(torch.tensor(one), torch.tensor(scores), atol=1e-5)
+
+
+def test_logit_rows_fit_the_budget():
+    from types import SimpleNamespace
+
+    from lamina.core.arrays import logit_rows
+
+    def lm(vocab):
+        return SimpleNamespace(config=SimpleNamespace(vocab_size=vocab))
+
+    assert logit_rows(lm(262_144), 128) == 4  # Gemma-3 (64 windows at once: 8 GiB of logits)
+    assert logit_rows(lm(49_152), 128) == 21  # SmolLM2
+    assert logit_rows(lm(256), 32) == 64  # a tiny model: the cap
+    assert logit_rows(lm(262_144), 100_000) == 1  # never 0

@@ -15,7 +15,11 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Labels", "to_numpy"]
+__all__ = ["LOGIT_BYTES", "Labels", "logit_rows", "to_numpy"]
+
+LOGIT_BYTES = 2**29
+"""The float32 logits one evaluation forward may hold at once (512 MiB): a batch of sequences
+is cut into chunks of :func:`logit_rows` rows."""
 
 # (n,) category labels of the prompts (any hashable values).
 Labels: TypeAlias = "npt.ArrayLike"
@@ -34,3 +38,13 @@ def to_numpy(x: Any, name: str) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"{name} must be a real numeric array; got dtype {arr.dtype}")
     return arr
+
+
+def logit_rows(model: Any, length: int, cap: int = 64, budget: int = LOGIT_BYTES) -> int:
+    """Sequences per chunk of an evaluation forward of ``model`` (a causal LM with
+    ``config.vocab_size`` words) whose (rows, length, vocab) float32 logits (and a log-softmax
+    of the same size) fit ``budget`` bytes each: at least 1, at most ``cap``.
+    Gemma-3's 262,144 words at 128 tokens give 4 rows (64 rows were 8 GiB of logits, and as
+    much again for their log-softmax); SmolLM2's 49,152 give 21."""
+    vocab = int(model.config.vocab_size)
+    return max(1, min(cap, budget // max(1, 4 * vocab * length)))

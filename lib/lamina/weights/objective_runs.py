@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lamina.core.arrays import logit_rows
 from lamina.evidence.stats import bootstrap_ci
 from lamina.sources.models import input_embeddings
 from lamina.sources.organisms.stages import dpo_margins, stage_loss
@@ -101,10 +102,14 @@ def _held_out_score(
     n = s.objective_eval
     if objective == "lm":
         windows = fixed_windows(_stream(tok, list(corpus.heldout), 2 * n * context), n, context)
-        with torch.no_grad():
-            logits = model(input_ids=windows).logits[:, :-1].float()
-            lp = torch.log_softmax(logits, -1).gather(-1, windows[:, 1:, None])[..., 0]
-        return lp.mean(-1).double().numpy()
+        rows = logit_rows(model, windows.shape[1])
+        scores = []
+        with torch.no_grad():  # in chunks: all n windows' logits at once were 8 GiB on Gemma-3
+            for chunk in windows.split(rows):  # (rows, context)
+                logits = model(input_ids=chunk).logits[:, :-1].float()  # (rows, context-1, V)
+                lp = logits.gather(-1, chunk[:, 1:, None])[..., 0] - logits.logsumexp(-1)
+                scores.append(lp.mean(-1).double())
+        return torch.cat(scores).numpy()
     if objective == "sft":
         return -per_item_sft_loss(model, tok, list(corpus.sft_eval[:n]), context)
     policy: Any = model  # a PreTrainedModel

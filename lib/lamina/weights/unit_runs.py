@@ -97,11 +97,12 @@ def unit_quant_control(
     return out, flips
 
 
-def report_part(chapter: str, unit: str, part: str, seconds: float) -> None:
+def report_part(unit: str, part: str, seconds: float) -> None:
     """One progress line per measurement of a unit: its wall time (s) and the process's peak
-    resident memory so far (GiB; :func:`lamina.core.machine.peak_memory_gib`)."""
+    resident memory so far (GiB; :func:`lamina.core.machine.peak_memory_gib`). Under
+    ``lamina run`` the terminal prefixes it with the chapter's name."""
     peak = peak_memory_gib()
-    say(f"[lamina] {chapter}: {unit}: {part} in {seconds:.0f} s"
+    say(f"{unit}: {part} in {seconds:.0f} s"
         + (f"; peak memory so far {peak:.1f} GiB" if peak is not None else ""))  # fmt: skip
 
 
