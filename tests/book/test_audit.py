@@ -51,3 +51,7 @@ def test_a_missing_chapter_the_universal_row_and_the_calibration_page_are_found(
     rules = [f.rule for f in found]
     assert rules.count("not run") == len(CHAPTER_PAPER) - 1
     assert "across" in rules and "calibration" in rules
+    # a self-check is lamina's own check, not a claim of the papers: not on the page
+    check = _row(claim_id="self-reanalysis-released-ci", kind="self-check", verdict="check passed",
+                 present=False, p=None)  # fmt: skip
+    assert "calibration" not in [f.rule for f in _book([_row(), check])]
