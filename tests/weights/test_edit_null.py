@@ -49,7 +49,7 @@ def test_never_trained_models_beat_their_scrambled_copies_at_the_tests_rate_only
     for seed in range(10):
         obs, null = _measure(_random_llama(100 + seed), tok, SAMPLE_TEXT, copies=6)
         assert obs.mean() > 0.02 and null.mean() > 0.02  # the edit raises the token: by construction
-        m = beyond_scrambled(obs, null, S.n_bootstrap, S.seed)
+        m = beyond_scrambled(obs, null)
         row = judge_unit("random-init", {ID: m}, {}).set_index("claim_id").loc[ID]
         present += row["verdict"] in ("reproduced", "partially", "smaller than claimed")
     assert present <= 2
@@ -58,7 +58,7 @@ def test_never_trained_models_beat_their_scrambled_copies_at_the_tests_rate_only
 def test_a_block_that_feeds_unembedding_writes_back_beats_its_copies():
     model, tok = edit_model("planted", seed=0)
     obs, null = _measure(model, tok, TEXTS, copies=6)
-    m = beyond_scrambled(obs, null, S.n_bootstrap, S.seed)
+    m = beyond_scrambled(obs, null)
     assert m["p"] < 0.01 and m["estimate"] > 0
 
 
@@ -80,5 +80,19 @@ def test_scrambling_keeps_norms_embedding_and_unembedding_and_moves_every_block(
 
 
 def test_too_few_copies_or_tokens_make_the_row_untestable():
-    assert "untestable" in beyond_scrambled(np.array([0.5]), np.array([0.1, 0.2, 0.3]), 100, 0)
-    assert "untestable" in beyond_scrambled(np.array([0.5, 0.6]), np.array([0.1, 0.2]), 100, 0)
+    assert "untestable" in beyond_scrambled(np.array([0.5]), np.array([0.1, 0.2, 0.3]))
+    assert "untestable" in beyond_scrambled(np.array([0.5, 0.6]), np.array([0.1, 0.2]))
+
+
+def test_the_ci_and_the_p_share_the_copy_as_their_unit():
+    # Gemma 3 @sft at adfa656: -27.5 [-28.6, -26.3] (a bootstrap over tokens, the copies held
+    # fixed) beside p_opposite = 0.055 (the copies' spread, sd 15 over 10): a CI far from 0
+    # with a test that is not significant. The CI is now the test's own interval.
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        obs = rng.normal(rng.normal(0, 3), 0.1, size=rng.integers(2, 40))
+        null = rng.normal(0, rng.uniform(0.5, 5), size=rng.integers(3, 12))
+        m = beyond_scrambled(obs, null)
+        assert m["ci_low"] <= m["estimate"] <= m["ci_high"]
+        assert (m["ci_low"] > 0) == (m["p"] < 0.05)
+        assert (m["ci_high"] < 0) == (m["p_opposite"] < 0.05)

@@ -114,7 +114,7 @@ def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any
     null = np.array([np.mean([r["delta_logp"] for r in
                               score_edits(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
                      for i in range(s.edit_scrambled)])  # fmt: skip
-    m = beyond_scrambled(obs, null, s.n_bootstrap, s.seed)
+    m = beyond_scrambled(obs, null)
     # every stage's write-edit row applies the one rule (measures_causal.write_edit) to its
     # model; on this source the stage gate passes, so one draw judges each row alike
     return {f"write-edit-{t}": m for t in ("released", *ALIGNED_STAGES)}

@@ -43,7 +43,7 @@ def write_edit(e: pd.DataFrame, stage: str, s: SignatureSettings) -> dict[str, o
         return {"untestable": f"no write edit scored at {stage}"}
     if not len(units["null"]):
         return {"untestable": f"no scrambled copy scored at {stage}"}
-    out = beyond_scrambled(units["observed"], units["null"], s.n_bootstrap, s.seed)
+    out = beyond_scrambled(units["observed"], units["null"])
     r = units["random"]
     if len(r) and "detail" in out:
         p_rand = (1 + np.sum(r >= units["observed"].mean())) / (1 + len(r))
