@@ -37,6 +37,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lamina.book.memory import PeakWatch, last_peak, run_side_by_side
 from lamina.book.params import chapter_defaults, check_parameters
 from lamina.book.preflight import preflight
 from lamina.book.reuse import (
@@ -49,7 +50,6 @@ from lamina.book.reuse import (
     reusable,
 )
 from lamina.core import registry
-from lamina.core.machine import machine_cores
 from lamina.core.progress import PROGRESS_ENV, forward, say
 from lamina.core.provenance import (
     absolute_env_paths,
@@ -270,8 +270,9 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
     say_ = say if progress else (lambda _: None)
     say_(f"[lamina] {chapter}: starting a kernel (notebook -> {run.target})")
     shown = forward(lines, f"[lamina] {chapter}: ") if progress else nullcontext()
+    watch = PeakWatch()
     try:
-        with temporary_environ({RUN_ENV: run.env(), PROGRESS_ENV: str(lines)}), shown:
+        with temporary_environ({RUN_ENV: run.env(), PROGRESS_ENV: str(lines)}), shown, watch:
             papermill.execute_notebook(
                 str(staged), str(running), parameters=run.parameters, kernel_name=kernel,
                 progress_bar=False, cwd=str(_notebooks_dir()),
@@ -287,9 +288,10 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
     written, mine = _records_of(run, root, started)
     mark_run(mine, status)  # "running" until now: a killed run stays so
     written, _ = _records_of(run, root, started)
-    seconds = time.perf_counter() - start
+    seconds, peak = time.perf_counter() - start, watch.peak_gib
     report = {
         "chapter": chapter, "parameters": run.parameters, "seconds": round(seconds, 2),
+        "peak_memory_gib": None if peak is None else round(peak, 2),
         "status": status, "output": str(run.target if status == "ok" else out / f"{chapter}.failed.ipynb"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "key": run.key,
         "key_components": component_digests(run.detail), "key_detail": run.detail,
@@ -302,7 +304,9 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
         folders = sorted({str(Path(p).parent) for p in written if p.endswith(".json")})
         where = {0: "none written", 1: folders[0] if folders else ""}.get(
             len(folders), f"{len(folders)} folders under {root}")  # fmt: skip
-        say_(f"[lamina] {chapter}: done in {_minutes(seconds)}; notebook {run.target}; results {where}")
+        memory = "" if peak is None else f", peak memory {peak:.1f} GiB"
+        say_(f"[lamina] {chapter}: done in {_minutes(seconds)}{memory}; notebook {run.target}; "
+             f"results {where}")  # fmt: skip
         return run.target
     partial = out / f"{chapter}.failed.ipynb"
     partial.unlink(missing_ok=True)
@@ -310,7 +314,8 @@ def _execute(run: _Run, kernel: str, progress: bool) -> Path:
         os.replace(running, partial)
     atomic_write_json(out / f"{chapter}.failed.report.json", report)
     kept = f"partial notebook {partial}" if partial.is_file() else "no notebook was written"
-    say_(f"[lamina] {chapter}: failed after {_minutes(seconds)} ({type(failure).__name__}); "
+    say_(f"[lamina] {chapter}: failed after {_minutes(seconds)} ({type(failure).__name__}"
+         f"{'' if peak is None else f', peak memory {peak:.1f} GiB'}); "
          f"{kept}; the last successful run's notebook and report, if any, are kept")  # fmt: skip
     assert failure is not None
     raise failure
@@ -346,6 +351,18 @@ def _last_seconds(out: Path, chapter: str) -> float:
         return float(TYPICAL_SECONDS.get(chapter, 0.0))
 
 
+def _run_with_threads(run: _Run, force: bool, user_set: bool, threads: int) -> str:
+    """:func:`_run_chapter` in a worker process whose kernel gets ``threads`` threads, unless
+    ``user_set`` (the user's own thread variables are kept)."""
+    if not user_set:
+        for name in _THREAD_VARS:
+            os.environ[name] = str(threads)
+    return _run_chapter(run, True, force, False)
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS")
+
+
 def _run_chapter(run: _Run, progress: bool, force: bool, check: bool) -> str:
     """One prepared chapter, in :func:`_execute_many` or a worker process of it: reused when
     ``check`` finds its inputs unchanged (and not ``force``), else executed."""
@@ -370,10 +387,8 @@ def _execute_many(
     Every chapter is checked (:func:`lamina.book.preflight.preflight`) before the first
     kernel starts. With ``jobs > 1``, the reusable ones are found first, here; each other
     chapter runs in its own process (papermill changes the working directory of the process
-    that runs it), several at once, longest (by the last run's report) first."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    that runs it), several at once, longest (by the last run's report) first, as many as
+    the memory allows (:func:`lamina.book.memory.run_side_by_side`)."""
     out = Path(out).resolve() if out is not None else None
     per = {c: params.get(c, {}) for c in chapters}
     start = time.perf_counter()
@@ -391,14 +406,13 @@ def _execute_many(
     if not todo:
         return 0
     order = sorted(todo, key=lambda c: -_last_seconds(runs[c].out, c))
-    # kernels inherit the environment: share the cores out instead of oversubscribing them
+    peak = {c: last_peak(runs[c].out, c) for c in order}
     jobs = min(jobs, len(todo))
-    threads = str(max(1, machine_cores() // jobs))
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS"):
-        os.environ.setdefault(name, threads)
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_run_chapter, runs[c], True, force, False) for c in order]
-        for future in futures:
-            future.result()  # re-raise the first failure
+    # kernels inherit the environment: the cores are shared out (unless the user set the
+    # threads), and chapters run side by side only within the memory budget
+    user_set = any(name in os.environ for name in _THREAD_VARS)
+    tasks = {c: functools.partial(_run_with_threads, runs[c], force, user_set) for c in order}
+    failures = run_side_by_side(tasks, peak, jobs)
+    if failures:
+        raise failures[0]
     return 0
