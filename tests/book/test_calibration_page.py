@@ -21,3 +21,27 @@ def test_each_paper_section_lists_every_declared_claim_and_reads_its_cache(
     again = section_markdown(paper_section(title, module, 1, jobs=1))
     assert again.split("| claim |")[1] == text.split("| claim |")[1]  # the same rates
     assert any(tmp_path.joinpath("cache", "calibration").rglob("*.json"))
+
+
+def test_progress_reports_the_seeds_written_during_the_block_only(tmp_path, capsys):
+    """The cache is where a worker's finished seed shows: an entry from an earlier build is
+    not counted, and each new one is (printed only when the count changed)."""
+    import os
+    import time
+
+    from lamina.book.calibration import new_results, progress
+
+    old = tmp_path / "p1-key" / "seed-0.json"
+    old.parent.mkdir()
+    old.write_text("{}")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    with progress("Paper 1", tmp_path, every=0.05):
+        time.sleep(0.2)
+        (tmp_path / "p1-key" / "seed-1.json").write_text("{}")
+        (tmp_path / "paper3-key-0.json").write_text("{}")
+        time.sleep(0.3)
+    lines = [x for x in capsys.readouterr().out.splitlines() if "seed result" in x]
+    assert lines and lines[-1].startswith("[lamina] calibration: Paper 1: 2 seed result(s) computed")
+    assert not any(": 0 seed" in x for x in lines)  # no line while nothing was written
+    assert len(lines) == len(set(lines))  # a line only when the count changed
+    assert new_results(tmp_path / "absent", 0.0) == 0

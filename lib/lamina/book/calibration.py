@@ -15,8 +15,10 @@ import argparse
 import math
 import os
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -27,7 +29,7 @@ import pandas as pd
 from lamina.anatomy import calibration as anatomy_calibration
 from lamina.core.arguments import count
 from lamina.core.machine import machine_cores
-from lamina.core.provenance import atomic_write_text
+from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.evidence.calibration import (
     FPR_TARGET,
     HALFWIDTH,
@@ -40,7 +42,10 @@ from lamina.evidence.declare import ClaimSpec
 from lamina.trajectory import calibration as trajectory_calibration
 from lamina.weights import calibration as weights_calibration
 
-__all__ = ["PAPERS", "Section", "calibration_page", "paper_section", "section_markdown"]
+__all__ = [
+    "PAPERS", "Section", "calibration_page", "new_results", "paper_section", "progress",
+    "section_markdown",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,13 +138,49 @@ PAPERS: tuple[tuple[str, ModuleType], ...] = (
 ``CALIBRATION_SOURCES``), in the page's order."""
 
 
+def new_results(folder: Path, since: float) -> int:
+    """How many seed results (``*.json``) under ``folder`` were written at or after ``since``
+    (seconds since the epoch): the seeds this build computed, not those it read."""
+    if not folder.is_dir():
+        return 0
+    return sum(1 for f in folder.rglob("*.json") if f.stat().st_mtime >= since)
+
+
+@contextmanager
+def progress(title: str, folder: Path, every: float = 60.0) -> Iterator[None]:
+    """While the block runs, print every ``every`` seconds (when it changed) how many seed
+    results the calibration has written under ``folder`` since the block began, and the
+    minutes elapsed: the science modules compute their seeds in worker processes and cache
+    each one, so the cache is where progress shows."""
+    start, stop = time.time(), threading.Event()
+
+    def watch() -> None:
+        last = 0
+        while not stop.wait(every):
+            n = new_results(folder, start)
+            if n != last:
+                minutes = (time.time() - start) / 60
+                print(f"[lamina] calibration: {title}: {n} seed result(s) computed "
+                      f"({minutes:.1f} min)", flush=True)  # fmt: skip
+                last = n
+
+    thread = threading.Thread(target=watch, name="calibration-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def paper_section(title: str, module: ModuleType, n_seeds: int, *, jobs: int = 2) -> Section:
     """One paper's :class:`Section` over seeds 0..n_seeds-1 of ``module.calibration_runs``
     (``jobs`` one-thread processes, each seed cached by the module), with a cost line: the mean
     CPU seconds of a seed's computation (``runs.attrs["seconds"]``, recorded with a cached
     seed) and this build's wall time (seconds)."""
     start = time.perf_counter()
-    runs = module.calibration_runs(n_seeds, jobs=jobs)
+    with progress(title, data_dir() / "cache" / "calibration"):
+        runs = module.calibration_runs(n_seeds, jobs=jobs)
     seconds = [float(x) for x in runs.attrs.get("seconds", [])]
     cpu = f"{sum(seconds) / len(seconds):.1f} s of one core per seed; " if seconds else ""
     cached = runs.attrs.get("cached")
