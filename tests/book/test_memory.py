@@ -56,7 +56,22 @@ def test_the_last_peak_comes_from_the_later_report_else_the_typical_one(tmp_path
     (tmp_path / f"{ch}.failed.report.json").write_text(json.dumps({"finished": "2026-12-03T11:31:23", "peak_memory_gib": 16.0}))
     assert last_peak(tmp_path, ch) == 16.0
     (tmp_path / f"{ch}.report.json").write_text("{damaged")
-    assert last_peak(tmp_path, ch) == 16.0
+    assert last_peak(tmp_path, ch) == max(16.0, TYPICAL_PEAK_GIB[ch])  # no completed run
+
+
+def test_a_failed_run_stopped_early_never_lowers_the_peak(tmp_path):
+    """At 4a23a9d a build killed 10 s in left failed reports of 0.4 GiB (layer_anatomy) and
+    7.0 GiB (weight_update_signature, stopped 18 min in): read as their peaks, they would have
+    put the two side by side again, where they were OOM-killed at 60b9c79."""
+    for ch, small in (("layer_anatomy", 0.4), ("weight_update_signature", 7.04)):
+        (tmp_path / f"{ch}.failed.report.json").write_text(json.dumps({"finished": "2026-12-03T14:13:55", "peak_memory_gib": small}))
+        assert last_peak(tmp_path, ch) == TYPICAL_PEAK_GIB[ch]
+    (tmp_path / "layer_anatomy.report.json").write_text(json.dumps({"finished": "2026-12-03T12:00:00", "peak_memory_gib": 7.9}))
+    assert last_peak(tmp_path, "layer_anatomy") == 7.9  # completed earlier, failed later lower
+    (tmp_path / "curvature.report.json").write_text(json.dumps({"finished": "2026-12-03T15:00:00", "peak_memory_gib": 1.2}))
+    (tmp_path / "curvature.failed.report.json").write_text(json.dumps({"finished": "2026-12-03T12:00:00", "peak_memory_gib": 9.0}))
+    assert last_peak(tmp_path, "curvature") == 1.2  # a failure before the completed run: older code
+    assert next_fitting(["weight_update_signature"], ["layer_anatomy"], {"weight_update_signature": last_peak(tmp_path, "weight_update_signature"), "layer_anatomy": 7.9}, 0.9 * 23.4) is None
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is read from /proc")

@@ -85,19 +85,29 @@ def runs_alone(chapter: str, others: Sequence[str], peak: Mapping[str, float], b
     return all(peak[chapter] + peak[o] > budget for o in others if o != chapter)
 
 
+def _recorded(path: Path) -> tuple[str, float] | None:
+    """(finished, peak GiB) of a report that records a peak; None if absent or damaged."""
+    try:
+        r = json.loads(path.read_text())
+        return (str(r.get("finished", "")), float(r["peak_memory_gib"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def last_peak(out: Path, chapter: str) -> float:
-    """``chapter``'s kernel's peak memory in its last run into ``out`` (GiB; the later of its
-    report and its failed run's report that record one); else :data:`TYPICAL_PEAK_GIB` or
-    :data:`DEFAULT_PEAK_GIB`."""
-    seen: list[tuple[str, float]] = []
-    for name in (f"{chapter}.report.json", f"{chapter}.failed.report.json"):
-        try:
-            r = json.loads((Path(out) / name).read_text())
-            if r.get("peak_memory_gib") is not None:
-                seen.append((str(r.get("finished", "")), float(r["peak_memory_gib"])))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return max(seen)[1] if seen else float(TYPICAL_PEAK_GIB.get(chapter, DEFAULT_PEAK_GIB))
+    """``chapter``'s kernel's expected peak memory (GiB) from its runs into ``out``.
+
+    A completed run (``<chapter>.report.json``) measured its whole peak; a failed run
+    (``.failed.report.json``) only a lower bound, since it stopped early (killed after 10 s
+    it reads 0.4 GiB), so it can raise the estimate but never lower it: the completed run's
+    peak, raised by a failure recorded after it; with no completed run that recorded one,
+    :data:`TYPICAL_PEAK_GIB` (or :data:`DEFAULT_PEAK_GIB`) raised by any failure."""
+    ok = _recorded(Path(out) / f"{chapter}.report.json")
+    failed = _recorded(Path(out) / f"{chapter}.failed.report.json")
+    if ok is not None:
+        return max(ok[1], failed[1]) if failed is not None and failed[0] > ok[0] else ok[1]
+    prior = float(TYPICAL_PEAK_GIB.get(chapter, DEFAULT_PEAK_GIB))
+    return max(prior, failed[1]) if failed is not None else prior
 
 
 def run_side_by_side(
