@@ -87,8 +87,8 @@ glue("grow_gate", "passed" if bool(base["gate_passed"].iloc[0]) else "failed")
 # weight gradients are skipped, but activation gradients still flow through any block above
 # a trainable one. The arms train one after another, so wall time is not read off them (the
 # load of a shared machine changes as they run): every kind of step the schedules take is timed
-# in interleaved blocks (`lamina.anatomy.growth_timing`), and each run's clock is modelled from
-# those timings. The claims are declared in `lamina.anatomy.growth_claims` and judged by
+# in interleaved blocks (`lamina.anatomy.growth_timing`), by the process's CPU time on a CPU and
+# by synchronised wall time on a GPU, and each run's clock is modelled from those timings. The claims are declared in `lamina.anatomy.growth_claims` and judged by
 # `lamina.evidence.decide`.
 
 # %% tags=["hide-input"]
@@ -302,9 +302,9 @@ show_verdicts(claims_view(result.claims))
 #   validation loss is measured on held-out plays.
 # - Freezing early blocks saves their weight gradients only; because embeddings train in
 #   every phase (our default), activation gradients still reach the bottom of the network.
-# - Wall time is measured side by side (interleaved timing), so the load of a shared machine
-#   touches every schedule alike; it still depends on the machine (CPU or GPU, threads), which
-#   the wall-time rows name. The FLOP comparison is the machine-independent one.
+# - Training time is measured side by side (interleaved timing), on a CPU as the process's CPU
+#   time, so another process on the cores does not enter it; it still depends on the machine
+#   (CPU or GPU, threads), which the wall-time rows name. The FLOP comparison is the machine-independent one.
 # - Importance measured on another model (the organism) and transferred by layer index is a
 #   reimplementation choice; `importance="pretrain"` measures it on this architecture.
 # - Real models' importance is transferred by relative depth to a much smaller model trained

@@ -25,6 +25,7 @@ def test_every_kind_of_step_is_timed_in_every_repeat_in_a_shuffled_order():
     )
     assert set(t["key"]) == {"all+emb", "0+emb"} and (t.groupby("key").size() == 3).all()
     assert (t["seconds"] > 0).all() and set(t["device"]) == {"cpu"}
+    assert set(t["clock"]) == {"process CPU time"}
     assert phase_key(Phase([3, 1], 5, False)) == "1,3"
 
 
@@ -57,3 +58,24 @@ def test_the_modelled_clock_sums_each_steps_median_time():
     assert np.allclose(
         schedule_seconds(PLANS[0]["growth"], timing), [2 * 0.5 + 2 * 1, 2 * 0.5 + 2 * 3]
     )
+
+
+def test_on_a_cpu_a_block_is_timed_by_cpu_time_not_by_the_wall(monkeypatch):
+    """Another process holding the cores advances the wall clock, not this process's CPU
+    time: a wall clock that jumps 100 s inside every block must not reach the timing (it did
+    while the blocks were timed by time.perf_counter)."""
+    import time as real_time
+
+    from lamina.anatomy import growth, growth_timing
+
+    jump = {"t": 0.0}
+
+    def loaded_wall() -> float:
+        jump["t"] += 100.0
+        return real_time.monotonic() + jump["t"]
+
+    monkeypatch.setattr(growth.time, "perf_counter", loaded_wall)
+    ids = torch.randint(0, 320, (8, 10), generator=torch.Generator().manual_seed(0))
+    t = time_phases(lambda: tiny_model("llama", n_layers=2), [Phase(None, 1, True)], ids, 4, 1e-3, repeats=2, steps=1)
+    assert (t["seconds"] < 10).all()
+    assert growth_timing.step_clock(torch.device("cpu")) >= 0

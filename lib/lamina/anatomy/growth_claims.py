@@ -158,8 +158,9 @@ BASE_CLAIMS: tuple[ClaimSpec, ...] = (
         claim="Growth Training is 13% faster than uniform training",
         paper_value="13%",
         kind="effect",
-        statistic="1 - growth / uniform training time at "
-        "equal steps, interleaved step timing (machine-dependent)",
+        statistic="1 - growth / uniform training time at equal steps, interleaved "
+        "step timing (process CPU time on a CPU, synchronised wall time on a GPU; "
+        "machine-dependent)",
         unit="fraction",
         resampling="timing repeat",
         test="one-sided t over timing repeats",
@@ -260,7 +261,8 @@ def _faster(t: GrowthTables) -> dict[str, Any]:
         "p": p,
         "p_opposite": q,
         "n_units": len(saving),
-        "detail": f"machine-dependent: {t.machine}, {len(saving)} interleaved repeats",
+        "detail": f"machine-dependent: {t.machine}, {len(saving)} interleaved repeats"
+        + (f", clock: {', '.join(sorted(set(t.timing['clock'])))}" if "clock" in t.timing else ""),
     }
 
 
