@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,6 @@ import pandas as pd
 from lamina.anatomy import calibration as anatomy_calibration
 from lamina.core.arguments import count
 from lamina.core.machine import machine_cores
-from lamina.core.progress import _every  # a private helper: book/ only, no chapter key
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.evidence.calibration import (
     FPR_TARGET,
@@ -152,18 +152,25 @@ def progress(title: str, folder: Path, every: float = 60.0) -> Iterator[None]:
     results the calibration has written under ``folder`` since the block began, and the
     minutes elapsed: the science modules compute their seeds in worker processes and cache
     each one, so the cache is where progress shows."""
-    start, last = time.time(), [0]
+    start, stop = time.time(), threading.Event()
 
-    def report() -> None:
-        n = new_results(folder, start)
-        if n != last[0]:
-            minutes = (time.time() - start) / 60
-            print(f"[lamina] calibration: {title}: {n} seed result(s) computed "
-                  f"({minutes:.1f} min)", flush=True)  # fmt: skip
-            last[0] = n
+    def watch() -> None:
+        last = 0
+        while not stop.wait(every):
+            n = new_results(folder, start)
+            if n != last:
+                minutes = (time.time() - start) / 60
+                print(f"[lamina] calibration: {title}: {n} seed result(s) computed "
+                      f"({minutes:.1f} min)", flush=True)  # fmt: skip
+                last = n
 
-    with _every(every, report):
+    thread = threading.Thread(target=watch, name="calibration-progress", daemon=True)
+    thread.start()
+    try:
         yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def paper_section(title: str, module: ModuleType, n_seeds: int, *, jobs: int = 2) -> Section:
