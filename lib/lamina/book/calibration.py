@@ -141,9 +141,13 @@ PAPERS: tuple[tuple[str, ModuleType], ...] = (
 def new_results(folder: Path, since: float) -> int:
     """How many seed results (``*.json``) under ``folder`` were written at or after ``since``
     (seconds since the epoch): the seeds this build computed, not those it read."""
-    if not folder.is_dir():
-        return 0
-    return sum(1 for f in folder.rglob("*.json") if f.stat().st_mtime >= since)
+    n = 0
+    for f in folder.rglob("*.json") if folder.is_dir() else []:
+        try:
+            n += f.stat().st_mtime >= since
+        except OSError:  # an atomic write's temporary file, renamed away meanwhile
+            continue
+    return n
 
 
 @contextmanager
