@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from threadpoolctl import threadpool_limits
 
 __all__ = ["ENV", "configured_threads", "one_thread_process", "threads"]
 
@@ -49,7 +50,10 @@ def threads(n: int | None = None) -> Iterator[int]:
 
 
 def one_thread_process() -> None:
-    """Pin this (worker) process to one thread: torch and the BLAS variables its children read."""
+    """Pin this (worker) process to one thread: torch, the BLAS and OpenMP libraries already
+    loaded (numpy's OpenBLAS reads its variable only when it loads, which in a worker is
+    before this runs), and the variables its children read."""
     for name in _BLAS:
         os.environ[name] = "1"
     torch.set_num_threads(1)
+    threadpool_limits(1)  # for the rest of the process
