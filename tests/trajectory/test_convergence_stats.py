@@ -9,6 +9,7 @@ from lamina.trajectory.convergence_stats import (
     ci_profiles,
     convergence_test,
     distance_stack,
+    unit_rows,
 )
 from lamina.trajectory.sizes import chapter_prompts
 
@@ -69,3 +70,15 @@ def test_an_items_own_prompts_are_not_its_neighbours():
     counts = np.array([[2, 2, 1, 1, 1, 1, 1, 1]], float)
     twice = ci_profiles(D, lab[None], counts, units)[0, 0]
     assert np.isfinite(twice)
+
+
+@pytest.mark.parametrize("codes", [[0, 1, 2, 3], [0, 0, 0], [2, 0, 1, 0, 2, 2, 1, 0, 0],
+                                   list(np.random.default_rng(3).integers(0, 7, 50))])
+def test_unit_rows_lists_each_rows_unit_in_order_padded_with_minus_one(codes: list[int]) -> None:
+    u = np.asarray(codes)
+    table = unit_rows(u)
+    width = int(np.bincount(u).max())
+    assert table.shape == (len(u), width)
+    for i in range(len(u)):
+        members = np.flatnonzero(u == u[i])
+        assert list(table[i]) == [*members, *[-1] * (width - len(members))]

@@ -18,7 +18,8 @@ from lamina.core.types import Profile
 from lamina.evidence.stats import max_permutation_test, peak_bootstrap, wilcoxon
 from lamina.trajectory.metrics import convergence_index_per_prompt
 
-__all__ = ["ci_profile", "ci_profiles", "convergence_test", "distance_stack", "item_units"]
+__all__ = ["ci_profile", "ci_profiles", "convergence_test", "distance_stack", "item_units",
+           "unit_rows"]
 
 
 def distance_stack(x: np.ndarray) -> np.ndarray:
@@ -39,6 +40,19 @@ def _unit_codes(units: Any | None, n: int) -> np.ndarray:
     if u.shape != (n,):
         raise ValueError(f"units must have shape ({n},); got {u.shape}")
     return np.unique(u, return_inverse=True)[1].reshape(n)
+
+
+def unit_rows(u: np.ndarray) -> np.ndarray:
+    """The rows of each row's unit: u (n,) int unit codes 0..K-1  ->  (n, width) int, row i
+    holding the rows j with u_j = u_i in ascending order, padded with -1 to the largest unit's
+    size ``width``."""
+    u = np.asarray(u)
+    order = np.argsort(u, kind="stable")  # rows grouped by unit, ascending within each
+    sizes = np.bincount(u)
+    rank = np.arange(len(u)) - (np.cumsum(sizes) - sizes)[u[order]]  # place within its unit
+    table = np.full((len(sizes), int(sizes.max())), -1, dtype=np.intp)
+    table[u[order], rank] = order
+    return table[u]
 
 
 def ci_profile(D: np.ndarray, labels: np.ndarray, idx: np.ndarray | None = None,
@@ -84,11 +98,7 @@ def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray,
     rows = np.arange(n)[:, None]
     own = sums[:, rows, np.arange(B)[None, :], inv.T]  # (m, n, B)
     size_own = size[np.arange(B)[None, :], inv.T]  # (n, B)
-    u = _unit_codes(units, n)
-    members = [np.flatnonzero(u == k) for k in range(int(u.max()) + 1)]
-    width = max(len(g) for g in members)
-    nb = np.array([np.pad(members[u[i]], (0, width - len(members[u[i]])), constant_values=-1)
-                   for i in range(n)])  # (n, width) the rows of i's unit, -1 padding
+    nb = unit_rows(_unit_codes(units, n))  # (n, width) the rows of i's unit, -1 padding
     valid = nb >= 0
     nbi = np.where(valid, nb, 0)
     same = (inv.T[nbi] == inv.T[:, None, :]) & valid[..., None]  # (n, width, B)

@@ -45,7 +45,13 @@ from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.trajectory import convergence_stats
 from lamina.trajectory.background import Background
 from lamina.trajectory.bifurcation_stats import baseline_layer, bifurcation_rows
-from lamina.trajectory.convergence_stats import ci_profile, ci_profiles, distance_stack, item_units
+from lamina.trajectory.convergence_stats import (
+    ci_profile,
+    ci_profiles,
+    distance_stack,
+    item_units,
+    unit_rows,
+)
 from lamina.trajectory.fitted import background
 from lamina.trajectory.metrics import bifurcation, layerwise_cosine, mean_curvature
 from lamina.trajectory.phase_stats import unit_band_means
@@ -210,7 +216,7 @@ CODE = ("fitted.py", "realistic.py", "levers.py", "background.py", "metrics.py",
 # functions of other modules that the levers' statistics call (their source is hashed, not
 # their whole module's, so that an edit elsewhere in those modules keeps the solved levers)
 FUNCTIONS = (baseline_layer, bifurcation_rows, ci_profile, ci_profiles, distance_stack, item_units,
-             chapter_prompts, chapter_mask, unit_band_means, units_of)  # fmt: skip
+             unit_rows, chapter_prompts, chapter_mask, unit_band_means, units_of)  # fmt: skip
 
 
 def _cache_file() -> Path:

@@ -1,0 +1,99 @@
+"""Benchmark of the convergence test's own-unit table against its previous form (issue 34,
+"the speed the hardware allows"). Paper 1's calibration calls ``ci_profile`` thousands of times
+a seed (lever solves, 500 bootstrap resamples, permutation batches) at the chapter's sizes
+(180 prompts of 60 items, 13 layers); each call built the table of a row's unit members with
+one ``np.pad`` per row. ``unit_rows`` builds it with one sort. Timed alone and inside whole
+``ci_profile`` / ``ci_profiles`` calls (the previous code: the same function with the per-row
+table patched back in); the profiles are identical (checked).
+
+The reference is the previous code, kept here only to be timed against. Medians of
+interleaved repeats, one thread. Usage: python benchmarks/convergence_kernels.py [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from lamina.core.threads import one_thread_process
+from lamina.trajectory import convergence_stats as cs
+from lamina.trajectory.convergence_stats import unit_rows
+
+
+def unit_rows_padded(u: np.ndarray) -> np.ndarray:
+    """The previous own-unit table: u (n,) codes -> (n, width), one np.pad per row."""
+    members = [np.flatnonzero(u == k) for k in range(int(u.max()) + 1)]
+    width = max(len(g) for g in members)
+    return np.array([np.pad(members[u[i]], (0, width - len(members[u[i]])), constant_values=-1)
+                     for i in range(len(u))])  # fmt: skip
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median wall seconds of each function, the calls interleaved repeat by repeat."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    one_thread_process()
+    print(f"load average: {', '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+          f"repeats: {args.repeats}; one thread")  # fmt: skip
+    rng = np.random.default_rng(0)
+    u = np.repeat(np.arange(60), 3)  # 60 items of 3 frames, as the calibration source
+    rng.shuffle(u)
+    assert np.array_equal(unit_rows(u), unit_rows_padded(u))
+    t = interleaved({"pad": lambda: unit_rows_padded(u), "vector": lambda: unit_rows(u)},
+                    args.repeats * 20)  # fmt: skip
+    print(f"unit_rows, 180 rows in 60 units: per-row np.pad {t['pad'] * 1e3:.2f} ms, one sort "
+          f"{t['vector'] * 1e3:.3f} ms: {t['pad'] / t['vector']:.0f}x (identical)")
+    D = cs.distance_stack(rng.standard_normal((180, 13, 128)).cumsum(1))  # (13, 180, 180)
+    lab = np.repeat(np.arange(6), 30)  # 6 categories of 10 items
+    perms = np.stack([rng.permutation(lab) for _ in range(50)])  # (50, 180)
+    idx = rng.integers(0, 180, 180)  # one bootstrap resample of the rows
+    calls = {"ci_profile (1 resample, as the bootstrap and lever solves)":
+             lambda: cs.ci_profile(D, lab, idx, u),
+             "ci_profiles (a batch of 50 permutations)":
+             lambda: cs.ci_profiles(D, perms, np.ones(perms.shape), u)}  # fmt: skip
+    for name, call in calls.items():
+        new = call()
+        with patched(unit_rows_padded):
+            old = call()
+        assert np.array_equal(new, old, equal_nan=True)
+        t = interleaved({"new": call, "old": lambda c=call: with_patch(c)}, args.repeats * 5)
+        print(f"{name}: {t['old'] * 1e3:.2f} ms -> {t['new'] * 1e3:.2f} ms: "
+              f"{t['old'] / t['new']:.1f}x (identical)")
+
+
+@contextmanager
+def patched(fn: Callable[[np.ndarray], np.ndarray]) -> Iterator[None]:
+    """Run the block with ``ci_profiles`` building its unit table by ``fn``."""
+    saved = cs.unit_rows
+    cs.unit_rows = fn  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cs.unit_rows = saved  # type: ignore[assignment]
+
+
+def with_patch(call: Callable[[], Any]) -> Any:
+    """``call()`` with the previous unit table."""
+    with patched(unit_rows_padded):
+        return call()
+
+if __name__ == "__main__":
+    main()
