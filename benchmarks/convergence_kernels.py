@@ -1,10 +1,12 @@
-"""Benchmark of the convergence test's own-unit table against its previous form (issue 34,
+"""Benchmark of the convergence test's two helpers against their previous forms (issue 34,
 "the speed the hardware allows"). Paper 1's calibration calls ``ci_profile`` thousands of times
 a seed (lever solves, 500 bootstrap resamples, permutation batches) at the chapter's sizes
-(180 prompts of 60 items, 13 layers); each call built the table of a row's unit members with
-one ``np.pad`` per row. ``unit_rows`` builds it with one sort. Timed alone and inside whole
-``ci_profile`` / ``ci_profiles`` calls (the previous code: the same function with the per-row
-table patched back in); the profiles are identical (checked).
+(180 prompts of 60 items in 6 named categories, 13 layers). Each call built the table of a
+row's unit members with one ``np.pad`` per row (now ``unit_rows``: one sort) and coded the
+category names with ``np.unique`` over every label of the batch as Python objects (now
+``label_codes``: hashed, and only the distinct names sorted). Timed alone and inside whole
+``ci_profile`` / ``ci_profiles`` calls (the previous code: the same function with both
+helpers patched back in); the profiles are identical (checked).
 
 The reference is the previous code, kept here only to be timed against. Medians of
 interleaved repeats, one thread. Usage: python benchmarks/convergence_kernels.py [--repeats 7]
@@ -35,6 +37,11 @@ def unit_rows_padded(u: np.ndarray) -> np.ndarray:
                      for i in range(len(u))])  # fmt: skip
 
 
+def label_codes_unique(lab: np.ndarray) -> np.ndarray:
+    """The previous category codes: np.unique's inverse over every label."""
+    return np.unique(lab, return_inverse=True)[1].reshape(lab.shape)
+
+
 def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
     """Median wall seconds of each function, the calls interleaved repeat by repeat."""
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -61,8 +68,15 @@ def main() -> None:
                     args.repeats * 20)  # fmt: skip
     print(f"unit_rows, 180 rows in 60 units: per-row np.pad {t['pad'] * 1e3:.2f} ms, one sort "
           f"{t['vector'] * 1e3:.3f} ms: {t['pad'] / t['vector']:.0f}x (identical)")
+    lab = np.repeat(np.array(["animals", "colours", "food", "music", "sport", "weather"],
+                             dtype=object), 30)  # 6 named categories of 10 items (30 prompts)
+    assert np.array_equal(cs.label_codes(lab), label_codes_unique(lab))
+    batch = np.stack([rng.permutation(lab) for _ in range(50)])
+    t = interleaved({"unique": lambda: label_codes_unique(batch),
+                     "hashed": lambda: cs.label_codes(batch)}, args.repeats * 5)  # fmt: skip
+    print(f"label_codes, 50 x 180 names: np.unique {t['unique'] * 1e3:.2f} ms, hashed "
+          f"{t['hashed'] * 1e3:.2f} ms: {t['unique'] / t['hashed']:.0f}x (identical)")
     D = cs.distance_stack(rng.standard_normal((180, 13, 128)).cumsum(1))  # (13, 180, 180)
-    lab = np.repeat(np.arange(6), 30)  # 6 categories of 10 items
     perms = np.stack([rng.permutation(lab) for _ in range(50)])  # (50, 180)
     idx = rng.integers(0, 180, 180)  # one bootstrap resample of the rows
     calls = {"ci_profile (1 resample, as the bootstrap and lever solves)":
@@ -71,7 +85,7 @@ def main() -> None:
              lambda: cs.ci_profiles(D, perms, np.ones(perms.shape), u)}  # fmt: skip
     for name, call in calls.items():
         new = call()
-        with patched(unit_rows_padded):
+        with patched():
             old = call()
         assert np.array_equal(new, old, equal_nan=True)
         t = interleaved({"new": call, "old": lambda c=call: with_patch(c)}, args.repeats * 5)
@@ -80,19 +94,19 @@ def main() -> None:
 
 
 @contextmanager
-def patched(fn: Callable[[np.ndarray], np.ndarray]) -> Iterator[None]:
-    """Run the block with ``ci_profiles`` building its unit table by ``fn``."""
-    saved = cs.unit_rows
-    cs.unit_rows = fn  # type: ignore[assignment]
+def patched() -> Iterator[None]:
+    """Run the block with ``ci_profiles`` on its previous helpers."""
+    saved = cs.unit_rows, cs.label_codes
+    cs.unit_rows, cs.label_codes = unit_rows_padded, label_codes_unique
     try:
         yield
     finally:
-        cs.unit_rows = saved  # type: ignore[assignment]
+        cs.unit_rows, cs.label_codes = saved
 
 
 def with_patch(call: Callable[[], Any]) -> Any:
-    """``call()`` with the previous unit table."""
-    with patched(unit_rows_padded):
+    """``call()`` with the previous helpers."""
+    with patched():
         return call()
 
 if __name__ == "__main__":

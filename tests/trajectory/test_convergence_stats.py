@@ -9,6 +9,7 @@ from lamina.trajectory.convergence_stats import (
     ci_profiles,
     convergence_test,
     distance_stack,
+    label_codes,
     unit_rows,
 )
 from lamina.trajectory.sizes import chapter_prompts
@@ -82,3 +83,14 @@ def test_unit_rows_lists_each_rows_unit_in_order_padded_with_minus_one(codes: li
     for i in range(len(u)):
         members = np.flatnonzero(u == u[i])
         assert list(table[i]) == [*members, *[-1] * (width - len(members))]
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([["b", "a", "c"], ["c", "b", "a"]], dtype=object),
+    np.array(["zebra", "ant", "ant", "moth"], dtype=object),
+    np.array([3, 1, 2, 1]),
+    np.array(["x", "y", "x"]),
+])  # fmt: skip
+def test_label_codes_are_np_uniques_inverse(labels: np.ndarray) -> None:
+    expected = np.unique(labels, return_inverse=True)[1].reshape(labels.shape)
+    assert np.array_equal(label_codes(labels), expected)

@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from lamina.core.types import Profile
 from lamina.evidence.stats import max_permutation_test, peak_bootstrap, wilcoxon
 from lamina.trajectory.metrics import convergence_index_per_prompt
 
 __all__ = ["ci_profile", "ci_profiles", "convergence_test", "distance_stack", "item_units",
-           "unit_rows"]
+           "label_codes", "unit_rows"]
 
 
 def distance_stack(x: np.ndarray) -> np.ndarray:
@@ -40,6 +41,21 @@ def _unit_codes(units: Any | None, n: int) -> np.ndarray:
     if u.shape != (n,):
         raise ValueError(f"units must have shape ({n},); got {u.shape}")
     return np.unique(u, return_inverse=True)[1].reshape(n)
+
+
+def label_codes(lab: np.ndarray) -> np.ndarray:
+    """Integer codes of labels (any shape) in the labels' sorted order: ``np.unique``'s
+    inverse. Object labels (category names) are hashed (``pandas.factorize``) and only their
+    few distinct values sorted, instead of sorting every element as a Python object (a batch
+    of 50 permutations of 180 names: 19 ms by ``np.unique``)."""
+    lab = np.asarray(lab)
+    if lab.dtype == object:
+        codes, cats = pd.factorize(lab.ravel())
+        if len(codes) and (codes >= 0).all():  # no missing label
+            rank = np.empty(len(cats), dtype=np.intp)
+            rank[np.argsort(np.asarray(cats, dtype=object))] = np.arange(len(cats))
+            return rank[codes].reshape(lab.shape)
+    return np.unique(lab, return_inverse=True)[1].reshape(lab.shape)
 
 
 def unit_rows(u: np.ndarray) -> np.ndarray:
@@ -87,8 +103,7 @@ def ci_profiles(D: np.ndarray, labels: np.ndarray, counts: np.ndarray,
     """
     m, n = D.shape[0], D.shape[1]
     lab = np.asarray(labels)
-    _, flat = np.unique(lab, return_inverse=True)
-    inv: np.ndarray = flat.reshape(lab.shape)  # (B, n) category codes
+    inv = label_codes(lab)  # (B, n) category codes
     B, K = lab.shape[0], int(inv.max()) + 1
     c = np.asarray(counts, dtype=np.float64)
     w = np.zeros((n, B, K))

@@ -50,6 +50,7 @@ from lamina.trajectory.convergence_stats import (
     ci_profiles,
     distance_stack,
     item_units,
+    label_codes,
     unit_rows,
 )
 from lamina.trajectory.fitted import background
@@ -216,7 +217,8 @@ CODE = ("fitted.py", "realistic.py", "levers.py", "background.py", "metrics.py",
 # functions of other modules that the levers' statistics call (their source is hashed, not
 # their whole module's, so that an edit elsewhere in those modules keeps the solved levers)
 FUNCTIONS = (baseline_layer, bifurcation_rows, ci_profile, ci_profiles, distance_stack, item_units,
-             unit_rows, chapter_prompts, chapter_mask, unit_band_means, units_of)  # fmt: skip
+             label_codes, unit_rows, chapter_prompts, chapter_mask, unit_band_means,
+             units_of)  # fmt: skip
 
 
 def _cache_file() -> Path:
