@@ -1,6 +1,6 @@
 """Drive headless Chromium (Debian's ``chromium``) over a built book, offline, as a reader would.
 
-Used by ``tests/test_browser.py`` and by ``python -m tests.browser BOOK_HTML_DIR [SHOTS]``. Every
+Used by ``tests/book/test_browser.py`` and by ``python -m tests.browser BOOK_HTML_DIR [SHOTS]``. Every
 page is served from a local HTTP server; the browser is started with the flags that keep it from
 calling home, and every request that does not go to that server counts as a failure.
 

@@ -22,7 +22,8 @@ SAMPLE_TEXT = [
 ]
 
 
-def _byte_tokenizer(padding_side: str = "right"):
+def _byte_tokenizer(padding_side: str = "right", texts: list[str] | None = None, vocab_size: int = 320):
+    """A byte-level BPE trained here on ``texts`` (default: :data:`SAMPLE_TEXT` four times)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -30,12 +31,12 @@ def _byte_tokenizer(padding_side: str = "right"):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=320,
+        vocab_size=vocab_size,
         special_tokens=["<|endoftext|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(SAMPLE_TEXT * 4, trainer)
+    tok.train_from_iterator(SAMPLE_TEXT * 4 if texts is None else texts, trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
     )
@@ -177,7 +178,7 @@ LLAMA_LIKE_ROWS = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
 }
 # One tiny model per model type that an ADAPTERS row names: the table-driven fixture below
-# gives each of them the same equivalence tests (tests/test_extract.py).
+# gives each of them the same equivalence tests (tests/states/test_extract.py).
 ADAPTER_ARCHS = [("gemma3_text" if a == "gemma3" else a) for a in ARCHS] + [*LLAMA_LIKE_ROWS]
 
 

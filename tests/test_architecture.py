@@ -220,3 +220,49 @@ def test_the_top_level_holds_at_most_ten_modules():
     )
     assert len(top) <= 10, top
     assert {pkg for layer in LAYERS for pkg in layer} <= set(top)
+
+
+# The test files that sit at the top of tests/, each with what it checks: the project as a whole
+# (this file: lib's shape; the book's chapters and table of contents; the CI workflows) and the
+# top-level module lamina/__main__.py (the lamina command).
+TOP_LEVEL_TESTS = {"test_architecture.py", "test_project.py", "test_workflows.py", "test_cli.py"}
+# test folders that mirror a folder of the repository other than lib/lamina
+OTHER_MIRRORS = {"notebooks": "notebooks"}
+
+
+def layout_violations(tests: Path, lib: Path) -> list[str]:
+    """Test files not arranged as the library is: a ``test_*.py`` under ``tests/<a>/<b>/`` whose
+    ``lib/lamina/<a>/<b>/`` is not a package (nor a folder named in :data:`OTHER_MIRRORS`), and a
+    ``test_*.py`` at the top of ``tests/`` that is not in :data:`TOP_LEVEL_TESTS`."""
+    out = []
+    for path in sorted(tests.rglob("test_*.py")):
+        parts = path.relative_to(tests).parent.parts
+        if not parts:
+            if path.name not in TOP_LEVEL_TESTS:
+                out.append(f"{path.name}: at the top of tests/; move it beside its module's mirror")
+        elif parts[0] in OTHER_MIRRORS:
+            if not (lib.parent / OTHER_MIRRORS[parts[0]]).joinpath(*parts[1:]).is_dir():
+                out.append(f"{path.relative_to(tests)}: no folder {'/'.join(parts)} in the repository")
+        elif not (lib / "lamina").joinpath(*parts, "__init__.py").is_file():
+            out.append(f"{path.relative_to(tests)}: no package lamina.{'.'.join(parts)}")
+    return out
+
+
+def test_the_layout_check_finds_a_misplaced_test(tmp_path):
+    (tmp_path / "lib" / "lamina" / "states").mkdir(parents=True)
+    (tmp_path / "lib" / "lamina" / "states" / "__init__.py").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    for name in ("test_io.py", "test_project.py", "states/test_io.py", "notebooks/test_a.py",
+                 "stats/test_io.py", "states/deep/test_io.py", "pages/test_a.py"):  # fmt: skip
+        (tmp_path / "tests" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tests" / name).write_text("")
+    assert layout_violations(tmp_path / "tests", tmp_path / "lib") == [
+        "pages/test_a.py: no package lamina.pages",
+        "states/deep/test_io.py: no package lamina.states.deep",
+        "stats/test_io.py: no package lamina.stats",
+        "test_io.py: at the top of tests/; move it beside its module's mirror",
+    ]
+
+
+def test_tests_are_arranged_as_the_library_is():
+    assert layout_violations(LIB.parent / "tests", LIB) == []

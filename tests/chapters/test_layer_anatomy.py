@@ -143,9 +143,9 @@ def test_a_quantised_gguf_gets_the_requantisation_control_on_its_weight_deltas(
     """A model from a quantised GGUF: the delta rows are re-measured on its weights
     re-quantised and say whether they flip; every other claim reads "not run: cost"."""
     from lamina.anatomy.quant_claims import QUANT_CONTROL_CLAIMS
+    from tests.sources.gguf_writer import write_gguf
 
     from ..conftest import _byte_tokenizer, tiny_model
-    from ..gguf_writer import write_gguf
 
     monkeypatch.setenv("LAMINA_GGUF_CACHE", str(tmp_path / "gguf-cache"))
     gguf = write_gguf(

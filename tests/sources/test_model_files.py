@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 import lamina
 from tests.conftest import MICRO_ORGANISMS, _byte_tokenizer, lamina_env, tiny_model
-from tests.gguf_writer import write_gguf
+from tests.sources.gguf_writer import write_gguf
 
 IDS = torch.tensor([[5, 17, 200, 33, 8, 90, 91, 12]])
 TENSOR = "model.layers.0.mlp.down_proj.weight"

@@ -4,7 +4,7 @@ Everything that lists chapters derives from :data:`REGISTRY`: the order of execu
 (:data:`lamina.book.execute.CHAPTERS`), a first run's scheduling (``typical_seconds``), the
 scorecard's chapter-to-paper map (:data:`lamina.book.scorecard.CHAPTER_PAPER`), which chapters
 the calibration page calibrates (:data:`lamina.trajectory.calibration` reads
-:func:`calibrated`) and the table of contents' check (``tests/test_registry.py``).
+:func:`calibrated`) and the table of contents' check (``tests/core/test_registry.py``).
 
 Adding a chapter means three things: ``notebooks/<name>.py`` (a jupytext notebook with a
 ``parameters`` cell), its module ``lamina/chapters/<name>.py`` (or package), and one

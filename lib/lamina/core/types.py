@@ -28,7 +28,7 @@ checking alone (jaxtyping + beartype), which finds a mix-up only when the line r
 torch tensors have no shape type parameter: statically a tensor matches every torch alias
 (the dimension names still document it and jaxtyping still checks them at run time). The
 weight-side aliases (:data:`Matrix`, :data:`Basis`, ...) are torch tensors and are distinct
-for the runtime check only. tests/test_types.py shows both checks catching a mix-up.
+for the runtime check only. tests/core/test_types.py shows both checks catching a mix-up.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ SFT_PPL_RATIO = 1.25
 _ONE_RUN = ("a check of one training run against a fixed target, not an estimate of an effect "
             "in a population of models; no null source applies")  # fmt: skip
 _GATE = ("a check of one training run; its test (a cluster-bootstrap CI over held-out entity "
-         "pairs) is checked by known answers in tests/test_alignment_gates.py (a content-blind "
-         "policy gated as the model fails, a planted gain passes), not by rates over seeds")  # fmt: skip
+         "pairs) is checked by known answers in tests/sources/organisms/test_alignment_gates.py "
+         "(a content-blind policy gated as the model fails, a planted gain passes), not by "
+         "rates over seeds")  # fmt: skip
 
 NO_LEAK = ClaimSpec(
     id="self-organisms-no-leak", kind="self-check",

@@ -245,7 +245,7 @@ def _notebook_cells():
 
     import jupytext
 
-    root = Path(__file__).resolve().parents[1] / "notebooks"
+    root = Path(__file__).resolve().parents[2] / "notebooks"
     for path in sorted(root.glob("*.py")):
         yield path.stem, jupytext.read(path).cells
 

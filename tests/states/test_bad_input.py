@@ -14,30 +14,14 @@ import pytest
 import torch
 
 from lamina.states.extract import extract
-
-from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
+from tests.conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
 
 TEXTS = ["The cat sat on the mat.", "A river bank is muddy.", SAMPLE_TEXT[2]]
 
 
 def _other_tokenizer():
     """A byte-level BPE trained on other text: same byte alphabet, different merges."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=290,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["zebra quartz jumps over lazy vixens"] * 8, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
-    )
+    return _byte_tokenizer(texts=["zebra quartz jumps over lazy vixens"] * 8, vocab_size=290)
 
 
 # ------------------------------------------------------------------------- BAD 1: tokenizer

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from lamina.sources.quantize import dequantize_roundtrip, quantize_model
-
-from .conftest import tiny_model
+from tests.conftest import tiny_model
 
 IDS = torch.tensor([[5, 17, 200, 33, 8, 90, 91, 12, 250, 3]])
 

@@ -12,7 +12,7 @@ from lamina.states import hooks
 from tests.conftest import tiny_model
 
 ARCHS = ["gpt2", "llama", "gemma3", "bert"]
-LIB = Path(__file__).resolve().parents[1] / "lib" / "lamina"
+LIB = Path(__file__).resolve().parents[2] / "lib" / "lamina"
 BARE_HOOK = re.compile(
     r"\.register_(forward_hook|forward_pre_hook|full_backward_hook|full_backward_pre_hook|"
     r"backward_hook|module_forward_hook|module_forward_pre_hook)\s*\("

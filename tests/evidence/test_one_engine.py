@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lamina.evidence.claims import VERDICTS
 
-LIB = Path(__file__).resolve().parents[1] / "lib" / "lamina"
+LIB = Path(__file__).resolve().parents[2] / "lib" / "lamina"
 WORDS = {w for kind, ws in VERDICTS.items() for w in ws if w != "not testable"}
 VERDICT_FUNCTION = re.compile(r"(^|_)verdict$|(^|_)decide($|_)")
 

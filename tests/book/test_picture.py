@@ -1,6 +1,6 @@
 """The landing page's verdict picture, its per-model counts and the folded detailed matrix
 (issue 25), from hand-made claims rows (no browser needed; the browser checks of the built
-page are in tests/test_browser_checks.py)."""
+page are in tests/book/test_browser_checks.py)."""
 
 from __future__ import annotations
 

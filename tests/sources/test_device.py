@@ -11,9 +11,8 @@ from torch import nn
 
 import lamina
 from lamina.sources.gguf_models import resolve_device
-
-from .conftest import _byte_tokenizer, tiny_model
-from .gguf_writer import write_gguf
+from tests.conftest import _byte_tokenizer, tiny_model
+from tests.sources.gguf_writer import write_gguf
 
 
 @pytest.fixture
@@ -73,8 +72,7 @@ def test_growth_models_train_on_cuda_without_a_flag(fake_cuda):
     """Growth Training's freshly initialised models go to the GPU when one is present."""
     from lamina.anatomy.growth_runs import build_model
     from lamina.chapters.growth_training import GrowthConfig
-
-    from .conftest import _byte_tokenizer
+    from tests.conftest import _byte_tokenizer
 
     model = build_model(GrowthConfig(quick=True), _byte_tokenizer(), seed=0)
     assert fake_cuda == [torch.device("cuda")]

@@ -34,7 +34,7 @@ from lamina.trajectory.metrics import (
 from lamina.trajectory.phases import detect_phases, fixed_phase_bands
 from lamina.weights.subspace_fraction import random_orthonormal
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib" / "lamina"
 TYPED_MODULES = [
     LIB / "states" / "extract.py",

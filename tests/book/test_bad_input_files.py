@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import _byte_tokenizer, tiny_model
+from tests.conftest import _byte_tokenizer, tiny_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _captured_main(monkeypatch, argv: list[str]) -> dict:

@@ -15,9 +15,8 @@ import torch
 import lamina
 from lamina.sources import gguf_cache, gguf_models
 from lamina.sources.gguf_models import GGUFError
-
-from .conftest import _byte_tokenizer, tiny_model
-from .gguf_writer import write_gguf
+from tests.conftest import _byte_tokenizer, tiny_model
+from tests.sources.gguf_writer import write_gguf
 
 IDS = torch.tensor([[5, 17, 200, 33, 8, 90, 91, 12]])
 

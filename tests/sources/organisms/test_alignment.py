@@ -35,14 +35,6 @@ def tok():
     return train_tokenizer(TEXT * 5, 320)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _pairs(tok, base) -> tuple[list, list]:
     """A preference that ignores the question: always one fixed completion over another.
     The chosen one is whichever the untrained model finds *less* likely, so the model's own

@@ -10,7 +10,7 @@ from pathlib import Path
 from lamina.core import registry
 from lamina.core.registry import REGISTRY, ChapterRecord
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def registry_mismatches(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_bad_input_files import _cli_error
+from tests.book.test_bad_input_files import _cli_error
 
 # a stand-in for the convergence chapter: its claim's measured value is the seed
 _CHAPTER = """# ---

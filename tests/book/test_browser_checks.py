@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser import check_book, chromium_path
+from tests.browser import check_book, chromium_path
 
 CSS = """
 article.bd-article { width: 600px; margin-left: 100px; }

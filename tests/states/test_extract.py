@@ -9,8 +9,7 @@ import torch
 import lamina
 from lamina.sources.models import get_adapter
 from lamina.states.extract import Trajectories, extract
-
-from .conftest import ADAPTER_ARCHS, SAMPLE_TEXT, _byte_tokenizer
+from tests.conftest import ADAPTER_ARCHS, SAMPLE_TEXT, _byte_tokenizer
 
 MIXED = ["cat", "A river bank is muddy.", SAMPLE_TEXT[2], "Seven plus five", SAMPLE_TEXT[0], "dog"]
 

@@ -16,9 +16,8 @@ from lamina.sources import gguf_cache, gguf_models
 from lamina.sources.gguf_models import GGUFError, GGUFMissingError, OfflineGGUF
 from lamina.sources.models import ModelNotFoundError, available_offline
 from lamina.states.extract import extract
-
-from .conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
-from .gguf_writer import write_gguf
+from tests.conftest import SAMPLE_TEXT, _byte_tokenizer, tiny_model
+from tests.sources.gguf_writer import write_gguf
 
 IDS = torch.tensor([[5, 17, 200, 33, 8, 90, 91, 12, 250, 3, 44, 61]])  # 12 tokens > window 4
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser import (
+from tests.browser import (
     CHAPTER_MAX,
     LANDING_MAX,
     PICTURE_BOTTOM,

@@ -76,15 +76,6 @@ def curriculum_available():
     del sys.modules["lamina.sources.organisms.curriculum"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Micro models are fastest on one thread (and do not thrash when CPUs are shared)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return train_tokenizer(TEXT, 300)

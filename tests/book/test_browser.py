@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from .browser import WIDTHS, check_book, chromium_path, format_report
-from .conftest import PEER
+from tests.browser import WIDTHS, check_book, chromium_path, format_report
+from tests.conftest import PEER
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def screenshots() -> Path:
     """Screenshots of the quick book, one per page and width, kept as CI artefacts."""
-    folder = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots-quick"
+    folder = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots-quick"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -21,9 +21,8 @@ from lamina.states.quant_control import (
 )
 from lamina.trajectory.analyses.shared import main_pool
 from lamina.trajectory.chapter_prompts import subsample
-
-from .conftest import _byte_tokenizer, lamina_env, tiny_model
-from .gguf_writer import write_gguf
+from tests.conftest import _byte_tokenizer, lamina_env, tiny_model
+from tests.sources.gguf_writer import write_gguf
 
 CID = claim_id(1, "toy", "norm")
 
