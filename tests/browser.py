@@ -59,6 +59,8 @@ LANDING_MAX = 4000  # the landing page's height limit (CSS px, at LENGTH_WIDTH)
 CHAPTER_MAX = 15000  # a chapter page's height limit (CSS px, at LENGTH_WIDTH)
 LANDING_PAGES = ("book/intro.html",)  # the root page of _toc.yml, as built
 CHAPTER_DIR = "executed/"  # chapter pages are the notebooks executed into book/executed/
+# where `jupyter-book build .` writes _toc.yml's `file: book/executed/<chapter>`, under html/
+CHAPTER_PAGES = "book/executed/"
 MAX_LISTED = 8  # findings listed per check and page
 
 
@@ -438,14 +440,15 @@ def format_report(r: PageReport) -> str:
 
 def unbuilt(html_dir: Path) -> str | None:
     """Why ``html_dir`` is not a built book (no folder, no ``index.html``, or a chapter of the
-    registry without its page ``executed/<chapter>.html``), or None when it is one."""
+    registry without its page ``book/executed/<chapter>.html``, where the book's own build
+    writes it), or None when it is one."""
     from lamina.core.registry import names
 
     if not html_dir.is_dir():
         return f"{html_dir} does not exist: build the book first (make book)"
     if not (html_dir / "index.html").is_file():
         return f"{html_dir} has no index.html: it is not a built book (make book)"
-    missing = [c for c in names() if not (html_dir / CHAPTER_DIR / f"{c}.html").is_file()]
+    missing = [c for c in names() if not (html_dir / CHAPTER_PAGES / f"{c}.html").is_file()]
     if missing:
         return f"{html_dir} lacks the chapter pages {missing}: the book is not fully built (make book)"
     return None

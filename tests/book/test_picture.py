@@ -103,3 +103,28 @@ def test_landing_leads_with_the_picture_then_the_counts_then_the_folded_matrix()
     assert text.index("lamina-picture") < text.index("lamina-counts") < text.index("<details")
     assert "<details open" not in text and "1 self-checks" in text.split("<details", 1)[1]
     assert "\n\n" not in text.split("lamina-counts", 1)[1].split("</div>", 1)[0]  # one HTML block
+
+
+def _legend_words(page: str, css: str) -> list[str]:
+    legend = re.search(rf'<p class="lamina-legend{css}">(.*?)</p>', page).group(1)
+    return re.findall(r'lamina-cell--([a-z-]+)"', legend)
+
+
+def test_the_legends_name_every_state_their_cells_show_and_no_other():
+    """On 2026-12-04 both legends listed the seven effect words and "mixed" only, so the
+    picture's "<", "E", "L" and "I" cells (count, location and vanish rows) had no key."""
+    rows = [_row("p1-three-phase-detected", "minilm", "fewer than claimed", kind="count"),
+            _row("p1-convergence-peak-depth", "minilm", "located elsewhere", kind="location"),
+            _row("p1-convergence-peak", "minilm", "smaller than claimed"),
+            _row("p1-convergence-peak", "peer-gpt2", "reproduced", context="sft"),
+            _row("p1-convergence-peak", "peer-gpt2", "absent", context="dpo"),
+            _row("p1-three-phase-controls-vanish", "minilm", "not informative", kind="vanish")]
+    table = claims_table([{"chapter": "convergence", "model": "x", "summary": {"claims": rows}}])
+    shown = ["smaller-than-claimed", "fewer-than-claimed", "located-elsewhere", "not-informative",
+             "mixed"]  # fmt: skip
+    pic = picture_html(table)
+    assert [w for w in _legend_words(pic, " lamina-pic-legend") if w != "not-run"] == shown
+    assert ">&lt;</span>fewer than claimed" in pic and ">E</span>located elsewhere" in pic
+    words = _legend_words(matrix_html(table), "")
+    assert [w for w in words if w != "not-run"] == shown
+    assert "reproduced" not in words and "absent" not in words  # only inside the mixed cell

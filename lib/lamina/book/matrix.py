@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import pandas as pd
@@ -24,6 +24,7 @@ from lamina.book.charts import canonical_model, model_colors
 __all__ = [
     "display_model",
     "fmt_number",
+    "cell_states",
     "legend_html",
     "matrix_html",
     "matrix_row_anchor",
@@ -205,26 +206,42 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
     )
 
 
+def cell_states(table: pd.DataFrame) -> set[str]:
+    """The states the cells of ``table`` show: per claim and model, its one verdict, or
+    "mixed" when its rows (stages, contexts) disagree; a claim not run shows "not run"."""
+    states: set[str] = set()
+    for _, rows in table.groupby(["claim_id", "model"], sort=False):
+        verdicts = set(rows["verdict"].astype(str))
+        states.add(verdicts.pop() if len(verdicts) == 1 else "mixed")
+    return states
+
+
 def legend_html(
-    item: Callable[[str], tuple[str, str]], swatch: str = "lamina-swatch", css: str = ""
+    item: Callable[[str], tuple[str, str]],
+    shown: Collection[str],
+    swatch: str = "lamina-swatch",
+    css: str = "",
 ) -> str:
-    """The verdict legend under a verdict table (the matrix, the picture): one item per
-    verdict a cell can show (the seven paper verdicts, then "mixed"), a coloured swatch
-    (class ``swatch`` and the verdict's cell class) holding ``item(verdict)[0]``, then the
-    text ``item(verdict)[1]`` (both HTML-escaped here); ``css``: more classes of the ``<p>``."""
+    """The verdict legend under a verdict table (the matrix, the picture): one item per state
+    in ``shown`` (:func:`cell_states` of the table: the words its cells carry, count,
+    location and vanish words included), in the order of
+    :data:`lamina.book.badges.VERDICTS` then "mixed"; each a coloured swatch (class
+    ``swatch`` and the state's cell class) holding ``item(state)[0]``, then the text
+    ``item(state)[1]`` (both HTML-escaped here); ``css``: more classes of the ``<p>``."""
     items = "".join(
         f'<span class="lamina-legend-item"><span class="{swatch} lamina-cell--{verdict_slug(v)}">'
         f"{html.escape(mark)}</span>{html.escape(text)}</span>"
-        for v in (*VERDICTS[:7], "mixed")
+        for v in (*VERDICTS, "mixed")
+        if v in shown
         for mark, text in [item(v)]
     )
     return f'<p class="{" ".join(["lamina-legend", *css.split()])}">{items}</p>'
 
 
-def _legend() -> str:
-    """The matrix's legend: an empty swatch, then "<cell word> = <verdict>", and the mark of a
-    claim without a calibration."""
-    return legend_html(lambda v: ("", f"{CELL_WORD[v]} = {v}")).replace(
+def _legend(shown: Collection[str]) -> str:
+    """The matrix's legend: an empty swatch, then "<cell word> = <verdict>" for each state
+    ``shown``, and the mark of a claim without a calibration."""
+    return legend_html(lambda v: ("", f"{CELL_WORD.get(v, v)} = {v}"), shown).replace(
         "</p>", '<span class="lamina-legend-item">† = the claim is not calibrated (no '
         "measured false-positive rate: see the calibration page)</span></p>", 1)
 
@@ -296,7 +313,7 @@ def matrix_html(
         '<div class="lamina-matrix-wrap lamina-scroll">'
         '<table class="lamina-matrix">'
         f'<thead><tr><th class="lamina-claim-head" scope="col">claim</th>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>\n{_legend()}\n"
+        f"<tbody>{''.join(body)}</tbody></table></div>\n{_legend(cell_states(table))}\n"
     )
     if folded:
         out = (

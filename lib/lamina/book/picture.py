@@ -21,6 +21,7 @@ import pandas as pd
 from lamina.book.badges import VERDICTS, verdict_slug
 from lamina.book.charts import model_colors, theme_config
 from lamina.book.matrix import (
+    cell_states,
     display_model,
     fmt_number,
     legend_html,
@@ -162,9 +163,11 @@ def _column(items: list[tuple[str, Any]], models: list[str], colors: dict[str, s
     )
 
 
-def _legend() -> str:
-    """The picture's legend: the cell's letter in its swatch, then the verdict."""
-    return legend_html(lambda v: (CELL_CODE[v], v), "lamina-pic-swatch", "lamina-pic-legend")
+def _legend(shown: set[str]) -> str:
+    """The picture's legend: for each state its cells show, the cell's letter in its swatch,
+    then the verdict."""
+    return legend_html(lambda v: (CELL_CODE.get(v, "?"), v), shown, "lamina-pic-swatch",
+                       "lamina-pic-legend")
 
 
 def picture_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -> str:
@@ -180,7 +183,7 @@ def picture_html(table: pd.DataFrame, *, titles: dict[int, str] | None = None) -
     )
     return (
         f'<div class="lamina-picture"><div class="lamina-picture-grid">{columns}</div>'
-        f"{_legend()}</div>\n"
+        f"{_legend(cell_states(table[~table['self_check'].astype(bool)]))}</div>\n"
     )
 
 
