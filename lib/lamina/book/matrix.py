@@ -24,6 +24,7 @@ from lamina.book.charts import canonical_model, model_colors
 __all__ = [
     "display_model",
     "fmt_number",
+    "cell_state",
     "cell_states",
     "legend_html",
     "matrix_html",
@@ -179,8 +180,7 @@ def summary_line(table: pd.DataFrame) -> str:
 
 
 def _cell(rows: pd.DataFrame, anchor: str) -> str:
-    verdicts = list(dict.fromkeys(rows["verdict"].astype(str)))
-    state = verdicts[0] if len(verdicts) == 1 else "mixed"
+    state = cell_state(rows)
     tip = "; ".join(
         f"{(r.context + ': ') if r.context else ''}{fmt_number(r.measured)} ({r.verdict})"
         for r in rows.itertuples()
@@ -206,14 +206,16 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
     )
 
 
+def cell_state(rows: pd.DataFrame) -> str:
+    """The state one cell (a claim on a model) shows: its rows' one verdict, or "mixed" when
+    they (stages, contexts) disagree."""
+    verdicts = set(rows["verdict"].astype(str))
+    return verdicts.pop() if len(verdicts) == 1 else "mixed"
+
+
 def cell_states(table: pd.DataFrame) -> set[str]:
-    """The states the cells of ``table`` show: per claim and model, its one verdict, or
-    "mixed" when its rows (stages, contexts) disagree; a claim not run shows "not run"."""
-    states: set[str] = set()
-    for _, rows in table.groupby(["claim_id", "model"], sort=False):
-        verdicts = set(rows["verdict"].astype(str))
-        states.add(verdicts.pop() if len(verdicts) == 1 else "mixed")
-    return states
+    """The states the cells of ``table`` show (:func:`cell_state` per claim and model)."""
+    return {cell_state(rows) for _, rows in table.groupby(["claim_id", "model"], sort=False)}
 
 
 def legend_html(

@@ -14,6 +14,7 @@ is typed here.
 from __future__ import annotations
 
 import html
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -21,6 +22,7 @@ import pandas as pd
 from lamina.book.badges import VERDICTS, verdict_slug
 from lamina.book.charts import model_colors, theme_config
 from lamina.book.matrix import (
+    cell_state,
     cell_states,
     display_model,
     fmt_number,
@@ -84,8 +86,7 @@ VERDICT_COLORS = {
 def _cell(rows: pd.DataFrame, model: str, anchor: str) -> str:
     if rows.empty:
         return '<td class="lamina-pic-cell lamina-cell--empty"></td>'
-    verdicts = list(dict.fromkeys(rows["verdict"].astype(str)))
-    state = verdicts[0] if len(verdicts) == 1 else "mixed"
+    state = cell_state(rows)
     tip = f"{display_model(model)}: " + "; ".join(
         f"{(r.context + ': ') if r.context else ''}{fmt_number(r.measured)} ({r.verdict})"
         for r in rows.itertuples()
@@ -163,7 +164,7 @@ def _column(items: list[tuple[str, Any]], models: list[str], colors: dict[str, s
     )
 
 
-def _legend(shown: set[str]) -> str:
+def _legend(shown: Collection[str]) -> str:
     """The picture's legend: for each state its cells show, the cell's letter in its swatch,
     then the verdict."""
     return legend_html(lambda v: (CELL_CODE.get(v, "?"), v), shown, "lamina-pic-swatch",
