@@ -121,7 +121,8 @@ show_figure(
         )
     ),
     what="The convergence index of the semantic categories at each relative depth, one line "
-    "per model, with its 95% bootstrap band; the dashed lines mark the paper's 0.41-0.58.",
+    "per model, with its 95% band at each layer (items resampled within their category); the "
+    "dashed lines mark the paper's 0.41-0.58.",
     look_at="where each curve peaks, and whether the peak reaches the dashed band in the middle "
     "to late layers",
     claims=claims,

@@ -17,17 +17,20 @@ import numpy as np
 import pandas as pd
 
 from lamina.evidence.claims import claims_frame
-from lamina.evidence.stats import mann_whitney
+from lamina.evidence.stats import mann_whitney, resample_indices
 from lamina.trajectory.analyses.shared import Options, control_effects, main_pool, sensitivity_rows
-from lamina.trajectory.convergence_stats import distance_stack
+from lamina.trajectory.convergence_stats import ci_profiles, distance_stack, item_units
 from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.model_states import Convention, ModelStates
 from lamina.trajectory.stat_tests import paper1_test
 
-__all__ = ["MAX_PEAK_BOOTSTRAP", "SENSITIVITY_PERMUTATIONS", "analyse", "frames", "paper_test"]
+__all__ = ["LAYER_BAND_RESAMPLES", "MAX_PEAK_BOOTSTRAP", "SENSITIVITY_PERMUTATIONS", "analyse",
+           "frames", "layer_band", "paper_test"]
 
 MAX_PEAK_BOOTSTRAP = 2_000  # the re-selecting bootstrap reruns the whole profile each time
 SENSITIVITY_PERMUTATIONS = 1_000  # the sensitivity table's p (no verdict: 0.001 needs 9,999)
+LAYER_BAND_RESAMPLES = 500  # the figure's per-layer band (no verdict reads it)
+BAND_BATCH = 64  # resamples whose profiles are computed at once (memory, not result)
 
 
 def frames(prompts: pd.DataFrame) -> pd.DataFrame:
@@ -51,11 +54,34 @@ def paper_test(x: np.ndarray, labels: Any) -> dict[str, float]:
     return {"p": float(mw["p_value"]), "effect": float(mw["rank_biserial"])}
 
 
-def _layer_band(per: np.ndarray, seed: int, n: int = 500) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile 95% band of the mean per-prompt CI at each layer (prompts resampled)."""
+def layer_band(x: np.ndarray, table: pd.DataFrame, seed: int,
+               n_resamples: int = LAYER_BAND_RESAMPLES,
+               confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The figure's band: at each layer, the central ``confidence`` percentile interval of
+    the profile its line draws, over resamples of the claim's unit.
+
+    x: (n, m, d) states of the n prompts of ``table`` (``category``; ``item``, the unit) at m
+    layers. The profile is :func:`lamina.trajectory.convergence_stats.ci_profile` (chord
+    units; each prompt's own item left out of its within-category mean), the claim's
+    estimator; each resample draws items within their category
+    (:func:`lamina.evidence.stats.resample_indices`), as the claim's bootstrap does. The
+    layer is fixed, not re-selected: a band per layer, not the peak's CI. Returns (low, high),
+    each (m,), chord units.
+    """
+    lab = table["category"].to_numpy()
+    units = item_units(table)
+    D = distance_stack(np.asarray(x, dtype=np.float64))  # (m, n, n)
+    n = len(lab)
     rng = np.random.default_rng(seed)
-    means = np.stack([np.nanmean(per[rng.integers(0, len(per), len(per))], 0) for _ in range(n)])
-    return np.nanpercentile(means, 2.5, 0), np.nanpercentile(means, 97.5, 0)
+    draws = []
+    for start in range(0, n_resamples, BAND_BATCH):
+        idx = [resample_indices(n, rng, strata=lab, clusters=units)
+               for _ in range(min(BAND_BATCH, n_resamples - start))]  # fmt: skip
+        counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)  # (B, n)
+        draws.append(ci_profiles(D, np.broadcast_to(lab, counts.shape), counts, units))
+    profiles = np.concatenate(draws)  # (n_resamples, m)
+    tail = 100 * (1 - confidence) / 2
+    return np.nanpercentile(profiles, tail, 0), np.nanpercentile(profiles, 100 - tail, 0)
 
 
 def _test_rows(model: str, s: dict[str, Any], pt: dict[str, float]) -> list[dict[str, Any]]:
@@ -114,7 +140,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
           "n_permutations": opt.n_permutations, "seed": opt.seed}  # fmt: skip
     s = paper1_test("convergence", x, table, layers, **kw)
     depth = np.asarray(layers) / layers[-1]
-    lo, hi = _layer_band(s["per_prompt"], opt.seed)
+    lo, hi = layer_band(x, table, opt.seed)
     profiles = [
         {"model": ms.name, "condition": "real", "layer": layer, "depth": d, "ci": v,
          "ci_low": a, "ci_high": b}
