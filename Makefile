@@ -72,12 +72,13 @@ ALIGNED ?= smollm2-135m-instruct gemma-3-270m
 aligned: $(STAMP)
 	$(PY) -m lamina.sources.organisms.pretrained $(ALIGNED)
 
-# the methods page's quoted definitions, and the scorecard / comparison / reproducibility
-# pages assembled from the results files
+# the methods page's quoted definitions, the calibration page (and beside it its outcome per
+# claim, calibration.json), then the scorecard / comparison / reproducibility pages assembled
+# from the results files, which mark a claim whose calibration misses a target
 methods: $(STAMP)
 	$(PY) -m lamina.book methods
-	$(PY) -m lamina.book pages
 	$(PY) -m lamina.book.calibration book/generated/calibration.md $(CALIBRATION_SEEDS) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m lamina.book pages
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
 # make book FORCE=1 executes every chapter again

@@ -12,6 +12,7 @@ so a claim cannot be declared without appearing here. The rates' definitions are
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -43,8 +44,8 @@ from lamina.trajectory import calibration as trajectory_calibration
 from lamina.weights import calibration as weights_calibration
 
 __all__ = [
-    "PAPERS", "Section", "calibration_page", "new_results", "paper_section", "progress",
-    "section_markdown",
+    "PAPERS", "Section", "calibration_page", "claim_outcomes", "new_results", "paper_section",
+    "progress", "section_markdown",
 ]  # fmt: skip
 
 
@@ -127,6 +128,25 @@ def section_markdown(section: Section) -> str:
 def calibration_page(sections: Sequence[Section], intro: str = "") -> str:
     """The page body: ``intro``, then one :func:`section_markdown` per paper."""
     return "\n".join([intro, *(section_markdown(s) for s in sections)]).lstrip() + "\n"
+
+
+def claim_outcomes(sections: Sequence[Section]) -> dict[str, dict[str, Any]]:
+    """What the page says of each declared claim, as data for the pages built after it (the
+    matrix marks a claim whose calibration misses a target): claim id -> ``status``
+    ("calibrated", or "not calibrated: <reason>") and, when calibrated, ``targets`` ("met", or
+    the targets missed, e.g. "FPR above 5%"), ``fpr``, ``fpr_low``, ``fpr_high`` (fractions:
+    the rate of false reproductions on the null and its Wilson 95% interval) and ``n_null``
+    (the null seeds on which the claim was testable)."""
+    out: dict[str, dict[str, Any]] = {}
+    for section in sections:
+        table = calibration_table(section.claims, calibration_rates(section.runs))
+        for r in table.to_dict("records"):
+            item: dict[str, Any] = {"status": str(r["status"])}
+            if r["status"] == "calibrated":
+                item.update(targets=_targets(r), fpr=float(r["fpr"]), fpr_low=float(r["fpr_low"]),
+                            fpr_high=float(r["fpr_high"]), n_null=int(r["n_null_testable"]))  # fmt: skip
+            out[str(r["claim_id"])] = item
+    return out
 
 
 PAPERS: tuple[tuple[str, ModuleType], ...] = (
@@ -216,13 +236,16 @@ def _parse_main(argv: Sequence[str]) -> tuple[str, int, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover (run by make methods)
-    """``python -m lamina.book.calibration OUT.md N_SEEDS [--jobs J]``: write the page body."""
+    """``python -m lamina.book.calibration OUT.md N_SEEDS [--jobs J]``: write the page body,
+    and beside it OUT.json (:func:`claim_outcomes`), which the scorecard pages read."""
     out, n_seeds, jobs = _parse_main(sys.argv[1:] if argv is None else argv)
     sections = []
     for title, module in PAPERS:
         print(f"[lamina] calibration: {title} ({n_seeds} seeds)", flush=True)
         sections.append(paper_section(title, module, n_seeds, jobs=jobs))
     print(atomic_write_text(out, calibration_page(sections)))
+    outcomes = json.dumps(claim_outcomes(sections), indent=1, sort_keys=True)
+    print(atomic_write_text(Path(out).with_suffix(".json"), outcomes + "\n"))
     return 0
 
 

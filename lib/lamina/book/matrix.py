@@ -195,9 +195,10 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
         tip = f"{len(rows)} stages, reproduced in {value}: {tip}"
     word = CELL_WORD.get(state, state)
     uncal = [c for c in rows.get("calibration", pd.Series(dtype=str)) if str(c).startswith("not ")]
-    extra = " lamina-uncalibrated" if uncal else ""
-    if uncal:
-        tip = f"{uncal[0]}; {tip}"
+    missed = [c for c in rows.get("calibration_miss", pd.Series(dtype=str)) if isinstance(c, str) and c]
+    extra = " lamina-uncalibrated" if uncal else " lamina-miscalibrated" if missed else ""
+    if uncal or missed:
+        tip = f"{(uncal or missed)[0]}; {tip}"
     return (
         f'<td class="lamina-cell lamina-cell--{verdict_slug(state)}{extra}" '
         f'title="{html.escape(tip, quote=True)}"><a href="scorecard.html#{anchor}">'
@@ -242,10 +243,14 @@ def legend_html(
 
 def _legend(shown: Collection[str]) -> str:
     """The matrix's legend: an empty swatch, then "<cell word> = <verdict>" for each state
-    ``shown``, and the mark of a claim without a calibration."""
+    ``shown``, the mark of a claim without a calibration and that of a claim whose calibration
+    misses a target (``calibration_miss``, :func:`lamina.book.scorecard.calibration_misses`)."""
     return legend_html(lambda v: ("", f"{CELL_WORD.get(v, v)} = {v}"), shown).replace(
         "</p>", '<span class="lamina-legend-item">† = the claim is not calibrated (no '
-        "measured false-positive rate: see the calibration page)</span></p>", 1)
+        "measured false-positive rate: see the calibration page)</span>"
+        '<span class="lamina-legend-item">‡ = the claim\'s calibration misses a target (a '
+        "false-positive rate above 5% on its null, or a main claim's power below 80%: see the "
+        "calibration page)</span></p>", 1)
 
 
 def _claim_label(rows: pd.DataFrame, seen: dict[str, str]) -> str:

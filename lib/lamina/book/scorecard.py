@@ -29,7 +29,10 @@ from lamina.evidence.claims import PAPER_VERDICTS, SELF_VERDICTS
 from lamina.states.io import ResultsFileError, read_result_file, results_dir
 from lamina.states.runs import model_folder
 
-__all__ = ["CHAPTER_PAPER", "claims_table", "load_records", "validate_record", "write_pages"]
+__all__ = [
+    "CALIBRATION_OUTCOMES", "CHAPTER_PAPER", "calibration_misses", "claims_table", "load_records",
+    "read_calibration_outcomes", "validate_record", "write_pages",
+]  # fmt: skip
 
 
 # Which paper each chapter tests (from the registry, lamina.core.registry). A chapter's claims (their text, the paper's value and the
@@ -251,6 +254,53 @@ def claims_table(records: Iterable[dict[str, Any]] | None = None) -> pd.DataFram
     )
 
 
+CALIBRATION_OUTCOMES = "calibration.json"
+"""In ``book/generated/``: the calibration page's outcome per claim, as data
+(:func:`lamina.book.calibration.claim_outcomes`, written beside the page before these pages)."""
+
+
+def read_calibration_outcomes(path: Path) -> dict[str, dict[str, Any]]:
+    """The calibration outcomes at ``path`` (claim id -> ``status``, ``targets``, ``fpr``,
+    ``fpr_low``, ``fpr_high``, ``n_null``); {} when there is no such file (the pages are then
+    built before any calibration). A file that is not such a mapping raises ValueError naming
+    it and the entry."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a calibration outcomes file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of claim ids, got {type(data).__name__}")
+    for cid, item in data.items():
+        if not isinstance(item, dict) or not isinstance(item.get("status"), str):
+            raise ValueError(f"{path}: claim {cid!r} has no calibration status")
+        if item["status"] == "calibrated" and not isinstance(item.get("targets"), str):
+            raise ValueError(f"{path}: calibrated claim {cid!r} has no targets")
+    return data
+
+
+def calibration_misses(table: pd.DataFrame, outcomes: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """``table`` (:func:`claims_table`) with a column ``calibration_miss``: for a row whose
+    claim is calibrated but misses a target on the calibration page, e.g. "its calibration
+    misses a target: FPR above 5% (13% [8%, 20%] on its null, 130 seeds)"; "" otherwise."""
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    def miss(cid: str) -> str:
+        o = outcomes.get(cid) or {}
+        if o.get("status") != "calibrated" or o.get("targets") in (None, "met"):
+            return ""
+        return (f"its calibration misses a target: {o['targets']} ({pct(o['fpr'])} "
+                f"[{pct(o['fpr_low'])}, {pct(o['fpr_high'])}] on its null, "
+                f"{o['n_null']} seeds)")  # fmt: skip
+
+    out = table.copy()
+    out["calibration_miss"] = [miss(str(c)) for c in out["claim_id"]]
+    return out
+
+
 def _scorecard_md(table: pd.DataFrame) -> str:
     return "\n".join(
         [
@@ -332,7 +382,8 @@ def _comparison_md(table: pd.DataFrame) -> str:
 def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = None) -> list[Path]:
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
     from the results files (default :func:`lamina.states.io.results_dir`),
-    each validated (:func:`load_records`). A results folder that does not exist, or holds no
+    each validated (:func:`load_records`), and the calibration page's outcomes when they are
+    there (:data:`CALIBRATION_OUTCOMES`: the matrix marks a claim that misses a target). A results folder that does not exist, or holds no
     valid record, raises naming it (``$LAMINA_RESULTS`` named when it came from there); a
     malformed file or claim row raises naming the file and the row."""
     root = Path(root)
@@ -345,8 +396,11 @@ def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = Non
             f"no results folder at {folder}: run the chapters first (make book), or name one "
             "with --results / $LAMINA_RESULTS"
         )
-    table = claims_table(load_records(folder, root))
     out = root / "book" / "generated"
+    table = calibration_misses(
+        claims_table(load_records(folder, root)),
+        read_calibration_outcomes(out / CALIBRATION_OUTCOMES),
+    )
     pages = {
         "scorecard.md": _scorecard_md(table),
         "abstract.md": _abstract_md(table),

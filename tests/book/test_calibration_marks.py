@@ -1,0 +1,103 @@
+"""The calibration page's outcome per claim reaches the matrix: a claim whose calibration misses
+a target (its false-positive rate on its null above 5%) is marked in every cell, beside the
+mark of a claim with no calibration (lamina.book.calibration.claim_outcomes,
+lamina.book.scorecard.calibration_misses, lamina.book.matrix)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from lamina.book.calibration import Section, claim_outcomes
+from lamina.book.matrix import matrix_html
+from lamina.book.scorecard import (
+    CALIBRATION_OUTCOMES,
+    calibration_misses,
+    claims_table,
+    read_calibration_outcomes,
+    write_pages,
+)
+from lamina.evidence.declare import ClaimSpec
+
+LOOSE, SOUND = "p1-curvature-gap", "p1-curvature-reasoning-range"
+
+
+def _spec(cid: str) -> ClaimSpec:
+    return ClaimSpec(id=cid, claim=f"claim {cid}", paper_value="0.4", kind="effect",
+                     statistic="a difference", unit="rad", calibrated="null, planted")  # fmt: skip
+
+
+def _runs(false_positives: dict[str, int], n: int = 40) -> pd.DataFrame:
+    """n null and n planted seeds per claim; ``false_positives[cid]`` null seeds present."""
+    rows = []
+    for cid, k in false_positives.items():
+        for seed in range(n):
+            yes = seed < k
+            rows.append({"claim_id": cid, "source": "null", "seed": seed, "kind": "effect",
+                         "verdict": "reproduced" if yes else "absent", "present": yes,
+                         "reason": ""})  # fmt: skip
+            rows.append({"claim_id": cid, "source": "planted", "seed": seed, "kind": "effect",
+                         "verdict": "reproduced", "present": True, "reason": ""})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _outcomes() -> dict:
+    section = Section("Paper 1", [_spec(LOOSE), _spec(SOUND)], _runs({LOOSE: 8, SOUND: 0}), {})
+    return claim_outcomes([section])
+
+
+def _record(model: str) -> dict:
+    rows = [{"claim_id": cid, "claim": f"claim {cid}", "paper_value": "0.4", "model": model,
+             "measured": 0.5, "ci_low": 0.4, "ci_high": 0.6, "p": 0.01, "verdict": "reproduced",
+             "calibration": "calibrated"} for cid in (LOOSE, SOUND)]  # fmt: skip
+    return {"chapter": "curvature", "model": model, "summary": {"claims": rows}}
+
+
+def test_outcomes_name_the_missed_target_with_the_rate():
+    out = _outcomes()
+    assert out[LOOSE]["targets"] == "FPR above 5%" and out[LOOSE]["fpr"] == pytest.approx(0.2)
+    assert out[LOOSE]["fpr_low"] < 0.2 < out[LOOSE]["fpr_high"] and out[LOOSE]["n_null"] == 40
+    assert out[SOUND]["targets"] == "met"
+    json.dumps(out)  # written as the page's data
+
+
+def test_matrix_marks_every_cell_of_a_claim_that_misses_a_target():
+    table = claims_table([_record("organism-gpt2"), _record("organism-llama")])
+    plain = matrix_html(table)
+    assert "lamina-miscalibrated" not in plain  # no outcomes: nothing marked
+    html = matrix_html(calibration_misses(table, _outcomes()))
+    cells = html.split('<tr id=')
+    loose = next(c for c in cells if f"claim {LOOSE}" in c)
+    sound = next(c for c in cells if f"claim {SOUND}" in c)
+    assert loose.count("lamina-miscalibrated") == 2 and "lamina-miscalibrated" not in sound
+    assert "its calibration misses a target: FPR above 5% (20% [" in loose
+    assert "‡ = the claim" in html
+
+
+def test_pages_read_the_outcomes_written_beside_the_calibration_page(tmp_path):
+    from lamina.states.io import write_results
+
+    results = tmp_path / "results"
+    for model in ("organism-gpt2", "organism-llama"):
+        rec = _record(model)
+        write_results(rec["chapter"], model, summary=rec["summary"], config={}, root=results)
+    (tmp_path / "book" / "executed").mkdir(parents=True)
+    generated = tmp_path / "book" / "generated"
+    generated.mkdir(parents=True)
+    assert "lamina-miscalibrated" not in write_pages(tmp_path, results)[0].read_text()
+    (generated / CALIBRATION_OUTCOMES).write_text(json.dumps(_outcomes()))
+    pages = {p.name: p.read_text() for p in write_pages(tmp_path, results)}
+    assert pages["scorecard.md"].count("lamina-miscalibrated") == 2
+
+
+def test_a_damaged_outcomes_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / CALIBRATION_OUTCOMES
+    assert read_calibration_outcomes(path) == {}  # none yet
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="calibration.json"):
+        read_calibration_outcomes(path)
+    path.write_text(json.dumps({LOOSE: {"status": "calibrated"}}))
+    with pytest.raises(ValueError, match=f"{LOOSE}.*no targets"):
+        read_calibration_outcomes(path)
