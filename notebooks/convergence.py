@@ -130,6 +130,26 @@ show_figure(
 )
 
 # %% tags=["hide-input"]
+own_axis = alt.layer(
+    band.encode(
+        y=alt.Y("ci_low:Q", title="convergence index", scale=alt.Scale(zero=False)),
+        color=model_color(real, legend=False),  # each panel is named by its model
+    ),
+    line.encode(
+        y=alt.Y("ci:Q", title="convergence index", scale=alt.Scale(zero=False)),
+        color=model_color(real, legend=False),
+    ),
+)
+show_figure(
+    facet(own_axis, "model", real["model"], legend=False,
+          title="Each model's profile on its own axis").resolve_scale(y="independent"),
+    what="The profiles above, one panel per model, each with its 95% band at each layer; each "
+    "panel's axis is zoomed to its model's values (it does not start at 0, and the paper's "
+    "0.41-0.58 is not drawn).",
+    look_at="the depth at which each profile peaks, and how wide its band is there",
+)
+
+# %% tags=["hide-input"]
 show_verdicts(claims_view(claims))
 
 # %% [markdown]
