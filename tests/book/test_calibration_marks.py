@@ -72,7 +72,7 @@ def test_matrix_marks_every_cell_of_a_claim_that_misses_a_target():
     loose = next(c for c in cells if f"claim {LOOSE}" in c)
     sound = next(c for c in cells if f"claim {SOUND}" in c)
     assert loose.count("lamina-miscalibrated") == 2 and "lamina-miscalibrated" not in sound
-    assert "its calibration misses a target: FPR above 5% (20% [" in loose
+    assert "its calibration misses a target: FPR above 5% (FPR 20% [" in loose
     assert "‡ = the claim" in html
 
 

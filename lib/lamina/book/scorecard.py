@@ -292,7 +292,7 @@ def calibration_misses(table: pd.DataFrame, outcomes: dict[str, dict[str, Any]])
         o = outcomes.get(cid) or {}
         if o.get("status") != "calibrated" or o.get("targets") in (None, "met"):
             return ""
-        return (f"its calibration misses a target: {o['targets']} ({pct(o['fpr'])} "
+        return (f"its calibration misses a target: {o['targets']} (FPR {pct(o['fpr'])} "
                 f"[{pct(o['fpr_low'])}, {pct(o['fpr_high'])}] on its null, "
                 f"{o['n_null']} seeds)")  # fmt: skip
 
@@ -383,9 +383,10 @@ def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = Non
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
     from the results files (default :func:`lamina.states.io.results_dir`),
     each validated (:func:`load_records`), and the calibration page's outcomes when they are
-    there (:data:`CALIBRATION_OUTCOMES`: the matrix marks a claim that misses a target). A results folder that does not exist, or holds no
-    valid record, raises naming it (``$LAMINA_RESULTS`` named when it came from there); a
-    malformed file or claim row raises naming the file and the row."""
+    there (:data:`CALIBRATION_OUTCOMES`: the matrix marks a claim that misses a target). A
+    results folder that does not exist, or holds no valid record, raises naming it
+    (``$LAMINA_RESULTS`` named when it came from there); a malformed file or claim row raises
+    naming the file and the row."""
     root = Path(root)
     try:
         folder = Path(results).absolute() if results is not None else results_dir(create=False)
