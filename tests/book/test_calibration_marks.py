@@ -26,7 +26,8 @@ LOOSE, SOUND = "p1-curvature-gap", "p1-curvature-reasoning-range"
 
 def _spec(cid: str) -> ClaimSpec:
     return ClaimSpec(id=cid, claim=f"claim {cid}", paper_value="0.4", kind="effect",
-                     statistic="a difference", unit="rad", calibrated="null, planted")  # fmt: skip
+                     statistic="a difference", unit="rad", calibrated="null, planted",
+                     test="a test", direction=1)  # fmt: skip
 
 
 def _runs(false_positives: dict[str, int], n: int = 40) -> pd.DataFrame:
@@ -76,7 +77,8 @@ def test_matrix_marks_every_cell_of_a_claim_that_misses_a_target():
     assert "‡ = the claim" in html
 
 
-def test_pages_read_the_outcomes_written_beside_the_calibration_page(tmp_path):
+def _book(tmp_path):
+    """(results folder, book/generated) of a book with two organisms' records under tmp_path."""
     from lamina.states.io import write_results
 
     results = tmp_path / "results"
@@ -86,6 +88,11 @@ def test_pages_read_the_outcomes_written_beside_the_calibration_page(tmp_path):
     (tmp_path / "book" / "executed").mkdir(parents=True)
     generated = tmp_path / "book" / "generated"
     generated.mkdir(parents=True)
+    return results, generated
+
+
+def test_pages_read_the_outcomes_written_beside_the_calibration_page(tmp_path):
+    results, generated = _book(tmp_path)
     assert "lamina-miscalibrated" not in write_pages(tmp_path, results)[0].read_text()
     (generated / CALIBRATION_OUTCOMES).write_text(json.dumps(_outcomes()))
     pages = {p.name: p.read_text() for p in write_pages(tmp_path, results)}
@@ -101,3 +108,19 @@ def test_a_damaged_outcomes_file_is_an_error_naming_it(tmp_path):
     path.write_text(json.dumps({LOOSE: {"status": "calibrated"}}))
     with pytest.raises(ValueError, match=f"{LOOSE}.*no targets"):
         read_calibration_outcomes(path)
+
+
+def test_the_audit_finds_a_miss_the_pages_do_not_mark(tmp_path):
+    """make check-book fails a book whose pages show a claim that misses a calibration target
+    without its mark (issue 50, item 5); the pages as written pass."""
+    from lamina.book.audit import audit_marks
+    results, generated = _book(tmp_path)
+    (generated / CALIBRATION_OUTCOMES).write_text(json.dumps(_outcomes()))
+    pages = {p.name: p.read_text() for p in write_pages(tmp_path, results)
+             if p.name in ("scorecard.md", "abstract.md")}  # fmt: skip
+    ids = [LOOSE, SOUND]
+    assert audit_marks(_outcomes(), pages, ids) == []
+    stripped = {k: v.replace(" lamina-miscalibrated", "") for k, v in pages.items()}
+    found = audit_marks(_outcomes(), stripped, ids)
+    assert {f.claim_id for f in found} == {LOOSE} and {f.rule for f in found} == {"mark"}
+    assert any("abstract.md" in f.detail for f in found)  # the picture is audited too

@@ -112,16 +112,17 @@ def _legend_words(page: str, css: str) -> list[str]:
 
 def test_the_legends_name_every_state_their_cells_show_and_no_other():
     """On 2026-12-04 both legends listed the seven effect words and "mixed" only, so the
-    picture's "<", "E", "L" and "I" cells (count, location and vanish rows) had no key."""
+    picture's "<", "E", "L" and "U" cells (count, location and vanish rows) had no key."""
     rows = [_row("p1-three-phase-detected", "minilm", "fewer than claimed", kind="count"),
             _row("p1-convergence-peak-depth", "minilm", "located elsewhere", kind="location"),
             _row("p1-convergence-peak", "minilm", "smaller than claimed"),
             _row("p1-convergence-peak", "peer-gpt2", "reproduced", context="sft"),
             _row("p1-convergence-peak", "peer-gpt2", "absent", context="dpo"),
-            _row("p1-three-phase-controls-vanish", "minilm", "not informative", kind="vanish")]
+            _row("p1-three-phase-controls-vanish", "minilm", "undecidable at this design",
+                 kind="vanish")]
     table = claims_table([{"chapter": "convergence", "model": "x", "summary": {"claims": rows}}])
-    shown = ["smaller-than-claimed", "fewer-than-claimed", "located-elsewhere", "not-informative",
-             "mixed"]  # fmt: skip
+    shown = ["smaller-than-claimed", "undecidable-at-this-design", "fewer-than-claimed",
+             "located-elsewhere", "mixed"]  # fmt: skip
     pic = picture_html(table)
     assert [w for w in _legend_words(pic, " lamina-pic-legend") if w != "not-run"] == shown
     assert ">&lt;</span>fewer than claimed" in pic and ">E</span>located elsewhere" in pic

@@ -14,6 +14,8 @@ from lamina.evidence.declare import ClaimSpec
 def _spec(cid: str, kind: str = "effect", **kw: object) -> ClaimSpec:
     base: dict[str, object] = {"id": cid, "claim": "c", "paper_value": "v", "kind": kind,
                                "statistic": "s", "unit": "u", "calibrated": "a null"}
+    if kind == "effect":  # a tested effect (a level row without a test has no rate)
+        base |= {"test": "a test", "direction": 1}
     return ClaimSpec(**(base | kw))  # type: ignore[arg-type]
 
 

@@ -192,9 +192,9 @@ def test_vanish_rows() -> None:
     iid = (Control("shuffled layers"), Control("random embeddings", can_fail=False,
                                                why="drawn independently per prompt"))  # fmt: skip
     row = judge(_vanish(controls=iid), vanish_measurement(gone))
-    assert row.verdict == "not informative" and "independently" in row.reason
+    assert row.verdict == "undecidable at this design" and "independently" in row.reason
     per_source = vanish_measurement(gone, cannot_fail={"shuffled layers": "one layer"})
-    assert judge(_vanish(), per_source).verdict == "not informative"
+    assert judge(_vanish(), per_source).verdict == "undecidable at this design"
     absent = Judge(CTX)
     absent(spec(), two(0.5, 0.45, 0.55, 0.3))
     assert absent(_vanish(), vanish_measurement(gone)).verdict == "not testable"

@@ -97,9 +97,9 @@ def test_vanish_rows_need_every_control_and_say_when_one_cannot_fail():
     assert _rows("convergence", s, controls=kept)["p1-convergence-controls-vanish"].verdict == "partially"
     phases = _rows("three_phase", _bands(0.12, 0.09, 0.15), controls=both)
     row = phases["p1-three-phase-controls-vanish"]
-    assert row.verdict == "not informative" and "cannot fail" in row.reason
+    assert row.verdict == "undecidable at this design" and "cannot fail" in row.reason
     void = _rows("convergence", s, controls=both, cannot_fail={"random embeddings": "no vocabulary"})
-    assert void["p1-convergence-controls-vanish"].verdict == "not informative"
+    assert void["p1-convergence-controls-vanish"].verdict == "undecidable at this design"
 
 
 def test_bifurcation_secondary_rows_need_the_excess_present():

@@ -16,7 +16,11 @@ build. It decides nothing: it only reports rows that break a rule, by rule:
 * ``across``: at least one row over several sources (kind ``across``) is in the results;
 * ``calibration``: every claim id of the papers appears on the calibration page (lamina's
   self-checks, ``self-``, are not claims of the papers);
-* ``not run``: every chapter of the book has results.
+* ``not run``: every chapter of the book has results;
+* ``mark``: every claim whose calibration misses a target (the calibration page's outcomes,
+  ``calibration.json`` beside it) or has no measured rate is marked (‡ / †) on every row of
+  the generated pages that show it (the matrix of ``scorecard.md``, the picture and matrix of
+  ``abstract.md``): a miss the reader cannot see is a finding.
 
 Run ``python -m lamina.book.audit [RESULTS] [CALIBRATION_PAGE]``; exit status 1 on any finding.
 """
@@ -31,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lamina.book.scorecard import CHAPTER_PAPER, load_records
+from lamina.book.matrix import matrix_row_anchor
+from lamina.book.scorecard import CALIBRATION_OUTCOMES, CHAPTER_PAPER, load_records
 from lamina.evidence.claims import VERDICTS, check_id
 from lamina.states.io import results_dir
 
-__all__ = ["Finding", "audit_rows", "audit_book", "main"]
+__all__ = ["Finding", "audit_marks", "audit_rows", "audit_book", "main"]
 
 _JUDGED = ("reproduced", "partially", "smaller than claimed", "not reproduced", "reversed")
 
@@ -124,6 +129,35 @@ def audit_rows(
     return findings
 
 
+def _needs_mark(item: dict[str, Any]) -> bool:
+    status = str(item.get("status", ""))
+    return (status == "calibrated" and item.get("targets") not in (None, "met")) or status.startswith(
+        ("not calibrated", "FPR n/a"))
+
+
+def audit_marks(
+    outcomes: dict[str, dict[str, Any]], pages: dict[str, str], ids: Iterable[str]
+) -> list[Finding]:
+    """The ``mark`` rule: for each claim id in ``ids`` (those with results) whose outcome needs
+    a mark, every table row of each page in ``pages`` (name -> HTML/markdown text) that names
+    the claim's matrix anchor must carry the mark's class (``lamina-miscalibrated`` or
+    ``lamina-uncalibrated``)."""
+    out: list[Finding] = []
+    for cid in sorted(set(ids)):
+        item = outcomes.get(cid)
+        if item is None or not _needs_mark(item):
+            continue
+        anchor = matrix_row_anchor(cid)
+        for name, text in pages.items():
+            rows = [r for r in re.split(r"<tr[ >]", text) if f'"{anchor}"' in r or f'"#{anchor}"' in r]
+            bare = [r for r in rows if "lamina-miscalibrated" not in r.split("</tr>")[0]
+                    and "lamina-uncalibrated" not in r.split("</tr>")[0]]  # fmt: skip
+            if bare:
+                out.append(Finding("mark", cid, "-", f"{len(bare)} of {len(rows)} row(s) of "
+                                   f"{name} show it unmarked ({item.get('targets') or item['status']})"))  # fmt: skip
+    return out
+
+
 def audit_book(results: Path | None = None, calibration: Path | None = None) -> list[Finding]:
     """:func:`audit_rows` over the book's results folder (default: :func:`results_dir`) and
     its calibration page (default ``book/generated/calibration.md``; a missing page is a
@@ -131,9 +165,19 @@ def audit_book(results: Path | None = None, calibration: Path | None = None) -> 
     folder = results if results is not None else results_dir(create=False)
     page = calibration if calibration is not None else Path("book/generated/calibration.md")
     text = page.read_text(encoding="utf-8") if page.is_file() else None
-    findings = audit_rows(load_records(folder), text)
+    records = load_records(folder)
+    findings = audit_rows(records, text)
     if text is None:
         findings.append(Finding("calibration", "-", "-", f"no calibration page at {page}"))
+    outcomes_file = page.with_name(CALIBRATION_OUTCOMES)
+    if outcomes_file.is_file():
+        from lamina.book.scorecard import read_calibration_outcomes
+
+        pages = {f.name: f.read_text(encoding="utf-8") for f in
+                 (page.with_name("scorecard.md"), page.with_name("abstract.md")) if f.is_file()}  # fmt: skip
+        ids = [str(r.get("claim_id", "")) for rec in records
+               for r in rec.get("summary", {}).get("claims", []) or []]  # fmt: skip
+        findings += audit_marks(read_calibration_outcomes(outcomes_file), pages, ids)
     return findings
 
 

@@ -39,7 +39,8 @@ from lamina.evidence.calibration import (
     calibration_table,
     seeds_for_halfwidth,
 )
-from lamina.evidence.declare import ClaimSpec
+from lamina.evidence.claims import UNDECIDABLE
+from lamina.evidence.declare import NO_TEST, ClaimSpec
 from lamina.trajectory import calibration as trajectory_calibration
 from lamina.weights import calibration as weights_calibration
 
@@ -102,7 +103,9 @@ def section_markdown(section: Section) -> str:
     for r in table.to_dict("records"):
         main = " (main)" if r["main"] else ""
         if r["status"] != "calibrated":
-            lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | – | – | – | {r['status']} |")
+            fpr = "n/a: no test" if r["status"] == NO_TEST else "–"
+            lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | {fpr} | – | – | "
+                         f"{r['status']} |")  # fmt: skip
             continue
         half = "–"
         if r.get("n_half") and r["kind"] == "effect":
@@ -121,7 +124,10 @@ def section_markdown(section: Section) -> str:
                          f"{r['n_null_testable']} testable null seeds); at its observed rate "
                          f"that needs about {seeds_for_halfwidth(r['fpr'])} seeds.")  # fmt: skip
     n_cal = int((table["status"] == "calibrated").sum())
-    lines += ["", f"{n_cal} of {len(table)} declared claims are calibrated."]
+    n_und = int(table["status"].str.startswith(UNDECIDABLE).sum())
+    n_none = int((table["status"] == NO_TEST).sum())
+    lines += ["", f"{n_cal} of {len(table)} declared claims are calibrated; {n_und} are "
+              f"undecidable at this design; {n_none} have no test."]  # fmt: skip
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 

@@ -45,7 +45,7 @@ CELL_WORD = {
     "absent": "absent",
     "reversed": "reversed",
     "not testable": "n/t",
-    "not informative": "n/i",
+    "undecidable at this design": "undec.",
     "count as claimed": "as claimed",
     "count uncertain": "uncertain",
     "fewer than claimed": "fewer",
@@ -194,17 +194,31 @@ def _cell(rows: pd.DataFrame, anchor: str) -> str:
         value = f"{int((rows['verdict'] == 'reproduced').sum())}/{len(rows)}"
         tip = f"{len(rows)} stages, reproduced in {value}: {tip}"
     word = CELL_WORD.get(state, state)
-    uncal = [c for c in rows.get("calibration", pd.Series(dtype=str)) if str(c).startswith("not ")]
-    missed = [c for c in rows.get("calibration_miss", pd.Series(dtype=str)) if isinstance(c, str) and c]
-    extra = " lamina-uncalibrated" if uncal else " lamina-miscalibrated" if missed else ""
-    if uncal or missed:
-        tip = f"{(uncal or missed)[0]}; {tip}"
+    extra, note = calibration_mark(rows)
+    if note:
+        tip = f"{note}; {tip}"
     return (
         f'<td class="lamina-cell lamina-cell--{verdict_slug(state)}{extra}" '
         f'title="{html.escape(tip, quote=True)}"><a href="scorecard.html#{anchor}">'
         f'<span class="lamina-cell-value">{html.escape(value)}</span>'
         f'<span class="lamina-cell-word">{html.escape(word)}</span></a></td>'
     )
+
+
+def calibration_mark(rows: pd.DataFrame) -> tuple[str, str]:
+    """The calibration mark of one cell's rows, shared by the matrix and the picture: ("
+    lamina-uncalibrated", why) for a claim with no measured false-positive rate (not
+    calibrated, or a level row with no test: the stylesheet adds †), (" lamina-miscalibrated",
+    the miss) for one whose calibration misses a target (``calibration_miss``: ‡), else
+    ("", "")."""
+    uncal = [c for c in rows.get("calibration", pd.Series(dtype=str))
+             if str(c).startswith(("not ", "FPR n/a"))]  # fmt: skip
+    missed = [c for c in rows.get("calibration_miss", pd.Series(dtype=str)) if isinstance(c, str) and c]
+    if uncal:
+        return " lamina-uncalibrated", str(uncal[0])
+    if missed:
+        return " lamina-miscalibrated", str(missed[0])
+    return "", ""
 
 
 def cell_state(rows: pd.DataFrame) -> str:

@@ -22,6 +22,7 @@ import pandas as pd
 from lamina.book.badges import VERDICTS, verdict_slug
 from lamina.book.charts import model_colors, theme_config
 from lamina.book.matrix import (
+    calibration_mark,
     cell_state,
     cell_states,
     display_model,
@@ -48,7 +49,7 @@ CELL_CODE = {
     "absent": "A",
     "reversed": "R",
     "not testable": "–",
-    "not informative": "I",
+    "undecidable at this design": "U",
     "count as claimed": "=",
     "count uncertain": "?",
     "fewer than claimed": "<",
@@ -71,7 +72,7 @@ VERDICT_COLORS = {
     "absent": "#f47067",
     "reversed": "#82071e",
     "not testable": "#afb8c1",
-    "not informative": "#6e7781",
+    "undecidable at this design": "#6e7781",
     "count as claimed": "#0969da",
     "count uncertain": "#54aeff",
     "fewer than claimed": "#bf3989",
@@ -91,8 +92,11 @@ def _cell(rows: pd.DataFrame, model: str, anchor: str) -> str:
         f"{(r.context + ': ') if r.context else ''}{fmt_number(r.measured)} ({r.verdict})"
         for r in rows.itertuples()
     )
+    extra, note = calibration_mark(rows)
+    if note:
+        tip = f"{tip}; {note}"
     return (
-        f'<td class="lamina-pic-cell lamina-cell--{verdict_slug(state)}" '
+        f'<td class="lamina-pic-cell lamina-cell--{verdict_slug(state)}{extra}" '
         f'title="{html.escape(tip, quote=True)}"><a href="scorecard.html#{anchor}">'
         f"{html.escape(CELL_CODE.get(state, '?'))}</a></td>"
     )

@@ -20,6 +20,11 @@ paper's effect at its stated size), ``half`` (at half of it).
   answer there, and the share reading "reproduced", a false reproduction.
 
 Each rate comes with its Wilson 95% interval (:func:`lamina.evidence.stats.wilson`).
+
+Rows with no rate: a claim declared ``undecidable``, or whose rule read "undecidable at this
+design" on more than half the null seeds, is listed as undecidable with the reason (its 0% on the
+null would hold by construction); a level row without an equivalence test has "FPR n/a: no
+test" (its "present" is False by construction). Neither is counted as calibrated.
 """
 
 from __future__ import annotations
@@ -28,17 +33,18 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER
-from lamina.evidence.declare import ClaimSpec
+from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER, UNDECIDABLE
+from lamina.evidence.declare import NO_TEST, ClaimSpec
 from lamina.evidence.stats import wilson
 
-__all__ = ["AS_CLAIMED", "FPR_TARGET", "POWER_TARGET", "RUN_COLUMNS", "SOURCES",
+__all__ = ["AS_CLAIMED", "FPR_TARGET", "NO_TEST", "POWER_TARGET", "RUN_COLUMNS", "SOURCES",
            "calibration_rates", "calibration_table", "says_yes", "seeds_for_halfwidth"]  # fmt: skip
 
 FPR_TARGET, POWER_TARGET, HALFWIDTH = 0.05, 0.80, 0.05
 
 RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
 SOURCES = ("null", "planted", "half")
+
 AS_CLAIMED = {"effect": REPRODUCED, "count": "count as claimed",
               "location": "located as claimed", "vanish": REPRODUCED, "across": REPRODUCED}  # fmt: skip
 
@@ -68,7 +74,7 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
     for cid, part in runs.groupby("claim_id", sort=False):
         kind = str(part["kind"].iloc[0])
         null = part[part["source"] == "null"]
-        testable = null[null["verdict"] != NOT_TESTABLE]
+        testable = null[~null["verdict"].isin((NOT_TESTABLE, UNDECIDABLE))]
         yes = sum(says_yes(v, kind, p) for v, p in zip(testable["verdict"], testable["present"], strict=True))
         fpr = _rate(int(yes), len(testable))
         planted = part[(part["source"] == "planted")]
@@ -77,6 +83,7 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
         sm = _rate(int((half["verdict"] == SMALLER).sum()), len(half))
         rep = _rate(int((half["verdict"] == REPRODUCED).sum()), len(half))
         untestable = null[null["verdict"] == NOT_TESTABLE]["reason"]
+        undecided = null[null["verdict"] == UNDECIDABLE]["reason"]
         rows.append({
             "claim_id": cid, "kind": kind, "n_null": len(null), "n_null_testable": len(testable),
             "fpr": fpr["rate"], "fpr_low": fpr["low"], "fpr_high": fpr["high"],
@@ -85,14 +92,18 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
             "n_half": len(half), "half_smaller": sm["rate"], "half_smaller_hits": sm["hits"],
             "half_reproduced": rep["rate"], "half_reproduced_hits": rep["hits"],
             "null_untestable_reason": untestable.mode().iloc[0] if len(untestable) else "",
+            "n_null_undecidable": len(undecided),
+            "null_undecidable_reason": undecided.mode().iloc[0] if len(undecided) else "",
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def calibration_table(specs: Iterable[ClaimSpec], rates: pd.DataFrame) -> pd.DataFrame:
     """One row per declared claim, in declaration order: its rates (:func:`calibration_rates`)
-    and ``status``: "calibrated", or "not calibrated: <reason>" -- the declaration's reason, or
-    the null's when the row was not testable on more than half the null seeds.
+    and ``status``: "calibrated"; "undecidable at this design: <reason>" (declared, or read on
+    more than half the null seeds); ":data:`NO_TEST`" for a level row without an equivalence
+    test; or "not calibrated: <reason>" -- the declaration's reason, or the null's when the row
+    was not testable on more than half the null seeds.
 
     Raises ValueError naming a claim declared ``calibrated`` that has no runs, or runs of a
     claim id that no declaration holds (a stale or misspelt id)."""
@@ -105,11 +116,18 @@ def calibration_table(specs: Iterable[ClaimSpec], rates: pd.DataFrame) -> pd.Dat
     out = []
     for s in specs:
         r = by_id.get(s.id)
-        if s.not_calibrated:
+        if s.undecidable:
+            status = f"{UNDECIDABLE}: {s.undecidable}"
+        elif not s.has_test:
+            status = NO_TEST
+        elif s.not_calibrated:
             status = f"not calibrated: {s.not_calibrated}"
         elif r is None:
             raise ValueError(f"claim {s.id} is declared calibrated ({s.calibrated}) but has no "
                              "calibration runs")  # fmt: skip
+        elif r["n_null"] and r.get("n_null_undecidable", 0) * 2 > r["n_null"]:
+            status = (f"{UNDECIDABLE}: on {r['n_null_undecidable']} of {r['n_null']} null "
+                      f"seeds ({r['null_undecidable_reason']})")  # fmt: skip
         elif r["n_null"] and r["n_null_testable"] * 2 < r["n_null"]:
             status = (f"not calibrated: not testable on {r['n_null'] - r['n_null_testable']} of "
                       f"{r['n_null']} null seeds ({r['null_untestable_reason']})")  # fmt: skip

@@ -22,9 +22,15 @@ and the id scheme; :mod:`lamina.evidence.declare` holds the claims as data and
 * ``location``: where something lies (a peak's depth, an onset). "located as claimed",
   "location uncertain", "located elsewhere", "not testable".
 * ``vanish``: an effect vanishes under controls. "reproduced", "partially", "not reproduced",
-  "not informative" (a control that cannot fail), "not testable".
+  "not testable".
 * ``across``: one row over several sources ("consistent across architectures"): "reproduced",
   "not reproduced", "not testable".
+
+Every kind but self-checks may also read "undecidable at this design": the row's rule cannot
+read its claimed answer at the design it is run at (a control declared unable to fail, a count
+CI that cannot lie in a one-point claimed range, a design declared too small), with the reason
+and, where declared, the design that would decide it. It is neither evidence for the claim nor
+against it.
 * ``self-check``: lamina checking itself. "check passed", "check failed", "not testable";
   never a reproduction of a paper.
 
@@ -46,6 +52,7 @@ __all__ = [
     "ABSENT",
     "KINDS",
     "NOT_INFORMATIVE",
+    "UNDECIDABLE",
     "NOT_TESTABLE",
     "PAPER_VERDICTS",
     "PARTIALLY",
@@ -69,15 +76,19 @@ KINDS: tuple[str, ...] = ("effect", "count", "location", "vanish", "across", "se
 
 REPRODUCED, PARTIALLY, SMALLER = "reproduced", "partially", "smaller than claimed"
 NOT_REPRODUCED, ABSENT, REVERSED = "not reproduced", "absent", "reversed"
-NOT_TESTABLE, NOT_INFORMATIVE = "not testable", "not informative"
+NOT_TESTABLE, UNDECIDABLE = "not testable", "undecidable at this design"
+#: the old name of the vanish rows' "control cannot fail" state, now :data:`UNDECIDABLE`
+NOT_INFORMATIVE = UNDECIDABLE
 
 VERDICTS: dict[str, tuple[str, ...]] = {
-    "effect": (REPRODUCED, PARTIALLY, SMALLER, NOT_REPRODUCED, ABSENT, REVERSED, NOT_TESTABLE),
+    "effect": (REPRODUCED, PARTIALLY, SMALLER, NOT_REPRODUCED, ABSENT, REVERSED, UNDECIDABLE,
+               NOT_TESTABLE),
     "count": ("count as claimed", "count uncertain", "fewer than claimed", "more than claimed",
-              NOT_TESTABLE),
-    "location": ("located as claimed", "location uncertain", "located elsewhere", NOT_TESTABLE),
-    "vanish": (REPRODUCED, PARTIALLY, NOT_REPRODUCED, NOT_INFORMATIVE, NOT_TESTABLE),
-    "across": (REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE),
+              UNDECIDABLE, NOT_TESTABLE),
+    "location": ("located as claimed", "location uncertain", "located elsewhere", UNDECIDABLE,
+                 NOT_TESTABLE),
+    "vanish": (REPRODUCED, PARTIALLY, NOT_REPRODUCED, UNDECIDABLE, NOT_TESTABLE),
+    "across": (REPRODUCED, NOT_REPRODUCED, UNDECIDABLE, NOT_TESTABLE),
     "self-check": ("check passed", "check failed", NOT_TESTABLE),
 }  # fmt: skip
 #: every word a paper's claim row may carry, in display order

@@ -10,6 +10,9 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
    (significant in its claimed direction). Otherwise "not testable", giving the gate's values
    or the row's verdict and p. A measurement may also be untestable for its own reason
    (``untestable``), e.g. too few permutations to decide at the claim's alpha.
+   **Decidability.** A claim declared ``undecidable`` (its rule cannot read the claimed answer
+   at this design), or a measurement that says so (``undecidable``), reads "undecidable at this
+   design" with the reason -- neither evidence for the claim nor against it.
 2. **Sidedness.** The measurement states the sidedness of its p and CI; it must be the
    declaration's (a two-sided CI beside a one-sided p is a programming error, raised).
 3. **The estimate and its CI.** An undefined estimate, or an undefined p for a tested claim, is
@@ -26,6 +29,11 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
    * *Significance.* A tested claim with p >= alpha is "absent", whatever the estimate.
      An untested claim with a direction needs its CI to exclude ``null`` (else "absent").
      Past this point the effect is **present**.
+   * *Level rows* (``equivalence``: a claimed range, no test, no direction) are judged by an
+     equivalence test, two one-sided tests at (1 - ci_level) / 2 each: "reproduced" (and
+     present) only when the whole CI lies inside the claimed range; "partially" when it
+     overlaps it; "smaller than claimed" / "not reproduced" when it lies below / above it; no
+     CI is "not testable".
    * *Size.* ``in_range``: lo <= e <= hi; ``ci_overlaps``: c_lo <= hi and c_hi >= lo;
      ``precise``: the CI lies inside the range widened by half its width on each side
      (open-ended range: c_lo >= lo - tolerance). "reproduced" when in_range and precise;
@@ -33,14 +41,16 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
      it; "not reproduced" when it lies above it.
 5. **Count rows**: "count as claimed" when the count is in the claimed range and so is its
    CI (when it has one); "count uncertain" when the count is but the CI leaves the range;
-   otherwise "fewer than claimed" / "more than claimed". Never present.
+   otherwise "fewer than claimed" / "more than claimed". A one-point claimed range judged with
+   a CI whose ends are not whole numbers is "undecidable at this design": such a CI can never
+   lie inside it. Never present.
 6. **Location rows**: "located as claimed" when in_range and precise (as above); "location
    uncertain" when the CI overlaps the range; "located elsewhere" when it does not; a
    location without a CI is "not testable". Never present.
 7. **Vanish rows** ("the effect vanishes under the controls"): testable only when the effect
    of the claim they are about (``of``) is present. A control declared unable to fail (or
-   unable on this source: ``cannot_fail``) makes the row "not informative" -- such a control
-   is no evidence. Every declared control must have a result, else "not testable". A control
+   unable on this source: ``cannot_fail``) makes the row "undecidable at this design" -- such
+   a control is no evidence. Every declared control must have a result, else "not testable". A control
    *removes* the effect when less than half of it remains in the claimed direction (signed
    fraction < 0.5) and what remains is not significant (p >= alpha, or fraction <= 0).
    "reproduced" when every control removes it, "partially" when some do, "not reproduced"
@@ -61,13 +71,13 @@ from dataclasses import dataclass, field
 
 from lamina.evidence.claims import (
     ABSENT,
-    NOT_INFORMATIVE,
     NOT_REPRODUCED,
     NOT_TESTABLE,
     PARTIALLY,
     REPRODUCED,
     REVERSED,
     SMALLER,
+    UNDECIDABLE,
     Claim,
     osc_replicates,
 )
@@ -106,7 +116,8 @@ class Measurement:
     units; test: the test's name with its budget (default: the declaration's); detail: text added
     to the reason; untestable: a measurement-level reason the claim cannot be judged;
     controls: vanish rows' controls by name; cannot_fail: controls unable to fail on this
-    source, with why; passed: a self-check's outcome; null: the value of no effect under this
+    source, with why; undecidable: a measurement-level reason the rule cannot read the claimed
+    answer at this design (and the design that would); passed: a self-check's outcome; null: the value of no effect under this
     measurement's test when the test's null has a centre of its own (e.g. the median R^2 over
     shuffled layer orders), which the direction rule then uses instead of the declaration's
     ``null`` (None: the declaration's).
@@ -125,6 +136,7 @@ class Measurement:
     test: str = ""
     detail: str = ""
     untestable: str | None = None
+    undecidable: str | None = None
     controls: Mapping[str, ControlResult] = field(default_factory=dict)
     cannot_fail: Mapping[str, str] = field(default_factory=dict)
     passed: bool | None = None
@@ -228,6 +240,8 @@ def decide(spec: ClaimSpec, m: Measurement, ctx: Context) -> Claim:
     why = _precondition(spec, ctx) or m.untestable
     if why:
         return row(NOT_TESTABLE, why)
+    if spec.kind != "self-check" and (spec.undecidable or m.undecidable):
+        return row(UNDECIDABLE, "; ".join(x for x in (spec.undecidable, m.undecidable or "") if x))
     if spec.kind == "self-check":
         if m.passed is None:
             return row(NOT_TESTABLE, "the check could not run")
@@ -273,6 +287,8 @@ def _effect(
     """Rule 4 (see :func:`decide`)."""
     tested, alpha, null, d = bool(spec.test), spec.alpha, _null(spec, m), spec.direction
     p = m.p
+    if spec.equivalence:
+        return _equivalence(spec, e, lo, hi, has_ci, where, row)
     if d and (e == null or math.copysign(1, e - null) != d):
         if tested:
             if spec.opposite or spec.sided != "two-sided":
@@ -309,12 +325,33 @@ def _effect(
     return row(NOT_REPRODUCED, f"the CI lies above the claimed range ({where}){sig}", present)
 
 
+def _equivalence(
+    spec: ClaimSpec, e: float, lo: float, hi: float, has_ci: bool, where: str, row: Row
+) -> Claim:
+    """Rule 4's level rows: the equivalence test against the claimed range (see :func:`decide`)."""
+    a, b = spec.claimed
+    if not has_ci:
+        return row(NOT_TESTABLE, "the level has no CI, so no equivalence test")
+    tost = (f"equivalence test: the {100 * spec.ci_level:g}% CI [{_g(lo)}, {_g(hi)}] against "
+            f"the {where.replace('claimed ', 'claimed range ')}")  # fmt: skip
+    if a <= lo and hi <= b:
+        return row(REPRODUCED, f"{tost}: inside it", present=True)
+    if lo <= b and hi >= a:
+        return row(PARTIALLY, f"{tost}: overlaps it, not inside it")
+    if hi < a:
+        return row(SMALLER, f"{tost}: below it")
+    return row(NOT_REPRODUCED, f"{tost}: above it")
+
+
 def _count(
     e: float, lo: float, hi: float, has_ci: bool, claimed: tuple[float, float], where: str,
     row: Row,
 ) -> Claim:
     """Rule 5 (see :func:`decide`)."""
     a, b = claimed
+    if a == b and has_ci and not (float(lo).is_integer() and float(hi).is_integer()):
+        return row(UNDECIDABLE, f"the count's CI [{_g(lo)}, {_g(hi)}] has ends that are not "
+                   f"whole numbers, so it can never lie inside the one-point range ({where})")  # fmt: skip
     if a <= e <= b:
         if has_ci and not (a <= lo and hi <= b):
             return row("count uncertain", f"{e:g} is in the claimed range ({where}); its CI "
@@ -332,7 +369,7 @@ def _vanish(spec: ClaimSpec, m: Measurement, ctx: Context, row: Row) -> Claim:
         return row(NOT_TESTABLE, f"the effect of {spec.of} {state}")
     void = {c.name: c.why for c in spec.controls if not c.can_fail} | dict(m.cannot_fail)
     if void:
-        return row(NOT_INFORMATIVE, "; ".join(
+        return row(UNDECIDABLE, "; ".join(
             f"the {k} control cannot fail: {v}" for k, v in void.items()))
     names = [c.name for c in spec.controls]
     missing = [k for k in names if k not in m.controls or not _finite(m.controls[k].fraction)]

@@ -14,7 +14,13 @@ Preconditions (``requires``):
   significant in its claimed direction (its row's ``present``), whatever its size or verdict.
 
 A vanish row lists its :class:`Control` s, each declared able or unable to fail; a control that
-removes every effect by construction is no evidence, and the row reads "not informative".
+removes every effect by construction is no evidence, and the row reads "undecidable at this
+design".
+
+Decidability: a claim whose rule cannot read its claimed answer at the book's design declares
+``undecidable`` (why, and the design that would decide it); a *level* row (a claimed range with
+no test and no direction) declares ``equivalence=True`` to be judged by an equivalence test
+against its range, and otherwise has no test (the calibration page shows "FPR n/a: no test").
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ from typing import Literal
 
 from lamina.evidence.claims import KINDS, check_id
 
-__all__ = ["ClaimSpec", "Control", "Gate", "Present", "Sided", "check_declarations"]
+__all__ = ["NO_TEST", "ClaimSpec", "Control", "Gate", "Present", "Sided", "check_declarations"]
 
 Sided = Literal["two-sided", "greater", "less"]
+#: the calibration status of a level row without an equivalence test (no rate: its "present" is
+#: False by construction, so a false-positive rate of 0% would say nothing)
+NO_TEST = "FPR n/a: no test (a level row: a claimed range with no test and no direction)"
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,12 @@ class ClaimSpec:
     requires: preconditions; controls: the controls of a vanish row; of: the effect claim a vanish
     or across row is about; min_sources: an across row's fewest judged sources; main: the
     chapter's headline claim; short: its label in the verdict picture; calibrated / not_calibrated:
-    exactly one is set: the null and planted sources that calibrate it, or why none does.
+    exactly one is set: the null and planted sources that calibrate it, or why none does;
+    equivalence: a level row (claimed finite range, no test, no direction) judged by an
+    equivalence test (two one-sided tests at level (1 - ci_level) / 2 each: "reproduced" only
+    when the whole CI lies inside the claimed range); undecidable: why the rule cannot read its
+    claimed answer at this design, and the design that would decide it (the row then reads
+    "undecidable at this design" whenever its preconditions hold).
     """
 
     id: str
@@ -113,6 +127,8 @@ class ClaimSpec:
     short: str = ""
     calibrated: str = ""
     not_calibrated: str = ""
+    equivalence: bool = False
+    undecidable: str = ""
 
     def __post_init__(self) -> None:
         check_id(self.id)
@@ -139,6 +155,11 @@ class ClaimSpec:
             raise ValueError(f"{where}: a vanish row declares its controls")
         if self.kind == "across" and self.min_sources < 1:
             raise ValueError(f"{where}: an across row declares min_sources >= 1")
+        if self.equivalence and not (self.kind == "effect" and not self.test
+                                     and self.direction == 0 and math.isfinite(lo)
+                                     and math.isfinite(hi)):
+            raise ValueError(f"{where}: an equivalence test is for a level row: an effect with "
+                             "a finite claimed range, no test and no direction")  # fmt: skip
         if bool(self.calibrated) == bool(self.not_calibrated):
             raise ValueError(f"{where}: set exactly one of calibrated= (its nulls) and "
                              "not_calibrated= (why it has none)")  # fmt: skip
@@ -155,12 +176,30 @@ class ClaimSpec:
         two-sided test, ``1 - 2 (1 - level)`` for a one-sided one (both ends one-sided bounds)."""
         return self.level if self.sided == "two-sided" else 1 - 2 * (1 - self.level)
 
+    @property
+    def is_level(self) -> bool:
+        """Whether this is a level row: an effect claimed to lie in a range, with no test and
+        no direction (judged by an equivalence test only when ``equivalence``)."""
+        return self.kind == "effect" and not self.test and self.direction == 0
+
+    @property
+    def has_test(self) -> bool:
+        """Whether the row's rule is a test that can reject on a null: not a level row
+        without an equivalence test (whose "present" is False by construction)."""
+        return not self.is_level or self.equivalence
+
     def requires_text(self) -> str:
         """The preconditions as one line ("" when none)."""
         return "; ".join(r.text() for r in self.requires)
 
     def calibration_text(self) -> str:
-        """"calibrated" or "not calibrated: <reason>" (the row's ``calibration`` column)."""
+        """The row's ``calibration`` column: "undecidable at this design: <reason>" (declared
+        undecidable), :data:`NO_TEST` (a level row without an equivalence test), "calibrated",
+        or "not calibrated: <reason>"."""
+        if self.undecidable:
+            return f"undecidable at this design: {self.undecidable}"
+        if not self.has_test:
+            return NO_TEST
         return "calibrated" if self.calibrated else f"not calibrated: {self.not_calibrated}"
 
 

@@ -26,6 +26,7 @@ on the survivor source (effects carried by what the controls keep) as their null
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from lamina.evidence.declare import ClaimSpec, Control, Present, check_declarations
@@ -65,7 +66,12 @@ _P1 = "paper 1's"
 
 
 def _effect(**kw: object) -> ClaimSpec:
-    return ClaimSpec(kind="effect", **kw)  # type: ignore[arg-type]
+    """An effect row; a level row (a finite claimed range, no test, no direction) is judged by
+    the equivalence test against its range (:class:`lamina.evidence.declare.ClaimSpec`)."""
+    spec = ClaimSpec(kind="effect", **kw)  # type: ignore[arg-type]
+    if spec.is_level and all(map(math.isfinite, spec.claimed)):
+        return dataclasses.replace(spec, equivalence=True)
+    return spec
 
 
 def _vanish(chapter: str, what: str, of: str, controls: tuple[Control, ...]) -> ClaimSpec:
