@@ -42,17 +42,23 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
 
 
 STATIC = Path(__file__).resolve().parents[1] / "_static"
+# the calibration marks of the chapters' badges, written by `lamina pages` (lamina.book.badges)
+GENERATED_STATIC = Path(__file__).resolve().parents[1] / "generated" / "static"
+MARKS_CSS = "calibration-marks.css"
 
 
 def _add_static(app) -> None:
-    if str(STATIC) not in map(str, app.config.html_static_path):
-        app.config.html_static_path.append(str(STATIC))
+    for folder in (STATIC, GENERATED_STATIC):
+        if folder.is_dir() and str(folder) not in map(str, app.config.html_static_path):
+            app.config.html_static_path.append(str(folder))
 
 
 def setup(app):
     app.config.mathjax_path = f"mathjax/MathJax.js?config={MATHJAX_CONFIG}"
     app.connect("config-inited", lambda app, config: _add_static(app))
     app.add_css_file("lamina.css")
+    if (GENERATED_STATIC / MARKS_CSS).is_file():
+        app.add_css_file(MARKS_CSS)
     app.add_js_file("lamina.js")
     app.connect("builder-inited", _copy_mathjax)
     app.connect("html-page-context", _page_context, priority=900)

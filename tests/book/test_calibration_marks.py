@@ -124,3 +124,22 @@ def test_the_audit_finds_a_miss_the_pages_do_not_mark(tmp_path):
     found = audit_marks(_outcomes(), stripped, ids)
     assert {f.claim_id for f in found} == {LOOSE} and {f.rule for f in found} == {"mark"}
     assert any("abstract.md" in f.detail for f in found)  # the picture is audited too
+
+
+def test_chapter_badges_carry_the_same_marks_as_the_matrix(tmp_path):
+    """Every chapter's verdict badge names its claim, and the pages step writes the stylesheet
+    that marks (‡) the badges of a claim that misses a target: the same claims the matrix
+    marks, none other (issue 50, item 1; before, only the matrix showed ‡)."""
+    from lamina.book.badges import MARKS_CSS
+    from lamina.book.tables import table_html, verdict_grid_html
+
+    frame = pd.DataFrame([{"claim_id": LOOSE, "model": "m", "verdict": "reproduced"},
+                          {"claim_id": SOUND, "model": "m", "verdict": "reproduced"}])  # fmt: skip
+    for html in (table_html(frame), verdict_grid_html(frame)):
+        assert f'data-claim="{LOOSE}"' in html and f'data-claim="{SOUND}"' in html
+    results, generated = _book(tmp_path)
+    (generated / CALIBRATION_OUTCOMES).write_text(json.dumps(_outcomes()))
+    write_pages(tmp_path, results)
+    css = (generated / "static" / MARKS_CSS).read_text()
+    assert f'[data-claim="{LOOSE}"]::after {{ content: " ‡"; }}' in css
+    assert SOUND not in css

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from lamina.book.badges import is_self_check
+from lamina.book.badges import MARKS_CSS, is_self_check, marks_css
 from lamina.book.matrix import matrix_html, scorecard_markdown, summary_line
 from lamina.book.picture import counts_svg, picture_html
 from lamina.core import registry
@@ -383,7 +383,9 @@ def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = Non
     """Write ``book/generated/{scorecard,abstract,comparison,reproducibility}.md`` under ``root``
     from the results files (default :func:`lamina.states.io.results_dir`),
     each validated (:func:`load_records`), and the calibration page's outcomes when they are
-    there (:data:`CALIBRATION_OUTCOMES`: the matrix marks a claim that misses a target). A
+    there (:data:`CALIBRATION_OUTCOMES`: the matrix marks a claim that misses a target), with
+    ``book/generated/static/calibration-marks.css`` (:func:`lamina.book.badges.marks_css`:
+    the same marks on the chapters' badges). A
     results folder that does not exist, or holds no valid record, raises naming it
     (``$LAMINA_RESULTS`` named when it came from there); a malformed file or claim row raises
     naming the file and the row."""
@@ -398,10 +400,9 @@ def write_pages(root: str | os.PathLike, results: str | os.PathLike | None = Non
             "with --results / $LAMINA_RESULTS"
         )
     out = root / "book" / "generated"
-    table = calibration_misses(
-        claims_table(load_records(folder, root)),
-        read_calibration_outcomes(out / CALIBRATION_OUTCOMES),
-    )
+    outcomes = read_calibration_outcomes(out / CALIBRATION_OUTCOMES)
+    table = calibration_misses(claims_table(load_records(folder, root)), outcomes)
+    atomic_write_text(out / "static" / MARKS_CSS, marks_css(outcomes))
     pages = {
         "scorecard.md": _scorecard_md(table),
         "abstract.md": _abstract_md(table),

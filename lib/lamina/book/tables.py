@@ -44,7 +44,8 @@ def table_html(frame: Any) -> str:
     # escape every text cell here, so that to_html can leave the badges' HTML alone
     for col in df.columns:
         if col == "verdict":
-            df[col] = [badge(str(v)) for v in df[col]]
+            ids = df["claim_id"].astype(str) if "claim_id" in df.columns else [None] * len(df)
+            df[col] = [badge(str(v), claim=c) for v, c in zip(df[col], ids, strict=True)]
         elif df[col].dtype == object or isinstance(df[col].dtype, pd.StringDtype):
             df[col] = [v if not isinstance(v, str) else html.escape(v) for v in df[col]]
     if not isinstance(df.columns, pd.MultiIndex):
@@ -158,7 +159,8 @@ def verdict_grid_html(claims: Any, rows: str = "claim_id", columns: Any = ("mode
     head = "".join(f"<th>{html.escape(c)}</th>" for c in col_keys)
     body = "".join(
         f"<tr><th>{html.escape(r)}</th>"
-        + "".join(f"<td>{badge(cell[(r, c)]) if (r, c) in cell else '–'}</td>" for c in col_keys)
+        + "".join(f"<td>{badge(cell[(r, c)], claim=r if rows == 'claim_id' else None)}</td>"
+                  if (r, c) in cell else "<td>–</td>" for c in col_keys)
         + "</tr>"
         for r in row_keys
     )
