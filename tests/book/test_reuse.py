@@ -286,3 +286,25 @@ def _cli_main(argv):
     from lamina.book.cli import main
 
     return main(argv)
+
+
+def test_every_file_of_a_comma_list_of_prompts_is_part_of_the_key(chapter, tmp_path):
+    """Issue 53: ``-p prompts mine.jsonl,lexical,...`` hashed no file (only a whole-value path
+    was), so replacing every prompt of mine.jsonl reused the stale run."""
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"id": "r1", "family": "reasoning", "prompt": "a"}\n')
+    params = {"prompts": f"{mine},lexical,reasoning_short,lexical_framed"}
+    key0, detail = reuse.input_key(chapter["source"], params)
+    assert f"prompts={mine}" in detail["parameter_files"]
+    mine.write_text('{"id": "r1", "family": "reasoning", "prompt": "b"}\n')
+    key1, _ = reuse.input_key(chapter["source"], params)
+    assert key1 != key0
+    assert reuse.parameter_reads("prompts", params["prompts"])[0] == str(mine)
+
+
+def test_a_family_resolves_to_the_file_the_run_reads(chapter, tmp_path):
+    """The key and the run share one resolution (prompts.prompt_files)."""
+    from lamina.sources.prompts import prompt_files, prompts_dir
+
+    reads = reuse.parameter_reads("prompts", "lexical")
+    assert reads == [str(prompt_files("lexical")[0])] == [str(prompts_dir() / "lexical.jsonl")]

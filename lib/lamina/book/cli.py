@@ -15,6 +15,7 @@ while running exits with status 1 and one line naming the error and the partial 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -98,7 +99,24 @@ def _pairs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[li
     return pairs
 
 
+def _refuse_outside_link(parser: argparse.ArgumentParser, given: str, out: Path) -> None:
+    """``--out`` through a symbolic link that leads outside the project is refused (exit 2):
+    the run would write, and later replace, files in a folder the command line does not name.
+    Naming the link's target itself is accepted."""
+    root = repo_root()
+    plain = Path(os.path.normpath(Path(given).expanduser().absolute()))
+    if root is not None and plain != out and not out.is_relative_to(root.resolve()):
+        parser.error(f"--out {given!r} leads through a symbolic link to {str(out)!r}, outside the "
+                     f"project: pass --out {str(out)!r} itself if the notebooks should go there")  # fmt: skip
+
+
 def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    known = sorted({*execute.CHAPTERS, *(p.stem for p in execute._notebooks_dir().glob("*.py"))})
+    unknown = [c for c in args.chapters if not (execute._notebooks_dir() / f"{c}.py").is_file()]
+    if unknown:
+        parser.error(f"unknown chapter {unknown[0]!r}; chapters: {known}")
+    if args.all and args.chapters:
+        parser.error(f"--all runs every chapter; drop the names {args.chapters} or drop --all")
     chapters = execute.CHAPTERS if args.all else args.chapters
     if not chapters:
         parser.error("name a chapter or pass --all (`lamina chapters` lists them)")
@@ -110,6 +128,7 @@ def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         params = cli_parameters(chapters, _pairs(parser, args), execute._notebooks_dir())
         if args.out:
             out = Path(args.out).resolve()
+            _refuse_outside_link(parser, args.out, out)
             if out == execute.book_folder().resolve() and not args.book:
                 parser.error(f"--out {args.out!r} is the book's own folder: only the book's build "
                              "(--book, make book) writes there")  # fmt: skip

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from lamina.book.memory import PeakWatch, last_peak, run_side_by_side
 from lamina.book.params import chapter_defaults, check_parameters
-from lamina.book.preflight import preflight
+from lamina.book.preflight import check_config, preflight
 from lamina.book.reuse import (
     changed_components,
     component_digests,
@@ -49,6 +49,7 @@ from lamina.book.reuse import (
     results_files,
     reusable,
 )
+from lamina.book.runlock import run_lock
 from lamina.core import registry
 from lamina.core.progress import PROGRESS_ENV, forward, say
 from lamina.core.provenance import (
@@ -145,6 +146,7 @@ def _prepare(
         known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
     checked = check_parameters(chapter, source, dict(parameters or {}))
+    check_config(chapter, checked, chapter_defaults(source))  # ranges and choices, no kernel
     out = Path(out_dir).resolve() if out_dir is not None else default_out(chapter, checked, book)
     key, detail = input_key(source, checked, book)
     return _Run(chapter, source, checked, out, key, detail, book)
@@ -255,13 +257,20 @@ def _minutes(seconds: float) -> str:
 
 
 def _execute(run: _Run, kernel: str, progress: bool) -> Path:
-    """Run the chapter with papermill and write its report (see the module docstring)."""
+    """Run the chapter with papermill and write its report (see the module docstring), holding
+    its lock (:func:`lamina.book.runlock.run_lock`: a second run of it refuses)."""
+    writable_folder(run.out, f"output folder {str(run.out)!r}")
+    with run_lock(run.out, run.chapter):
+        return _execute_locked(run, kernel, progress)
+
+
+def _execute_locked(run: _Run, kernel: str, progress: bool) -> Path:
     import jupytext
     import papermill
 
     chapter, out = run.chapter, run.out
-    writable_folder(out, f"output folder {str(out)!r}")
-    staged, running = out / f".{chapter}.src.ipynb", out / f".{chapter}.running.ipynb"
+    tag = f"{os.getpid()}"  # temporary names unique per process
+    staged, running = out / f".{chapter}.{tag}.src.ipynb", out / f".{chapter}.{tag}.running.ipynb"
     jupytext.write(jupytext.read(run.source), staged, fmt="ipynb")
     root = Path(run.parameters.get("results_root") or results_dir())
     lines = Path(tempfile.mkstemp(prefix=f"lamina-{chapter}-", suffix=".progress")[1])

@@ -201,6 +201,41 @@ def _check_prompts(chapter: str, value: str) -> None:
         )
 
 
+#: each chapter's config class ("module:Class"), whose ``__post_init__`` declares its parameters'
+#: types, ranges and choices once: the notebook builds it (``Config.from_globals``) and
+#: :func:`check_config` builds it here, before any kernel starts, from the same values.
+CONFIGS: dict[str, str] = {
+    "trajectory_tour": "lamina.chapters.trajectory_tour:Config",
+    "convergence": "lamina.chapters.convergence:Config",
+    "curvature": "lamina.chapters.curvature:Config",
+    "bifurcation": "lamina.chapters.bifurcation:Config",
+    "three_phase": "lamina.chapters.three_phase:Config",
+    "reanalysis": "lamina.chapters.reanalysis_views:Config",
+    "weight_update_signature": "lamina.chapters.weight_update_signature:Config",
+    "layer_anatomy": "lamina.chapters.layer_anatomy:AnatomyConfig",
+    "growth_training": "lamina.chapters.growth_training:GrowthConfig",
+    "organisms": "lamina.chapters.organisms:OrganismsConfig",
+}
+
+
+def check_config(chapter: str, parameters: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """Build ``chapter``'s config (:data:`CONFIGS`) from its parameters cell's ``defaults``
+    overridden by the checked ``parameters``, as the notebook will: a value out of range or
+    not among the choices (``n_bootstrap -5``, ``pooling max``) is a :class:`PreflightError`
+    naming the chapter and the config's message. A chapter not in :data:`CONFIGS`: nothing."""
+    import importlib
+
+    if chapter not in CONFIGS:
+        return
+    module, name = CONFIGS[chapter].split(":")
+    config = getattr(importlib.import_module(module), name)
+    values = {k: v for k, v in {**defaults, **parameters}.items() if v is not ...}
+    try:
+        config.from_globals(values)
+    except (ValueError, TypeError) as exc:
+        raise PreflightError(f"chapter {chapter!r}: {exc}") from None
+
+
 def preflight(chapter: str, parameters: Mapping[str, Any]) -> None:
     """Every check of the module docstring for a run of ``chapter`` with the checked
     ``parameters`` (:func:`lamina.book.params.check_parameters`): :class:`PreflightError`,

@@ -12,7 +12,8 @@ over these components:
     The parameters after :func:`lamina.book.params.check_parameters` (types checked, paths
     absolute); the defaults are in the notebook source.
 ``parameter_files``
-    For each parameter value that names an existing file (a prompts JSONL, a ``.gguf``): its
+    For each file a parameter reads (:func:`parameter_reads`: each part of a comma list, a
+    family resolved to its file, each item of a list) that exists: its
     SHA-256 when under 64 MiB, else size and mtime; for an existing folder (a local model):
     the same for every file under it, by relative path. For a value shaped like a
     hub name (``org/name``): the commit each ref in the local Hugging Face cache points to.
@@ -70,7 +71,7 @@ from lamina.book.imports import LIB, import_closure, lamina_modules
 from lamina.core.provenance import data_dir
 from lamina.core.version import __version__
 from lamina.sources.gguf_models import OFFLINE_GGUF
-from lamina.sources.prompts import prompts_dir
+from lamina.sources.prompts import PromptFileError, prompt_files, prompt_sources, prompts_dir
 from lamina.states.io import results_dir
 
 __all__ = [
@@ -81,12 +82,14 @@ __all__ = [
     "describe_reuse",
     "file_digest",
     "input_key",
+    "parameter_reads",
     "results_files",
     "reusable",
 ]
 
 KEY_FORMAT = "lamina-reuse-4"  # 2: lazy exports narrow the closure; 3: the book flag; 4: folders
-# by their files' bytes, not their mtimes (a fresh copy of the same files reruns nothing)
+# by their files' bytes, not their mtimes (a fresh copy of the same files reruns nothing).
+# Not bumped for comma lists: a key that read no list is unchanged, one that did gains entries
 """Part of every key: bump when the key's definition changes."""
 
 LIBRARIES = (
@@ -143,22 +146,47 @@ def _hub_refs(name: str) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(refs.glob("*")) if p.is_file()}
 
 
+def parameter_reads(name: str, value: Any) -> list[str]:
+    """The files, folders or hub names that parameter ``name`` with ``value`` reads, one
+    entry each: for ``prompts``, every file :func:`lamina.sources.prompts.prompt_files`
+    resolves (a family alongside a path, a comma list: the same resolution the run's
+    :func:`~lamina.sources.prompts.load_prompts` uses; a part that resolves to nothing is kept
+    as given); for any other text, the whole value when it names an existing path, else each
+    comma-separated part; for a list, each item. ``results_root`` is an output: none."""
+    if name == "results_root" or value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [r for v in value for r in parameter_reads(name, v)]
+    if not isinstance(value, str) or not value:
+        return []
+    if name == "prompts":
+        out = []
+        for part in prompt_sources(value):
+            try:
+                out.append(str(prompt_files(part)[0]))
+            except PromptFileError:
+                out.append(part)
+        return out
+    if Path(value).expanduser().exists() or "," not in value:
+        return [value]
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
 def _parameter_files(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity of every file, folder or hub model that a parameter value names."""
+    """The identity of every file, folder or hub model that a parameter value reads
+    (:func:`parameter_reads`): ``{"<name>=<entry>": digest}``."""
     out: dict[str, Any] = {}
-    values = [
-        (k, v) for k, vs in parameters.items() for v in (vs if isinstance(vs, list) else [vs])
-    ]
-    for name, value in values:
-        if name == "results_root" or not isinstance(value, str) or not value:
-            continue  # results_root is an output (see "locations")
-        path = Path(value).expanduser()
-        if path.is_file():
-            out[f"{name}={value}"] = file_digest(path)
-        elif path.is_dir():
-            out[f"{name}={value}"] = _tree_digest(path)
-        elif re.fullmatch(r"[\w.-]+/[\w.-]+", value):
-            out[f"{name}={value}"] = _hub_refs(value)
+    for name, value in parameters.items():
+        for entry in parameter_reads(name, value):
+            path = Path(entry).expanduser()
+            if path.is_file():
+                out[f"{name}={entry}"] = file_digest(path)
+            elif path.is_dir():
+                out[f"{name}={entry}"] = _tree_digest(path)
+            elif re.fullmatch(r"[\w.-]+/[\w.-]+", entry):
+                out[f"{name}={entry}"] = _hub_refs(entry)
+            elif name == "prompts":
+                out[f"{name}={entry}"] = "missing"
     return out
 
 

@@ -79,7 +79,10 @@ class TrajectoryConfig(ChapterConfig):
         if self.pooling not in ("mean", "last"):
             raise ValueError(f"pooling must be 'mean' or 'last'; got {self.pooling!r}")
         if self.n_bootstrap < 10 or self.n_permutations < 1:
-            raise ValueError("n_bootstrap must be >= 10 and n_permutations >= 1")
+            raise ValueError(
+                "n_bootstrap must be >= 10 and n_permutations >= 1; got "
+                f"n_bootstrap={self.n_bootstrap!r}, n_permutations={self.n_permutations!r}"
+            )
         self.apply_quick()
 
 

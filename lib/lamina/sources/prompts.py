@@ -25,6 +25,7 @@ __all__ = [
     "list_families",
     "load_prompt_files",
     "load_prompts",
+    "prompt_files",
     "prompt_sources",
     "prompts_dir",
 ]
@@ -226,6 +227,9 @@ def _check_ambiguous_pairs(path: Path, rows: list[dict[str, Any]], lines: list[i
             raise PromptFileError(path, first[pid][0], "pair_id", f"pair {pid!r} lacks a sense")
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab, LF, CR
+
+
 def _parse_line(path: Path, line: int, raw_bytes: bytes) -> dict[str, Any] | None:
     """The JSON object on line ``line`` of ``path`` (None for a blank line); a
     :class:`PromptFileError` for bytes that are not UTF-8, malformed JSON or a non-object."""
@@ -235,6 +239,8 @@ def _parse_line(path: Path, line: int, raw_bytes: bytes) -> dict[str, Any] | Non
         raise PromptFileError(
             path, line, None, f"not valid UTF-8 (byte {err.start + 1} of the line)"
         ) from err
+    if line == 1 and raw.startswith("\ufeff"):  # a UTF-8 byte-order mark (Windows editors)
+        raw = raw[1:]
     if not raw.strip():
         return None
     try:
@@ -247,6 +253,13 @@ def _parse_line(path: Path, line: int, raw_bytes: bytes) -> dict[str, Any] | Non
         raise PromptFileError(path, line, None, "JSON nested too deeply to be a prompt row") from None
     if not isinstance(row, dict):
         raise PromptFileError(path, line, None, f"expected an object, got {_type_name(row)}")
+    for field, value in row.items():
+        if isinstance(value, str) and _CONTROL.search(value):
+            char = _CONTROL.search(value).group()  # type: ignore[union-attr]
+            raise PromptFileError(
+                path, line, str(field), f"holds the control character {char!r} (a NUL or "
+                "other non-printing byte a tokenizer would read as text): remove it"
+            )  # fmt: skip
     return row
 
 
@@ -337,6 +350,15 @@ def prompt_sources(text: str) -> list[str]:
     if Path(text).expanduser().is_file():
         return [text]
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def prompt_files(text: str) -> list[Path]:
+    """The files a ``prompts`` parameter value reads, in order: each part of
+    :func:`prompt_sources` resolved as :func:`load_prompts` resolves it (a family name to
+    ``<prompts_dir>/<family>.jsonl``, anything else as a path). This is the one resolution
+    that both a run (through :func:`load_prompts`) and the reuse key use. Raises
+    :class:`PromptFileError` naming a part that is neither a family nor a file."""
+    return [_resolve(part)[0] for part in prompt_sources(text)]
 
 
 def load_prompt_files(sources: list[str]) -> pd.DataFrame:
