@@ -102,7 +102,9 @@ def test_verdict_grid_has_a_row_per_claim_a_column_per_model_and_badges():
     text = verdict_grid_html(claims)
     assert text.count("<tr>") == 3  # header + two claims
     assert text.count("<td>") == 4 and "<td>–</td>" in text  # c2 has no m2 row
-    assert badge("not reproduced") in text and badge("partially reproduced") in text
+    # each cell's badge carries its claim, by which the calibration marks' stylesheet finds it
+    assert badge("not reproduced", claim="c1") in text
+    assert badge("partially reproduced", claim="c2") in text
     staged = verdict_grid_html(
         claims.assign(stage=["sft", "sft", "dpo"]), columns=["model", "stage"]
     )

@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from lamina.book.matrix import matrix_row_anchor
-from lamina.book.scorecard import CALIBRATION_OUTCOMES, CHAPTER_PAPER, load_records
+from lamina.book.scorecard import (
+    CALIBRATION_OUTCOMES,
+    CHAPTER_PAPER,
+    load_records,
+    read_calibration_outcomes,
+)
 from lamina.evidence.claims import VERDICTS, check_id
 from lamina.states.io import results_dir
 
@@ -171,8 +176,6 @@ def audit_book(results: Path | None = None, calibration: Path | None = None) -> 
         findings.append(Finding("calibration", "-", "-", f"no calibration page at {page}"))
     outcomes_file = page.with_name(CALIBRATION_OUTCOMES)
     if outcomes_file.is_file():
-        from lamina.book.scorecard import read_calibration_outcomes
-
         pages = {f.name: f.read_text(encoding="utf-8") for f in
                  (page.with_name("scorecard.md"), page.with_name("abstract.md")) if f.is_file()}  # fmt: skip
         ids = [str(r.get("claim_id", "")) for rec in records
