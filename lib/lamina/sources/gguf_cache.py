@@ -37,6 +37,7 @@ from torch import nn
 from lamina.core.manifest import MANIFEST, verify_folder, write_manifest
 from lamina.core.progress import library_bars_off
 from lamina.core.provenance import data_dir, env_dir
+from lamina.sources.gguf_dequant import patched_dequantize, shared_gguf_reader
 
 __all__ = [
     "MANIFEST",
@@ -159,7 +160,8 @@ def build_lock(target: Path) -> Iterator[None]:
 
 
 def build_cache(target: Path, gguf_path: Path, record: dict[str, Any]) -> None:
-    """Dequantise ``gguf_path`` to fp32 and write model + tokenizer + manifest into a temporary
+    """Dequantise ``gguf_path`` to fp32 (:func:`lamina.sources.gguf_dequant.fast_dequantize`)
+    and write model + tokenizer + manifest into a temporary
     folder beside ``target``, then rename it into place."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -168,11 +170,13 @@ def build_cache(target: Path, gguf_path: Path, record: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         folder, name = str(gguf_path.parent), gguf_path.name
-        with library_bars_off():  # the caller reports this step (lamina.core.progress)
+        # the caller reports this step (lamina.core.progress); the blocks are dequantised by
+        # lamina's vectorised kernels, bit-identical to gguf-py's (lamina.sources.gguf_dequant)
+        with library_bars_off(), patched_dequantize(), shared_gguf_reader():
             model = AutoModelForCausalLM.from_pretrained(
                 folder, gguf_file=name, dtype=torch.float32, local_files_only=True
             )
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
         _save_plain(model, tmp)
         tokenizer.save_pretrained(tmp)
         for p in tmp.iterdir():

@@ -51,6 +51,7 @@ from lamina.sources.gguf_cache import (
     gguf_cache_dir,
     verify,
 )
+from lamina.sources.gguf_dequant import shared_gguf_reader
 from lamina.sources.model_files import check_loading_info
 
 __all__ = [
@@ -342,7 +343,11 @@ def _dequantise(
     fp32 cache ``target`` (:func:`lamina.sources.gguf_cache.build_cache`), its manifest holding
     ``record`` plus the file's architecture and quantisation."""
     scratch_prefix = f".assemble-{target.name}-"  # removed by clean_scratch if we are killed
-    with tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=target.parent) as scratch:
+    # the file is parsed once for the checks and the loaders (lamina.sources.gguf_dequant)
+    with (
+        shared_gguf_reader(),
+        tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=target.parent) as scratch,
+    ):
         gguf_path = assemble(paths, Path(scratch))
         info = inspect_gguf(gguf_path)
         label = str(paths[0]) if len(paths) == 1 else f"{record['file']} ({paths[0].parent})"
