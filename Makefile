@@ -30,7 +30,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test test-fast typecheck lint book organisms aligned chapters methods html chapter benchmarks check-book clean
+.PHONY: install test test-fast typecheck lint book book-snakemake stage-table organisms aligned chapters methods html chapter benchmarks check-book clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ test-fast: $(STAMP)  # the non-slow tests: the edit-test loop (under 2 minutes o
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check lib tests benchmarks notebooks
+	$(VENV)/bin/ruff check lib tests benchmarks notebooks workflow
 	$(MAKE) typecheck
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline .github/workflows/
@@ -97,6 +97,20 @@ html: $(STAMP) methods
 
 book: chapters html
 	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
+
+# The same book through Snakemake (Snakefile; workflow/profiles/default): one rule per stage,
+# on the machine's cores (or JOBS) and 90% of its memory; a killed build resumes where it
+# stopped. Each stage's time and peak memory land in benchmarks/snakemake/*.tsv, and
+# `make stage-table` prints the README's stage table from them. Not yet what `make book` runs.
+MEM_MB ?= $(shell awk '/^MemTotal:/ {printf "%d", $$2 / 1024 * 0.9}' /proc/meminfo 2>/dev/null || echo 8192)
+book-snakemake: $(STAMP)
+	$(VENV)/bin/snakemake --profile workflow/profiles/default --cores $(or $(JOBS),all) \
+		--resources mem_mb=$(MEM_MB) --config calibration_seeds=$(CALIBRATION_SEEDS) \
+		$(if $(JOBS),calibration_jobs=$(JOBS))
+	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
+
+stage-table: $(STAMP)
+	$(PY) workflow/scripts/stage_table.py benchmarks/snakemake
 
 # Rerun one chapter on any model, any papermill parameter passes through, e.g.
 #   make chapter CH=curvature MODEL=HuggingFaceTB/SmolLM2-135M PARAMS="-p quick true"

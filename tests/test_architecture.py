@@ -225,7 +225,8 @@ def test_the_top_level_holds_at_most_ten_modules():
 # The test files that sit at the top of tests/, each with what it checks: the project as a whole
 # (this file: lib's shape; the book's chapters and table of contents; the CI workflows) and the
 # top-level module lamina/__main__.py (the lamina command).
-TOP_LEVEL_TESTS = {"test_architecture.py", "test_project.py", "test_workflows.py", "test_cli.py"}
+TOP_LEVEL_TESTS = {"test_architecture.py", "test_project.py", "test_workflows.py", "test_cli.py",
+                   "test_snakemake.py"}  # the Snakefile and its profiles (workflow/)
 # test folders that mirror a folder of the repository other than lib/lamina
 OTHER_MIRRORS = {"notebooks": "notebooks"}
 

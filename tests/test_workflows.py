@@ -120,3 +120,37 @@ def test_the_aligned_builds_are_built_once_and_restored_where_they_are_read():
     assert "aligned" in jobs["chapter"]["needs"]
     assert cache_keys("chapter", "data/aligned") == built == cache_keys("book", "data/aligned")
     assert jobs["aligned"]["timeout-minutes"] <= 360  # GitHub's limit for one job
+
+
+def test_the_nightly_book_job_assembles_the_chapter_jobs_results_and_runs_no_chapter():
+    """Issue 52: the book job collects the chapter jobs' artifacts and builds the pages and the
+    HTML from them (make html: lamina pages over data/results); it executes no chapter
+    (no make book, make chapter(s), lamina run or execute), restores the aligned builds and the
+    calibration cache, and runs make check-book."""
+    jobs = _nightly()["jobs"]
+    book = jobs["book"]
+    steps = book["steps"]
+    scripts = "\n".join(s.get("run", "") for s in steps)
+    assert "chapter" in book["needs"]
+    for forbidden in ("make book", "make chapter", "lamina run", " execute", "lamina.book execute"):
+        assert forbidden not in scripts, forbidden
+    downloads = [s for s in steps if "actions/download-artifact" in s.get("uses", "")]
+    assert downloads and downloads[0]["with"]["pattern"] == "run-*"
+    assert downloads[0]["with"]["merge-multiple"] is True
+    uploads = [s["with"]["name"] for s in jobs["chapter"]["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert all(u.startswith("run-") for u in uploads)  # what the pattern collects
+    restored = {s["with"]["path"] for s in steps if "actions/cache" in s.get("uses", "")}
+    assert {"data/aligned", "data/cache/calibration"} <= restored
+    assert "make html" in scripts and "make check-book" in scripts
+    assert scripts.index("make html") < scripts.index("make check-book")
+
+
+def test_the_nightly_deploys_the_checked_book_to_pages():
+    jobs = _nightly()["jobs"]
+    pages = [s for s in jobs["book"]["steps"] if "upload-pages-artifact" in s.get("uses", "")]
+    assert pages and pages[0]["with"]["path"] == "book/_build/html"
+    deploy = jobs["deploy"]
+    assert deploy["needs"] == "book"  # only a book that passed check-book is published
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    assert any("actions/deploy-pages@" in s.get("uses", "") for s in deploy["steps"])
