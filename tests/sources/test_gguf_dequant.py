@@ -55,13 +55,16 @@ def test_a_truncated_row_is_refused() -> None:
         fast_dequantize(np.zeros((2, 143), dtype=np.uint8), GGMLQuantizationType.Q4_K)
 
 
-def test_patch_is_restored() -> None:
+def test_patch_is_restored_and_silences_the_loaders_bar(capsys) -> None:
     import gguf
+    import transformers.modeling_gguf_pytorch_utils as hf_gguf
 
-    original = gguf.dequantize
+    original, bar = gguf.dequantize, hf_gguf.tqdm
     with patched_dequantize():
         assert gguf.dequantize is fast_dequantize
-    assert gguf.dequantize is original
+        list(hf_gguf.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."))
+    assert "Converting" not in capsys.readouterr().err  # lamina reports the step itself
+    assert gguf.dequantize is original and hf_gguf.tqdm is bar
 
 
 def _small_gguf(path) -> None:

@@ -162,15 +162,21 @@ def fast_dequantize(data: np.ndarray, qtype: object) -> np.ndarray:
 @contextmanager
 def patched_dequantize() -> Iterator[None]:
     """While open, ``gguf.dequantize`` (which Hugging Face's GGUF loader imports when it loads a
-    checkpoint) is :func:`fast_dequantize`; restored on exit."""
-    import gguf
+    checkpoint) is :func:`fast_dequantize`, and that loader's own per-tensor progress bar
+    (a plain ``tqdm``, which transformers' ``disable_progress_bar`` does not reach) is off:
+    the caller reports the step (:mod:`lamina.core.progress`). Both restored on exit."""
+    import functools
 
-    original = gguf.dequantize
+    import gguf
+    import transformers.modeling_gguf_pytorch_utils as hf_gguf
+
+    original, bar = gguf.dequantize, hf_gguf.tqdm
     gguf.dequantize = fast_dequantize
+    hf_gguf.tqdm = functools.partial(bar, disable=True)
     try:
         yield
     finally:
-        gguf.dequantize = original
+        gguf.dequantize, hf_gguf.tqdm = original, bar
 
 
 @contextmanager
