@@ -34,6 +34,11 @@ def test_stage_detail_names_each_gated_stage_its_outcome_and_its_gain() -> None:
     two = pd.concat([gates, gates.assign(model="r", passed=[float("nan"), True, False])])
     assert gate_outcomes(two) == "`o` @sft failed, @dpo passed; `r` @sft passed, @dpo failed"
     assert stage_detail(gates.iloc[:1]) == gate_outcomes(gates.iloc[:1]) == "no gate was measured"
+    with_base = gates.assign(base_content_probe=[NAN, NAN, 0.65], content_gain_over_base=[NAN, NAN, 0.05],
+                             content_gain_over_base_ci_low=[NAN, NAN, 0.01],
+                             content_gain_over_base_ci_high=[NAN, NAN, 0.09])  # fmt: skip
+    assert ("content probe 0.700 against @sft's 0.600 (+0.100, 95% CI +0.050 to +0.150), the "
+            "base's 0.650 (+0.050, 95% CI +0.010 to +0.090) and preference") in stage_detail(with_base)
     untested = pd.DataFrame([{"model": "u", "stage": "dpo", "gated": True, "passed": False,
                               "reason": "not testable: no held-out triples with a content probe"}])
     assert stage_detail(untested) == ("`u`: @dpo failed (not testable: no held-out triples with a "

@@ -19,12 +19,18 @@ def test_stage_gates_of_both_record_formats(tmp_path):
     (tmp_path / "gates.json").write_text(json.dumps(old))
     g = real_gates(tmp_path)
     assert g["sft"].passed and not g["dpo"].passed and g["dpo"].values == {"probe": 0.5}
-    new = {"format": 2, "sft": {"passed": False, "values": {"gain": -0.1}, "reason": "base"},
+    assert "did not compare @dpo with the base" in g["dpo"].reason  # format 1 predates it
+    new = {"format": 3, "sft": {"passed": False, "values": {"gain": -0.1}, "reason": "base"},
            "dpo": {"passed": True, "values": {"gain": 0.2}, "reason": "ok"}}  # fmt: skip
     (tmp_path / "gates.json").write_text(json.dumps(new))
     g = real_gates(tmp_path)
     assert not g["sft"].passed and g["dpo"].passed and g["sft"].reason == "base"
-    (tmp_path / "gates.json").write_text(json.dumps({"format": 2}))
+    # format 2: the same layout, but its DPO gate never compared @dpo with the base (issue 51)
+    (tmp_path / "gates.json").write_text(json.dumps({**new, "format": 2}))
+    g = real_gates(tmp_path)
+    assert not g["sft"].passed and g["sft"].reason == "base"
+    assert not g["dpo"].passed and "format 2" in g["dpo"].reason and g["dpo"].values == {"gain": 0.2}
+    (tmp_path / "gates.json").write_text(json.dumps({"format": 3}))
     assert "missing from its record" in real_gates(tmp_path)["sft"].reason
 
 

@@ -198,18 +198,49 @@ def test_dpo_gate_needs_a_content_gain_over_sft_not_a_high_probe() -> None:
     kinds = [("style", "content", "refuse", "answer")[k % 4] for k in range(n)]
     units = np.repeat(np.arange(n // 4), 4)
     sft = (rng.random(n) < 0.9).astype(float)
+    base = _pref_rows(np.zeros(n), kinds, units)  # a base that knows nothing
     high_same = _pref_rows(sft[rng.permutation(n)], kinds, units)
-    g = dpo_gate(high_same, _pref_rows(sft, kinds, units))
+    g = dpo_gate(high_same, _pref_rows(sft, kinds, units), base)
     assert g.values["content_probe"] > 0.8 and not g.passed and "gain" in g.reason
     better = _pref_rows(np.maximum(sft, rng.random(n) < 0.9), kinds, units)
-    g = dpo_gate(better, _pref_rows(sft, kinds, units))
+    g = dpo_gate(better, _pref_rows(sft, kinds, units), base)
     assert g.passed and g.values["content_gain_ci_low"] > 0
+    assert g.values["content_gain_over_base_ci_low"] > 0
     assert g.values["preference_accuracy_ci_low"] > g.values["constant_style_baseline"]
     # ties count one half; no content triple: not testable
     tie = _pref_rows(np.full(n, 0.5), kinds, units)
-    assert dpo_gate(tie, tie).values["preference_accuracy"] == 0.5
-    empty = dpo_gate(tie.iloc[0:0], tie.iloc[0:0])
+    assert dpo_gate(tie, tie, tie).values["preference_accuracy"] == 0.5
+    empty = dpo_gate(tie.iloc[0:0], tie.iloc[0:0], tie.iloc[0:0])
     assert not empty.passed and "not testable" in empty.reason
+
+
+def test_dpo_gate_needs_a_content_gain_over_the_base_too() -> None:
+    """Issue 51: until then the DPO gate compared @dpo with @sft only, so a DPO that recovered
+    part of what a damaging SFT lost passed while ending below the base it started from."""
+    rng = np.random.default_rng(5)
+    n = 800
+    kinds = [("style", "content", "refuse", "answer")[k % 4] for k in range(n)]
+    units = np.repeat(np.arange(n // 4), 4)
+    base = _pref_rows((rng.random(n) < 0.9).astype(float), kinds, units)
+    sft = _pref_rows((rng.random(n) < 0.4).astype(float), kinds, units)  # SFT lost content
+    dpo = _pref_rows((rng.random(n) < 0.7).astype(float), kinds, units)  # DPO regained some
+    g = dpo_gate(dpo, sft, base)
+    assert g.values["content_gain_ci_low"] > 0  # beats @sft ...
+    assert g.values["content_gain_over_base_ci_high"] < 0  # ... but not the base
+    assert not g.passed and "over the base" in g.reason
+    with pytest.raises(ValueError, match="same triples"):
+        dpo_gate(dpo, sft, base.iloc[::-1])
+
+
+def test_a_gates_record_older_than_the_base_comparison_fails_dpo_and_keeps_sft() -> None:
+    from lamina.sources.organisms.gates import DPO_WITHOUT_BASE, GATES_FORMAT
+
+    passed = {"passed": True, "values": {"content_gain": 0.2}, "reason": "passed: ok"}
+    old = read_gates({"format": 2, "sft": passed, "dpo": passed})
+    assert old["sft"].passed and not old["dpo"].passed
+    assert old["dpo"].reason == DPO_WITHOUT_BASE.format(fmt=2) and "base" in old["dpo"].reason
+    assert old["dpo"].values == {"content_gain": 0.2}  # its values stay on the page
+    assert read_gates({"format": GATES_FORMAT, "sft": passed, "dpo": passed})["dpo"].passed
 
 
 def test_cluster_ci_resamples_whole_units() -> None:
@@ -226,7 +257,7 @@ def test_gate_records_round_trip_and_reach_the_engine_as_a_stage_gate() -> None:
     from lamina.evidence.declare import ClaimSpec, Gate
 
     g = GateResult(False, {"content_gain": 0.0}, "failed: no gain")
-    rec = {"format": 2, "sft": dataclasses.asdict(g), "dpo": {"values": {}}}
+    rec = {"format": 3, "sft": dataclasses.asdict(g), "dpo": {"values": {}}}
     got = read_gates(rec)
     assert got["sft"] == g and not got["dpo"].passed and "missing" in got["dpo"].reason
     with pytest.raises(ValueError, match="format"):

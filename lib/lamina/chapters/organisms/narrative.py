@@ -223,7 +223,8 @@ def _gain(r: Mapping[str, Any], col: str) -> str:
 
 def _stage_clause(r: Mapping[str, Any]) -> str:
     """One gated stage's outcome with the gain over its predecessor (and, for @sft, over the
-    best content-blind policy; for @dpo, its preference accuracy against a constant style).
+    best content-blind policy; for @dpo, over the base, when its record has it, and its
+    preference accuracy against a constant style).
     A gate that could not be measured ("not testable": its values are missing) reads its reason."""
     word = "passed" if r["passed"] else "failed"
     key = "gain_over_best_policy" if r["stage"] == "sft" else "content_gain"
@@ -234,8 +235,12 @@ def _stage_clause(r: Mapping[str, Any]) -> str:
                 f"{r['base_sft_accuracy']:.3f} ({_gain(r, 'gain_over_base')}) and the best "
                 f"content-blind policy's {r['best_policy_accuracy']:.3f} "
                 f"({_gain(r, 'gain_over_best_policy')})")  # fmt: skip
+    over_base = ""
+    if r.get("content_gain_over_base") is not None and not pd.isna(r["content_gain_over_base"]):
+        over_base = (f", the base's {r['base_content_probe']:.3f} "
+                     f"({_gain(r, 'content_gain_over_base')})")  # fmt: skip
     return (f"@dpo {word}, content probe {r['content_probe']:.3f} against @sft's "
-            f"{r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')}) and preference accuracy "
+            f"{r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')}){over_base} and preference accuracy "
             f"{r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}–"
             f"{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
             "for a constant style")  # fmt: skip

@@ -30,7 +30,7 @@ from lamina.sources.organisms.tables import gate_rows
 __all__ = ["aligned_gates", "gate_checks", "summary"]
 
 _GAINS = {"sft": ("gain_over_best_policy", SFT_GATE, "CI above 0, and above 0 against the base and every policy"),
-          "dpo": ("content_gain", DPO_GATE, "CI above 0, and preference accuracy above the constant style")}  # fmt: skip
+          "dpo": ("content_gain", DPO_GATE, "CI above 0, its gain over the base too, and preference accuracy above the constant style")}  # fmt: skip
 
 
 def _ci(r: dict[str, Any], col: str) -> tuple[float, float, float]:

@@ -47,8 +47,8 @@ SFT_GATE = ClaimSpec(
 DPO_GATE = ClaimSpec(
     id="self-organisms-dpo-gate", kind="self-check",
     claim="@dpo prefers the correct answer on held-out entity pairs more often than @sft did "
-    "(CI of the content probe's gain above 0), and its preference accuracy lies above the best "
-    "constant-style policy.", paper_value="gain > 0",
+    "and than the base does (CI of the content probe's gain over each above 0), and its "
+    "preference accuracy lies above the best constant-style policy.", paper_value="gain > 0",
     statistic="held-out content probe - @sft's", unit="fraction of triples",
     resampling="entity pair", not_calibrated=_GATE, short="DPO gate",
 )  # fmt: skip

@@ -15,8 +15,10 @@ against the baselines that matter (:func:`stage_gates`):
   :data:`lamina.sources.organisms.baselines.POLICIES` (fit on the training items) and the base,
   each with the CI of the paired difference above 0;
 * ``dpo`` passes when its content probe (P[log pi(correct) > log pi(wrong answer)], both in the
-  instructed style) exceeds ``sft``'s, CI of the paired difference above 0, and its preference
-  accuracy's CI lies above the best constant-style policy (0.5 by construction).
+  instructed style) exceeds ``sft``'s **and the base's**, each with the CI of the paired
+  difference above 0 (a DPO that gains over a degraded @sft but ends below the base has taught
+  nothing), and its preference accuracy's CI lies above the best constant-style policy (0.5 by
+  construction).
 
 Ties count 1/2. :func:`weight_change` gives ||dW||_F / ||W||_F per matrix group. The gates are
 pure functions of the tables, so they can be tested on planted tables; :func:`measure_stages`
@@ -51,13 +53,21 @@ from lamina.sources.organisms.instructions import (
 )
 from lamina.sources.organisms.stages import dpo_margins
 
-__all__ = ["GATES_FORMAT", "N_RESAMPLES", "STAGE_ORDER", "GateResult", "cluster_ci", "dpo_gate",
-           "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate",
+__all__ = ["DPO_WITHOUT_BASE", "GATES_FORMAT", "N_RESAMPLES", "STAGE_ORDER", "GateResult",
+           "cluster_ci", "dpo_gate", "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate",
            "sft_table", "stage_gates", "stage_measures", "weight_change", "write_gates"]  # fmt: skip
 
 N_RESAMPLES = 2000
-GATES_FORMAT = 2
-"""Version of the gates record (:func:`write_gates`); 1 was {checkpoint: {"preference", "sft"}}."""
+GATES_FORMAT = 3
+"""Version of the gates record (:func:`write_gates`); 1 was {checkpoint: {"preference", "sft"}};
+2 had the same layout as 3 but a DPO gate that did not compare @dpo with the base (its @dpo
+gate is read as failed, :func:`read_gates`)."""
+DPO_WITHOUT_BASE = (
+    "its DPO gate was recorded in gates format {fmt}, which did not compare @dpo with the base: "
+    "rebuild the aligned model or organism to judge @dpo"
+)
+"""The reason an older record's @dpo gate fails (:func:`read_gates`,
+:func:`lamina.weights.aligned.gate_from_record`)."""
 STAGE_ORDER = ("base", "sft", "dpo")
 """The stages in training order; each after the first is gated against its predecessor."""
 
@@ -201,38 +211,47 @@ def sft_gate(stage: pd.DataFrame, base: pd.DataFrame, policies: Mapping[str, np.
     return GateResult(not fails, values, head + msg)
 
 
-def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, seed: int = 0) -> GateResult:
-    """The DPO gate on :func:`preference_table` s of the stage and its predecessor (same
-    triples, same order): passes iff the content probe's paired gain over the predecessor has
-    a CI above 0 and the preference accuracy's CI lies above the constant-style baseline.
+def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
+             seed: int = 0) -> GateResult:  # fmt: skip
+    """The DPO gate on :func:`preference_table` s of the stage, its predecessor (@sft) and the
+    base (same triples, same order): passes iff the content probe's paired gain over the
+    predecessor **and over the base** each have a CI above 0, and the preference accuracy's CI
+    lies above the constant-style baseline.
 
-    values: content_probe, sft_content_probe, content_gain (+ CI), preference_accuracy (+ CI),
-    sft_preference_accuracy, preference_gain (+ CI), constant_style_baseline, n_triples,
-    n_content, n_units."""
+    values: content_probe, sft_content_probe, base_content_probe, content_gain and
+    content_gain_over_base (each + CI), preference_accuracy (+ CI), sft_preference_accuracy,
+    preference_gain (+ CI), constant_style_baseline, n_triples, n_content, n_units (fractions
+    in [0, 1], gains as differences of fractions)."""
     content = (stage["kind"] == "content").to_numpy() if len(stage) else np.zeros(0, bool)
     if stage.empty or not content.any():
         return GateResult(False, {"n_triples": float(len(stage))},
                           "not testable: no held-out triples with a content probe")  # fmt: skip
-    if list(stage["unit"]) != list(before["unit"]):
-        raise ValueError("dpo_gate: the stage and predecessor tables must hold the same triples in order")
-    wins, prev, units = _wins(stage), _wins(before), stage["unit"].to_numpy()
+    if list(stage["unit"]) != list(before["unit"]) or list(stage["unit"]) != list(base["unit"]):
+        raise ValueError("dpo_gate: the stage, predecessor and base tables must hold the same triples in order")
+    wins, prev, first, units = _wins(stage), _wins(before), _wins(base), stage["unit"].to_numpy()
     base = _constant_baseline(stage)
     pa, pl, ph = cluster_ci(wins, units, seed)
     values = {"content_probe": float(wins[content].mean()), "sft_content_probe": float(prev[content].mean()),
+              "base_content_probe": float(first[content].mean()),
               "preference_accuracy": pa, "preference_accuracy_ci_low": pl,
               "preference_accuracy_ci_high": ph, "sft_preference_accuracy": float(prev.mean()),
               "constant_style_baseline": base, "n_triples": float(len(stage)),
               "n_content": float(content.sum()), "n_units": float(len(set(units[content])))}  # fmt: skip
     values |= _gain(wins[content], prev[content], units[content], seed + 1, "content_gain")
     values |= _gain(wins, prev, units, seed + 2, "preference_gain")
+    values |= _gain(wins[content], first[content], units[content], seed + 3, "content_gain_over_base")
     fails = []
     if not values["content_gain_ci_low"] > 0:
         fails.append("the content probe's gain over @sft has a CI reaching 0")
+    if not values["content_gain_over_base_ci_low"] > 0:
+        fails.append("the content probe's gain over the base has a CI reaching 0")
     if not pl > base:
         fails.append(f"the preference accuracy's CI reaches the constant-style baseline {base:.3f}")
     msg = (f"content probe {values['content_probe']:.3f} vs @sft {values['sft_content_probe']:.3f}: "
            f"{values['content_gain']:+.3f} [{values['content_gain_ci_low']:+.3f}, "
-           f"{values['content_gain_ci_high']:+.3f}]; preference {pa:.3f} [{pl:.3f}, {ph:.3f}] vs "
+           f"{values['content_gain_ci_high']:+.3f}], vs the base {values['base_content_probe']:.3f}: "
+           f"{values['content_gain_over_base']:+.3f} [{values['content_gain_over_base_ci_low']:+.3f}, "
+           f"{values['content_gain_over_base_ci_high']:+.3f}]; preference {pa:.3f} [{pl:.3f}, {ph:.3f}] vs "
            f"constant style {base:.3f}; n = {int(content.sum())} content triples, "
            f"{int(values['n_units'])} entity pairs")  # fmt: skip
     return GateResult(not fails, values, ("passed: " if not fails else "failed: " + "; ".join(fails) + ": ") + msg)
@@ -243,7 +262,7 @@ def stage_gates(tables: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
     """{"sft": gate, "dpo": gate} from {stage: (sft_table, preference_table)} of
     :data:`STAGE_ORDER` (see the module docstring)."""
     return {"sft": sft_gate(tables["sft"][0], tables["base"][0], policies, seed),
-            "dpo": dpo_gate(tables["dpo"][1], tables["sft"][1], seed)}  # fmt: skip
+            "dpo": dpo_gate(tables["dpo"][1], tables["sft"][1], tables["base"][1], seed)}  # fmt: skip
 
 
 _GROUPS = (("q", r"q_proj"), ("k", r"k_proj"), ("v", r"v_proj"), ("o", r"o_proj|attn\.c_proj"),
@@ -319,8 +338,10 @@ def write_gates(path: Path, gates: Mapping[str, Any]) -> None:
 def read_gates(record: Mapping[str, Any]) -> dict[str, GateResult]:
     """{"sft": GateResult, "dpo": GateResult} from a gates record (:func:`write_gates`, or the
     ``gates`` of an organism's evaluation.json); a stage whose gate is missing fails, saying
-    so; a record of an older format raises ValueError naming it."""
-    if record.get("format") != GATES_FORMAT:
+    so; a format-2 record's @dpo gate fails (:data:`DPO_WITHOUT_BASE`); a record of another
+    format raises ValueError naming it."""
+    fmt = record.get("format")
+    if fmt not in (2, GATES_FORMAT):
         raise ValueError(f"gates record of format {record.get('format')!r}; this code reads "
                          f"format {GATES_FORMAT} (rebuild the aligned model or organism)")  # fmt: skip
     out = {}
@@ -332,4 +353,6 @@ def read_gates(record: Mapping[str, Any]) -> dict[str, GateResult]:
         values = {str(k): float(v) for k, v in dict(g.get("values", {})).items()
                   if isinstance(v, int | float) and not isinstance(v, bool)}  # fmt: skip
         out[stage] = GateResult(bool(g["passed"]), values, str(g.get("reason", "")))
+        if stage == "dpo" and fmt != GATES_FORMAT:
+            out[stage] = GateResult(False, values, DPO_WITHOUT_BASE.format(fmt=fmt))
     return out
