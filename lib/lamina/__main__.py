@@ -2,7 +2,7 @@
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
     lamina run --all [--jobs J] [--book]   # every chapter; --book: the book's own build
-    lamina chapters                        # the registry: name, paper, default models
+    lamina chapters [CHAPTER ...]          # the registry: name, paper, default models
     lamina pages [--results DIR]           # scorecard, comparison, reproducibility pages
     lamina methods                         # the methods page's quoted definitions
     lamina models                          # the models loadable offline here
@@ -32,16 +32,30 @@ def _run(argv: list[str]) -> int:
     return run_main(argv, prog="lamina run")
 
 
-def _chapters() -> int:
+def _chapters(argv: list[str]) -> int:
+    """``lamina chapters [NAME ...]``: the registry's rows (of the chapters named); an unknown
+    name is a usage error (exit 2)."""
     from lamina.core.registry import REGISTRY
 
+    parser = argparse.ArgumentParser(prog="lamina chapters", description="the book's chapters")
+    parser.add_argument("names", nargs="*", help="chapters to show (default: all)")
+    args = parser.parse_args(argv)
+    known = [r.name for r in REGISTRY]
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        parser.error(f"unknown chapter {unknown[0]!r}; chapters: {known}")
     for r in REGISTRY:
+        if args.names and r.name not in args.names:
+            continue
         paper = f"paper {r.paper}" if r.paper else "-"
         print(f"{r.name:<26} {paper:<8} {r.notebook:<36} {', '.join(r.default_models)}")
     return 0
 
 
-def _models() -> int:
+def _models(argv: list[str]) -> int:
+    """``lamina models``: the models loadable offline here (no arguments)."""
+    parser = argparse.ArgumentParser(prog="lamina models", description="the models loadable offline here")
+    parser.parse_args(argv)  # no arguments: a stray one is a usage error
     from lamina.sources.models import available_offline
 
     for name in available_offline():
@@ -78,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         return _run(rest)
     if command == "chapters":
-        return _chapters()
+        return _chapters(rest)
     if command == "models":
-        return _models()
+        return _models(rest)
     if command == "calibrate":
         return _calibrate(rest)
     if command == "organisms":

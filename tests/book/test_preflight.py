@@ -11,18 +11,9 @@ import lamina.__main__ as lamina_cli
 
 
 @pytest.fixture(autouse=True)
-def no_kernel(monkeypatch, tmp_path):
-    """Any kernel start fails the test: these errors must come before one."""
-    import papermill
-
-    def kernel(*args, **kwargs):
-        raise AssertionError("a kernel was started")
-
-    monkeypatch.setattr(papermill, "execute_notebook", kernel)
-    monkeypatch.setenv("LAMINA_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("LAMINA_RESULTS", str(tmp_path / "results"))
-    monkeypatch.delenv("LAMINA_DEVICE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def _no_kernel(no_kernel):
+    """Every test here: no kernel may start (tests/book/conftest.py)."""
+    return no_kernel
 
 
 def _usage_error(capsys, argv: list[str]) -> str:

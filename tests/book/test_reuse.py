@@ -308,3 +308,18 @@ def test_a_family_resolves_to_the_file_the_run_reads(chapter, tmp_path):
 
     reads = reuse.parameter_reads("prompts", "lexical")
     assert reads == [str(prompt_files("lexical")[0])] == [str(prompts_dir() / "lexical.jsonl")]
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_every_folder_of_a_list_of_models_is_part_of_the_key(chapter, tmp_path, as_list):
+    """Issue 53: a model list (``-p model a,b`` or ``["a", "b"]``) reads each folder; the
+    second one's files changing must change the key as the first one's do."""
+    folders = [tmp_path / "model-a", tmp_path / "model-b"]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    value = [str(f) for f in folders] if as_list else ",".join(str(f) for f in folders)
+    key0, detail = reuse.input_key(chapter["source"], {"model": value})
+    assert sorted(detail["parameter_files"]) == [f"model={f}" for f in folders]
+    (folders[1] / "model.safetensors").write_bytes(b"new weights")
+    assert reuse.input_key(chapter["source"], {"model": value})[0] != key0

@@ -117,15 +117,20 @@ def test_an_hf_config_whose_sizes_disagree_with_its_weights_is_refused(tmp_path)
         lamina.load_model(str(folder))
 
 
+_ROW_OF = {"claim_id": "p1-curvature-gap", "claim": "c", "verdict": "reproduced"}
+
 _KILLED = """
 import os, signal, sys, papermill
 from lamina.book import execute
 def die(src, out, parameters, **kw):
     from lamina.states.io import write_results
-    write_results("alpha", "m", summary={"claims": []}, config={}, root=parameters["results_root"])
+    row = {"claim_id": "p1-curvature-gap", "claim": "c", "verdict": "reproduced", "measured": 0.9}
+    write_results("curvature", "m", summary={"claims": [row]}, config={},
+                  root=parameters["results_root"])
     os.kill(os.getpid(), signal.SIGKILL)
 papermill.execute_notebook = die
-execute.execute_chapter("alpha", sys.argv[1], {"results_root": sys.argv[2], "quick": True},
+execute.preflight = lambda *a, **k: None  # no model of the stand-in chapter to check
+execute.execute_chapter("curvature", sys.argv[1], {"results_root": sys.argv[2], "quick": True},
                         progress=False, book=True)
 """
 
@@ -136,13 +141,14 @@ results_root = None
 
 
 def _good_then_killed(tmp_path: Path, monkeypatch) -> tuple[dict, dict, Path, Path]:
-    """One good run of a stand-in chapter, then a rerun killed (SIGKILL) after it wrote its
-    results: (the good run's notebook and report bytes, its results' bytes, out, results)."""
+    """One good run of a stand-in ``curvature`` chapter (its claim measured 0.5), then a rerun
+    killed (SIGKILL) after it wrote its results (0.9): (the good run's notebook and report
+    bytes, its results' bytes, out, results)."""
     from lamina.book import execute
 
     notebooks, out, results = tmp_path / "notebooks", tmp_path / "out", tmp_path / "results"
     notebooks.mkdir()
-    (notebooks / "alpha.py").write_text(_CHAPTER)
+    (notebooks / "curvature.py").write_text(_CHAPTER)
     env = {**os.environ, "LAMINA_NOTEBOOKS": str(notebooks), "LAMINA_DATA": str(tmp_path / "d")}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -150,15 +156,28 @@ def _good_then_killed(tmp_path: Path, monkeypatch) -> tuple[dict, dict, Path, Pa
 
     def good(src, out_nb, parameters, **kw):
         Path(out_nb).write_text(Path(src).read_text())
-        io.write_results("alpha", "m", summary={"claims": []}, config={}, root=parameters["results_root"])
+        io.write_results("curvature", "m", summary={"claims": [{**_ROW_OF, "measured": 0.5}]},
+                         config={}, tables={"t": pd.DataFrame({"x": [0.5]})},
+                         root=parameters["results_root"])  # fmt: skip
 
     monkeypatch.setattr(papermill, "execute_notebook", good)
-    execute.execute_chapter("alpha", out, {"results_root": str(results)}, progress=False, book=True)
-    kept = {p: p.read_bytes() for p in [out / "alpha.ipynb", out / "alpha.report.json"]}
-    good_results = {p: p.read_bytes() for p in results.rglob("*.json")}
+    monkeypatch.setattr(execute, "preflight", lambda *a, **k: None)
+    execute.execute_chapter("curvature", out, {"results_root": str(results)}, progress=False, book=True)
+    kept = {p: p.read_bytes() for p in [out / "curvature.ipynb", out / "curvature.report.json"]}
+    good_results = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    assert {p.name for p in good_results} == {"curvature.json", "curvature.t.parquet"}
     killed = subprocess.run([sys.executable, "-c", _KILLED, str(out), str(results)], env=env)
     assert killed.returncode == -signal.SIGKILL
     return kept, good_results, out, results
+
+
+def _scorecard(results: Path) -> dict[str, float]:
+    """{model column: measured} of the curvature claim on the scorecard of ``results``."""
+    from lamina.book.scorecard import claims_table, load_records
+
+    table = claims_table(load_records(results))
+    rows = table[table.claim_id == _ROW_OF["claim_id"]]
+    return dict(zip(rows.model, rows.measured, strict=True))
 
 
 def test_kill_9_mid_run_keeps_the_last_good_run_and_marks_the_new_one_unfinished(tmp_path, monkeypatch):
@@ -167,17 +186,68 @@ def test_kill_9_mid_run_keeps_the_last_good_run_and_marks_the_new_one_unfinished
 
     kept, _, out, results = _good_then_killed(tmp_path, monkeypatch)
     assert {p: p.read_bytes() for p in kept} == kept  # the last good notebook and report
-    records = [io.read_result_file(p) for p in results.rglob("*.json")]
-    assert records and all(r["run"]["status"] == "running" for r in records)  # "unfinished"
-    assert lock_path(out, "alpha").exists()  # the dead run's lock: stale, taken over below
-    execute.execute_chapter("alpha", out, {"results_root": str(results), "quick": True},
+    unfinished = results / "m" / "curvature.unfinished.json"
+    assert io.read_result_file(unfinished)["run"]["status"] == "running"  # never finished
+    assert io.read_result_file(results / "m" / "curvature.json")["run"]["status"] == "ok"
+    assert _scorecard(results) == {"m": 0.5, "m (run: quick=True; unfinished)": 0.9}  # both
+    assert lock_path(out, "curvature").exists()  # the dead run's lock: stale, taken over below
+    execute.execute_chapter("curvature", out, {"results_root": str(results), "quick": True},
                             progress=False, book=True)  # fmt: skip
-    assert not lock_path(out, "alpha").exists()
+    assert not lock_path(out, "curvature").exists()
+    assert _scorecard(results) == {"m (run: quick=True)": 0.5}  # ended well: in place, none unfinished
+    record = io.read_result_file(results / "m" / "curvature.json")
+    assert record["run"]["status"] == "ok" and record["run"]["quick"] is True
+    assert sorted(p.name for p in (results / "m").iterdir()) == ["curvature.json", "curvature.t.parquet"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 53 finding: a run writes its results in place "
-                   "as it goes, so a killed rerun into the same slot replaces the last good "
-                   "run's results file (marked 'running'); its notebook and report are kept")
 def test_kill_9_mid_run_keeps_the_last_good_runs_results_file(tmp_path, monkeypatch):
     _, good, _, _ = _good_then_killed(tmp_path, monkeypatch)
     assert all(p.read_bytes() == b for p, b in good.items())
+
+
+def test_a_failed_rerun_keeps_the_last_good_results_and_shows_the_failure(tmp_path, monkeypatch):
+    import papermill
+
+    from lamina.book import execute
+
+    _, good, out, results = _good_then_killed(tmp_path, monkeypatch)
+
+    def fail(src, out_nb, parameters, **kw):
+        io.write_results("curvature", "m", summary={"claims": [{**_ROW_OF, "measured": 0.7}]},
+                         config={}, root=parameters["results_root"])  # fmt: skip
+        raise RuntimeError("a cell failed")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fail)
+    with pytest.raises(RuntimeError, match="a cell failed"):
+        execute.execute_chapter("curvature", out, {"results_root": str(results), "quick": True},
+                                progress=False, book=True)  # fmt: skip
+    assert all(p.read_bytes() == b for p, b in good.items())
+    assert _scorecard(results) == {"m": 0.5, "m (run: quick=True; failed run)": 0.7}
+
+
+def test_a_full_disk_as_a_run_ends_keeps_the_last_good_run(tmp_path, monkeypatch, capsys):
+    """The results of a run that ended well are moved into place last; a full disk then (the
+    moved record cannot be written) leaves the last good run's results, notebook and report
+    as they were, and this run's results unfinished beside them: one line, exit 1."""
+    import papermill
+
+    kept, good, out, results = _good_then_killed(tmp_path, monkeypatch)
+
+    def then_full(src, out_nb, parameters, **kw):
+        Path(out_nb).write_text(Path(src).read_text())
+        io.write_results("curvature", "m", summary={"claims": [{**_ROW_OF, "measured": 0.7}]},
+                         config={}, root=parameters["results_root"])  # fmt: skip
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(io, "temporary_beside", full)
+
+    monkeypatch.setattr(papermill, "execute_notebook", then_full)
+    code = lamina_cli.main(["run", "curvature", "--book", "--out", str(out), "-p", "results_root",
+                            str(results), "-p", "quick", "true"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "No space left on device; the last finished run's curvature.json is kept" in err
+    assert all(p.read_bytes() == b for p, b in {**kept, **good}.items())
+    assert _scorecard(results) == {"m": 0.5, "m (run: quick=True; unfinished)": 0.7}

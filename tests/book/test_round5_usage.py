@@ -19,21 +19,6 @@ from lamina.book import execute as book
 from lamina.book.runlock import RunLockedError, lock_path, run_lock
 
 
-@pytest.fixture
-def no_kernel(monkeypatch, tmp_path):
-    """Any kernel start fails the test: these errors must come before one."""
-    import papermill
-
-    def kernel(*args, **kwargs):
-        raise AssertionError("a kernel was started")
-
-    monkeypatch.setattr(papermill, "execute_notebook", kernel)
-    monkeypatch.setenv("LAMINA_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("LAMINA_RESULTS", str(tmp_path / "results"))
-    monkeypatch.delenv("LAMINA_DEVICE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def _usage_error(capsys, argv: list[str]) -> str:
     with pytest.raises(SystemExit) as info:
         lamina_cli.main(argv)
@@ -45,7 +30,8 @@ def _usage_error(capsys, argv: list[str]) -> str:
 
 @pytest.mark.parametrize(
     ("name", "value", "says"),
-    [("n_bootstrap", "-5", "n_bootstrap=-5"), ("pooling", "max", "got 'max'")],
+    [("n_bootstrap", "-5", "n_bootstrap must be a whole number >= 10; got -5"),
+     ("pooling", "max", "got 'max'")],
 )
 def test_a_value_out_of_range_or_choices_is_refused_before_a_kernel(
     no_kernel, capsys, name, value, says
@@ -61,6 +47,34 @@ def test_an_unknown_chapter_beside_all_is_an_error(no_kernel, capsys):
     assert "unknown chapter 'nosuch'" in err
     err = _usage_error(capsys, ["run", "curvature", "nosuch"])
     assert "unknown chapter 'nosuch'" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["chapters", "nosuch"], ["chapters", "curvature", "nosuch"], ["run", "../lib/lamina/__init__"],
+     ["run", "notebooks/curvature"], ["execute", "nosuch"], ["execute", "--all", "nosuch"]],
+)  # fmt: skip
+def test_every_command_that_takes_chapter_names_refuses_an_unknown_one(no_kernel, capsys, argv):
+    """``lamina chapters nosuch`` listed every chapter; a path that leads to a Python file
+    beside notebooks/ was taken for a chapter (``execute`` is ``python -m lamina.book
+    execute``, what ``make chapter CH=...`` runs)."""
+    from lamina.book.cli import main as book_main
+
+    if argv[0] == "execute":
+        with pytest.raises(SystemExit) as info:
+            book_main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+    else:
+        err = _usage_error(capsys, argv)
+    assert f"unknown chapter {argv[-1]!r}" in err
+
+
+def test_lamina_chapters_shows_the_chapters_named_and_models_takes_no_argument(capsys):
+    assert lamina_cli.main(["chapters", "curvature", "organisms"]) == 0
+    shown = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert shown == ["curvature", "organisms"]
+    assert "unrecognized arguments: curvature" in _usage_error(capsys, ["models", "curvature"])
 
 
 _CHAPTER = """# ---

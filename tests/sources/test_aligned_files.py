@@ -111,3 +111,57 @@ def copy_tree(src: Path, dst: Path) -> None:
     import shutil
 
     shutil.copytree(src, dst)
+
+
+# issue 53: every refusal of a damaged aligned build names the file at fault, whatever else
+# of the build is missing ("A1": a halved sft.safetensors whose dpo.safetensors is gone was
+# refused as "dpo.safetensors: not a readable safetensors file")
+
+
+def _damaged(built, tmp_path: Path, *, manifest: bool, gone: tuple[str, ...]) -> Path:
+    """A copy of the build with ``sft.safetensors`` halved, the files ``gone`` deleted and,
+    unless ``manifest``, no ``lamina-manifest.json`` (a build from before manifests)."""
+    folder, _, _ = built
+    damaged = tmp_path / "damaged"
+    copy_tree(folder, damaged)
+    _halve(damaged / "sft.safetensors")
+    for name in gone + (() if manifest else ("lamina-manifest.json",)):
+        (damaged / name).unlink()
+    return damaged
+
+
+@pytest.mark.filterwarnings("ignore:aligned build.*has no lamina-manifest.json")
+@pytest.mark.parametrize(
+    ("manifest", "gone", "says"),
+    [
+        (False, ("dpo.safetensors",), r"holds \d+ tensors, not the \d+ its build trained"),
+        (False, ("dpo.safetensors", "sft.adam.safetensors", "dpo.adam.safetensors"),
+         r"cannot be verified: its build has no lamina-manifest\.json.*dpo\.safetensors is missing"),
+        (False, (), r"holds \d+ tensors, not the \d+ its build trained"),
+        (True, ("dpo.safetensors",), r"has \d+ bytes, its manifest says \d+.*dpo\.safetensors: listed"),
+        (True, (), r"has \d+ bytes, its manifest says \d+"),
+    ],
+)  # fmt: skip
+def test_a1_a_halved_stage_file_is_named_whatever_else_is_missing(built, tmp_path, manifest, gone, says):
+    from lamina.sources.model_files import ModelFileError
+    from lamina.sources.organisms.pretrained import aligned_state
+
+    damaged = _damaged(built, tmp_path, manifest=manifest, gone=gone)
+    with pytest.raises(ModelFileError, match=says) as info:
+        aligned_state(damaged, "sft")
+    at_fault = str(damaged / "sft.safetensors")
+    assert str(info.value).removeprefix("aligned build: ").startswith(f"{at_fault}: "), info.value
+
+
+@pytest.mark.filterwarnings("ignore:aligned build.*has no lamina-manifest.json")
+@pytest.mark.parametrize("gone", [(), ("dpo.safetensors",)])
+def test_a1_a_build_from_before_manifests_with_a_halved_stage_file_is_rebuilt(built, tmp_path, gone):
+    """It was usable (aligned_damage None) when its files were all there: never rebuilt, and
+    refused each time it was applied."""
+    from lamina.sources.organisms.pretrained import aligned_damage
+
+    damaged = _damaged(built, tmp_path, manifest=False, gone=gone)
+    damage = aligned_damage(damaged)
+    assert damage is not None and f"{damaged / 'sft.safetensors'}: holds" in damage
+    assert ("files missing: ['dpo.safetensors']" in damage) == bool(gone)
+    assert aligned_damage(built[0]) is None

@@ -32,7 +32,7 @@ from lamina.core.provenance import (
     repo_root,
     writable_folder,
 )
-from lamina.states.io import ResultsFileError
+from lamina.states.io import ResultsFileError, ResultsWriteError
 
 __all__ = ["execute_parser", "main", "run_main"]
 
@@ -111,8 +111,9 @@ def _refuse_outside_link(parser: argparse.ArgumentParser, given: str, out: Path)
 
 
 def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    known = sorted({*execute.CHAPTERS, *(p.stem for p in execute._notebooks_dir().glob("*.py"))})
-    unknown = [c for c in args.chapters if not (execute._notebooks_dir() / f"{c}.py").is_file()]
+    notebooks = sorted(p.stem for p in execute._notebooks_dir().glob("*.py"))
+    known = sorted({*execute.CHAPTERS, *notebooks})
+    unknown = [c for c in args.chapters if c not in notebooks]  # a name, never a path
     if unknown:
         parser.error(f"unknown chapter {unknown[0]!r}; chapters: {known}")
     if args.all and args.chapters:
@@ -142,6 +143,9 @@ def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("[lamina] interrupted", file=sys.stderr)
         return 130
+    except ResultsWriteError as exc:  # a full disk as a run ended: nothing of the last good run lost
+        print(f"[lamina] {parser.prog}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # a cell failed in a kernel: one line, the notebook has the rest
         if type(exc).__name__ != "PapermillExecutionError":
             raise

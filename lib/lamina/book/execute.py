@@ -13,10 +13,13 @@ of the parameters that differ from the book's.
 While the kernel runs, lamina's progress lines (GGUF dequantisation, extraction, training) are
 printed on the terminal (:mod:`lamina.core.progress`), not into the notebook; the kernel is
 reached over Unix sockets (no unencrypted TCP). The last line names the executed notebook and
-the results. A run that fails keeps the last successful run's notebook and report as they
-were and writes ``<chapter>.failed.ipynb`` and ``<chapter>.failed.report.json`` beside them;
-its results records (if any) are marked ``failed``, those of a run killed before it ended stay
-``running`` (both shown as unfinished on the scorecard).
+the results. A run writes its results records as ``<chapter>.unfinished.json`` (status
+``running``: :data:`lamina.states.io.UNFINISHED`) beside the last successful run's, and they
+replace those only when it ends well (:func:`lamina.states.io.mark_run`). A run that fails
+keeps the last successful run's notebook, report and results as they were and writes
+``<chapter>.failed.ipynb`` and ``<chapter>.failed.report.json`` beside them; its results
+records (if any) are marked ``failed``, those of a run killed before it ended stay
+``running``: both are shown as unfinished on the scorecard, beside the last good run's.
 
 A chapter whose inputs have not changed since its last successful run into the same folder is
 not executed again: its notebook and results are reused (see :mod:`lamina.book.reuse` for the
@@ -134,7 +137,7 @@ class _Run(NamedTuple):
         quick = self.parameters.get("quick", chapter_defaults(self.source).get("quick", False))
         return json.dumps({"chapter": self.chapter, "book": self.book, "parameters": self.parameters,
                            "varied": varied, "namespace": namespace, "key": self.key,
-                           "quick": bool(quick)}, default=str)  # fmt: skip
+                           "quick": bool(quick), "staged": True}, default=str)  # fmt: skip
 
 
 def _prepare(
@@ -142,8 +145,8 @@ def _prepare(
 ) -> _Run:
     """The chapter's source, checked parameters, absolute output folder and input key."""
     source = _notebooks_dir() / f"{chapter}.py"
-    if not source.is_file():
-        known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
+    known = sorted(p.stem for p in _notebooks_dir().glob("*.py"))
+    if chapter not in known:  # a name, never a path (../x)
         raise ValueError(f"unknown chapter {chapter!r}; chapters: {known}")
     checked = check_parameters(chapter, source, dict(parameters or {}))
     check_config(chapter, checked, chapter_defaults(source))  # ranges and choices, no kernel
@@ -288,14 +291,18 @@ def _execute_locked(run: _Run, kernel: str, progress: bool) -> Path:
                 kernel_manager_class=_kernel_manager(),
             )  # fmt: skip
         fold_injected_parameters(running)
-        os.replace(running, run.target)
     except BaseException as exc:  # noqa: BLE001 (re-raised below, after the report)
         status, failure = "failed", exc
     finally:
         staged.unlink(missing_ok=True)
         lines.unlink(missing_ok=True)
     written, mine = _records_of(run, root, started)
-    mark_run(mine, status)  # "running" until now: a killed run stays so
+    try:  # "running" until now (a killed run stays so); "ok" moves them into place
+        mark_run(mine, status)
+        if status == "ok":
+            os.replace(running, run.target)
+    except OSError as exc:  # a full disk: the last good run's results stand, these stay unfinished
+        status, failure = "failed", failure or exc
     written, _ = _records_of(run, root, started)
     seconds, peak = time.perf_counter() - start, watch.peak_gib
     report = {

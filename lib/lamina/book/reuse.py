@@ -72,7 +72,7 @@ from lamina.core.provenance import data_dir
 from lamina.core.version import __version__
 from lamina.sources.gguf_models import OFFLINE_GGUF
 from lamina.sources.prompts import PromptFileError, prompt_files, prompt_sources, prompts_dir
-from lamina.states.io import results_dir
+from lamina.states.io import UNFINISHED, results_dir
 
 __all__ = [
     "KEY_FORMAT",
@@ -285,10 +285,11 @@ def changed_components(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
 
 def results_files(chapter: str, root: Path, since: float) -> dict[str, str]:
     """``{path: SHA-256}`` of the results files of ``chapter`` under ``root``
-    (``<model>/<chapter>.json`` and ``<model>/<chapter>.<table>.parquet``) written at or after
-    ``since`` (seconds since the epoch)."""
+    (``<model>/<chapter>.json``, ``<model>/<chapter>.unfinished.json`` while its run has not
+    ended well (:data:`lamina.states.io.UNFINISHED`), and ``<model>/<chapter>.<table>.parquet``)
+    written at or after ``since`` (seconds since the epoch)."""
     found = {}
-    for pattern in (f"*/{chapter}.json", f"*/{chapter}.*.parquet"):
+    for pattern in (f"*/{chapter}.json", f"*/{chapter}.{UNFINISHED}.json", f"*/{chapter}.*.parquet"):
         for path in root.glob(pattern) if root.is_dir() else []:
             if path.is_file() and path.stat().st_mtime >= since:
                 found[str(path)] = file_digest(path)

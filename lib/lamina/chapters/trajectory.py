@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from lamina.book.tables import show_details
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult, concat_tables
+from lamina.core.bounds import COUNT, SEED, Bound, check_bounds
 from lamina.sources.peer import is_peer
 from lamina.states.quant_control import (
     CONTROL_QTYPES,
@@ -75,14 +76,14 @@ class TrajectoryConfig(ChapterConfig):
     sensitivity: bool = True
     quant_control: bool = True
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "n_bootstrap": Bound(10, integer=True), "n_permutations": COUNT, "seed": SEED}
+    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`)."""
+
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "last"):
             raise ValueError(f"pooling must be 'mean' or 'last'; got {self.pooling!r}")
-        if self.n_bootstrap < 10 or self.n_permutations < 1:
-            raise ValueError(
-                "n_bootstrap must be >= 10 and n_permutations >= 1; got "
-                f"n_bootstrap={self.n_bootstrap!r}, n_permutations={self.n_permutations!r}"
-            )
+        check_bounds(self, self.BOUNDS)
         self.apply_quick()
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult
+from lamina.core.bounds import SEED, check_bounds
 from lamina.evidence.declare import ClaimSpec
 from lamina.trajectory.analyses.tour import TOUR_PROMPTS, tour_similarity, tour_summary
 
@@ -37,6 +38,7 @@ class Config(ChapterConfig):
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "last"):
             raise ValueError(f"pooling must be 'mean' or 'last'; got {self.pooling!r}")
+        check_bounds(self, {"seed": SEED})
         self.apply_quick()
 
 

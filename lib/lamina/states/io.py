@@ -3,6 +3,7 @@ states released with paper 1."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import pickle
@@ -28,6 +29,7 @@ from lamina.states.runs import RUN_ENV, model_folder, run_record
 
 __all__ = [
     "RUN_ENV",
+    "UNFINISHED",
     "PeerDataError",
     "ResultsFileError",
     "ResultsWriteError",
@@ -46,6 +48,12 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 # results
 # ----------------------------------------------------------------------------------------
+
+
+UNFINISHED = "unfinished"
+"""The infix of a ``lamina.book.execute`` run's results until it ends well: they wait in
+``<chapter>.unfinished.json`` (and ``.unfinished.<name>.parquet``) beside the last finished
+run's (:func:`write_results`, :func:`mark_run`), so a killed or failed run loses nothing."""
 
 
 def results_dir(*, create: bool = True) -> Path:
@@ -98,25 +106,27 @@ def write_results(
     beside it. ``<model>`` is :func:`lamina.states.runs.model_folder`; only the book's build
     writes without a namespace. Every file is written to a temporary beside its final name
     and renamed only when all are written, the JSON last; on a failure (a full disk) the
-    temporaries are removed and :class:`ResultsWriteError` names the folder. Returns the JSON
-    path."""
+    temporaries are removed and :class:`ResultsWriteError` names the folder. A
+    ``lamina.book.execute`` run (``staged``) writes ``<chapter>.unfinished.*`` instead
+    (:data:`UNFINISHED`), moved into place when it ends well. Returns the JSON path."""
     run = run_record(chapter, config)
     folder = (Path(root) if root is not None else results_dir()) / model_folder(model)
     folder = folder / str(run["namespace"]) if run.get("namespace") else folder
+    stem = f"{chapter}.{UNFINISHED}" if run.get("staged") else chapter
     staged: list[tuple[Path, Path]] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
         clean_stale_temporaries(folder)
         files = {}
         for name, table in (tables or {}).items():
-            final = folder / f"{chapter}.{_table_slug(name)}.parquet"
+            final = folder / f"{stem}.{_table_slug(name)}.parquet"
             staged.append((temporary_beside(final), final))
             table.to_parquet(staged[-1][0], index=False)
             files[final.name] = _table_entry(staged[-1][0], table)
         record = {"chapter": chapter, "model": model, "summary": summary, "config": config,
                   "tables": sorted(tables or {}), "files": files, "run": run,
                   "provenance": provenance()}  # fmt: skip
-        staged.append((temporary_beside(folder / f"{chapter}.json"), folder / f"{chapter}.json"))
+        staged.append((temporary_beside(folder / f"{stem}.json"), folder / f"{stem}.json"))
         staged[-1][0].write_text(json.dumps(seal(record), indent=2) + "\n", encoding="utf-8")
         for tmp, final in staged:
             os.chmod(tmp, 0o644)
@@ -132,17 +142,49 @@ def write_results(
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    return folder / f"{chapter}.json"
+    return folder / f"{stem}.json"
 
 
-def mark_run(paths: Iterable[str | os.PathLike], status: str) -> None:
-    """Set ``run.status`` (``"ok"`` or ``"failed"``) of the results records at ``paths`` (JSON
-    files :func:`write_results` wrote during a run of ``lamina.book.execute``), sealed again;
-    a record left at ``"running"`` is from a run that never finished."""
-    for path in paths:
+def mark_run(paths: Iterable[str | os.PathLike], status: str) -> list[Path]:
+    """Set ``run.status`` (``"ok"`` or ``"failed"``) of the results records at ``paths`` (that
+    :func:`write_results` wrote in a ``lamina.book.execute`` run), sealed again; their paths.
+    An ``"ok"`` ``<chapter>.unfinished.json`` moves into place: its JSON written first (a full
+    disk fails before anything moves), its tables renamed, the JSON renamed over the last
+    finished run's ``<chapter>.json``, leftover ``.unfinished`` tables removed. A ``"failed"``
+    one stays beside the last finished run's, as does one a killed run left ``"running"``."""
+    out = []
+    for path in (Path(p) for p in paths):
         record = read_result_file(path)
         record.setdefault("run", {})["status"] = status
-        atomic_write_text(path, json.dumps(seal(record), indent=2) + "\n")
+        chapter = str(record["chapter"])
+        if status != "ok" or path.name != f"{chapter}.{UNFINISHED}.json":
+            atomic_write_text(path, json.dumps(seal(record), indent=2) + "\n")
+            out.append(path)
+            continue
+        prefix = f"{chapter}.{UNFINISHED}."
+        moves = {n: chapter + n[len(prefix) - 1 :] if n.startswith(prefix) else n
+                 for n in record.get("files") or {}}  # fmt: skip
+        record["files"] = {moves[n]: e for n, e in (record.get("files") or {}).items()}
+        target, folder, tmp, moved = path.with_name(f"{chapter}.json"), path.parent, None, 0
+        try:
+            tmp = temporary_beside(target)
+            tmp.write_text(json.dumps(seal(record), indent=2) + "\n", encoding="utf-8")
+            for old, new in moves.items():
+                os.replace(folder / old, folder / new)
+                moved += 1
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except OSError as exc:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            kept = f"{moved} of its tables moved" if moved else f"the last finished run's {target.name} is kept"
+            raise ResultsWriteError(f"cannot move the finished {chapter} results {path} into "
+                                    f"place: {exc.strerror or exc}; {kept}") from None  # fmt: skip
+        path.unlink(missing_ok=True)
+        for leftover in folder.glob(f"{glob.escape(prefix)}*.parquet"):
+            leftover.unlink(missing_ok=True)
+        out.append(target)
+    return out
 
 
 def read_result_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -17,7 +17,8 @@ the Python API, papermill or Jupyter directly):
   ``/a/exp/1/m.gguf`` never share one.
 
 ``lamina.book.execute`` tells the kernel which run it is through ``$LAMINA_RUN`` (JSON:
-``book``, ``parameters``, ``varied``, ``namespace``, ``key``, ``quick``); without it
+``book``, ``parameters``, ``varied``, ``namespace``, ``key``, ``quick``, ``staged``: its results
+wait beside the last finished run's until it ends, ``lamina.states.io.write_results``); without it
 (Python, papermill, Jupyter) :func:`run_record` compares the chapter's config with the book's
 parameters itself.
 """
@@ -162,7 +163,7 @@ def runs_folder_name(model: Any) -> str:
 def run_record(chapter: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The run a results file comes from: what ``lamina.book.execute`` put in ``$LAMINA_RUN``
     (``via: "lamina.book execute"``; ``book``: the book's own build; ``parameters``,
-    ``varied``, ``namespace`` (None only for the book's build), ``key``, ``quick``,
+    ``varied``, ``namespace`` (None only for the book's build), ``key``, ``quick``, ``staged``,
     ``status`` "running" until the executor marks it "ok" or "failed"), else a record of a
     run from Python, papermill or Jupyter (``via: "python"``): its ``config`` compared with
     the book's parameters of ``chapter`` (:func:`varied_parameters`; every field of the config

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from torch import nn
 
+from lamina.core.bounds import COUNT, FRACTION, POSITIVE, SEED, Bound, check_bounds
 from lamina.sources.models import hf_config
 from lamina.sources.organisms import parse_spec
 
@@ -125,7 +126,28 @@ class SignatureSettings:
     quant_control: bool = True
     timings: dict[str, float] = field(default_factory=dict)
 
+    BOUNDS: ClassVar[Mapping[str, Bound]] = {
+        **dict.fromkeys(("k", "n_tokens", "n_random", "grad_tokens", "grad_pairs",
+                         "objective_steps", "objective_batch", "objective_eval", "edit_tokens",
+                         "edit_random", "edit_scrambled", "edit_texts", "edit_max_length",
+                         "adapt_steps", "adapt_batch", "adapt_eval", "n_bootstrap", "max_length",
+                         "real_steps", "real_batch", "real_tokens", "real_max_length",
+                         "real_pairs", "real_edits", "real_edit_random", "real_adapt_steps",
+                         "real_adapt_batch", "real_adapt_eval"), COUNT),
+        "real_layers": Bound(0, integer=True),  # 0: every block
+        "k_sweep": Bound(1, integer=True, each=True),
+        "layers": Bound(0, integer=True, each=True, optional=True),
+        **dict.fromkeys(("early_fraction", "late_fraction", "still_fraction",
+                         "effective_fraction"), FRACTION),
+        **dict.fromkeys(("edit_scale", "objective_lr", "adapt_lr", "real_lr"), POSITIVE),
+        "random_margin": Bound(1, above=True),
+        "seed": SEED,
+    }  # fmt: skip
+    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
+    first in ``__post_init__``: counts >= 1, fractions in [0, 1], scales and rates > 0."""
+
     def __post_init__(self) -> None:
+        check_bounds(self, self.BOUNDS)
         self.targets = tuple(self.targets)
         self.k_sweep = tuple(sorted(set(int(k) for k in self.k_sweep) | {int(self.k)}))
         if self.layers is not None:
@@ -136,8 +158,6 @@ class SignatureSettings:
             )
         if self.moments_from not in ("start", "end"):
             raise ValueError(f"moments_from must be 'start' or 'end'; got {self.moments_from!r}")
-        if self.k < 1 or self.random_margin <= 1:
-            raise ValueError("k must be >= 1 and random_margin > 1")
         for name in ("base_revision", "target_revision"):  # papermill may pass a number
             if getattr(self, name) is not None:
                 setattr(self, name, str(getattr(self, name)))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from lamina.anatomy.growth_claims import CONTROLS
-from lamina.chapters.config import ChapterConfig, as_list
+from lamina.chapters.config import ChapterConfig
+from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
 
 __all__ = [
     "CHAPTER",
@@ -101,6 +103,19 @@ class GrowthConfig(ChapterConfig):
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        **dict.fromkeys(("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "total_steps",
+                         "n_groups", "importance_steps", "importance_tokens", "batch_size",
+                         "eval_every", "val_tokens"), COUNT),
+        "context": Bound(2, integer=True),
+        "lr": POSITIVE,
+        "val_shuffle_seed": SEED,
+        "seeds": Bound(SEED.low, SEED.high, integer=True, each=True),
+        "threads": Bound(1, integer=True, optional=True),
+    }  # fmt: skip
+    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
+    first in ``__post_init__`` (a single seed counts as a list of one)."""
+
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
     QUICK = {
         "n_layers": 4,
@@ -123,7 +138,10 @@ class GrowthConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
-        self.seeds = [int(s) for s in as_list(self.seeds, int)]  # a single seed is accepted too
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
+            self.seeds = [self.seeds]  # a single seed is accepted too
+        check_bounds(self, self.BOUNDS)
+        self.seeds = [int(s) for s in self.seeds]
         self.schedules = list(self.schedules)
         bad = [s for s in self.schedules if s not in SCHEDULES]
         if bad or "uniform" not in self.schedules or "growth" not in self.schedules:
@@ -154,7 +172,7 @@ class GrowthConfig(ChapterConfig):
         if not 0 < self.learn_gate <= 1:
             raise ValueError(f"learn_gate must be in (0, 1], got {self.learn_gate}")
         if self.real_models is not None:
-            if isinstance(self.real_models, str) or not all(
+            if not isinstance(self.real_models, list | tuple) or not all(
                 isinstance(m, str) and m.strip() for m in self.real_models
             ):
                 raise TypeError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from lamina.anatomy.heldout import PLAYS
 from lamina.anatomy.paper import DEPTH_MAPPINGS
@@ -15,6 +15,7 @@ from lamina.anatomy.run_plan import (
 )
 from lamina.anatomy.surgery import SURGERIES
 from lamina.chapters.config import ChapterConfig, as_list
+from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
 
 __all__ = [
     "ALL_SURGERIES",
@@ -167,6 +168,24 @@ class AnatomyConfig(ChapterConfig):
     threads: int | None = 1
     quant_control: bool = True
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        **dict.fromkeys(("alpha", "noise_scale", "recovery_noise", "tolerance_pct", "ridge_alpha",
+                         "preserve_pct", "catastrophic_pct"), Bound(0)),
+        "seq_len": Bound(2, integer=True),
+        "n_tokens": Bound(2, integer=True, optional=True),
+        **dict.fromkeys(("robustness_tokens", "recovery_budget", "recovery_batch",
+                         "recovery_eval_every", "recovery_tokens", "k_max", "threads"),
+                        Bound(1, integer=True, optional=True)),
+        "recovery_lr": POSITIVE,
+        "ridge_degree": COUNT,
+        "n_bootstrap": COUNT,
+        "n_permutations": COUNT,
+        "seed": SEED,
+        "layers": Bound(0, integer=True, each=True, optional=True),
+    }  # fmt: skip
+    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
+    first in ``__post_init__`` (the layer-list-or-count fields are checked there by hand)."""
+
     QUICK = {
         "n_tokens": 2_048,
         "robustness_tokens": 1_024,
@@ -176,14 +195,17 @@ class AnatomyConfig(ChapterConfig):
     }
 
     def __post_init__(self) -> None:
+        check_bounds(self, self.BOUNDS)
+        for name in ("surgeries", "importance_surgeries"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or _str_list(value) or (value is None and name != "surgeries")):
+                raise ValueError(f"{name} must be a surgery name or a list of them; got {value!r}")
         self.surgeries = as_list(self.surgeries, str)  # a single name is accepted too
         unknown = [s for s in self.surgeries if s not in SURGERIES]
         if unknown:
             raise ValueError(f"unknown surgery {unknown}; valid: {sorted(SURGERIES)}")
         if "skip" not in self.surgeries:
             raise ValueError("surgeries must include 'skip' (importance is the skip ablation)")
-        if self.noise_scale < 0 or self.seq_len < 2:
-            raise ValueError("need noise_scale >= 0 and seq_len >= 2")
         if self.n_tokens is not None and self.n_tokens < self.seq_len:
             raise ValueError(f"need n_tokens >= seq_len ({self.seq_len}), got {self.n_tokens}")
         if self.plays is not None and self.plays not in PLAYS:
@@ -196,6 +218,9 @@ class AnatomyConfig(ChapterConfig):
             rl = getattr(self, name)
             if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
                 raise ValueError(f"{name} as a count must be an int >= 2, got {rl!r}")
+            if rl is not None and not isinstance(rl, int) and not _LAYER_LIST.accepts(rl):
+                raise ValueError(f"{name} must be a list of layer indices (whole numbers >= 0), "
+                                 f"a count >= 2 or None; got {rl!r}")  # fmt: skip
         if self.robustness_layers == []:
             raise ValueError("robustness_layers must not be empty (None: all layers)")
         if self.importance_surgeries is not None:
@@ -222,6 +247,13 @@ class AnatomyConfig(ChapterConfig):
         row = BUDGETS[budget_row(model)]
         fill = {k: copy.deepcopy(v) for k, v in row.items() if getattr(self, k) is None}
         return dataclasses.replace(self, model=model, **fill)
+
+
+_LAYER_LIST = Bound(0, integer=True, each=True)
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
 
 
 def budget_row(model: str) -> str:

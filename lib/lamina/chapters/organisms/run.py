@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from lamina.chapters.config import ChapterConfig, default_models
 from lamina.chapters.models import chapter_models
+from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
 from lamina.core.threads import configured_threads, threads
 from lamina.sources import organisms
 from lamina.sources.models import load_model
@@ -97,12 +98,24 @@ class OrganismsConfig(ChapterConfig):
 
     QUICK = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12, "ref_docs": 8,
              "ref_passages": 2, "ref_passage_chars": 200}  # fmt: skip
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        **dict.fromkeys(("n_samples", "max_new_tokens", "ref_docs", "ref_passages",
+                         "ref_passage_chars"), COUNT),
+        "n_eval": Bound(1, integer=True, optional=True),
+        "temperature": POSITIVE,
+        "seed": SEED,
+    }  # fmt: skip
+    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
+    first in ``__post_init__``."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.reference_models, str):
-            self.reference_models = [m.strip() for m in self.reference_models.split(",") if m.strip()]
-        if isinstance(self.aligned_models, str):
-            self.aligned_models = [m.strip() for m in self.aligned_models.split(",") if m.strip()]
+        check_bounds(self, self.BOUNDS)
+        for name in ("reference_models", "aligned_models"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                setattr(self, name, [m.strip() for m in value.split(",") if m.strip()])
+            elif not isinstance(value, list | tuple) or not all(isinstance(m, str) for m in value):
+                raise ValueError(f"{name} must be a list of model names ([] skips); got {value!r}")
         if self.quick and list(self.reference_models) == list(DEFAULT_REFERENCE_MODELS):
             self.reference_models = []
         if self.quick and list(self.aligned_models) == list(DEFAULT_REFERENCE_MODELS):

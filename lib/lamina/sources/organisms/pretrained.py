@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from lamina.core.manifest import safetensors_table, write_manifest
+from lamina.core.manifest import MANIFEST, ManifestError, safetensors_table, write_manifest
 from lamina.core.provenance import data_dir
 from lamina.core.threads import threads
 from lamina.sources.model_files import ModelFileError, check_lamina_folder
@@ -290,50 +290,128 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
 
 
 ALIGNED_FILES = ("sft.safetensors", "dpo.safetensors", "curve.json", "gates.json", "build.json")
+STAGES = ("sft", "dpo")
+
+
+def _partial(path: Path, held: set[str], want: set[str], known_from: str = "") -> str | None:
+    """Why the stage file ``path``, holding the tensors ``held``, is not the ``want`` its build
+    trained (names missing or extra), or None."""
+    missing, extra = sorted(want - held), sorted(held - want)
+    if not (missing or extra or not held):
+        return None
+    return (f"{path}: holds {len(held)} tensors, not the {len(want)} its build trained (missing: "
+            f"{missing[:5]}; extra: {extra[:5]}{known_from}): a partial or foreign file")  # fmt: skip
+
+
+def _legacy_damage(folder: Path, stage: str, held: set[str]) -> str | None:
+    """Why ``<folder>/<stage>.safetensors`` (holding ``held``) of a build without a manifest
+    is not its whole stage, or None. Both stages train the same tensors, so the other stage's
+    file and the Adam-state files (:data:`ADAM_FILE`, ``exp_avg/<name>``) say which; when none
+    of them is readable the file cannot be verified, and that is the error, naming it."""
+    path, other = folder / f"{stage}.safetensors", "dpo" if stage == "sft" else "sft"
+    want: set[str] = set()
+    read, unread = [], []
+    for name in (f"{other}.safetensors", *(ADAM_FILE.format(stage=s) for s in (stage, other))):
+        try:
+            table = safetensors_table(folder / name)
+        except ManifestError:
+            unread.append(f"{name} is {'unreadable' if (folder / name).exists() else 'missing'}")
+            continue
+        want |= {n.split("/", 1)[-1] for n in table} if "adam" in name else set(table)
+        read.append(name)
+    if not read:
+        return (f"{path}: cannot be verified: its build has no {MANIFEST}, and no other file "
+                f"says which tensors it should hold ({', '.join(unread)}); rebuild the build")  # fmt: skip
+    return _partial(path, held, want | held, f"; known from {', '.join(read)}")
+
+
+def _own_damage(folder: Path, path: Path) -> str | None:
+    """What is wrong with the stage file ``path`` against its own entry in its build's
+    manifest (missing, size, tensor table; not its SHA-256), or None (also when the manifest
+    is unreadable: :func:`check_lamina_folder` says so)."""
+    try:
+        entry = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"][path.name]
+        if not path.is_file():
+            return "listed in its folder's manifest but missing"
+        size = path.stat().st_size
+        if size != entry.get("size"):
+            return (f"has {size} bytes, its manifest says {entry.get('size')} (truncated, "
+                    "replaced or an interrupted copy)")  # fmt: skip
+        if "tensors" in entry and safetensors_table(path) != entry["tensors"]:
+            return "its tensor table differs from its manifest's"
+    except (OSError, ValueError, KeyError, TypeError, ManifestError):
+        return None
+    return None
+
+
+def _checked_manifest(folder: Path, path: Path) -> dict[str, Any] | None:
+    """:func:`check_lamina_folder` of the build, the stage file ``path`` first: when it is
+    damaged itself, the error names it before any other damage of its build."""
+    try:
+        return check_lamina_folder(folder, "aligned build")
+    except ModelFileError as exc:
+        own = _own_damage(folder, path)
+        if own is None or str(exc).startswith(f"aligned build: {path}:"):
+            raise
+        rest = str(exc).removeprefix("aligned build: ")
+        raise ModelFileError(f"aligned build: {path}: {own}; and {rest}") from None
 
 
 def aligned_damage(folder: Path) -> str | None:
-    """Why the aligned build ``folder`` cannot be used (a file missing, or bytes that differ
-    from its manifest: :func:`lamina.core.manifest.check_folder`), or None when it can. A
-    build written before manifests (no ``lamina-manifest.json``) is usable when its files are
-    all there (one warning; its tensors are checked when applied, :func:`aligned_state`)."""
+    """Why the aligned build ``folder`` cannot be used (a file missing, a stage file damaged,
+    bytes that differ from its manifest: :func:`lamina.core.manifest.check_folder`), each
+    naming its file, or None when it can. A build written before manifests (no
+    ``lamina-manifest.json``) is usable when its files are all there and each stage file holds
+    every tensor the build's other files say it trained (one warning; :func:`aligned_state`)."""
     missing = [f for f in ALIGNED_FILES if not (folder / f).is_file()]
-    if missing:
-        return f"files missing: {missing}"
+    parts = [f"files missing: {missing}"] if missing else []
     try:
-        check_lamina_folder(folder, "aligned build")
+        legacy = check_lamina_folder(folder, "aligned build") is None
     except ModelFileError as exc:
-        return str(exc)
-    return None
+        legacy = False
+        if not any(str(exc).startswith(f"aligned build: {folder / m}:") for m in missing):
+            parts.append(str(exc))
+    said = " ".join(parts)
+    for stage in STAGES:
+        path = folder / f"{stage}.safetensors"
+        if not path.is_file() or f"{path}:" in said:
+            continue
+        if legacy:
+            try:
+                why = _legacy_damage(folder, stage, set(safetensors_table(path)))
+            except ManifestError as exc:
+                why = str(exc)
+        else:
+            own = _own_damage(folder, path)
+            why = None if own is None else f"{path}: {own}"
+        parts += [why] if why else []
+    return "; ".join(parts) or None
 
 
 def aligned_state(folder: Path, stage: str) -> dict[str, torch.Tensor]:
     """The tensors ``stage`` (``"sft"`` or ``"dpo"``) trained, from ``<folder>/<stage>.safetensors``,
-    checked: the folder against its manifest, and the file against the trained tensors the
-    manifest lists (a build without a manifest: against the other stage's file and the
-    config's frozen embedding). :class:`lamina.sources.model_files.ModelFileError` names the
-    file and the tensors missing or extra: never a partial state."""
+    checked: the folder against its manifest (this file's own entry first), and the file
+    against the trained tensors the manifest lists (a build without a manifest: against the
+    tensors its other stage's file and Adam-state files name, :func:`_legacy_damage`).
+    :class:`lamina.sources.model_files.ModelFileError` names this file and the tensors missing
+    or extra, or why it cannot be verified: never a partial state."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
     path = folder / f"{stage}.safetensors"
-    manifest = check_lamina_folder(folder, "aligned build")
+    manifest = _checked_manifest(folder, path)
     try:
         state = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise ModelFileError(f"{path}: unreadable ({exc.__class__.__name__}: {exc})") from exc
     if manifest is not None:
         want = set(manifest.get("trained") or manifest["files"][path.name]["tensors"])
+        why = _partial(path, set(state), want)
     else:  # before manifests: both stages train the same tensors
-        other = folder / f"{'dpo' if stage == 'sft' else 'sft'}.safetensors"
-        want = set(safetensors_table(other)) | set(state)
-    missing, extra = sorted(want - set(state)), sorted(set(state) - want)
-    if missing or extra or not state:
-        raise ModelFileError(
-            f"{path}: holds {len(state)} tensors, not the {len(want)} its build trained "
-            f"(missing: {missing[:5]}; extra: {extra[:5]}): a partial or foreign file"
-        )
+        why = _legacy_damage(folder, stage, set(state))
+    if why is not None:
+        raise ModelFileError(why)
     return state
 
 
