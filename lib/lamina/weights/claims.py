@@ -13,8 +13,10 @@ Conventions (reimplementation choices the paper leaves open):
   Q/K enriched *and* writes close to random) is tested part by part and the row carries the
   part with the weakest evidence (:func:`lamina.weights.summaries.worst`): the
   intersection-union test, whose p is the largest part's.
-* "Enriched" beats both baselines at once, matrix by matrix: RSF(ΔW) / max(RSF(W), k/d)
-  (isotropy, and the concentration of the matrix it updates, which a ΔW ∝ W inherits).
+* "Enriched" beats both baselines at once, matrix by matrix: RSF(ΔW) / max(c RSF(W), k/d)
+  (isotropy, and the concentration of the matrix it updates, which a ΔW ∝ W inherits, times
+  c, what the estimation of P_A from finite tokens alone gives a gradient-shaped ΔW:
+  :mod:`lamina.weights.qk_null`).
 * "Close to random" (a ratio ≈ 1) is an equivalence claim: two one-sided Wilcoxon tests that
   the log ratio lies within ±log m (TOST, p = the larger), m = ``random_margin``; the
   row's CI is the two-sided 95% bootstrap interval.
@@ -59,7 +61,8 @@ FRAMING: dict[str, str] = {
 _ENRICHED = dict(
     kind="effect", unit="ratio", resampling="matrix", test="Wilcoxon signed-rank (log ratio > 0)",
     sided="greater", direction=1, null=1.0, claimed=(1.0, math.inf),
-    statistic="geo-mean over Q, K of RSF(ΔW) / max(RSF(W), k/d)",
+    statistic="geo-mean over Q, K of RSF(ΔW) / max(c RSF(W), k/d), c the null centre that "
+    "estimating P_A from finite tokens gives a gradient-shaped ΔW (lamina.weights.qk_null)",
 )  # fmt: skip
 _CLOSE = dict(
     kind="effect", unit="ratio", resampling="matrix", sided="two-sided", direction=0, null=1.0,
@@ -103,7 +106,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     _spec("every-objective-qk", "The same signature appears under every objective applied to "
           "one checkpoint: Q/K updates enriched", "enriched (> 1) under LM, SFT and DPO",
           **(_ENRICHED | {"statistic": "the objective with the weakest evidence: geo-mean over "
-                          "Q, K of RSF(ΔW) / max(RSF(W), k/d)"}),
+                          "Q, K of RSF(ΔW) / max(c RSF(W), k/d)"}),
           requires=tuple(Gate(f"objective-{o}") for o in OBJECTIVES), short="every objective Q/K",
           calibrated=_SYNTH + "; three objectives drawn, one of them null"),
     _spec("every-objective-writes", "The same signature appears under every objective applied "

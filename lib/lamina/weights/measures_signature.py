@@ -2,9 +2,10 @@
 :func:`lamina.weights.probes.organism_deltas`: one dict of
 :class:`lamina.evidence.decide.Measurement` fields per claim of :mod:`lamina.weights.claims`.
 
-The Q/K rows read, per matrix, RSF(ΔW) / max(RSF(W), k/d) (:func:`beyond_both`): above 1 only
-when the update is more concentrated in the input principal subspace than both an isotropic
-matrix and the matrix it updates. The write rows read the write enrichment against the
+The Q/K rows read, per matrix, RSF(ΔW) / max(c RSF(W), k/d) (:func:`beyond_both`): above 1
+only when the update is more concentrated in the input principal subspace than both an
+isotropic matrix and the matrix it updates, beyond the factor c that the estimation of P_A
+gives a gradient-shaped update (:mod:`lamina.weights.qk_null`). The write rows read the write enrichment against the
 claimed range [1/m, m] with a TOST (:func:`tost_summary`).
 """
 
@@ -49,11 +50,20 @@ def beyond_both(
     the update's concentration over the stronger of its two baselines (isotropy; the matrix it
     updates), geo-averaged over the pairs of ``where`` a matrix appears in
     (:func:`~lamina.weights.summaries.per_matrix`). Without a ``vs_weight`` column (W not
-    measured): the enrichment alone. -> (n_matrices,)."""
+    measured): the enrichment alone.
+
+    With a ``null_centre`` column (P_A estimated from n tokens,
+    :func:`lamina.weights.qk_null.add_null_centres`), the second baseline is RSF(W) × c, c the
+    ratio a gradient-shaped ΔW as concentrated as W reaches through the estimation of P_A
+    alone: min(enrichment, vs_weight / c) (a row without a finite centre keeps c = 1).
+    -> (n_matrices,)."""
     t = selected_rows(deltas, s, QK, **where)
     value = t["enrichment"]
     if "vs_weight" in t:
-        value = np.minimum(value, t["vs_weight"])
+        own = t["vs_weight"]
+        if "null_centre" in t:
+            own = own / t["null_centre"].where(np.isfinite(t["null_centre"]), 1.0)
+        value = np.minimum(value, own)
     return per_matrix(value, t["key"])
 
 
@@ -99,7 +109,18 @@ def qk_measure(
     detail = f"vs k/d alone {geo:.3g}" + (
         f"; RSF(ΔW)/RSF(W) {np.exp(np.log(own).mean()):.3g}" if len(own) else
         "; RSF of W itself not measured: judged against k/d only")  # fmt: skip
-    return out | {"effect_size": geo, "effect_name": "Q/K enrichment vs k/d", "detail": detail}
+    extra: dict[str, object] = {}
+    if "null_centre" in deltas:
+        c = _matrix_values(deltas, s, QK, column="null_centre", **where)
+        c = c[np.isfinite(c)]
+        if len(c):
+            t = selected_rows(deltas, s, QK, **where)
+            centre = float(np.exp(np.log(c).mean()))
+            extra = {"null_centre": centre, "null_tokens": float(t["null_tokens"].median()),
+                     "null_tail": float(t["null_tail"].median())}  # fmt: skip
+            detail += (f"; null centre {centre:.3g} (P_A from {extra['null_tokens']:.0f} tokens, "
+                       f"tails E s⁴ {extra['null_tail']:.2g}): judged against RSF(W) × it")  # fmt: skip
+    return out | {"effect_size": geo, "effect_name": "Q/K enrichment vs k/d", "detail": detail} | extra
 
 
 def writes_measure(

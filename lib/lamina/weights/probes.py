@@ -24,6 +24,7 @@ from lamina.weights import (
     random_subspace_null,
     weight_deltas,
 )
+from lamina.weights.qk_null import add_null_centres
 from lamina.weights.settings import SignatureSettings, context_length
 from lamina.weights.units import Checkpoints, ModelPair, Units, checkpoint_pairs
 
@@ -68,6 +69,8 @@ def signature_from_deltas(
     seed: int = 0,
     weights: dict[str, torch.Tensor] | None = None,
     cache: dict | None = None,
+    n_tokens: int | dict[str, int] | None = None,
+    squared_norms: dict[str, torch.Tensor] | None = None,
 ) -> pd.DataFrame:
     """RSF and enrichment of every block ΔW at every k: read maps against the top eigenvectors
     of their input second moment ``moments[key]`` (d_in, d_in), write maps against the
@@ -77,7 +80,11 @@ def signature_from_deltas(
     itself" in the same basis (``weight_rsf``) and ``vs_weight`` = RSF(ΔW) / RSF(W). Unlike the
     k/d, random-subspace and random-matrix nulls (all k/d in expectation), it asks whether the
     update is more concentrated in the subspace than the matrix it updates (a ΔW ∝ W, e.g.
-    weight decay, gives 1). cache: eigendecompositions reused (:func:`read_basis`)."""
+    weight decay, gives 1). cache: eigendecompositions reused (:func:`read_basis`).
+    n_tokens (with weights): the tokens each moment averages; adds the read rows' null centre
+    of ``vs_weight`` when P_A is estimated and its inputs (:func:`lamina.weights.qk_null.
+    add_null_centres`; squared_norms: the tokens' ‖a_t‖² per key, or None for Gaussian
+    tails)."""
     block = [m for m in maps if m.layer is not None]
     k_max = max(ks)
     bases: dict[str, tuple[torch.Tensor, Literal["input", "output"]]] = {}
@@ -94,6 +101,8 @@ def signature_from_deltas(
             own[["key", "k", "rsf"]].rename(columns={"rsf": "weight_rsf"}), on=["key", "k"]
         )
         table["vs_weight"] = table["rsf"] / table["weight_rsf"]
+        if n_tokens is not None:
+            table = add_null_centres(table, moments, n_tokens, squared_norms, cache)
     if n_random:
         null = random_subspace_null(
             {m.key: deltas[m.key] for m in block},
@@ -198,7 +207,8 @@ def delta_signature(
     ref_spec = start if config.moments_from == "start" else end
     if requantise is not None:
         model_a, ref, ref_spec = _requantised(model_a, ref, ref_spec, requantise, cache)
-    moments = cached_moments(ref, tok, texts, centred, cache, ref_spec, config)
+    norms: dict[str, torch.Tensor] = {}
+    moments = cached_moments(ref, tok, texts, centred, cache, ref_spec, config, norms)
     cfg = hf_config(ref)
     d = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.n_embd
     pred = prediction_subspace(
@@ -207,7 +217,8 @@ def delta_signature(
     weights = {m.key: m.weight(model_a) for m in maps if m.layer is not None}
     out = signature_from_deltas(
         deltas, maps, moments, pred, config.k_sweep, n_random=n_random, seed=config.seed,
-        weights=weights, cache=cache,
+        weights=weights, cache=cache, n_tokens={k: len(v) for k, v in norms.items()},
+        squared_norms=norms,
     )  # fmt: skip
     out["prediction"] = "W_U diag(gamma)" if fold_gain else "W_U"
     return out
@@ -235,19 +246,26 @@ def probed_maps(model: nn.Module, config: SignatureSettings) -> list[LinearMap]:
 def cached_moments(
     model: nn.Module, tok: PreTrainedTokenizerBase, texts: Sequence[str], centred: bool,
     cache: dict | None, spec: str, config: SignatureSettings,
+    norms: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """:func:`lamina.weights.input_second_moments` of the probed read maps
-    (:func:`probed_maps`) over ``texts``, cached in ``cache`` under (spec, centred, layers)."""
+    (:func:`probed_maps`) over ``texts``, cached in ``cache`` under (spec, centred, layers);
+    ``norms`` (when given) is filled with their tokens' squared norms (cached alike)."""
     key = (spec, centred, config.layers)
-    if cache is not None and key in cache:
+    if cache is not None and key in cache and (key, "norms") in cache:
+        if norms is not None:
+            norms.update(cache[(key, "norms")])
         return cache[key]
+    found: dict[str, torch.Tensor] = {}
     moments = input_second_moments(
         model, tok, texts, centred=centred, batch_size=16,
         maps=[m for m in probed_maps(model, config) if m.kind == "read"],
-        max_length=context_length(model, config.max_length),
+        max_length=context_length(model, config.max_length), token_norms=found,
     )  # fmt: skip
     if cache is not None:
-        cache[key] = moments
+        cache[key], cache[(key, "norms")] = moments, found
+    if norms is not None:
+        norms.update(found)
     return moments
 
 

@@ -12,10 +12,10 @@ dimensions). And the null's ΔW is shaped like a gradient (its concentration fol
 spectrum, most of it in the best-estimated directions) while W's is spread evenly over Σ's top-k:
 the shapes for which a noisy P_A favours ΔW. Measured on this source (10 blocks per size, equal
 true RSF): the estimated P_A raises RSF(ΔW)/RSF(W) by 6% at SmolLM2's size and 14% at Gemma's.
-lamina does not correct it: a bootstrap of the estimation from the estimated moment predicts
-1-3% (Gaussian, Student-t or resampled tokens; it takes the estimate's spread-out eigenvalues
-for the truth), so a correction would remove a fifth of the bias at most. The bias stays in
-this null, and the calibration page reports the Q/K rows' false-positive rate with it.
+The Q/K rows judge the ratio against a null centre fitted per block from the block's own data
+(sample eigenvalues, token count, the tokens' squared norms: :mod:`lamina.weights.qk_null`,
+which knows nothing of this source's spectrum or tails); the source hands those data to
+:func:`~lamina.weights.probes.signature_from_deltas` as the chapter does.
 
 Each matrix's true RSF is its kind's target times a log-normal factor (sd :data:`SPREAD`, from
 the width of SmolLM2's Q/K CI over 16 matrices), W's and ΔW's drawn independently. W's target is
@@ -80,16 +80,17 @@ def _shaped(gen: torch.Generator, size: Size, basis: torch.Tensor, shape: torch.
     return (torch.randn(rows, d, generator=gen, dtype=torch.float64) * c.sqrt()) @ basis.T
 
 
-def _moment(gen: torch.Generator, size: Size) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(estimated second moment (d, d), true basis (d, d), true spectrum (d,)) of one block:
-    ``size.n_tokens`` heavy-tailed tokens of a covariance with spectrum i^-0.8."""
+def _moment(gen: torch.Generator, size: Size) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(estimated second moment (d, d), true basis (d, d), true spectrum (d,), the tokens'
+    squared norms (n,)) of one block: ``size.n_tokens`` heavy-tailed tokens of a covariance
+    with spectrum i^-0.8."""
     d = size.d
     basis = random_orthonormal(d, d, gen)
     lam = torch.arange(1, d + 1, dtype=torch.float64) ** -0.8
     z = torch.randn(size.n_tokens, d, generator=gen, dtype=torch.float64)
     chi = (torch.randn(size.n_tokens, 5, generator=gen, dtype=torch.float64) ** 2).sum(1)  # χ², 5 df
     x = (z * lam.sqrt()) @ basis.T * (5.0 / chi).sqrt()[:, None]
-    return x.T @ x / size.n_tokens, basis, lam
+    return x.T @ x / size.n_tokens, basis, lam, (x * x).sum(1)
 
 
 def _rsf(gen: torch.Generator, target: float) -> float:
@@ -113,7 +114,7 @@ def signature_source(kind: str, seed: int) -> pd.DataFrame:
     ratio = {"null": 1.0, "planted": PLANTED_RATIO, "half": (1 + PLANTED_RATIO) / 2}[kind]
     blocks = [_moment(gen, size) for _ in range(size.n_layers)]
     weights = {}
-    for layer, (_, basis, _) in enumerate(blocks):
+    for layer, (_, basis, _, _) in enumerate(blocks):
         for role, rw in ROLES:
             key = LinearMap(layer, role, rw, f"layers.{layer}.{role}").key
             if rw == "read":
@@ -130,18 +131,19 @@ def signature_source(kind: str, seed: int) -> pd.DataFrame:
     frames: list[pd.DataFrame] = []
     cache: dict = {}  # one eigendecomposition per block moment
     for family, phase, pair, r, writes_null in pairs:
-        maps, deltas, moments = [], {}, {}
-        for layer, (moment, basis, lam) in enumerate(blocks):
+        maps, deltas, moments, norms = [], {}, {}, {}
+        for layer, (moment, basis, lam, sq) in enumerate(blocks):
             grad_shape = lam[:k] / lam[:k].mean()
             for role, rw in ROLES:
                 m = LinearMap(layer, role, rw, f"layers.{layer}.{role}")
                 maps.append(m)
                 if rw == "read":
-                    moments[m.key] = moment
+                    moments[m.key], norms[m.key] = moment, sq
                     deltas[m.key] = _shaped(gen, size, basis, grad_shape, _rsf(gen, r * rsf_w), size.other)
                 else:
                     target = _rsf(gen, rsf_w) if writes_null else k / d
                     deltas[m.key] = _shaped(gen, size, pred, torch.ones(k, dtype=torch.float64), target, size.other).T
-        t = signature_from_deltas(deltas, maps, moments, pred[:, :k], [k], weights=weights, cache=cache)
+        t = signature_from_deltas(deltas, maps, moments, pred[:, :k], [k], weights=weights, cache=cache,
+                                  n_tokens=size.n_tokens, squared_norms=norms)  # fmt: skip
         frames.append(t.assign(moment="raw", family=family, phase=phase, pair=pair))
     return pd.concat(frames, ignore_index=True)

@@ -71,6 +71,7 @@ def input_second_moments(
     centred: bool = False,
     batch_size: int = 8,
     max_length: int | None = 256,
+    token_norms: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, Moment]:
     """Second moment of each map's actual input over the non-padding tokens of ``texts``.
 
@@ -80,7 +81,10 @@ def input_second_moments(
     are never kept.
     Maps that read one tensor (Q/K/V; gate/up) share one accumulator and one (read-only)
     result tensor.
-    maps: default every read map of the blocks. -> {map key: (d_in, d_in) float64, on the CPU}.
+    maps: default every read map of the blocks. token_norms: a dict filled with each map's
+    tokens' squared norms ‖a_t‖² ((N,) float64, N the tokens averaged: what the estimation
+    of P_A depends on, :mod:`lamina.weights.qk_null`).
+    -> {map key: (d_in, d_in) float64, on the CPU}.
     """
     maps = (
         [m for m in linear_maps(model, embeddings=False) if m.kind == "read"]
@@ -92,6 +96,7 @@ def input_second_moments(
     source = {m.key: _input_point(m) for m in maps}  # maps that read one tensor share a point
     sums: dict[str, torch.Tensor] = {}
     firsts: dict[str, torch.Tensor] = {}
+    norms: dict[str, list[torch.Tensor]] = {}
     count = 0
     mask_now: list[torch.Tensor] = []
 
@@ -101,6 +106,8 @@ def input_second_moments(
             a = a if a.dtype == torch.float64 else a.float()
             sums[src] = sums.get(src, 0) + (a.T @ a).double()
             firsts[src] = firsts.get(src, 0) + a.sum(0, dtype=torch.float64)
+            if token_norms is not None:
+                norms.setdefault(src, []).append((a.double() ** 2).sum(1).cpu())
 
         return hook
 
@@ -118,6 +125,9 @@ def input_second_moments(
             mu = firsts[src] / count
             moment = moment - torch.outer(mu, mu)
         by_source[src] = moment.cpu()
+    if token_norms is not None:
+        joined = {src: torch.cat(v) for src, v in norms.items()}
+        token_norms.update({m.key: joined[source[m.key]] for m in maps if source[m.key] in joined})
     return {m.key: by_source[source[m.key]] for m in maps}
 
 
