@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 
 from lamina.book.calibration import Section, section_markdown
-from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates, calibration_table
+from lamina.evidence.calibration import (
+    COVERAGE_COLUMN,
+    RUN_COLUMNS,
+    calibration_rates,
+    calibration_table,
+)
 from lamina.trajectory import calibration as cal
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS
 
@@ -18,7 +23,7 @@ SMALL = {"n_bootstrap": 30, "n_permutations": 50}
 @pytest.mark.slow
 def test_the_runs_cover_every_calibrated_claim_of_the_chapters(tmp_path):
     runs = cal.calibration_runs(1, budget=SMALL, cache=tmp_path)
-    assert list(runs.columns) == list(RUN_COLUMNS)
+    assert list(runs.columns) == [*RUN_COLUMNS, COVERAGE_COLUMN]
     assert set(runs["source"]) == {"null", "planted", "half"}
     calibrated = {s.id for ch in cal.CHAPTERS for s in CHAPTER_CLAIMS[ch] if s.calibrated}
     assert set(runs["claim_id"]) == calibrated

@@ -72,10 +72,12 @@ def test_three_phases_need_a_size_and_reversed_means_elaboration_below_both():
 
 
 def test_the_detected_phases_row_is_a_count_never_present():
+    """Declared undecidable at this design (tests/trajectory/test_phase_count.py): it reads so
+    whatever the count, and is never present."""
     s = _bands(0.12, 0.09, 0.15) | {"phases": {"k_bic": 2, "k_low": 2.0, "k_high": 3.0,
                                                 "share_three": 0.3}}
     row = _rows("three_phase", s)["p1-three-phase-detected"]
-    assert row.kind == "count" and row.verdict == "fewer than claimed" and not row.present
+    assert row.kind == "count" and row.verdict == "undecidable at this design" and not row.present
 
 
 def test_the_universal_row_is_an_across_row():

@@ -19,6 +19,10 @@ paper's effect at its stated size), ``half`` (at half of it).
 * **Half size** (effect rows): the share of seeds reading "smaller than claimed", the right
   answer there, and the share reading "reproduced", a false reproduction.
 
+* **Coverage** (rows whose runs carry the optional column ``covered``: 1 when the row's CI
+  contains the planted source's known population value, 0 when not, NaN where not checked):
+  the share of planted seeds whose CI covers, against :data:`COVERAGE_TARGET`.
+
 Each rate comes with its Wilson 95% interval (:func:`lamina.evidence.stats.wilson`).
 
 Rows with no rate: a claim declared ``undecidable``, or whose rule read "undecidable at this
@@ -37,12 +41,14 @@ from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER, UNDECIDABL
 from lamina.evidence.declare import NO_TEST, ClaimSpec
 from lamina.evidence.stats import wilson
 
-__all__ = ["AS_CLAIMED", "FPR_TARGET", "NO_TEST", "POWER_TARGET", "RUN_COLUMNS", "SOURCES",
-           "calibration_rates", "calibration_table", "says_yes", "seeds_for_halfwidth"]  # fmt: skip
+__all__ = ["AS_CLAIMED", "COVERAGE_COLUMN", "COVERAGE_TARGET", "FPR_TARGET", "NO_TEST",
+           "POWER_TARGET", "RUN_COLUMNS", "SOURCES", "calibration_rates", "calibration_table",
+           "says_yes", "seeds_for_halfwidth"]  # fmt: skip
 
-FPR_TARGET, POWER_TARGET, HALFWIDTH = 0.05, 0.80, 0.05
+FPR_TARGET, POWER_TARGET, HALFWIDTH, COVERAGE_TARGET = 0.05, 0.80, 0.05, 0.90
 
 RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
+COVERAGE_COLUMN = "covered"  # optional: 1 / 0 / NaN, the CI covers the known value
 SOURCES = ("null", "planted", "half")
 
 AS_CLAIMED = {"effect": REPRODUCED, "count": "count as claimed",
@@ -65,8 +71,10 @@ def _rate(hits: int, n: int) -> dict[str, float]:
 def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
     """Per claim id, from runs with :data:`RUN_COLUMNS`: n_null, n_null_testable, fpr (with
     fpr_low, fpr_high, fpr_hits), power (power_low, power_high, power_hits, n_planted), half_smaller
-    and half_reproduced (with their hits and n_half), and null_untestable_reason (the commonest
-    reason where the row was not testable on the null)."""
+    and half_reproduced (with their hits and n_half), null_untestable_reason (the commonest
+    reason where the row was not testable on the null), and, where the runs have the column
+    :data:`COVERAGE_COLUMN`, coverage (coverage_low, coverage_high, coverage_hits, n_coverage:
+    planted seeds with a finite value; NaN where none)."""
     missing = set(RUN_COLUMNS) - set(runs.columns)
     if missing:
         raise ValueError(f"calibration runs lack the columns {sorted(missing)}")
@@ -84,6 +92,13 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
         rep = _rate(int((half["verdict"] == REPRODUCED).sum()), len(half))
         untestable = null[null["verdict"] == NOT_TESTABLE]["reason"]
         undecided = null[null["verdict"] == UNDECIDABLE]["reason"]
+        cov: dict[str, float] = {}
+        if COVERAGE_COLUMN in part:
+            c = pd.to_numeric(planted[COVERAGE_COLUMN], errors="coerce").dropna()
+            r = _rate(int((c > 0.5).sum()), len(c)) if len(c) else {}
+            cov = {"coverage": r.get("rate", float("nan")), "coverage_low": r.get("low", float("nan")),
+                   "coverage_high": r.get("high", float("nan")), "coverage_hits": r.get("hits", 0),
+                   "n_coverage": len(c)}  # fmt: skip
         rows.append({
             "claim_id": cid, "kind": kind, "n_null": len(null), "n_null_testable": len(testable),
             "fpr": fpr["rate"], "fpr_low": fpr["low"], "fpr_high": fpr["high"],
@@ -94,7 +109,7 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
             "null_untestable_reason": untestable.mode().iloc[0] if len(untestable) else "",
             "n_null_undecidable": len(undecided),
             "null_undecidable_reason": undecided.mode().iloc[0] if len(undecided) else "",
-        })  # fmt: skip
+        } | cov)  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -12,11 +12,17 @@ Sources (:data:`CALIBRATION_SOURCES`):
 * effect, count and location rows: ``null`` = the realistic null, ``planted`` = the paper's
   sizes, ``half`` = half of each;
 * vanish rows: ``null`` = the survivor source (the effects at the paper's size, carried by what
-  the controls keep: the vanish row must not read "reproduced" there), ``planted`` and
-  ``half`` as above. The controls run only where the effect is present (else the row is "not
+  the controls keep: the vanish row must not read "reproduced" there), ``planted`` = the
+  removable source (the paper's sizes, carried by what the controls remove: a category code
+  of each layer's own, a homograph separation over the last transition alone;
+  :data:`lamina.trajectory.realistic.REMOVABLE`), ``half`` as above. The controls run only where the effect is present (else the row is "not
   testable"): shuffled layers (:func:`lamina.states.controls.shuffle_layers` with
   :func:`lamina.trajectory.stat_tests.shuffle_options`) and the source's random-embedding
   control (:func:`lamina.trajectory.synthetic.control_states`).
+
+Coverage (:data:`lamina.evidence.calibration.COVERAGE_COLUMN`): the convergence peak's rows on
+the planted source say whether their CI covers the source's population peak
+(:func:`lamina.trajectory.coverage.peak_truth`); NaN on every other row.
 
 ``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints the rates;
 the calibration page (paper 1's section beside papers 2 and 3) is written by
@@ -49,10 +55,11 @@ from lamina.core.arguments import count
 from lamina.core.machine import machine_cores
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
-from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
+from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS, calibration_rates
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
-from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, SURVIVOR
+from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, PEAK, SURVIVOR
+from lamina.trajectory.coverage import covers, peak_truth
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_prompts
@@ -69,11 +76,13 @@ CALIBRATION_SOURCES = {
     "null": f"effect, count and location rows: {NULL_SOURCES.split('; planted')[0]}; vanish rows: "
             "the survivor source (the paper's effects, carried by what the controls keep)",
     "planted": "the paper's effect sizes planted on the realistic background (each effect on "
-               "its own lever, solved on reference draws of the chapter's prompts)",
+               "its own lever, solved on reference draws of the chapter's prompts); vanish "
+               "rows: the same sizes carried by what the controls remove (a category code of "
+               "each layer's own, a homograph separation over the last transition alone)",
     "half": "half of each effect planted on the realistic background",
 }  # fmt: skip
 # source of the page -> the realistic kind, for the vanish rows and for the others
-KIND = {"null": ("survivor", "null"), "planted": ("planted", "planted"),
+KIND = {"null": ("survivor", "null"), "planted": ("removable", "planted"),
         "half": ("planted-half", "planted-half")}  # fmt: skip
 _ = SURVIVOR  # the declarations name it; the runs build it
 
@@ -121,9 +130,20 @@ def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> l
                 rows += [r for r in chapter_rows(chapter, vanish_kind, seed, vanish=True,
                                                  budget=budget) if r.kind == "vanish"]
             out += [{"claim_id": r.claim_id, "source": source, "seed": seed, "verdict": r.verdict,
-                     "kind": r.kind, "present": bool(r.present), "reason": r.reason[:160]}
+                     "kind": r.kind, "present": bool(r.present), "reason": r.reason[:160],
+                     COVERAGE_COLUMN: _covered(r, kind)}
                     for r in rows]  # fmt: skip
     return out
+
+
+def _covered(row: Any, kind: str) -> float:
+    """:data:`COVERAGE_COLUMN` of a row on source ``kind``: for the convergence peak on the
+    planted source (the paper's size, where the page reads coverage), whether its CI covers
+    the source's population peak (:func:`lamina.trajectory.coverage.peak_truth`); NaN for
+    every other row."""
+    if row.claim_id != PEAK.id or kind != "planted":
+        return float("nan")
+    return covers(row.ci_low, row.ci_high, peak_truth(kind))
 
 
 def _timed(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> dict[str, Any]:
@@ -138,7 +158,7 @@ def _timed(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> dict
 # chapters, the analyses or the fit: an edit there keeps the cached seeds.
 CODE = ("evidence", "states/controls.py", "sources/prompts.py", "trajectory/__init__.py",
         *(f"trajectory/{m}.py" for m in (
-            "calibration", "claims", "judging", "stat_tests", "convergence_stats",
+            "calibration", "claims", "coverage", "judging", "stat_tests", "convergence_stats",
             "curvature_stats", "bifurcation_stats", "phase_stats", "metrics", "phases", "sizes",
             "synthetic", "realistic", "levers", "background", "fitted")))  # fmt: skip
 
@@ -217,7 +237,7 @@ def calibration_runs(
             atomic_write_text(folder / f"seed-{res['seed']}.json", json.dumps(
                 {"sha256": hashlib.sha256(body.encode()).hexdigest(), "result": res}))
     out = pd.DataFrame([r for s in range(int(n_seeds)) for r in done[s]["rows"]],
-                       columns=list(RUN_COLUMNS))  # fmt: skip
+                       columns=[*RUN_COLUMNS, COVERAGE_COLUMN])  # fmt: skip
     out.attrs["seconds"] = [done[s]["seconds"] for s in range(int(n_seeds))]
     return out
 

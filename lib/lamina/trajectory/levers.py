@@ -18,7 +18,9 @@ Every lever is solved by bisection on reference draws of its chapter's own promp
   (single-token prompts excluded, as the chapter does) are the middles of the quoted ranges,
   0.29 and 0.77 rad (half: 0.41 and 0.65 rad, the gap halved about the same middle);
 * ``gain`` (convergence): the peak of the convergence-index profile (own items left out) is
-  0.495, the middle of 0.41-0.58 (half: 0.2475);
+  0.495, the middle of 0.41-0.58 (half: 0.2475); the "removable" source keeps the gain with
+  a category direction of each layer's own (``renewal`` 1): each layer's profile has the same
+  distribution either way, the draws being rotation invariant;
 * ``control_split`` then ``split`` (bifurcation, :func:`lamina.trajectory.realistic.compose`):
   the median over pairs of the control pairs' ratio r_ctl = delta(L) / delta(base) is the
   paper's 1.1 (half: 1.05), then the median of r_amb / r_ctl is 5.6 / 1.1 (half:

@@ -39,11 +39,17 @@ further psi_e per elaboration transition, psi_e solved so that elaboration's mea
 the higher neighbour's, band means averaged per independent unit as the chapter's test
 averages them (the boundary of the claim's null; :func:`lamina.trajectory.levers.neutral_turn`).
 
-**Kinds** (:data:`KINDS`): "null"; "planted" (the paper's sizes) and "planted-half" (half of
+**Kinds** (:data:`KINDS`, and :data:`CALIBRATION_KINDS` for "removable"): "null"; "planted" (the paper's sizes) and "planted-half" (half of
 each effect), each effect on its own lever (:mod:`lamina.trajectory.levers`); "survivor": the
-paper's sizes, carried by what the controls keep (the random-embedding control of a survivor
-source is another survivor draw, not a null one: :func:`control_kind`), the adversarial
-source of the "vanishes under controls" rows. Deterministic in the seed.
+paper's sizes, carried by what the controls keep (one category direction at every layer,
+which a trajectory keeps whatever the order of its layers; a homograph separation growing
+from 22% of depth, which a shuffled-layers control moves to a random layer but keeps about
+half of; the random-embedding control of a survivor source is another survivor draw, not a
+null one: :func:`control_kind`), the adversarial source (the null) of the "vanishes under
+controls" rows; "removable": the paper's sizes, carried by what the controls remove
+(:data:`REMOVABLE`: a category code of each layer's own, a homograph separation confined to
+the last transition; its random-embedding control is a null draw), the source on which the
+vanish rows' power is measured. Deterministic in the seed.
 """
 
 from __future__ import annotations
@@ -65,7 +71,9 @@ from lamina.trajectory.metrics import bifurcation
 from lamina.trajectory.phases import fixed_phase_bands
 
 __all__ = [
+    "CALIBRATION_KINDS",
     "KINDS",
+    "REMOVABLE",
     "Draw",
     "Levers",
     "compose",
@@ -74,9 +82,16 @@ __all__ = [
     "source_tokens",
 ]
 
-KINDS = ("null", "planted", "planted-half", "survivor")
+KINDS = ("null", "planted", "planted-half", "survivor")  # the book's synthetic sources
+CALIBRATION_KINDS = (*KINDS, "removable")  # and the vanish rows' planted source
 ONSET_DEPTH = 0.22  # the paper's "about 22% of depth": the planted bifurcation starts there
 RESERVED = 2 * MAX_RANK  # basis columns held for the fixed directions and their turned copy
+
+
+# the "removable" source's levers beside the planted ones: each category's direction drawn
+# afresh at every layer (:func:`_category_directions`), the separation growing over the last
+# transition alone (11/12 of depth on the 12 blocks of the fitted background)
+REMOVABLE = {"renewal": 1.0, "onset": 11 / 12}
 
 
 def control_kind(kind: str) -> str:
@@ -99,17 +114,23 @@ class Levers:
     ``neutral`` psi_e (rad per elaboration transition, the null's), ``phi`` (rad per
     encoding and output transition), ``drift_lexical`` / ``drift_reasoning`` (straight drift
     per layer of the lexical* / reasoning* families, in units of the mean norm of the
-    states), ``gain`` (convergence, z units), ``split`` / ``control_split`` (the planted
+    states), ``gain`` (convergence, z units), ``renewal`` (the share of each category's
+    direction drawn afresh at every layer: 0, one direction at every layer, which a
+    shuffled-layers control keeps; 1, a direction of its own at every layer, which it
+    removes: :func:`_category_directions`), ``split`` / ``control_split`` (the planted
     ratio delta(L) / delta(base) of homograph / control pairs: :func:`_separate`; 0 leaves
-    the background's separation)."""
+    the background's separation), ``onset`` (the depth, layer / L, where the planted
+    separation starts to grow)."""
 
     neutral: float = 0.0
     phi: float = 0.0
     drift_lexical: float = 0.0
     drift_reasoning: float = 0.0
     gain: float = 0.0
+    renewal: float = 0.0
     split: float = 0.0
     control_split: float = 0.0
+    onset: float = ONSET_DEPTH
 
     def but(self, **change: float) -> Levers:
         return Levers(**{**self.__dict__, **change})
@@ -187,7 +208,25 @@ def draw(table: pd.DataFrame, seed: int, bg: Background) -> Draw:
     if cats:
         mu = np.linalg.qr(rng.standard_normal((rest.shape[1], len(cats))))[0].T
         extra["categories"] = mu @ rest.T  # (K, d) orthonormal
+        fresh = [np.linalg.qr(rng.standard_normal((rest.shape[1], len(cats))))[0].T
+                 for _ in range(bg.n_layers + 1)]  # drawn last: the draws above are unchanged
+        extra["categories_by_layer"] = np.stack(fresh) @ rest.T  # (L+1, K, d) orthonormal per layer
     return Draw(Q, z, tokens, extra)
+
+
+def _category_directions(dr: Draw, renewal: float) -> np.ndarray:
+    """(L+1, K, d) the planted direction of each category at each layer:
+    u_k(l) = sqrt(1 - r) mu_k + sqrt(r) nu_k(l), r = ``renewal`` in [0, 1], mu_k (K, d) one
+    orthonormal set for every layer, nu_k(l) an orthonormal set drawn afresh at each layer
+    (unit vectors for r in {0, 1}; the two sets are independent, so for 0 < r < 1 only
+    E||u||^2 = 1). r = 0: a category keeps its direction at every layer, so a state carries
+    it whichever layer it sits at, and permuting a trajectory's layers keeps the category
+    clusters; r = 1: the category code of one layer is not another's (states of distinct
+    layers share none of it), the code a shuffled-layers control destroys."""
+    if not 0.0 <= renewal <= 1.0:
+        raise ValueError(f"renewal must lie in [0, 1]; got {renewal}")
+    mu, nu = dr.extra["categories"], dr.extra["categories_by_layer"]
+    return np.sqrt(1.0 - renewal) * mu[None] + np.sqrt(renewal) * nu
 
 
 def _col(t: pd.DataFrame, name: str) -> np.ndarray:
@@ -201,7 +240,7 @@ def _separate(t: pd.DataFrame, h: np.ndarray, L: int, lv: Levers) -> None:
     e(l) = (h_1(l) - h_2(l)) / 2 about its midpoint is scaled by
     (1 + (rho - 1) ramp(l)) / G(l) for l after the ratio's baseline layer, rho = ``split``
     (homograph pairs) or ``control_split`` (control pairs), ramp rising linearly from
-    :data:`ONSET_DEPTH` x L to 1 at L, G(l) the median over the control pairs of the pair's
+    ``lv.onset`` x L (:data:`ONSET_DEPTH` unless set) to 1 at L, G(l) the median over the control pairs of the pair's
     class of the background's delta(l) / delta(base): the background's own growth of every
     pair's separation is replaced by the planted one, each pair keeping its own deviation
     from its class's median (so a homograph pair and its control pair still move together).
@@ -224,7 +263,7 @@ def _separate(t: pd.DataFrame, h: np.ndarray, L: int, lv: Levers) -> None:
             k = cls == c
             growth[k] = np.median(dc[k] / dc[k, base : base + 1], axis=0)
     growth = np.where(growth > 0, growth, 1.0)
-    ramp = np.clip((layers - ONSET_DEPTH * L) / (L - ONSET_DEPTH * L), 0, 1)
+    ramp = np.clip((layers - lv.onset * L) / (L - lv.onset * L), 0, 1)
     for (r1, r2), rho in (((a, b), lv.split), ((ca, cb), lv.control_split)):
         if rho <= 0:
             continue
@@ -263,7 +302,8 @@ def compose(table: pd.DataFrame, dr: Draw, bg: Background, lv: Levers) -> np.nda
         names = sorted(set(cat) - {""})
         k = np.array([names.index(c) for c in cat[sem]], dtype=int)
         bump = np.exp(-(((layers / L - 0.67) / 0.25) ** 2))
-        h[sem] += lv.gain * bump[None, :, None] * dr.extra["categories"][k][:, None, :]
+        u = _category_directions(dr, lv.renewal)  # (L+1, K, d)
+        h[sem] += lv.gain * bump[None, :, None] * u[:, k].transpose(1, 0, 2)
     norm = np.asarray(bg.norm)
     h = h * norm[None, :, None]
     for prefix, gain in (("lexical", lv.drift_lexical), ("reasoning", lv.drift_reasoning)):

@@ -1,5 +1,6 @@
 """Known-answer sources for paper 1's chapters: ``synthetic-null``, ``synthetic-planted``,
-``synthetic-planted-half`` and ``synthetic-survivor``, the realistic sources of
+``synthetic-planted-half``, ``synthetic-survivor`` and ``synthetic-removable``, the realistic
+sources of
 :mod:`lamina.trajectory.realistic` (a background fitted to SmolLM2's states, the paper's
 effects planted by :mod:`lamina.trajectory.levers`), dispatched by :func:`synthetic_states`.
 
@@ -23,7 +24,15 @@ import pandas as pd
 
 from lamina.trajectory.fitted import background
 from lamina.trajectory.levers import levers
-from lamina.trajectory.realistic import KINDS, compose, control_kind, draw, source_tokens
+from lamina.trajectory.realistic import (
+    CALIBRATION_KINDS,
+    KINDS,
+    REMOVABLE,
+    compose,
+    control_kind,
+    draw,
+    source_tokens,
+)
 
 __all__ = ["CONTROL_SEED", "RANDOM_INIT_SEED", "SYNTHETIC", "control_states", "synthetic_states",
            "synthetic_tokens"]  # fmt: skip
@@ -43,15 +52,18 @@ def synthetic_states(prompts: pd.DataFrame, kind: str, seed: int = 0, pool: str 
     """States (n, L+1, d) float64 for the rows of ``prompts`` (columns ``prompt`` and, where
     present, ``family``, ``category``, ``item``, ``base``, ``frame``, ``subtype``, ``role``,
     ``pair_id``, ``sense``, ``word_last``) on the realistic source ``kind`` (one of
-    :data:`lamina.trajectory.realistic.KINDS`) under ``pool`` ("mean" or "last").
+    :data:`lamina.trajectory.realistic.CALIBRATION_KINDS`) under ``pool`` ("mean" or "last").
     Deterministic in ``seed``."""
-    if kind not in KINDS:
-        raise ValueError(f"synthetic kind must be one of {KINDS}; got {kind!r}")
+    if kind not in CALIBRATION_KINDS:
+        raise ValueError(f"synthetic kind must be one of {CALIBRATION_KINDS}; got {kind!r}")
     t = prompts.reset_index(drop=True)
     if len(t) == 0:
         raise ValueError("synthetic_states needs at least one prompt")
     bg = background(pool)
-    return compose(t, draw(t, seed, bg), bg, levers("planted" if kind == "survivor" else kind, pool))
+    lv = levers("planted" if kind in ("survivor", "removable") else kind, pool)
+    if kind == "removable":  # the paper's sizes, carried by what the controls remove
+        lv = lv.but(**REMOVABLE)
+    return compose(t, draw(t, seed, bg), bg, lv)
 
 
 def control_states(prompts: pd.DataFrame, kind: str, seed: int = 0, pool: str = "mean") -> dict[str, np.ndarray]:
