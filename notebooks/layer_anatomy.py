@@ -262,7 +262,7 @@ show_figure(
 
 # %% [markdown]
 # :::{admonition} Verdicts on {glue:text}`anat_model`: predictability
-# - **R² = 0.91** (raw entries, mean over matrix types): {glue:text}`anat_r2_measured`
+# - **R² = 0.91** (entries with each layer scaled to unit RMS, mean over matrix types): {glue:text}`anat_r2_measured`
 #   {glue:text}`anat_r2_ci` (p {glue:text}`anat_r2_p` against shuffled layer orders, whose median
 #   is {glue:text}`anat_r2_effect`): **{glue:text}`anat_r2_verdict`**. gate_proj alone (the
 #   paper's figure): {glue:text}`anat_r2_gate_measured` {glue:text}`anat_r2_gate_ci`:

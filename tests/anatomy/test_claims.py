@@ -9,8 +9,8 @@ import pytest
 
 from lamina.anatomy.claims import CLAIMS, judge_anatomy
 from lamina.anatomy.measurements import AnatomyTables, MeasureOptions, measure_anatomy
-from lamina.anatomy.predictability import depth_fit_terms
-from lamina.anatomy.regularity import permuted_r2
+from lamina.anatomy.predictability import depth_fit_terms, scaled_stacks
+from lamina.anatomy.regularity import SCALED, permuted_r2
 
 OPTS = MeasureOptions(n_bootstrap=400, n_permutations=200)
 
@@ -43,17 +43,18 @@ def _sweep(rows: list[dict], n_units: int) -> pd.DataFrame:
 
 
 def _weights(kind: str, rng: np.random.Generator, n_layers: int = 12) -> dict:
-    """Terms and nulls of 3 matrix types whose layers follow depth (``"depth"``, R2 near 1)
-    or are independent (``"noise"``)."""
+    """Terms (raw and scaled entries) and the scaled entries' null of 3 matrix types whose
+    layers follow depth (``"depth"``, R2 near 1) or are independent (``"noise"``)."""
     z = np.linspace(0, 1, n_layers)[:, None]
     stacks = {}
     for role in ("q", "mlp_gate", "mlp_out"):
-        pattern = rng.standard_normal((2, 200))
-        signal = z * pattern[0] + z**2 * pattern[1]
+        pattern = rng.standard_normal((3, 200))  # a pattern that changes with depth
+        signal = pattern[0] + z * pattern[1] + z**2 * pattern[2]
         noise = rng.standard_normal((n_layers, 200))
         stacks[role] = signal + 0.05 * noise if kind == "depth" else noise
-    terms = {"raw entries": depth_fit_terms(stacks)}
-    nulls = {"raw entries": permuted_r2(list(stacks.values()), 0.01, 2, 200, 0)}
+    scaled = scaled_stacks(stacks)
+    terms = {"raw entries": depth_fit_terms(stacks), SCALED: depth_fit_terms(scaled)}
+    nulls = {SCALED: permuted_r2(list(scaled.values()), 0.01, 2, 200, 0)}
     return {"terms": terms, "r2_null": nulls}
 
 

@@ -52,6 +52,7 @@ from lamina.evidence.declare import ClaimSpec
 __all__ = [
     "ANTI_PCT",
     "FIT",
+    "ar1",
     "SOURCES",
     "fit_noise",
     "given_row",
@@ -108,8 +109,9 @@ def fit_noise(skip: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def _ar(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
-    """(n,) a stationary AR(1) series of unit variance."""
+def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    """(n,) a stationary AR(1) series of unit variance: z_0 ~ N(0, 1),
+    z_i = phi z_(i-1) + sqrt(1 - phi^2) e_i (lag-1 correlation phi)."""
     z = np.empty(n)
     z[0] = rng.standard_normal()
     for i in range(1, n):
@@ -119,7 +121,7 @@ def _ar(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 def importance_profile(source: str, rng: np.random.Generator) -> np.ndarray:
     """(30,) true skip delta_pct of one known-answer source (module docstring)."""
-    log10 = LOG_MEAN + LOG_SD * _ar(rng, PAPER_L, PHI)
+    log10 = LOG_MEAN + LOG_SD * ar1(rng, PAPER_L, PHI)
     if source == "null":
         d = 10**log10
         d[rng.choice(PAPER_L, N_ZERO, replace=False)] = 0.0
@@ -160,24 +162,30 @@ def _rows(surgery: str, layers: Iterable[int], per: np.ndarray, base: np.ndarray
     ]
 
 
-def importance_sweep(source: str, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
-    """(skip rows with per-window NLLs and the chapter's CIs over units, unit ids (16,)) of one
-    source of :data:`SOURCES`."""
+def importance_sweep(
+    source: str, seed: int, n_units: int = N_UNITS
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """(skip rows with per-window NLLs and the chapter's CIs over units, unit ids (n_units,)) of
+    one source of :data:`SOURCES`; ``n_units``: the design (default the chapter's 16)."""
     rng = np.random.default_rng([seed, SOURCES.index(source), 31])
     d = importance_profile(source, rng)
-    per, base = _unit_nll(np.log1p(d / 100), rng, N_UNITS)
-    doc_ids = np.arange(N_UNITS)
+    per, base = _unit_nll(np.log1p(d / 100), rng, n_units)
+    doc_ids = np.arange(n_units)
     sweep = pd.DataFrame(_rows("skip", range(PAPER_L), per, base))
     return regroup_sweep(sweep, doc_ids, SEQ_LEN, OPTIONS.n_bootstrap, seed), doc_ids
 
 
-def robustness_sweep(source: str, seed: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+def robustness_sweep(
+    source: str, seed: int, n_units: int = N_ROBUST_UNITS
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """(rows of predicted (14 layers x 16 units), scale, noise, interpolate, reinit (14 x 6),
     unit ids, joint per-window NLL with every predicted layer replaced) of one source:
     predicted weights' median PPL change at +100% (null), +1,000% (planted) or +369% (half:
     half the log excess); joint / summed increase 1 (null), 2 (planted), 1.5 (half); the worst
     layer under scaling at +5% (null), +1% (planted), +3% (half), one other strategy at +1%
-    worst in the null, all four at +20% or more otherwise. Unit noise: t with 3 df."""
+    worst in the null, all four at +20% or more otherwise. Unit noise: t with 3 df.
+    ``n_units``: the other strategies' units (default the chapter's 6; the first of the
+    held-out units, as in the chapter)."""
     rng = np.random.default_rng([seed, SOURCES.index(source), 37])
     k = SOURCES.index(source)
     med = (100.0, 1_000.0, 369.0)[k]
@@ -199,33 +207,36 @@ def robustness_sweep(source: str, seed: int) -> tuple[pd.DataFrame, np.ndarray, 
     for s, top in {"scale": worst, **others}.items():
         d = top * rng.uniform(0.2, 1.0, N_ROBUST_LAYERS)
         d[rng.integers(N_ROBUST_LAYERS)] = top
-        p, b = _unit_nll(np.log1p(d / 100), rng, N_ROBUST_UNITS)
+        p, b = _unit_nll(np.log1p(d / 100), rng, n_units)
         rows += _rows(s, layers, p, b)
     sweep = pd.DataFrame(rows)
-    return sweep, np.arange(N_UNITS), joint
+    return sweep, np.arange(max(N_UNITS, n_units)), joint  # windows 0.. are shared
 
 
-def recovery_source(source: str, seed: int) -> tuple[pd.Series, pd.DataFrame]:
-    """(importance by layer, recovery table) of :data:`N_RECOVERY` layers: standardised
+def recovery_source(
+    source: str, seed: int, n_layers: int = N_RECOVERY
+) -> tuple[pd.Series, pd.DataFrame]:
+    """(importance by layer, recovery table) of ``n_layers`` layers (default the chapter's
+    :data:`N_RECOVERY`): standardised
     importance x, initial damage d = 0.7 x + noise, recovery time y = 0.6 d + b x + noise with
     b giving a partial correlation of about 0.6 (planted), 0.3 (half) or 0 (null); the slowest
     quarter censored."""
     rng = np.random.default_rng([seed, SOURCES.index(source), 41])
     b = (0.0, 0.75, 0.32)[SOURCES.index(source)]
-    x = rng.standard_normal(N_RECOVERY)
-    d = 0.7 * x + np.sqrt(1 - 0.49) * rng.standard_normal(N_RECOVERY)
-    y = 0.6 * d + b * x + 0.8 * rng.standard_normal(N_RECOVERY)
+    x = rng.standard_normal(n_layers)
+    d = 0.7 * x + np.sqrt(1 - 0.49) * rng.standard_normal(n_layers)
+    y = 0.6 * d + b * x + 0.8 * rng.standard_normal(n_layers)
     cut = np.quantile(y, 0.75)
     table = pd.DataFrame(
         {
-            "layer": range(N_RECOVERY),
+            "layer": range(n_layers),
             "baseline_ppl": 20.0,
             "perturbed_ppl": 20.0 * np.exp(1 + 0.5 * d),
             "recovered": y <= cut,
             "steps_ranked": 6 + 2 * y,
         }
     )
-    return pd.Series(10 ** (1 + x), index=range(N_RECOVERY)), table
+    return pd.Series(10 ** (1 + x), index=range(n_layers)), table
 
 
 def given_row(spec: ClaimSpec) -> Claim:

@@ -37,6 +37,7 @@ __all__ = [
     "measure_core",
     "measure_core_max",
     "measure_range",
+    "range_floor",
     "skip_rows",
     "unit_sums",
 ]
@@ -109,10 +110,40 @@ def log_range(d: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.log10(np.nanmax(pos, -1) / np.nanmin(pos, -1))
 
 
-def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int) -> dict[str, object]:
+def range_floor(skip: pd.DataFrame, n_units: int, need_log10: float) -> str | None:
+    """Why the range rule cannot read a range of at least 10^need_log10 at this design (None:
+    it can). A layer enters the range only when its CI excludes 0 (delta > its lower half-width
+    w_l = delta_l - delta_ci_low_l), so the smallest change this design tells from 0 is about
+    floor = min_l w_l (percent) and the widest range it can show is about
+    log10(max_l delta_ci_high_l / floor). Below ``need_log10`` the row is undecidable; the
+    design that would decide: n (floor / f)^2 units, f = max_l delta_l / 10^need_log10 (half-
+    widths shrink as 1 / sqrt(units))."""
+    d = skip["delta_pct"].to_numpy(float)
+    w = d - skip["delta_ci_low"].to_numpy(float)
+    top = float(np.nanmax(skip["delta_ci_high"].to_numpy(float)))
+    w = w[np.isfinite(w) & (w > 0)]
+    if not w.size or not np.isfinite(top) or top <= 0:
+        return None
+    floor = float(w.min())
+    widest = float(np.log10(top / floor))
+    if widest >= need_log10:
+        return None
+    f = float(np.nanmax(d)) / 10**need_log10
+    need = n_units * (floor / f) ** 2 if f > 0 else float("inf")
+    return (f"about {need:.2g} units, not {n_units}, would decide it: at {n_units} the "
+            f"smallest change told from 0 is about {floor:.3g}% and the largest layer's upper "
+            f"bound {top:,.4g}%, so the widest range it can show is about 10^{widest:.2g}, short "
+            f"of 10^{need_log10:g}; 10^{need_log10:g} below the largest layer is {f:.2g}%")  # fmt: skip
+
+
+def measure_range(
+    skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int, need_log10: float | None = None
+) -> dict[str, object]:
     """The importance range: log10(max / min delta_pct) over the layers whose paired 95% CI
     excludes 0 (``delta_ci_low > 0``; a change indistinguishable from 0 cannot be the divisor),
-    with its 95% expanded percentile CI over units (the same layers in every resample)."""
+    with its 95% expanded percentile CI over units (the same layers in every resample).
+    ``need_log10``: the smallest range the claim needs; a design that cannot show one that wide
+    makes the row undecidable (:func:`range_floor`)."""
     sig = (skip["delta_ci_low"] > 0).to_numpy()
     est = float(log_range(us.delta_pct(), sig))
     draws = log_range(us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed)), sig)
@@ -126,7 +157,7 @@ def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int)
         if len(d)
         else "no layer's CI excludes 0"
     )
-    return {
+    out: dict[str, object] = {
         "estimate": est,
         "ci_low": lo,
         "ci_high": hi,
@@ -137,6 +168,8 @@ def measure_range(skip: pd.DataFrame, us: UnitSums, n_bootstrap: int, seed: int)
         "detail": where,
         "untestable": None if np.isfinite(est) else "fewer than 2 layers raise PPL significantly",
     }
+    why = None if need_log10 is None else range_floor(skip, us.n_units, need_log10)
+    return out | ({"undecidable": why} if why else {})
 
 
 def core_share_p(n_layers: int, n_core: int, n_top: int, hits: int) -> float:
@@ -248,7 +281,9 @@ def measure_anti(anti: np.ndarray, q: np.ndarray, n_units: int) -> dict[str, obj
     }
 
 
-def measure_anti_at(anti: np.ndarray, n_layers: int, mapping: str, why: str = "") -> dict[str, object]:
+def measure_anti_at(
+    anti: np.ndarray, n_layers: int, mapping: str, why: str = ""
+) -> dict[str, object]:
     """How many of the paper's anti-layer positions (L14, L17, mapped by depth: each its own
     set of layers) hold an anti-layer (:func:`anti_layers`); a count row."""
     at = [mapped_layers([p], n_layers, mapping) for p in PAPER_ANTI]

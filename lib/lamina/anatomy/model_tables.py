@@ -22,11 +22,12 @@ from lamina.anatomy.predictability import (
     RIDGE_ALPHA,
     depth_fit_terms,
     layer_structure,
+    scaled_stacks,
     singular_spectra,
     summary_stacks,
 )
 from lamina.anatomy.recovery import recovery_steps, speed_rank
-from lamina.anatomy.regularity import GATE, delta_table, model_stacks, permuted_r2
+from lamina.anatomy.regularity import GATE, SCALED, delta_table, model_stacks, permuted_r2
 
 __all__ = [
     "SweepPlan",
@@ -183,13 +184,19 @@ def stack_tables(
 ) -> WeightTables:
     """The depth fit and the weights' structure, from ``stacks`` (type -> (L, P) weights over
     depth) and their ``structure`` (:func:`lamina.anatomy.predictability.matrix_structure`):
-    ``terms`` and ``r2_null`` by target ("raw entries", :data:`~lamina.anatomy.regularity.GATE`
-    alone, "layer summaries"; :func:`lamina.anatomy.predictability.depth_fit_terms`,
-    :func:`lamina.anatomy.regularity.permuted_r2`), ``predictability`` (one row per target and
-    matrix type: r2), ``delta`` (:func:`lamina.anatomy.regularity.delta_table`), ``structure``."""
+    ``terms`` by target ("raw entries": the fit that predicted weights substitute, read by the
+    depth-fit gate; :data:`~lamina.anatomy.regularity.SCALED`: every layer at unit RMS,
+    :func:`lamina.anatomy.predictability.scaled_stacks`, the R^2 claims' target;
+    :data:`~lamina.anatomy.regularity.GATE` alone, scaled; "layer summaries";
+    :func:`lamina.anatomy.predictability.depth_fit_terms`) and ``r2_null`` for each target but
+    the raw one (:func:`lamina.anatomy.regularity.permuted_r2`), ``predictability`` (one row per
+    target but GATE and matrix type: r2), ``delta``
+    (:func:`lamina.anatomy.regularity.delta_table`, of the raw weights), ``structure``."""
+    scaled = scaled_stacks(stacks)
     targets = {
         "raw entries": stacks,
-        GATE: {k: v for k, v in stacks.items() if k == GATE},
+        SCALED: scaled,
+        GATE: {k: v for k, v in scaled.items() if k == GATE},
         "layer summaries": summary_stacks(structure),
     }
     terms, nulls, rows = {}, {}, []
@@ -197,7 +204,8 @@ def stack_tables(
         if not st:
             continue
         terms[name] = depth_fit_terms(st, alpha=alpha, degree=degree)
-        nulls[name] = permuted_r2(list(st.values()), alpha, degree, n_permutations, seed)
+        if name != "raw entries":  # the raw fit is the predicted weights' gate, not a test
+            nulls[name] = permuted_r2(list(st.values()), alpha, degree, n_permutations, seed)
         if name != GATE:
             g = terms[name].groupby("matrix", sort=False)[["sse", "sst"]].sum()
             rows += [

@@ -28,6 +28,7 @@ __all__ = [
     "predicted_layer_state",
     "ridge",
     "ridge_depth_fit",
+    "scaled_stacks",
     "singular_spectra",
     "stacked_weights",
     "summary_predictability",
@@ -134,6 +135,26 @@ def depth_fit_terms(
             for l, (a, b) in enumerate(zip(sse, sst, strict=True))
         ]
     return pd.DataFrame(rows, columns=["matrix", "layer", "sse", "sst"])
+
+
+def scaled_stacks(stacks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each stack (type -> (L, P) weights over depth) with every layer at unit scale:
+
+        U_l = W_l / rms(W_l),   rms(W_l) = sqrt(mean_p W_lp^2)   (dimensionless, (L, P)),
+
+    a layer of zeros left at zero. The depth fit of U reads the entries' *pattern* across depth,
+    not their scale: layers whose scales differ (real layers' norms change with depth) but
+    whose entries are independent draws up to scale, ``W_l = s_l E_l``, give exchangeable
+    U_l -- the assumption of the shuffled-order null (:func:`lamina.anatomy.regularity.
+    permuted_r2`) -- whereas on W a pattern shared by every layer, scaled by a depth-smooth
+    s_l, earns R^2 from the scale profile alone (the scale's own regularity is the summary
+    target's, :func:`summary_stacks`)."""
+    out = {}
+    for role, w in stacks.items():
+        w = np.asarray(w, np.float64)
+        rms = np.sqrt((w**2).mean(axis=1, keepdims=True))
+        out[role] = np.divide(w, rms, out=np.zeros_like(w), where=rms > 0)
+    return out
 
 
 def weight_predictability(

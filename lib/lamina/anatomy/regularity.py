@@ -6,7 +6,12 @@ correlation (about -0.50) against independent layers.
 (:func:`lamina.anatomy.predictability.ridge_depth_fit`) gives per layer j a squared error
 sse_j and a squared deviation sst_j; R^2 = 1 - sum_j sse_j / sum_j sst_j per type, averaged
 over types. CIs resample layers (the units of a fit across depth); the p is the share of
-shuffled layer orders whose mean R^2 is at least as large (:func:`permuted_r2`).
+shuffled layer orders whose mean R^2 is at least as large (:func:`permuted_r2`). The claims'
+target is the entries with every layer at unit RMS (:data:`SCALED`,
+:func:`lamina.anatomy.predictability.scaled_stacks`): a shuffled order is an exchangeable draw
+of layers only once their scales are removed; on raw entries, a pattern shared by every layer
+whose scale drifts smoothly with depth (as real layers' norms do) earns R^2 from the scale
+profile alone, which the shuffled order destroys (a false "follows depth" at every seed).
 
 **Delta correlation.** rho(l) = corr(W_{l+1} - W_l, W_{l+2} - W_{l+1}) is about -0.5 for
 independent layers (:func:`delta_table` gives the exact value for unequal variances), so
@@ -29,6 +34,7 @@ from lamina.anatomy.predictability import depth_features, matrix_types, ridge, s
 
 __all__ = [
     "GATE",
+    "SCALED",
     "delta_table",
     "loo_hat_matrix",
     "measure_delta",
@@ -39,6 +45,7 @@ __all__ = [
 ]
 
 GATE = "mlp_gate"  # the adapter's role name of gate_proj, whose R^2 the paper reports
+SCALED = "scaled entries"  # the R^2 claims' target: each layer at unit RMS (scaled_stacks)
 
 
 def delta_table(stacks: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -14,8 +14,8 @@ accumulate nonlinearly, and only scaling (alpha = 0.9) preserves quality.
   is a sign-flip test over units of each unit's interaction
   I_g = ((S_joint,g - S_base,g) - sum_l (S_l,g - S_base,g)) / C_g, nats per token.
 * **Scaling** (:func:`measure_scaling`, :func:`measure_preserving`): a strategy preserves
-  quality when its worst layer raises PPL by less than a threshold (ours: 5%); the worst
-  layer's delta_pct has a CI over units with the worst layer re-chosen in each resample.
+  quality when every layer raises PPL by less than a threshold (ours: 5%), judged by
+  intersection-union: every layer's own one-sided 95% upper bound over units below it.
 
 Each ``measure_*`` returns the keyword arguments of a
 :class:`lamina.evidence.decide.Measurement` (:mod:`lamina.anatomy.claims`).
@@ -33,6 +33,7 @@ from lamina.evidence.stats import sign_flip_test
 
 __all__ = [
     "ROBUSTNESS_STRATEGIES",
+    "layer_bounds",
     "measure_accumulation",
     "measure_predicted",
     "measure_preserving",
@@ -141,44 +142,103 @@ def measure_accumulation(
     return out
 
 
+def layer_bounds(
+    rows: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
+) -> dict[str, np.ndarray | int]:
+    """Each layer's own delta_pct and one-sided 95% bounds (the central 90% expanded percentile
+    interval over resampled units) of one surgery's rows: {layer (L,), delta (L,), low (L,),
+    high (L,) in percent; n_units}."""
+    us = unit_sums(rows.sort_values("layer"), doc_ids)
+    draws = us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed + 7))  # (B, L)
+    bounds = np.array([_q(draws[:, j], 0.90, us.n_units) for j in range(draws.shape[1])])
+    return {"layer": us.layer_ids, "delta": us.delta_pct(), "low": bounds[:, 0],
+            "high": bounds[:, 1], "n_units": us.n_units}  # fmt: skip
+
+
 def _worst(
     rows: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
-) -> tuple[float, float, float, int]:
-    """(worst-layer delta_pct, its CI (one-sided 95% bounds), units) of one surgery's rows."""
-    us = unit_sums(rows, doc_ids)
-    d = us.delta_pct()
-    draws = us.delta_pct(cluster_draws(us.n_units, n_bootstrap, seed + 7)).max(1)
-    lo, hi = _q(draws, 0.90, us.n_units)
-    return float(d.max()), lo, hi, us.n_units
+) -> tuple[float, float, float, dict[str, np.ndarray | int]]:
+    """(worst layer's delta_pct, max_l low_l, max_l high_l, :func:`layer_bounds`) of one
+    surgery's rows: the intersection-union bound of "every layer below a threshold" -- it holds
+    at level 95% when every layer's own upper bound high_l is below it, and max_l high_l is a
+    one-sided 95% upper bound of the largest true change (its layer's own bound covers it);
+    max_l low_l is the matching lower bound (the worst layer is at least any layer's)."""
+    b = layer_bounds(rows, doc_ids, n_bootstrap, seed)
+    d, lo, hi = (np.asarray(b[k], float) for k in ("delta", "low", "high"))
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        return float(d.max()), float("nan"), float("nan"), b
+    return float(d.max()), float(lo.max()), float(hi.max()), b
+
+
+def _one_sided_z(n_units: int) -> float:
+    """The expanded percentile interval's one-sided 95% multiplier over ``n_units`` units,
+    sqrt(n / (n - 1)) t_(n-1)(0.95) (:func:`lamina.anatomy.heldout.expanded_level`)."""
+    return float(np.sqrt(n_units / (n_units - 1)) * stats.t.ppf(0.95, n_units - 1))
+
+
+def _undecidable(b: dict[str, np.ndarray | int], threshold_pct: float) -> str | None:
+    """Why this design cannot decide "below ``threshold_pct`` at every layer" (None: it can):
+    some layer's upper half-width h = high_l - delta_l (percent) is at least the threshold, so
+    that layer, even with no true change, reads below it less than half the time (and every
+    layer must).
+    The design that would decide: the fewest units n' whose half-width,
+    h sqrt(n / n') z(n') / z(n) (:func:`_one_sided_z`), is at most half the threshold."""
+    d, hi, n = np.asarray(b["delta"], float), np.asarray(b["high"], float), int(b["n_units"])
+    width = hi - d
+    if n < 2 or not np.isfinite(width).all() or width.max() < threshold_pct:
+        return None
+    h = float(width.max())
+    need = n
+    while h * np.sqrt(n / need) * _one_sided_z(need) / _one_sided_z(n) > threshold_pct / 2:
+        need += 1
+    return (f"about {need} units, not {n}, would decide it: at {n} the widest layer's upper "
+            f"bound lies {h:.3g} points above its estimate (layer "
+            f"{int(np.asarray(b['layer'])[np.argmax(width)])}), at least the {threshold_pct:g}% "
+            "threshold, so a layer with no change would read below it less than half the time; "
+            f"at {need} that bound is half the threshold")  # fmt: skip
 
 
 def measure_scaling(
-    sweep: pd.DataFrame, doc_ids: np.ndarray, n_bootstrap: int, seed: int
+    sweep: pd.DataFrame,
+    doc_ids: np.ndarray,
+    n_bootstrap: int,
+    seed: int,
+    threshold_pct: float = 5.0,
 ) -> dict[str, object]:
-    """Scaling preserves quality: the worst layer's delta_pct (percent) under ``scale``, with a
-    CI whose ends are one-sided 95% bounds (expanded percentile over units, the worst layer
-    re-chosen in each resample). No test: the claim is the upper bound below the threshold."""
+    """Scaling preserves quality: the worst layer's delta_pct (percent) under ``scale``, judged
+    by intersection-union: the CI's upper end is the largest of the layers' own one-sided 95%
+    upper bounds (:func:`_worst`), so that "preserves" (the upper end below ``threshold_pct``)
+    means every layer's own bound is below it; a bound on the maximum re-chosen in each resample
+    is biased upward, by the noise of many layers. Undecidable at this design when some layer's
+    bound is too wide to lie below the threshold (:func:`_undecidable`). No test: the claim is
+    the upper bound below the threshold."""
     rows = sweep[sweep["surgery"] == "scale"]
     if rows.empty:
         return {"untestable": "scale was not swept"}
-    worst, lo, hi, n = _worst(rows, doc_ids, n_bootstrap, seed)
-    return {
+    worst, lo, hi, b = _worst(rows, doc_ids, n_bootstrap, seed)
+    layers = np.asarray(b["layer"])
+    out: dict[str, object] = {
         "estimate": worst,
         "ci_low": lo,
         "ci_high": hi,
         "sided": "less",
-        "n_units": n,
-        "detail": f"{len(rows)} layers, worst layer "
-        f"{int(rows.loc[rows['delta_pct'].idxmax(), 'layer'])}",
+        "n_units": int(b["n_units"]),
+        "detail": f"{len(rows)} layers, worst layer {int(layers[np.argmax(b['delta'])])}; upper "
+        f"end: layer {int(layers[np.nanargmax(b['high'])])}'s own bound (every layer's own "
+        "bound below the threshold: intersection-union)"
+        if np.isfinite(hi)
+        else f"{len(rows)} layers",
     }
+    why = _undecidable(b, threshold_pct)
+    return out | ({"undecidable": why} if why else {})
 
 
 def measure_preserving(
     sweep: pd.DataFrame, doc_ids: np.ndarray, threshold_pct: float, n_bootstrap: int, seed: int
 ) -> dict[str, object]:
     """How many of the other four strategies (noise, interpolate, predicted, reinit, those
-    swept) preserve quality: their worst layer's delta_pct has its upper bound (as in
-    :func:`measure_scaling`) below ``threshold_pct``. A count row, no CI."""
+    swept) preserve quality: every layer's own upper bound (as in :func:`measure_scaling`)
+    below ``threshold_pct``. A count row, no CI."""
     kept, tested = [], []
     for s in ROBUSTNESS_STRATEGIES[1:]:
         rows = sweep[sweep["surgery"] == s]
