@@ -23,6 +23,7 @@ from lamina.book.tables import details_html, show_verdicts
 from lamina.chapters.reanalysis import Config, peer_available, run
 from lamina.chapters.results import ExperimentResult
 from lamina.sources.gguf_models import OFFLINE_GGUF
+from lamina.trajectory.analyses.reanalysis import curvature_per_category
 from lamina.trajectory.analyses.reanalysis_models import curvature_range_summary, headline_table
 
 __all__ = [
@@ -233,7 +234,7 @@ def real_models_section(
         _markdown("*No other model was run (`real_models` is empty).*")
     _folded(headline_table(real),
             "All prompts, estimate [95% CI], per convention and model (peer-gpt2 first)")
-    _folded(_per_category(real).reset_index(),
+    _folded(curvature_per_category(real).reset_index(),
             "Curvature (rad) per released category, estimate [95% CI], per convention and model")
 
 
@@ -276,13 +277,3 @@ def _headline_chart(real: pd.DataFrame) -> alt.FacetChart:
         .resolve_scale(x="independent")
         .properties(title="Curvature and peak convergence index per convention and model")
     )  # fmt: skip
-
-
-def _per_category(real: pd.DataFrame) -> pd.DataFrame:
-    """Curvature 'estimate [low, high]' (rad) per convention and model (rows) and released
-    category (columns)."""
-    per_cat = real[(real["metric"] == "curvature (rad)") & (real["category"] != "all")]
-    return per_cat.assign(value=[f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in zip(
-        per_cat["estimate"], per_cat["ci_low"], per_cat["ci_high"], strict=True)]).pivot_table(
-        index=["convention", "model"], columns="category", values="value", aggfunc="first",
-        sort=False)  # fmt: skip

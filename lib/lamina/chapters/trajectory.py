@@ -23,7 +23,7 @@ from lamina.book.tables import show_details
 from lamina.chapters.config import ChapterConfig
 from lamina.chapters.models import chapter_models
 from lamina.chapters.results import ExperimentResult, concat_tables
-from lamina.core.bounds import COUNT, SEED, Bound, check_bounds
+from lamina.core.bounds import Bound, check_bounds
 from lamina.sources.peer import is_peer
 from lamina.states.quant_control import (
     CONTROL_QTYPES,
@@ -34,7 +34,7 @@ from lamina.states.quant_control import (
 from lamina.trajectory.analyses.shared import Analysis, Options
 from lamina.trajectory.chapter_prompts import load_chapter_prompts
 from lamina.trajectory.model_states import ModelStates, load_model_states
-from lamina.trajectory.sizes import CHAPTER_FAMILIES
+from lamina.trajectory.sizes import CHAPTER_BOUNDS, CHAPTER_FAMILIES
 
 __all__ = ["ChapterSpec", "TrajectoryConfig", "each_model", "run_chapter", "show_quant_control"]
 
@@ -76,9 +76,7 @@ class TrajectoryConfig(ChapterConfig):
     sensitivity: bool = True
     quant_control: bool = True
 
-    BOUNDS: ClassVar[dict[str, Bound]] = {
-        "n_bootstrap": Bound(10, integer=True), "n_permutations": COUNT, "seed": SEED}
-    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`)."""
+    BOUNDS: ClassVar[dict[str, Bound]] = CHAPTER_BOUNDS  # lamina.trajectory.sizes
 
     def __post_init__(self) -> None:
         if self.pooling not in ("mean", "last"):

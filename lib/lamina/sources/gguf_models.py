@@ -332,22 +332,15 @@ def _check_architecture(path: Path, info: GGUFInfo, lamina_types: Collection[str
     return model_type
 
 
-def _dequantise(
-    target: Path,
-    paths: list[Path],
-    record: dict[str, Any],
-    supported: Collection[str],
-    progress: bool,
-) -> None:
+def _dequantise(target: Path, paths: list[Path], record: dict[str, Any],
+                supported: Collection[str], progress: bool) -> None:  # fmt: skip
     """Assemble the GGUF ``paths`` in a scratch folder, check its architecture, and build the
     fp32 cache ``target`` (:func:`lamina.sources.gguf_cache.build_cache`), its manifest holding
     ``record`` plus the file's architecture and quantisation."""
     scratch_prefix = f".assemble-{target.name}-"  # removed by clean_scratch if we are killed
     # the file is parsed once for the checks and the loaders (lamina.sources.gguf_dequant)
-    with (
-        shared_gguf_reader(),
-        tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=target.parent) as scratch,
-    ):
+    scratch_folder = tempfile.TemporaryDirectory(prefix=scratch_prefix, dir=target.parent)
+    with shared_gguf_reader(), scratch_folder as scratch:
         gguf_path = assemble(paths, Path(scratch))
         info = inspect_gguf(gguf_path)
         label = str(paths[0]) if len(paths) == 1 else f"{record['file']} ({paths[0].parent})"

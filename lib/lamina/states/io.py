@@ -51,9 +51,7 @@ __all__ = [
 
 
 UNFINISHED = "unfinished"
-"""The infix of a ``lamina.book.execute`` run's results until it ends well: they wait in
-``<chapter>.unfinished.json`` (and ``.unfinished.<name>.parquet``) beside the last finished
-run's (:func:`write_results`, :func:`mark_run`), so a killed or failed run loses nothing."""
+"""Infix of a run's results until it ends well, beside the last finished run's (:func:`mark_run`)."""
 
 
 def results_dir(*, create: bool = True) -> Path:
@@ -146,12 +144,10 @@ def write_results(
 
 
 def mark_run(paths: Iterable[str | os.PathLike], status: str) -> list[Path]:
-    """Set ``run.status`` (``"ok"`` or ``"failed"``) of the results records at ``paths`` (that
-    :func:`write_results` wrote in a ``lamina.book.execute`` run), sealed again; their paths.
-    An ``"ok"`` ``<chapter>.unfinished.json`` moves into place: its JSON written first (a full
-    disk fails before anything moves), its tables renamed, the JSON renamed over the last
-    finished run's ``<chapter>.json``, leftover ``.unfinished`` tables removed. A ``"failed"``
-    one stays beside the last finished run's, as does one a killed run left ``"running"``."""
+    """Set ``run.status`` ("ok"/"failed") of the records at ``paths`` of a ``lamina.book.execute``
+    run, sealed again -> their paths. An "ok" ``<chapter>.unfinished.json`` moves into place (its
+    JSON written first: a full disk fails before anything moves; tables renamed; JSON renamed over
+    ``<chapter>.json``; leftover tables removed); a "failed" or killed one stays beside it."""
     out = []
     for path in (Path(p) for p in paths):
         record = read_result_file(path)

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lamina.core.bounds import COUNT, SEED, Bound
 from lamina.sources.prompts import bifurcation_prompts, load_prompts
 
-__all__ = ["CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_mask", "chapter_prompts"]
+__all__ = ["CHAPTER_BOUNDS", "CHAPTER_FAMILIES", "CHAPTER_POOLING", "chapter_mask", "chapter_prompts"]
 
 CHAPTER_FAMILIES: dict[str, tuple[str, ...]] = {
     "convergence": ("semantic", "semantic_neutral"),
@@ -68,3 +69,9 @@ def chapter_mask(name: str, table: pd.DataFrame, n_tokens: Any, exclude_single: 
     if name in ("curvature", "three_phase") and exclude_single:
         keep &= np.asarray(n_tokens) != 1
     return keep
+
+
+CHAPTER_BOUNDS: dict[str, Bound] = {
+    "n_bootstrap": Bound(10, integer=True), "n_permutations": COUNT, "seed": SEED}
+"""The ranges of paper 1's chapters' resampling parameters (their ``TrajectoryConfig``;
+:func:`lamina.core.bounds.check_bounds`)."""

@@ -20,7 +20,8 @@ from lamina.core.bounds import COUNT, FRACTION, POSITIVE, SEED, Bound, check_bou
 from lamina.sources.models import hf_config
 from lamina.sources.organisms import parse_spec
 
-__all__ = ["MAX_LENGTH", "SignatureSettings", "check_pair", "context_length", "real_budget"]
+__all__ = ["MAX_LENGTH", "SignatureSettings", "check_model_budgets", "check_pair", "context_length",
+           "real_budget"]
 
 MAX_LENGTH = 512
 
@@ -229,3 +230,24 @@ def real_budget(
         edit_random=min(s.edit_random, s.real_edit_random),
         max_length=min(s.max_length, s.real_max_length),
     )
+
+
+def check_model_budgets(budgets: Any) -> None:
+    """ValueError unless ``budgets`` (a chapter's ``model_budgets``) is None or {model name:
+    {real_* field of :class:`SignatureSettings`: cap}}, each cap in its field's range
+    (``SignatureSettings.BOUNDS``); checked before any model is loaded."""
+    if budgets is None:
+        return
+    bounds = SignatureSettings.BOUNDS
+    if not isinstance(budgets, dict) or not all(isinstance(c, dict) for c in budgets.values()):
+        raise ValueError("model_budgets must be None or {model name: {real_* field: cap}}; "
+                         f"got {budgets!r}")  # fmt: skip
+    fields = sorted(f for f in bounds if f.startswith("real_"))
+    for name, caps in budgets.items():
+        for f, cap in caps.items():
+            if f not in fields:
+                raise ValueError(f"model_budgets[{name!r}] caps {f!r}, which is not a "
+                                 f"real_* budget field; fields: {', '.join(fields)}")  # fmt: skip
+            if not bounds[f].holds(cap):
+                raise ValueError(f"model_budgets[{name!r}][{f!r}] must be "
+                                 f"{bounds[f].describe()}; got {cap!r}")  # fmt: skip

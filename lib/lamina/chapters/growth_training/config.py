@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from lamina.anatomy.bounds import GROWTH_BOUNDS
 from lamina.anatomy.growth_claims import CONTROLS
 from lamina.chapters.config import ChapterConfig
-from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
+from lamina.core.bounds import Bound, check_bounds
 
 __all__ = [
     "CHAPTER",
@@ -103,18 +104,7 @@ class GrowthConfig(ChapterConfig):
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     threads: int | None = 1
 
-    BOUNDS: ClassVar[dict[str, Bound]] = {
-        **dict.fromkeys(("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "total_steps",
-                         "n_groups", "importance_steps", "importance_tokens", "batch_size",
-                         "eval_every", "val_tokens"), COUNT),
-        "context": Bound(2, integer=True),
-        "lr": POSITIVE,
-        "val_shuffle_seed": SEED,
-        "seeds": Bound(SEED.low, SEED.high, integer=True, each=True),
-        "threads": Bound(1, integer=True, optional=True),
-    }  # fmt: skip
-    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
-    first in ``__post_init__`` (a single seed counts as a list of one)."""
+    BOUNDS: ClassVar[dict[str, Bound]] = GROWTH_BOUNDS  # lamina.anatomy.bounds
 
     # quick mode: a 4-layer, d = 16 model, a few steps, importance from a short pretraining
     QUICK = {

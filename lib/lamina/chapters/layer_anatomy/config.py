@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from lamina.anatomy.bounds import ANATOMY_BOUNDS
 from lamina.anatomy.heldout import PLAYS
 from lamina.anatomy.paper import DEPTH_MAPPINGS
 from lamina.anatomy.predictability import RIDGE_ALPHA
@@ -15,7 +16,7 @@ from lamina.anatomy.run_plan import (
 )
 from lamina.anatomy.surgery import SURGERIES
 from lamina.chapters.config import ChapterConfig, as_list
-from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
+from lamina.core.bounds import Bound, check_bounds
 
 __all__ = [
     "ALL_SURGERIES",
@@ -168,23 +169,7 @@ class AnatomyConfig(ChapterConfig):
     threads: int | None = 1
     quant_control: bool = True
 
-    BOUNDS: ClassVar[dict[str, Bound]] = {
-        **dict.fromkeys(("alpha", "noise_scale", "recovery_noise", "tolerance_pct", "ridge_alpha",
-                         "preserve_pct", "catastrophic_pct"), Bound(0)),
-        "seq_len": Bound(2, integer=True),
-        "n_tokens": Bound(2, integer=True, optional=True),
-        **dict.fromkeys(("robustness_tokens", "recovery_budget", "recovery_batch",
-                         "recovery_eval_every", "recovery_tokens", "k_max", "threads"),
-                        Bound(1, integer=True, optional=True)),
-        "recovery_lr": POSITIVE,
-        "ridge_degree": COUNT,
-        "n_bootstrap": COUNT,
-        "n_permutations": COUNT,
-        "seed": SEED,
-        "layers": Bound(0, integer=True, each=True, optional=True),
-    }  # fmt: skip
-    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
-    first in ``__post_init__`` (the layer-list-or-count fields are checked there by hand)."""
+    BOUNDS: ClassVar[dict[str, Bound]] = ANATOMY_BOUNDS  # lamina.anatomy.bounds
 
     QUICK = {
         "n_tokens": 2_048,
@@ -198,7 +183,8 @@ class AnatomyConfig(ChapterConfig):
         check_bounds(self, self.BOUNDS)
         for name in ("surgeries", "importance_surgeries"):
             value = getattr(self, name)
-            if not (isinstance(value, str) or _str_list(value) or (value is None and name != "surgeries")):
+            names = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+            if not (isinstance(value, str) or names or (value is None and name != "surgeries")):
                 raise ValueError(f"{name} must be a surgery name or a list of them; got {value!r}")
         self.surgeries = as_list(self.surgeries, str)  # a single name is accepted too
         unknown = [s for s in self.surgeries if s not in SURGERIES]
@@ -218,7 +204,7 @@ class AnatomyConfig(ChapterConfig):
             rl = getattr(self, name)
             if isinstance(rl, bool) or (isinstance(rl, int) and rl < 2):
                 raise ValueError(f"{name} as a count must be an int >= 2, got {rl!r}")
-            if rl is not None and not isinstance(rl, int) and not _LAYER_LIST.accepts(rl):
+            if rl is not None and not isinstance(rl, int) and not ANATOMY_BOUNDS["layers"].accepts(rl):
                 raise ValueError(f"{name} must be a list of layer indices (whole numbers >= 0), "
                                  f"a count >= 2 or None; got {rl!r}")  # fmt: skip
         if self.robustness_layers == []:
@@ -247,13 +233,6 @@ class AnatomyConfig(ChapterConfig):
         row = BUDGETS[budget_row(model)]
         fill = {k: copy.deepcopy(v) for k, v in row.items() if getattr(self, k) is None}
         return dataclasses.replace(self, model=model, **fill)
-
-
-_LAYER_LIST = Bound(0, integer=True, each=True)
-
-
-def _str_list(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
 
 
 def budget_row(model: str) -> str:

@@ -13,12 +13,11 @@ import numpy as np
 from lamina.book.charts import facet, grid, layer_axis, model_color, show_figure
 from lamina.chapters.organisms.narrative import pick, shown_bpb
 from lamina.chapters.organisms.run import OrganismsResult
+from lamina.sources.organisms.tables import MEASURES, gates_long
 
 __all__ = [
-    "MEASURES",
     "bpb_figure",
     "gates_figure",
-    "gates_long",
     "homograph_figure",
     "homograph_layers_figure",
     "margin_curve_figure",
@@ -197,36 +196,11 @@ def bpb_figure(result: OrganismsResult) -> None:
     )
 
 
-MEASURES = {"sft_accuracy": "SFT accuracy", "content_probe": "content probe",
-            "preference_accuracy": "preference accuracy"}
-"""The stage measures the gates figure shows, as its rows read."""
-
-
-def gates_long(result: OrganismsResult) -> Any:
-    """One row per organism, stage and measure of :data:`MEASURES` (kind "stage": model, stage,
-    measure, value, ci_low, ci_high), and per organism the reference each measure is gated
-    against (kind "reference", stage = its name): the best content-blind policy for SFT
-    accuracy, the best constant-style policy for the two preference measures."""
-    import pandas as pd
-
-    g = result.tables["gates"]
-    rows = [{"kind": "stage", "model": r["model"], "stage": r["stage"], "measure": label,
-             "value": r[m], "ci_low": r[f"{m}_ci_low"], "ci_high": r[f"{m}_ci_high"]}
-            for r in g.to_dict("records") for m, label in MEASURES.items()]  # fmt: skip
-    rows += [{"kind": "reference", "model": r["model"], "stage": "best content-blind policy",
-              "measure": MEASURES["sft_accuracy"], "value": r["best_policy_accuracy"]}
-             for r in g[g["stage"] == "sft"].to_dict("records")]  # fmt: skip
-    rows += [{"kind": "reference", "model": r["model"], "stage": "constant style",
-              "measure": MEASURES[m], "value": r["constant_style_baseline"]}
-             for r in g[g["stage"] == "base"].to_dict("records") for m in ("content_probe", "preference_accuracy")]  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def gates_figure(result: OrganismsResult) -> None:
     """Each stage's held-out SFT accuracy, content probe and preference accuracy (95% CIs over
     entity pairs), one panel per organism, with the reference each is gated against (gray
     diamonds)."""
-    long = gates_long(result)
+    long = gates_long(result.tables["gates"])
     order = ["base", "sft", "dpo"]
     y = alt.Y("measure:N", sort=list(MEASURES.values()), title=None)
     color = alt.Color("stage:N", sort=order, title=None)

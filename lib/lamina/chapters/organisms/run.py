@@ -25,11 +25,12 @@ import pandas as pd
 
 from lamina.chapters.config import ChapterConfig, default_models
 from lamina.chapters.models import chapter_models
-from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound, check_bounds
+from lamina.core.bounds import Bound, check_bounds
 from lamina.core.threads import configured_threads, threads
 from lamina.sources import organisms
 from lamina.sources.models import load_model
 from lamina.sources.organisms.checks import aligned_gates, summary
+from lamina.sources.organisms.configs import EVALUATION_BOUNDS
 from lamina.sources.organisms.quality import (
     bpb_texts,
     measure_organism,
@@ -98,15 +99,7 @@ class OrganismsConfig(ChapterConfig):
 
     QUICK = {"n_eval": 32, "n_samples": 2, "max_new_tokens": 12, "ref_docs": 8,
              "ref_passages": 2, "ref_passage_chars": 200}  # fmt: skip
-    BOUNDS: ClassVar[dict[str, Bound]] = {
-        **dict.fromkeys(("n_samples", "max_new_tokens", "ref_docs", "ref_passages",
-                         "ref_passage_chars"), COUNT),
-        "n_eval": Bound(1, integer=True, optional=True),
-        "temperature": POSITIVE,
-        "seed": SEED,
-    }  # fmt: skip
-    """Each numeric field's type and range (:func:`lamina.core.bounds.check_bounds`), checked
-    first in ``__post_init__``."""
+    BOUNDS: ClassVar[dict[str, Bound]] = EVALUATION_BOUNDS  # lamina.sources.organisms.configs
 
     def __post_init__(self) -> None:
         check_bounds(self, self.BOUNDS)

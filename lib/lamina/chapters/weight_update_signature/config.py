@@ -10,7 +10,7 @@ from lamina.chapters.config import ChapterConfig, default_models
 from lamina.chapters.models import chapter_models
 from lamina.sources import organisms
 from lamina.sources.organisms import SEED_MARK
-from lamina.weights.settings import SignatureSettings
+from lamina.weights.settings import SignatureSettings, check_model_budgets
 
 __all__ = [
     "CHAPTER",
@@ -95,7 +95,7 @@ class Config(SignatureSettings, ChapterConfig):
         super().__post_init__()
         if self.model_budgets is None:
             self.model_budgets = {k: dict(v) for k, v in MODEL_BUDGETS.items()}
-        self._check_budgets()
+        check_model_budgets(self.model_budgets)
         if (self.base_model is None) != (self.aligned_model is None):
             raise ValueError(
                 "base_model and aligned_model name a pair: give both or neither "
@@ -114,23 +114,6 @@ class Config(SignatureSettings, ChapterConfig):
                 self.base = self.model
             self.base = str(self.base)
         self.apply_quick()
-
-    def _check_budgets(self) -> None:
-        """ValueError unless ``model_budgets`` is {model name: {real_* field: cap}}, each cap
-        in its field's range (:attr:`BOUNDS`), before any model is loaded."""
-        budgets = self.model_budgets
-        if not isinstance(budgets, dict) or not all(isinstance(c, dict) for c in budgets.values()):
-            raise ValueError("model_budgets must be None or {model name: {real_* field: cap}}; "
-                             f"got {budgets!r}")  # fmt: skip
-        fields = sorted(f for f in self.BOUNDS if f.startswith("real_"))
-        for name, caps in budgets.items():
-            for f, cap in caps.items():
-                if f not in fields:
-                    raise ValueError(f"model_budgets[{name!r}] caps {f!r}, which is not a "
-                                     f"real_* budget field; fields: {', '.join(fields)}")  # fmt: skip
-                if not self.BOUNDS[f].holds(cap):
-                    raise ValueError(f"model_budgets[{name!r}][{f!r}] must be "
-                                     f"{self.BOUNDS[f].describe()}; got {cap!r}")  # fmt: skip
 
     def caps(self, name: str) -> dict[str, int]:
         """The ``real_*`` caps of the model ``name`` ({} when ``model_budgets`` has none)."""

@@ -30,6 +30,8 @@ from typing import Any
 
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
+from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound
+
 SEED_MARK = "~s"
 """Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
 
@@ -215,3 +217,14 @@ def organism_config(name: str) -> OrganismConfig:
         raise ValueError(f"bad training seed in {name!r}: expected {base}{SEED_MARK}<k>, k >= 0")
     k = int(seed)
     return ORGANISMS[base] if k == 0 else ORGANISMS[base].replace(name=seed_name(base, k), seed=k)
+
+
+EVALUATION_BOUNDS: dict[str, Bound] = {
+    **dict.fromkeys(("n_samples", "max_new_tokens", "ref_docs", "ref_passages",
+                     "ref_passage_chars"), COUNT),
+    "n_eval": Bound(1, integer=True, optional=True),
+    "temperature": POSITIVE,
+    "seed": SEED,
+}  # fmt: skip
+"""The ranges of the organisms chapter's evaluation parameters (its ``OrganismsConfig``:
+held-out items, samples, the reference passages; :func:`lamina.core.bounds.check_bounds`)."""

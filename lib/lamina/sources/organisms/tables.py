@@ -21,8 +21,8 @@ from lamina.sources import organisms
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
 from lamina.sources.organisms.train import STAGES
 
-__all__ = ["STAGE_CHECKPOINT", "blas_name", "build_row", "corpus_rows", "gate_rows",
-           "kind_rows", "loss_curves", "margin_curve", "margin_rows", "seed_rows",
+__all__ = ["MEASURES", "STAGE_CHECKPOINT", "blas_name", "build_row", "corpus_rows", "gate_rows",
+           "gates_long", "kind_rows", "loss_curves", "margin_curve", "margin_rows", "seed_rows",
            "stage_component_rows"]  # fmt: skip
 
 STAGE_CHECKPOINT = {"base": "final", "sft": "sft", "dpo": "dpo"}
@@ -189,3 +189,25 @@ def seed_rows(name: str) -> list[dict[str, Any]]:
                      "dpo_preference_accuracy": ev["dpo"]["dpo_accuracy"],
                      "dpo_reward_margin": ev["dpo"].get("reward_margin", np.nan)})  # fmt: skip
     return rows
+
+
+MEASURES = {"sft_accuracy": "SFT accuracy", "content_probe": "content probe",
+            "preference_accuracy": "preference accuracy"}
+"""The stage measures the organisms' gates figure shows, as its rows read."""
+
+
+def gates_long(g: pd.DataFrame) -> pd.DataFrame:
+    """From the gates table ``g`` (:func:`gate_rows`): one row per organism, stage and measure of :data:`MEASURES` (kind "stage": model, stage,
+    measure, value, ci_low, ci_high), and per organism the reference each measure is gated
+    against (kind "reference", stage = its name): the best content-blind policy for SFT
+    accuracy, the best constant-style policy for the two preference measures."""
+    rows = [{"kind": "stage", "model": r["model"], "stage": r["stage"], "measure": label,
+             "value": r[m], "ci_low": r[f"{m}_ci_low"], "ci_high": r[f"{m}_ci_high"]}
+            for r in g.to_dict("records") for m, label in MEASURES.items()]  # fmt: skip
+    rows += [{"kind": "reference", "model": r["model"], "stage": "best content-blind policy",
+              "measure": MEASURES["sft_accuracy"], "value": r["best_policy_accuracy"]}
+             for r in g[g["stage"] == "sft"].to_dict("records")]  # fmt: skip
+    rows += [{"kind": "reference", "model": r["model"], "stage": "constant style",
+              "measure": MEASURES[m], "value": r["constant_style_baseline"]}
+             for r in g[g["stage"] == "base"].to_dict("records") for m in ("content_probe", "preference_accuracy")]  # fmt: skip
+    return pd.DataFrame(rows)

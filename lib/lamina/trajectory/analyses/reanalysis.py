@@ -31,7 +31,8 @@ from lamina.trajectory.sizes import chapter_mask
 from lamina.trajectory.stat_tests import paper1_test
 
 __all__ = ["CATEGORIES", "HEADLINE_CONVENTION", "PER_PROMPT", "bootstrap_source",
-           "convention_rows", "headline_rows", "released", "self_checks"]  # fmt: skip
+           "convention_rows", "curvature_per_category", "headline_rows", "released",
+           "self_checks"]  # fmt: skip
 
 # the reanalysis row of each chapter claim
 AS = {"p1-reanalysis-gap": C.GAP.id, "p1-reanalysis-reasoning-range": C.REASONING_LEVEL.id,
@@ -206,3 +207,13 @@ def self_checks(
                         if r["convention"] == "released code" else np.nan) for r in ci_rows]  # fmt: skip
         claims.append(_check("self-reanalysis-released-ci", gap, 0.01, "(chord)", code))
     return claims, source, match, ci_rows
+
+
+def curvature_per_category(real: pd.DataFrame) -> pd.DataFrame:
+    """Curvature 'estimate [low, high]' (rad) per convention and model (rows) and released
+    category (columns)."""
+    per_cat = real[(real["metric"] == "curvature (rad)") & (real["category"] != "all")]
+    return per_cat.assign(value=[f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in zip(
+        per_cat["estimate"], per_cat["ci_low"], per_cat["ci_high"], strict=True)]).pivot_table(
+        index=["convention", "model"], columns="category", values="value", aggfunc="first",
+        sort=False)  # fmt: skip
