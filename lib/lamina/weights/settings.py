@@ -232,7 +232,7 @@ def real_budget(
     )
 
 
-def check_model_budgets(budgets: Any) -> None:
+def check_model_budgets(budgets: object) -> None:
     """ValueError unless ``budgets`` (a chapter's ``model_budgets``) is None or {model name:
     {real_* field of :class:`SignatureSettings`: cap}}, each cap in its field's range
     (``SignatureSettings.BOUNDS``); checked before any model is loaded."""
