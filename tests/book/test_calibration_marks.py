@@ -143,3 +143,38 @@ def test_chapter_badges_carry_the_same_marks_as_the_matrix(tmp_path):
     css = (generated / "static" / MARKS_CSS).read_text()
     assert f'[data-claim="{LOOSE}"]::after {{ content: " ‡"; }}' in css
     assert SOUND not in css
+
+
+def _with_coverage(runs: pd.DataFrame, cid: str, covered: int) -> pd.DataFrame:
+    """``runs`` with the coverage column: ``covered`` of ``cid``'s planted seeds cover."""
+    runs = runs.copy()
+    planted = (runs["claim_id"] == cid) & (runs["source"] == "planted")
+    runs["covered"] = float("nan")
+    runs.loc[planted, "covered"] = [1.0 if i < covered else 0.0 for i in range(int(planted.sum()))]
+    return runs
+
+
+def test_a_ci_that_covers_too_rarely_misses_a_target_and_the_page_shows_coverage():
+    """Issue 50, item 4: coverage is on the calibration page and a CI covering under 90% is
+    marked (at 69acbaf coverage was measured but neither shown nor judged)."""
+    from lamina.book.calibration import section_markdown
+
+    runs = _with_coverage(_runs({LOOSE: 0, SOUND: 0}), LOOSE, 30)  # 75% of 40
+    section = Section("Paper 1", [_spec(LOOSE), _spec(SOUND)], runs, {})
+    out = claim_outcomes([section])
+    assert out[LOOSE]["targets"] == "CI coverage below 90%" and out[LOOSE]["coverage"] == 0.75
+    assert out[SOUND]["targets"] == "met" and "coverage" not in out[SOUND]
+    page = section_markdown(section)
+    assert "CI coverage of the known value" in page and "75% [" in page and "(30/40)" in page
+    good = _with_coverage(_runs({LOOSE: 0, SOUND: 0}), LOOSE, 38)
+    assert claim_outcomes([Section("P", [_spec(LOOSE)], good[good.claim_id == LOOSE], {})])[
+        LOOSE]["targets"] == "met"  # fmt: skip
+
+
+def test_a_rate_over_its_target_says_whether_its_interval_reaches_it():
+    """A rule of exactly 5% size reads above 5% on about half of all pages: such a miss is
+    still marked, and says that its Wilson interval reaches the target."""
+    near = claim_outcomes([Section("P", [_spec(LOOSE)], _runs({LOOSE: 7}, n=130), {})])
+    assert near[LOOSE]["targets"] == "FPR above 5% (its interval reaches 5%)"
+    far = claim_outcomes([Section("P", [_spec(LOOSE)], _runs({LOOSE: 20}, n=130), {})])
+    assert far[LOOSE]["targets"] == "FPR above 5%"

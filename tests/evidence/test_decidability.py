@@ -37,7 +37,7 @@ def test_a_control_unable_to_fail_makes_the_vanish_row_undecidable():
     real = decide(of, Measurement(estimate=0.5, ci_low=0.3, ci_high=0.7, p=0.001,
                                   sided="two-sided"), CTX)  # fmt: skip
     assert real.present
-    row = decide(spec, Measurement(controls={"shuffled": ControlResult(0.0, 0.9)}),
+    row = decide(spec, Measurement(controls={"shuffled": ControlResult(0.0, 0.9, 0.2)}),
                  Context(model="m", rows={of.id: real}))  # fmt: skip
     assert row.verdict == UNDECIDABLE and "cannot fail: by construction" in row.reason
 

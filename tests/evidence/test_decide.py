@@ -183,12 +183,17 @@ def _vanish(**kw: object) -> ClaimSpec:
 def test_vanish_rows() -> None:
     judge = Judge(CTX)
     judge(spec(), two(0.5, 0.45, 0.55, 0.001))
-    gone = {"shuffled layers": ControlResult(0.1, 0.6), "random embeddings": ControlResult(-0.2, 0.9)}
+    gone = {"shuffled layers": ControlResult(0.1, 0.6, 0.3),
+            "random embeddings": ControlResult(-0.2, 0.9, 0.1)}  # fmt: skip
     assert judge(_vanish(), vanish_measurement(gone)).verdict == "reproduced"
-    kept = gone | {"random embeddings": ControlResult(0.8, 0.001)}
-    assert judge(_vanish(), vanish_measurement(kept)).verdict == "partially"
-    missing = {"shuffled layers": ControlResult(0.1, 0.6)}
+    kept = gone | {"random embeddings": ControlResult(0.8, 0.001, 0.95)}
+    row = judge(_vanish(), vanish_measurement(kept))
+    assert row.verdict == "partially" and "random embeddings: 0.8 remains, upper bound 0.95" in row.reason
+    missing = {"shuffled layers": ControlResult(0.1, 0.6, 0.3)}
     assert judge(_vanish(), vanish_measurement(missing)).verdict == "not testable"
+    unbounded = gone | {"shuffled layers": ControlResult(0.1, 0.6)}
+    row = judge(_vanish(), vanish_measurement(unbounded))
+    assert row.verdict == "not testable" and "no confidence bound" in row.reason
     iid = (Control("shuffled layers"), Control("random embeddings", can_fail=False,
                                                why="drawn independently per prompt"))  # fmt: skip
     row = judge(_vanish(controls=iid), vanish_measurement(gone))
@@ -198,6 +203,22 @@ def test_vanish_rows() -> None:
     absent = Judge(CTX)
     absent(spec(), two(0.5, 0.45, 0.55, 0.3))
     assert absent(_vanish(), vanish_measurement(gone)).verdict == "not testable"
+
+
+def test_a_vanish_row_is_an_equivalence_test_on_the_remaining_share() -> None:
+    """A control removes the effect when the upper bound of the share that remains is below one
+    half: a small remainder that is significant still counts as removed, and a remainder that
+    is not significant but may be half the effect does not (at 69acbaf rule 7 read both
+    the other way: "not significant and under half")."""
+    judge = Judge(CTX)
+    judge(spec(), two(0.5, 0.45, 0.55, 0.001))
+    small = {"shuffled layers": ControlResult(0.07, 0.01, 0.12),
+             "random embeddings": ControlResult(0.0, 0.8, 0.02)}  # fmt: skip
+    assert judge(_vanish(), vanish_measurement(small)).verdict == "reproduced"
+    noisy = small | {"shuffled layers": ControlResult(0.3, 0.2, 0.7)}
+    assert judge(_vanish(), vanish_measurement(noisy)).verdict == "partially"
+    edge = small | {"shuffled layers": ControlResult(0.3, 0.2, 0.5)}
+    assert judge(_vanish(), vanish_measurement(edge)).verdict == "partially"
 
 
 def test_across_rows_judge_every_source_and_reach_a_row() -> None:

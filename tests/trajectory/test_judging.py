@@ -91,11 +91,13 @@ def test_the_universal_row_is_an_across_row():
 
 def test_vanish_rows_need_every_control_and_say_when_one_cannot_fail():
     s = _peak()
-    both = {"shuffled layers": ControlResult(0.1, 0.6), "random embeddings": ControlResult(0.0, 0.9)}
+    both = {"shuffled layers": ControlResult(0.1, 0.6, 0.3),
+            "random embeddings": ControlResult(0.0, 0.9, 0.2)}  # fmt: skip
     assert _rows("convergence", s, controls=both)["p1-convergence-controls-vanish"].verdict == "reproduced"
-    one = {"shuffled layers": ControlResult(0.1, 0.6)}
+    one = {"shuffled layers": ControlResult(0.1, 0.6, 0.3)}
     assert _rows("convergence", s, controls=one)["p1-convergence-controls-vanish"].verdict == "not testable"
-    kept = {"shuffled layers": ControlResult(0.9, 0.001), "random embeddings": ControlResult(0.0, 0.9)}
+    kept = {"shuffled layers": ControlResult(0.9, 0.001, 1.1),
+            "random embeddings": ControlResult(0.0, 0.9, 0.2)}  # fmt: skip
     assert _rows("convergence", s, controls=kept)["p1-convergence-controls-vanish"].verdict == "partially"
     phases = _rows("three_phase", _bands(0.12, 0.09, 0.15), controls=both)
     row = phases["p1-three-phase-controls-vanish"]

@@ -50,11 +50,15 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
 7. **Vanish rows** ("the effect vanishes under the controls"): testable only when the effect
    of the claim they are about (``of``) is present. A control declared unable to fail (or
    unable on this source: ``cannot_fail``) makes the row "undecidable at this design" -- such
-   a control is no evidence. Every declared control must have a result, else "not testable". A control
-   *removes* the effect when less than half of it remains in the claimed direction (signed
-   fraction < 0.5) and what remains is not significant (p >= alpha, or fraction <= 0).
-   "reproduced" when every control removes it, "partially" when some do, "not reproduced"
-   when none does.
+   a control is no evidence. Every declared control must have a result with a bound on the
+   share that remains, else "not testable". A control *removes* the effect by an equivalence
+   test: the upper confidence bound of the signed share of the effect that remains under it
+   (one-sided, at level >= 1 - alpha: ``share_high``) lies below one half. Where the control
+   keeps half the effect or more, this reads "removes" with probability <= alpha; a remainder
+   that is small but significant (a few per cent of a layer-specific code, which a large
+   design detects) still counts as removed, and a noisy control that is merely not
+   significant does not. "reproduced" when every control removes it, "partially" when some
+   do, "not reproduced" when none does.
 8. **Self-checks**: "check passed" / "check failed" from the measurement's ``passed``.
 
 :func:`decide_across` judges one row over several sources (an ``across`` claim such as
@@ -97,11 +101,15 @@ class GateResult:
 
 @dataclass(frozen=True)
 class ControlResult:
-    """A control's effect: the signed share of the real effect that remains under it, and the
-    p of the effect measured on the control (same test and sidedness; None: untested)."""
+    """A control's effect: the signed share of the real effect that remains under it
+    (``fraction``, dimensionless: control effect / real effect), the p of the effect measured
+    on the control (same test and sidedness; None: untested; shown, not judged), and the
+    upper one-sided confidence bound of that share at level >= 1 - alpha (``share_high``;
+    None: no bound, and the vanish row cannot judge this control)."""
 
     fraction: float
     p: float | None = None
+    share_high: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -375,16 +383,18 @@ def _vanish(spec: ClaimSpec, m: Measurement, ctx: Context, row: Row) -> Claim:
     missing = [k for k in names if k not in m.controls or not _finite(m.controls[k].fraction)]
     if missing:
         return row(NOT_TESTABLE, f"no result for the {' and '.join(missing)} control")
-    kept = []
-    for k in names:
-        c = m.controls[k]
-        significant = c.p is not None and _finite(c.p) and c.p < spec.alpha and c.fraction > 0
-        if not (c.fraction < 0.5 and not significant):
-            kept.append(k)
+    unbounded = [k for k in names if not _finite(m.controls[k].share_high)]
+    if unbounded:
+        return row(NOT_TESTABLE, f"no confidence bound on the share remaining under the "
+                   f"{' and '.join(unbounded)} control")  # fmt: skip
+    high = {k: float(m.controls[k].share_high or math.nan) for k in names}
+    shares = "; ".join(f"{k}: {_g(m.controls[k].fraction)} remains, upper bound {_g(high[k])}"
+                       for k in names)  # fmt: skip
+    kept = [k for k in names if not high[k] < 0.5]
     if not kept:
-        return row(REPRODUCED, "every control removes the effect")
+        return row(REPRODUCED, f"every control removes the effect ({shares})")
     word = NOT_REPRODUCED if len(kept) == len(names) else PARTIALLY
-    return row(word, f"the effect survives the {', '.join(kept)} control")
+    return row(word, f"the effect survives the {', '.join(kept)} control ({shares})")
 
 
 def vanish_measurement(controls: Mapping[str, ControlResult], **kw: object) -> Measurement:

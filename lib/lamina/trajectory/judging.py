@@ -126,11 +126,19 @@ def measurements(chapter: str, s: dict[str, Any]) -> dict[str, Measurement]:
 
 
 def control_result(real: dict[str, Any], control: dict[str, Any]) -> ControlResult:
-    """The share of the real effect (``real["effect"]``) remaining under a control whose
-    summary is ``control`` (same test), with the control's own p."""
+    """The share of the real effect (``real["effect"]``, e) remaining under a control whose
+    summary is ``control`` (same test): fraction = c / e, with the control's own p and the
+    upper bound of the share, share_high = c_high / e (e > 0; c_low / e for e < 0) from the control's CI
+    (``control["effect_ci"]``, each end a one-sided bound at >= 95%). The real effect is held
+    at its estimate (the vanish row is judged only where it is significant), so the bound
+    covers the control's sampling noise, not the real effect's."""
     eff = real["effect"]
-    frac = control["effect"] / eff if eff and np.isfinite(eff) else math.nan
-    return ControlResult(float(frac), None if control["effect_p"] is None else float(control["effect_p"]))
+    ok = bool(eff) and np.isfinite(eff)
+    frac = control["effect"] / eff if ok else math.nan
+    lo, hi = control.get("effect_ci", (math.nan, math.nan))
+    high = (hi / eff if eff > 0 else lo / eff) if ok else math.nan
+    p = None if control["effect_p"] is None else float(control["effect_p"])
+    return ControlResult(float(frac), p, float(high) if np.isfinite(high) else None)
 
 
 def judge_chapter(

@@ -64,8 +64,9 @@ def paper1_test(
     "three_phase") on states x (n, m, d) of the rows of ``table`` with the resampling
     ``budget`` (:class:`Resampling`); the result also holds ``effect`` and ``effect_p``: the
     headline effect (peak CI; the matched reasoning - lexical gap, or the paper's gap without
-    token counts; median homograph ratio over its control's - 1; SIM margin) and its p, from
-    which control fractions are taken."""
+    token counts; median homograph ratio over its control's - 1; SIM margin), its p and
+    ``effect_ci`` (its CI: each end a one-sided bound at >= 95%), from which control fractions
+    and their bounds are taken (:func:`lamina.trajectory.judging.control_result`)."""
     ints = cast(dict[str, int], budget)  # every value of a Resampling is an int
     kw = {k: v for k, v in ints.items() if k != "n_permutations"}
     if name == "convergence":
@@ -73,6 +74,7 @@ def paper1_test(
             x, table["category"].to_numpy(), layers, units=item_units(table), **budget
         )
         s["effect"], s["effect_p"] = s["peak"], s["p"]
+        s["effect_ci"] = (s["ci_low"], s["ci_high"])  # one-sided 95% bounds
     elif name == "curvature":
         s = curvature_test(
             mean_curvature(x), table["family"].to_numpy(), units_of(table), n_tokens=n_tokens,
@@ -81,13 +83,17 @@ def paper1_test(
         matched = n_tokens is not None and s.get("matched_p") is not None
         s["effect"] = s["matched"] if matched else s["difference"]
         s["effect_p"] = s["matched_p"] if matched else s["p"]
+        s["effect_ci"] = ((s["matched_low"], s["matched_high"]) if matched
+                          else (s["diff_low"], s["diff_high"]))  # fmt: skip
     elif name == "bifurcation":
         a, b, ca, cb = bifurcation_rows(table)
         s = bifurcation_test(x[a], x[b], x[ca], x[cb], **kw)
         s["effect"], s["effect_p"] = s["excess"] - 1, s["p"]
+        s["effect_ci"] = (s["excess_low"] - 1, s["excess_high"] - 1)
     elif name == "three_phase":
         s = three_phase_test(np.asarray(layerwise_cosine(x)), units=units_of(table), **kw)
         s["effect"], s["effect_p"] = s["margin"], s["p"]
+        s["effect_ci"] = (s["margin_low"], s["margin_high"])
     else:
         raise ValueError(f"unknown paper-1 test {name!r}")
     return s

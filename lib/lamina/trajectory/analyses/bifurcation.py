@@ -69,10 +69,11 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
     effects, results = control_effects("bifurcation", s, x, ms, c, t, layers, opt.seed, keep)
     controls = [{"model": ms.name, "control": "none (real)", "excess": s["excess"],
                  "ratio": s["ratio"], "control_ratio": s["control_ratio"], "p": s["p"],
-                 "fraction_remaining": 1.0}]
+                 "fraction_remaining": 1.0, "share_upper_bound": None}]
     controls += [{"model": ms.name, "control": k, "excess": v["excess"], "ratio": v["ratio"],
                   "control_ratio": v["control_ratio"], "p": v["p"],
-                  "fraction_remaining": results[k].fraction} for k, v in effects.items()]  # fmt: skip
+                  "fraction_remaining": results[k].fraction,
+                  "share_upper_bound": results[k].share_high} for k, v in effects.items()]  # fmt: skip
     claims = judge_chapter("bifurcation", s, ms.name, conv, controls=results)
     return {
         "claims": claims_frame(claims),

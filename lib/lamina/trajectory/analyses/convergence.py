@@ -151,7 +151,8 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
     for name, sc in effects.items():
         controls.append({"model": ms.name, "control": name, "peak": sc["peak"],
                          "peak_layer": sc["peak_layer"], "p": sc["p"],
-                         "fraction_remaining": results[name].fraction})  # fmt: skip
+                         "fraction_remaining": results[name].fraction,
+                         "share_upper_bound": results[name].share_high})  # fmt: skip
         profiles += [
             {"model": ms.name, "condition": name, "layer": layer, "depth": d, "ci": v,
              "ci_low": np.nan, "ci_high": np.nan}

@@ -52,13 +52,14 @@ def _length_rows(ms: ModelStates, x: np.ndarray, t: pd.DataFrame, seed: int) -> 
 
 
 def _control_rows(model: str, s: dict[str, Any], effects: dict[str, dict[str, Any]],
-                  fractions: dict[str, float]) -> list[dict[str, Any]]:  # fmt: skip
+                  fractions: dict[str, tuple[float, float | None]]) -> list[dict[str, Any]]:  # fmt: skip
     """The ``controls`` table: the real gap, then each control's."""
-    def row(name: str, v: dict[str, Any], frac: float) -> dict[str, Any]:
+    def row(name: str, v: dict[str, Any], frac: tuple[float, float | None]) -> dict[str, Any]:
         return {"model": model, "control": name, "matched": v.get("matched", np.nan),
                 "reasoning": v["reasoning"], "lexical": v["lexical"],
-                "difference": v["difference"], "p": v["effect_p"], "fraction_remaining": frac}
-    return [row("none (real)", s, 1.0)] + [row(k, v, fractions[k]) for k, v in effects.items()]
+                "difference": v["difference"], "p": v["effect_p"], "fraction_remaining": frac[0],
+                "share_upper_bound": frac[1]}
+    return [row("none (real)", s, (1.0, None))] + [row(k, v, fractions[k]) for k, v in effects.items()]
 
 
 def _sensitivity(ms: ModelStates, opt: Options) -> list[dict[str, Any]]:
@@ -118,7 +119,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
                                "n_tokens": n_tok, "mean_curvature": mean_curvature(x)})
     effects, results = control_effects("curvature", s, x, ms, c, t, layers, opt.seed, keep, n_tok)
     claims = judge_chapter("curvature", s, ms.name, conv, controls=results)
-    fractions = {k: v.fraction for k, v in results.items()}
+    fractions = {k: (v.fraction, v.share_high) for k, v in results.items()}
     return {
         "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),

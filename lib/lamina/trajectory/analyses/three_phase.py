@@ -90,16 +90,18 @@ def _stability_rows(ms: ModelStates, pooled: Any, c: Convention, seed: int) -> l
 
 
 def _control_rows(model: str, s: dict[str, Any], effects: dict[str, dict[str, Any]],
-                  fractions: dict[str, float], layers: list[int], transitions: list[str],
+                  fractions: dict[str, tuple[float, float | None]], layers: list[int], transitions: list[str],
                   depth: list[float]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
     """(``controls`` rows: the real margin, then each control's; the controls' mean SIM
     profiles as ``profiles`` rows)."""
     controls = [{"model": model, "control": "none (real)", "margin": s["margin"], "p": s["p"],
-                 "ordered": s["ordered"], "fraction_remaining": 1.0}]  # fmt: skip
+                 "ordered": s["ordered"], "fraction_remaining": 1.0,
+                 "share_upper_bound": None}]  # fmt: skip
     profiles: list[dict[str, Any]] = []
     for name, v in effects.items():
         controls.append({"model": model, "control": name, "margin": v["margin"], "p": v["p"],
-                         "ordered": v["ordered"], "fraction_remaining": fractions[name]})  # fmt: skip
+                         "ordered": v["ordered"], "fraction_remaining": fractions[name][0],
+                         "share_upper_bound": fractions[name][1]})  # fmt: skip
         prof = np.nanmean(layerwise_cosine(v["states"]), axis=0)
         profiles += [
             {"model": model, "condition": name, "layer": layer, "transition": tr, "depth": d,
@@ -147,7 +149,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
         for layer, tr, d, v, b, p in zip(layers[:-1], transitions, depth, det["profile"], bands,
                                           det["detected_bands"], strict=True)
     ]  # fmt: skip
-    fractions = {k: v.fraction for k, v in results.items()}
+    fractions = {k: (v.fraction, v.share_high) for k, v in results.items()}
     controls, control_profiles = _control_rows(ms.name, s, effects, fractions, layers,
                                                transitions, depth)  # fmt: skip
     return {
