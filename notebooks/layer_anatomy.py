@@ -46,11 +46,11 @@ recovery_noise = 0.5  # relative noise of the recovery perturbation (paper: 0.5)
 alpha = 0.9  # scaling factor of the "scale" surgery
 # budgets; None: per model (lamina.chapters.layer_anatomy.config.BUDGETS); values given as
 # (pretrained e.g. SmolLM2; gemma-3-270m; organism)
-n_tokens = None  # held-out tokens: perplexity and the skip sweep (2,048; 2,048; 20,480)
+n_tokens = None  # held-out tokens: perplexity and the skip sweep (6,144; 6,144; 20,480)
 importance_surgeries = None  # swept on all layers and n_tokens (skip; skip; skip and interpolate)
-robustness_tokens = None  # tokens for the other surgeries (768; 768; 4,096)
+robustness_tokens = None  # tokens for the other surgeries (6,144; 6,144; 6,144)
 recovery_budget = None  # fine-tuning steps allowed for recovery after noise (12; 12; 24)
-recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced, or all (8; []; all)
+recovery_layers = None  # layers fine-tuned: a list, a count evenly spaced, or all (30; []; all)
 robustness_layers = None  # layers the other surgeries edit: as above (6; 2; all), a count
 # adding the layers the claims name (mapped core, anti-layers, layers 0..k_max-1)
 k_max = None  # the replacement curve replaces layers 0..k-1, k up to k_max (4; 2; all)
@@ -371,7 +371,7 @@ show_verdicts(claims_view(claims))
 # - `gemma-3-270m` (base, Q4_K_M) has 18 layers: the paper's layer numbers are read there by
 #   relative depth only, and it runs no recovery fine-tune within the book's budget.
 # - On the pretrained models the other surgeries edit a subset of layers (which always holds
-#   the paper's mapped core and anti-layers) on 6 windows.
+#   the paper's mapped core and anti-layers), on the same windows as the skip sweep.
 # - The organisms are 12-layer, d = 128 models trained briefly on a small corpus.
 # - Thresholds ("catastrophic" = PPL +100%, "preserves" = below +5% at every layer, R² within
 #   0.1, orders of magnitude within one decade, the depth fit's ridge penalty 0.01) are ours;

@@ -274,7 +274,21 @@ def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
-def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
+def calibration_cache(tmp_path_factory) -> Path:
+    """One folder for the session's calibration seeds: the quick book's page and the calibration
+    page's own test compute seed 0 of each paper once (several CPU minutes a paper) and read
+    it thereafter; link it in as ``<data>/cache/calibration``."""
+    return tmp_path_factory.mktemp("calibration-cache")
+
+
+def link_calibration_cache(data: Path, cache: Path) -> None:
+    """Make ``<data>/cache/calibration`` a link to the session's ``cache``."""
+    (data / "cache").mkdir(parents=True, exist_ok=True)
+    (data / "cache" / "calibration").symlink_to(cache, target_is_directory=True)
+
+
+@pytest.fixture(scope="session")
+def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms, calibration_cache) -> QuickBook:
     """Execute every chapter (quick mode, :func:`quick_parameters`) into a copy of the book's
     sources, then build it with Jupyter Book, -W."""
     import shutil
@@ -313,7 +327,8 @@ def quick_book(tmp_path_factory, tiny_model_dirs, micro_organisms) -> QuickBook:
             [sys.executable, "-m", "lamina.book", "pages", "--root", str(root)], check=True
         )
         calibration = root / "book" / "generated" / "calibration.md"
-        subprocess.run([sys.executable, "-m", "lamina.book.calibration", str(calibration), "2", "--jobs", "1"], check=True)
+        link_calibration_cache(data, calibration_cache)
+        subprocess.run([sys.executable, "-m", "lamina.book.calibration", str(calibration), "1", "--jobs", "1"], check=True)
         jb = Path(sys.executable).parent / "jupyter-book"
         build = subprocess.run(
             [

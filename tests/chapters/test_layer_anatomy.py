@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from lamina.anatomy.claims import CLAIMS
@@ -72,7 +73,8 @@ def test_budgets_fill_only_unset_fields_by_model_kind():
     assert org.n_tokens == real.n_tokens == 4096
     assert org.plays == "heldout" and real.plays == "all"
     assert real.recovery_budget == BUDGETS["pretrained"]["recovery_budget"]
-    assert recovery_layer_list(real, 30) == [0, 4, 8, 12, 17, 21, 25, 29]
+    assert recovery_layer_list(real, 30) == list(range(30))  # every layer of SmolLM2
+    assert recovery_layer_list(real, 60) == [round(x) for x in np.linspace(0, 59, 30)]
     # plus the mapped core L8-11, anti-layers L14/L17 and the replacement curve's 0..k_max-1
     assert robustness_layer_list(real, 30) == [0, 1, 2, 3, 6, 8, 9, 10, 11, 12, 14, 17, 23, 29]
     assert recovery_layer_list(org, 12) == list(range(12))
@@ -90,13 +92,13 @@ def test_gemma_has_its_own_budget_row_and_quick_caps_apply_after_filling():
     from lamina.chapters.layer_anatomy.config import BUDGETS
 
     gemma = AnatomyConfig().for_model("gemma-3-270m")
-    assert gemma.n_tokens == 2048 and gemma.recovery_layers == []  # 16 units, as SmolLM2
+    assert gemma.n_tokens == 6144 and gemma.recovery_layers == []  # 48 units, as SmolLM2
     assert robustness_layer_list(gemma, 18) == [0, 1, 4, 5, 6, 7, 8, 10, 17]
     hub = AnatomyConfig().for_model("google/gemma-3-270m")  # not the offline alias
     assert hub.recovery_layers == BUDGETS["pretrained"]["recovery_layers"]
     quick = AnatomyConfig(quick=True)
     assert quick.n_tokens is None  # filled per model, then capped
-    assert quick.for_model("smollm2-135m-instruct").robustness_tokens == 768
+    assert quick.for_model("smollm2-135m-instruct").robustness_tokens == 1024  # QUICK's cap
     with pytest.raises(ValueError, match="importance_surgeries must include 'skip'"):
         AnatomyConfig(importance_surgeries=["interpolate"])
 

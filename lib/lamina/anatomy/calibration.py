@@ -26,7 +26,14 @@ import pandas as pd
 
 from lamina.anatomy import claims as anatomy_claims
 from lamina.anatomy import growth_claims
-from lamina.anatomy.calibration_sources import SOURCES, run_rows, seed_rows
+from lamina.anatomy.calibration_sources import (
+    N_RECOVERY,
+    N_ROBUST_UNITS,
+    N_UNITS,
+    SOURCES,
+    run_rows,
+    seed_rows,
+)
 from lamina.anatomy.calibration_weights import weight_rows
 from lamina.anatomy.growth_calibration import growth_rows
 from lamina.core.provenance import atomic_write_json, data_dir
@@ -40,15 +47,16 @@ CLAIMS: tuple[ClaimSpec, ...] = (*anatomy_claims.CLAIMS, *growth_claims.CLAIMS)
 """Every declared claim of paper 3: layer anatomy, then Growth Training."""
 
 CALIBRATION_SOURCES: dict[str, str] = {
-    "skip sweeps": "30 layers on 16 units at the chapter's noise (fitted on SmolLM2's sweep); "
+    "skip sweeps": f"30 layers on {N_UNITS} units at the chapter's noise (fitted on SmolLM2's "
+    "sweep); "
     "null: a smooth random importance profile (AR(1) over depth, phi 0.8: neighbours alike, the "
     "threat to a test that treats layers as exchangeable) with 3 layers of no effect and no "
     "core; planted: the paper's core (+63,419%), its 10^7 range and anti-layers at L14, L17 "
     "(-5%, lamina's size); half: half of each",
-    "robustness sweeps": "14 layers, per-unit t(3) noise; predicted weights' median change at "
+    "robustness sweeps": f"14 layers on {N_ROBUST_UNITS} units, per-unit t(3) noise; predicted weights' median change at "
     "+100% (null, skewed), +1,000% (planted); joint / summed increase 1 (null), 2 (planted); "
     "the worst scaled layer at +5% (null), +1% (planted)",
-    "recovery times": "8 layers whose initial damage importance drives (the threat: importance "
+    "recovery times": f"{N_RECOVERY} layers whose initial damage importance drives (the threat: importance "
     "might only predict the damage); null: time driven by the damage alone; planted: partial "
     "rho 0.6 (lamina's size)",
     "weight stacks": "30 layers x 7 matrix types, heavy tails; R2 null: layers sharing a "

@@ -7,7 +7,7 @@ and :func:`lamina.evidence.decide.decide`. Each null keeps what threatens its cl
 is the test's own null (a shuffled layer order would be exactly the core's hypergeometric):
 
 * **importance** (range, core, core size, anti-layers and where): a skip sweep of 30 layers on
-  16 units of one window (:func:`importance_sweep`). The null's log10 importance is a smooth
+  :data:`N_UNITS` units of one window (:func:`importance_sweep`). The null's log10 importance is a smooth
   random profile over depth (AR(1), phi :data:`PHI`: neighbours alike, so the top layers
   cluster, the threat to a test that treats layers as exchangeable) at the mean and spread of
   SmolLM2-135M-Instruct's, with :data:`N_ZERO` layers of no effect (the threat to an anti-layer
@@ -65,8 +65,13 @@ __all__ = [
 ]
 
 SOURCES = ("null", "planted", "half")
-N_UNITS, SEQ_LEN = 16, 128  # the chapter's pretrained budget: 2,048 tokens in 16 units
-N_ROBUST_UNITS, N_ROBUST_LAYERS, N_RECOVERY = 6, 14, 8
+# the chapter's pretrained design (lamina.chapters.layer_anatomy.config.BUDGETS), raised at
+# bbbe2dd+1 to the designs of lamina.anatomy.design_power that give the underpowered rows 80%
+# power at the paper's size: 6,144 tokens in 48 units (anti-layers needed 24, their positions
+# 40, scaling 48; 16 before), the other edits on all 48 (6 before), 30 fine-tuned layers (8
+# before; every layer of SmolLM2: power 78% at 24 layers and 82% at 30 over 140 seeds)
+N_UNITS, SEQ_LEN = 48, 128
+N_ROBUST_UNITS, N_ROBUST_LAYERS, N_RECOVERY = 48, 14, 30
 # :func:`fit_noise` of SmolLM2-135M-Instruct's skip sweep (16 units of 128 tokens,
 # plays="all", 2026-12-02): log10 delta_pct of its interior layers, mean 1.48, sd 0.58, lag-1
 # correlation 0.26; a unit's shift sd = sqrt((0.25 mu)^2 + 0.071^2) nats per token; the
@@ -178,7 +183,8 @@ def importance_sweep(
 def robustness_sweep(
     source: str, seed: int, n_units: int = N_ROBUST_UNITS
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """(rows of predicted (14 layers x 16 units), scale, noise, interpolate, reinit (14 x 6),
+    """(rows of predicted (14 layers x N_UNITS units), scale, noise, interpolate, reinit (14 x
+    n_units),
     unit ids, joint per-window NLL with every predicted layer replaced) of one source:
     predicted weights' median PPL change at +100% (null), +1,000% (planted) or +369% (half:
     half the log excess); joint / summed increase 1 (null), 2 (planted), 1.5 (half); the worst

@@ -28,7 +28,7 @@ __all__ = ["BY_ID", "CLAIMS", "judge_anatomy", "judge_delta"]
 
 _R2 = (PAPER_R2 - R2_TOLERANCE, 1.0)
 _CAL_IMPORTANCE = (
-    "skip sweeps at the chapter's size (30 layers, 16 units): null = a smooth "
+    "skip sweeps at the chapter's size (30 layers, 48 units): null = a smooth "
     "random importance profile (AR(1) over depth, phi 0.8) with zero-effect "
     "layers and no core; planted = the paper's core, range and anti-layers"
 )

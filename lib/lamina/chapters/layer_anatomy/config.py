@@ -35,32 +35,37 @@ ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 # "@") where BUDGETS has one, else the row of its kind ("organism" for organism-* specs,
 # "pretrained" for anything else). Sizes and what they buy (the chapter's notes give each
 # model's seconds):
-# - n_tokens: the skip sweep over every layer; 2,048 tokens are 16 windows, each its own unit
+# - n_tokens: the skip sweep over every layer; 6,144 tokens are 48 windows, each its own unit
 #   of resampling on a pretrained model (plays="all": every play is unseen text for it), which
 #   the cluster bootstrap of the importance range covers at 95% (lamina.anatomy.coverage);
+#   48 units give the anti-layer rows 80% power at the paper's size (lamina.anatomy.
+#   design_power: the anti-layers need 24, their positions 40; 16 units gave 52% and 18%);
 # - predicted weights: the robustness layers on all n_tokens, then all replaced at once;
-# - robustness_tokens: the other edits on 6 windows (768 tokens), so that the worst-layer
-#   change under scaling has a CI over units; robustness_layers: 6 evenly spaced layers plus
+# - robustness_tokens: the other edits on the same 48 windows, so that the worst-layer change
+#   under scaling has a CI over units narrow enough to lie below +5% (intersection-union: 6
+#   windows could never decide it); robustness_layers: 6 evenly spaced layers plus
 #   those the claims name (mapped core L8-11, anti-layers L14/L17, layers 0..k_max-1;
 #   lamina.anatomy.run_plan.robustness_layer_list), 14 layers on SmolLM2;
-# - recovery: 8 layers, 12 fine-tuning steps evaluated after every step (a recovery time
-#   interpolated between evaluations, lamina.anatomy.recovery.speed_rank), so that layers
-#   rank rather than tie.
+# - recovery: 30 layers, every layer of SmolLM2 (8 gave the recovery row 32% power at the
+#   paper's size, 24 gave 78% and 30 give 82%), 12 fine-tuning steps evaluated
+#   after every step (a recovery time interpolated between evaluations,
+#   lamina.anatomy.recovery.speed_rank), so that layers rank rather than tie.
+# The calibration's sources use the same sizes (lamina.anatomy.calibration_sources).
 # "gemma-3-270m" (18 layers, d = 640): its 262,144-token unembedding (168M of its 268M
 # parameters) makes a token about 5 times as costly as on SmolLM2 and a fine-tuning step about
 # 4 times, so it runs no recovery fine-tune (P3-recovery: not testable within this budget) and
 # edits fewer robustness layers. "organism" (12 layers, d = 128) costs far less per token; its
 # text holds only the corpus's 3 held-out plays (plays="heldout": it trained on the others).
 _PRETRAINED: dict[str, Any] = {
-    "n_tokens": 2_048,
-    "robustness_tokens": 768,
+    "n_tokens": 6_144,
+    "robustness_tokens": 6_144,
     "robustness_layers": 6,
     "importance_surgeries": ["skip"],
     "recovery_budget": 12,
     "recovery_batch": 1,
     "recovery_eval_every": 1,
     "recovery_tokens": 128,
-    "recovery_layers": 8,
+    "recovery_layers": 30,
     "k_max": 4,
     "plays": "all",
 }
@@ -74,7 +79,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
     },
     "organism": {
         "n_tokens": 20_480,
-        "robustness_tokens": 4_096,
+        "robustness_tokens": 6_144,
         "importance_surgeries": ["skip", "interpolate"],
         "recovery_budget": 24,
         "recovery_batch": 4,
