@@ -166,6 +166,7 @@ def test_a_ci_that_covers_too_rarely_misses_a_target_and_the_page_shows_coverage
     assert out[SOUND]["targets"] == "met" and "coverage" not in out[SOUND]
     page = section_markdown(section)
     assert "CI coverage of the known value" in page and "75% [" in page and "(30/40)" in page
+    assert ".0 testable" not in section_markdown(Section("P", [_spec(LOOSE)], _runs({LOOSE: 8}, n=130), {}))
     good = _with_coverage(_runs({LOOSE: 0, SOUND: 0}), LOOSE, 38)
     assert claim_outcomes([Section("P", [_spec(LOOSE)], good[good.claim_id == LOOSE], {})])[
         LOOSE]["targets"] == "met"  # fmt: skip

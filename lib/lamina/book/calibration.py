@@ -137,7 +137,7 @@ def section_markdown(section: Section) -> str:
         if width > HALFWIDTH:
             notes.append(f"- The FPR interval of `{r['claim_id']}` is wider than +/-5 points "
                          f"({_pct(r['fpr_low'])}–{_pct(r['fpr_high'])} over "
-                         f"{r['n_null_testable']} testable null seeds); at its observed rate "
+                         f"{int(r['n_null_testable'])} testable null seeds); at its observed rate "
                          f"that needs about {seeds_for_halfwidth(r['fpr'])} seeds.")  # fmt: skip
     n_cal = int((table["status"] == "calibrated").sum())
     n_und = int(table["status"].str.startswith(UNDECIDABLE).sum())
