@@ -275,16 +275,24 @@ def quick_parameters(tiny: dict[str, Path]) -> dict[str, dict]:
 
 @pytest.fixture(scope="session")
 def calibration_cache(tmp_path_factory) -> Path:
-    """One folder for the session's calibration seeds: the quick book's page and the calibration
-    page's own test compute seed 0 of each paper once (several CPU minutes a paper) and read
-    it thereafter; link it in as ``<data>/cache/calibration``."""
+    """One folder for the session's calibration caches: the quick book's page and the
+    calibration page's own test compute seed 0 of each paper once (several CPU minutes a paper)
+    and paper 1's levers once (about 10 CPU minutes: lamina.trajectory.levers), and read them
+    thereafter; link it in with :func:`link_calibration_cache`."""
     return tmp_path_factory.mktemp("calibration-cache")
 
 
 def link_calibration_cache(data: Path, cache: Path) -> None:
-    """Make ``<data>/cache/calibration`` a link to the session's ``cache``."""
+    """Make ``<data>/cache/calibration`` a link to the session's ``cache``/calibration, and
+    ``<data>/cache/levers`` one to the checkout's own ``data/cache/levers``, which the tests
+    that leave LAMINA_DATA unset solve paper 1's levers into (each cache is keyed by what
+    changes it, so sharing it changes no result)."""
     (data / "cache").mkdir(parents=True, exist_ok=True)
-    (data / "cache" / "calibration").symlink_to(cache, target_is_directory=True)
+    (cache / "calibration").mkdir(exist_ok=True)
+    levers = Path(__file__).resolve().parents[1] / "data" / "cache" / "levers"
+    levers.mkdir(parents=True, exist_ok=True)
+    for name, target in (("calibration", cache / "calibration"), ("levers", levers)):
+        (data / "cache" / name).symlink_to(target, target_is_directory=True)
 
 
 @pytest.fixture(scope="session")
