@@ -25,7 +25,6 @@ def test_each_paper_section_lists_every_declared_claim_and_reads_its_cache(
     assert "1 seeds per source: " in text
     again = section_markdown(paper_section(title, module, 1, jobs=1))
     assert again.split("| claim |")[1] == text.split("| claim |")[1]  # the same rates
-    assert "read from the cache" in again and ", 0 of them" not in again
     assert any((calibration_cache / "calibration").rglob("*.json"))
 
 
