@@ -38,16 +38,13 @@ ALL_SURGERIES = ["skip", "interpolate", "scale", "noise", "reinit", "predicted"]
 # - n_tokens: the skip sweep over every layer; 6,144 tokens are 48 windows, each its own unit
 #   of resampling on a pretrained model (plays="all": every play is unseen text for it), which
 #   the cluster bootstrap of the importance range covers at 95% (lamina.anatomy.coverage);
-#   48 units give the anti-layer rows 80% power at the paper's size (lamina.anatomy.
-#   design_power: the anti-layers need 24, their positions 40; 16 units gave 52% and 18%);
+#   48 units give the anti-layer rows 80% power at the paper's size (anatomy.design_power);
 # - predicted weights: the robustness layers on all n_tokens, then all replaced at once;
-# - robustness_tokens: the other edits on the same 48 windows, so that the worst-layer change
-#   under scaling has a CI over units narrow enough to lie below +5% (intersection-union: 6
-#   windows could never decide it); robustness_layers: 6 evenly spaced layers plus
+# - robustness_tokens: the other edits on the same 48 windows, so that each layer's bound
+#   under scaling can lie below +5%; robustness_layers: 6 evenly spaced layers plus
 #   those the claims name (mapped core L8-11, anti-layers L14/L17, layers 0..k_max-1;
 #   lamina.anatomy.run_plan.robustness_layer_list), 14 layers on SmolLM2;
-# - recovery: 30 layers, every layer of SmolLM2 (8 gave the recovery row 32% power at the
-#   paper's size, 24 gave 78% and 30 give 82%), 12 fine-tuning steps evaluated
+# - recovery: 30 layers, every layer of SmolLM2 (82% power), 12 fine-tuning steps evaluated
 #   after every step (a recovery time interpolated between evaluations,
 #   lamina.anatomy.recovery.speed_rank), so that layers rank rather than tie.
 # The calibration's sources use the same sizes (lamina.anatomy.calibration_sources).
