@@ -217,6 +217,8 @@ def test_a_vanish_row_is_an_equivalence_test_on_the_remaining_share() -> None:
     assert judge(_vanish(), vanish_measurement(small)).verdict == "reproduced"
     noisy = small | {"shuffled layers": ControlResult(0.3, 0.2, 0.7)}
     assert judge(_vanish(), vanish_measurement(noisy)).verdict == "partially"
+    none_left = small | {"shuffled layers": ControlResult(0.0, 0.9, 0.0)}  # a bound of exactly 0
+    assert judge(_vanish(), vanish_measurement(none_left)).verdict == "reproduced"
     edge = small | {"shuffled layers": ControlResult(0.3, 0.2, 0.5)}
     assert judge(_vanish(), vanish_measurement(edge)).verdict == "partially"
 

@@ -66,7 +66,7 @@ __all__ = [
 
 SOURCES = ("null", "planted", "half")
 # the chapter's pretrained design (lamina.chapters.layer_anatomy.config.BUDGETS), raised at
-# bbbe2dd+1 to the designs of lamina.anatomy.design_power that give the underpowered rows 80%
+# 29e499b to the designs of lamina.anatomy.design_power that give the underpowered rows 80%
 # power at the paper's size: 6,144 tokens in 48 units (anti-layers needed 24, their positions
 # 40, scaling 48; 16 before), the other edits on all 48 (6 before), 30 fine-tuned layers (8
 # before; every layer of SmolLM2: power 78% at 24 layers and 82% at 30 over 140 seeds)

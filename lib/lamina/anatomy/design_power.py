@@ -6,9 +6,9 @@ the calibration (:mod:`lamina.anatomy.calibration`) does at the chapter's design
 The design each row reads (:data:`DESIGNS`):
 
 * anti-layers and their positions: units of held-out text (128 tokens each; the chapter: 48,
-  16 until bbbe2dd);
-* recovery: fine-tuned layers (the chapter: 30, 8 until bbbe2dd);
-* scaling: units of the other edits (the chapter: 48, 6 until bbbe2dd).
+  16 until 29e499b);
+* recovery: fine-tuned layers (the chapter: 30, 8 until 29e499b);
+* scaling: units of the other edits (the chapter: 48, 6 until 29e499b).
 
 :func:`smallest_design` is the code behind any "this design would decide it": the smallest
 size whose power at the paper's size (lamina's, where the paper gives none) reaches 80%.

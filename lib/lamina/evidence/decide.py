@@ -387,7 +387,7 @@ def _vanish(spec: ClaimSpec, m: Measurement, ctx: Context, row: Row) -> Claim:
     if unbounded:
         return row(NOT_TESTABLE, f"no confidence bound on the share remaining under the "
                    f"{' and '.join(unbounded)} control")  # fmt: skip
-    high = {k: float(m.controls[k].share_high or math.nan) for k in names}
+    high = {k: float(m.controls[k].share_high) for k in names}  # type: ignore[arg-type]  # finite, checked above
     shares = "; ".join(f"{k}: {_g(m.controls[k].fraction)} remains, upper bound {_g(high[k])}"
                        for k in names)  # fmt: skip
     kept = [k for k in names if not high[k] < 0.5]
