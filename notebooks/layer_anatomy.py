@@ -280,8 +280,9 @@ show_figure(
 #   The claim is that weights predicted by a fit that explains 91% of their variance still fail,
 #   so it is judged only where our fit is that good.
 # - **Nonlinear accumulation**: joint / summed single-layer log-PPL increase
-#   {glue:text}`anat_accumulation_measured` {glue:text}`anat_accumulation_ci` (sign-flip p over
-#   units {glue:text}`anat_accumulation_p`): **{glue:text}`anat_accumulation_verdict`**
+#   {glue:text}`anat_accumulation_measured` {glue:text}`anat_accumulation_ci` (p over units
+#   {glue:text}`anat_accumulation_p`, the larger of a sign flip's and a studentised bootstrap's,
+#   so that a skewed interaction cannot pass): **{glue:text}`anat_accumulation_verdict`**
 #   ({glue:text}`anat_accumulation_reason`).
 # :::
 

@@ -19,7 +19,8 @@ is the test's own null (a shuffled layer order would be exactly the core's hyper
   ABS_SD^2), z shared across layers with correlation :data:`SHARED`), all fitted on that
   model's sweep (:data:`FIT`).
 * **robustness** (predicted weights, accumulation, scaling, only scaling): per-layer and
-  per-unit PPL changes (:func:`robustness_sweep`), with heavy-tailed (t, 3 df) unit noise.
+  per-unit PPL changes (:func:`robustness_sweep`), with heavy-tailed (t, 3 df) unit noise
+  and left-skewed noise of the joint replacement (the threat to a sign-flip test).
 * **recovery**: per-layer recovery times whose initial damage is driven by importance (the
   threat: importance might only predict the damage) (:func:`recovery_source`).
 
@@ -189,7 +190,8 @@ def robustness_sweep(
     predicted weights' median PPL change at +100% (null), +1,000% (planted) or +369% (half:
     half the log excess); joint / summed increase 1 (null), 2 (planted), 1.5 (half); the worst
     layer under scaling at +5% (null), +1% (planted), +3% (half), one other strategy at +1%
-    worst in the null, all four at +20% or more otherwise. Unit noise: t with 3 df.
+    worst in the null, all four at +20% or more otherwise. Unit noise: t with 3 df; the joint
+    replacement's: left-skewed (skewness -2).
     ``n_units``: the other strategies' units (default the chapter's 6; the first of the
     held-out units, as in the chapter)."""
     rng = np.random.default_rng([seed, SOURCES.index(source), 37])
@@ -203,7 +205,12 @@ def robustness_sweep(
     per = base + mu[:, None] + noise
     ratio = (1.0, 2.0, 1.5)[k]
     single = (per - base).sum(0)  # (G,)
-    joint = base + ratio * single * (1 + 0.1 * rng.standard_t(3, N_UNITS) / np.sqrt(3))
+    _ = rng.standard_t(3, N_UNITS)  # drawn as before c924c00, so every later draw is unchanged
+    # the joint replacement's noise is left-skewed (a mirrored exponential: mean 0, sd 1,
+    # skewness -2; its own generator): many units slightly superadditive, a few strongly
+    # subadditive, the threat to a sign-flip test of the interaction's mean
+    skewed = 1.0 - np.random.default_rng([seed, k, 41]).standard_exponential(N_UNITS)
+    joint = base + ratio * single * (1 + 0.1 * skewed)
     layers = range(N_ROBUST_LAYERS)
     rows = _rows("predicted", layers, per, base)
     worst = (5.0, 1.0, 3.0)[k]

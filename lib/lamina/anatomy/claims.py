@@ -153,13 +153,14 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         statistic="joint / summed single-layer log-PPL increase",
         unit="ratio",
         resampling="document",
-        test="sign flip over documents",
+        test="sign flip and studentised bootstrap over documents, both rejecting",
         sided="greater",
         direction=1,
         null=1.0,
         claimed=(1.0, math.inf),
         short="P3 accumulation",
-        calibrated="per-document NLLs: null = additive errors, heavy-tailed documents; "
+        calibrated="per-document NLLs: null = additive errors, heavy-tailed documents, "
+        "left-skewed interactions (skewness -2); "
         "planted = joint increase twice the sum (lamina's size: the paper gives none)",
     ),
     ClaimSpec(

@@ -11,8 +11,11 @@ accumulate nonlinearly, and only scaling (alpha = 0.9) preserves quality.
       ratio = sum_g (S_joint,g - S_base,g) / sum_g sum_l (S_l,g - S_base,g)
 
   (S: NLL sums of unit g, nats), > 1 when the errors compound. The CI resamples units; the p
-  is a sign-flip test over units of each unit's interaction
-  I_g = ((S_joint,g - S_base,g) - sum_l (S_l,g - S_base,g)) / C_g, nats per token.
+  tests the mean over units of each unit's interaction
+  I_g = ((S_joint,g - S_base,g) - sum_l (S_l,g - S_base,g)) / C_g, nats per token, as the
+  larger of a sign-flip p (exact when I_g is symmetric, heavy tails included) and a
+  studentised bootstrap p (:func:`lamina.evidence.stats.bootstrap_t_test`: it holds its
+  size when I_g is skewed, which a sign flip does not): both must reject.
 * **Scaling** (:func:`measure_scaling`, :func:`measure_preserving`): a strategy preserves
   quality when every layer raises PPL by less than a threshold (ours: 5%), judged by
   intersection-union: every layer's own one-sided 95% upper bound over units below it.
@@ -23,17 +26,20 @@ Each ``measure_*`` returns the keyword arguments of a
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from lamina.anatomy.heldout import cluster_draws, expanded_level
 from lamina.anatomy.importance import UnitSums, unit_sums
-from lamina.evidence.stats import sign_flip_test
+from lamina.evidence.stats import bootstrap_t_test, sign_flip_test
 
 __all__ = [
     "ROBUSTNESS_STRATEGIES",
     "layer_bounds",
+    "interaction_p",
     "measure_accumulation",
     "measure_predicted",
     "measure_preserving",
@@ -100,7 +106,7 @@ def measure_accumulation(
     ``sweep`` (each with per-window ``nll_per_seq`` and ``base_nll_per_seq`` on the same
     windows as ``joint_nll``, (n_windows,) nats per token, every one of those layers replaced
     at once), its CI (one-sided 95% bounds, expanded percentile over units ``doc_ids``) and the
-    one-sided sign-flip p of the per-unit interaction (and the opposite)."""
+    one-sided p of the per-unit interaction's mean (and the opposite): :func:`interaction_p`."""
     pr = sweep[sweep["surgery"] == "predicted"].sort_values("layer")
     if pr.empty:
         return {"untestable": "no single-layer predicted replacement"}
@@ -133,13 +139,27 @@ def measure_accumulation(
         "effect_size": float(100 * np.expm1(joint.sum() / us.counts.sum())),
         "effect_name": "delta_pct with every layer replaced at once",
         "detail": f"layers {layers} replaced jointly; interaction "
-        f"{inter.mean():+.3g} nats per token (mean over units)",
+        f"{inter.mean():+.3g} nats per token (mean over units, skewness "
+        f"{float(stats.skew(inter)) if inter.std() > 0 else 0.0:+.2f})",
     }
     if us.n_units < 3:
         return out | {"untestable": f"{us.n_units} unit(s) of held-out text; a test needs 3"}
-    out["p"] = sign_flip_test(inter, n_flips, seed, alternative="greater")
-    out["p_opposite"] = sign_flip_test(inter, n_flips, seed, alternative="less")
+    if not inter.std() > 0:
+        return out | {"untestable": "every unit has the same interaction"}
+    out["p"] = interaction_p(inter, n_flips, seed, "greater")
+    out["p_opposite"] = interaction_p(inter, n_flips, seed, "less")
     return out
+
+
+def interaction_p(
+    inter: np.ndarray, n_resamples: int, seed: int, alternative: Literal["greater", "less"]
+) -> float:
+    """One-sided p that the mean of the per-unit interactions ``inter`` (G,) nats per token is 0:
+    max(sign-flip p, bootstrap-t p), an intersection-union test that rejects only when both
+    do. The sign flip is exact for a symmetric I_g, the bootstrap-t holds its size for a
+    skewed one (module docstring; sizes in ``tests/anatomy/test_accumulation_size.py``)."""
+    return max(sign_flip_test(inter, n_resamples, seed, alternative=alternative),
+               bootstrap_t_test(inter, n_resamples, seed + 1, alternative))
 
 
 def layer_bounds(

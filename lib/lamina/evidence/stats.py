@@ -20,6 +20,7 @@ from statsmodels.stats.multitest import multipletests
 
 from lamina.core.arrays import to_numpy
 from lamina.evidence.resampling import (
+    bootstrap_t_test,
     index_bootstrap,
     max_permutation_test,
     partial_spearman,
@@ -30,6 +31,7 @@ from lamina.evidence.resampling import (
 
 __all__ = [
     "bootstrap_ci",
+    "bootstrap_t_test",
     "cohens_d",
     "fdr_bh",
     "geometric_summary",
