@@ -193,6 +193,13 @@ show_details(result.tables["frames"].round(4), "The test on topical and on neutr
 # the claim names exists. The random input embeddings are one random vocabulary: a token gets the
 # same random input in every prompt (matched to the embedding matrix's moments), so an effect
 # carried by shared tokens survives it and the control can fail.
+#
+# Whether shuffled layers can fail is measured on each model's own states
+# (`lamina.trajectory.control_power`). A category code with one direction at every layer is
+# planted under random labels, at the real peak's size, and the layers are then shuffled. If
+# less than half of that code's peak remains, the control also removes a convergence that
+# does not depend on depth. The control is then no evidence, and the row reads "undecidable at
+# this design". The share that remains is the `invariant_share_kept` column below.
 
 # %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]

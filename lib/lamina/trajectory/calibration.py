@@ -59,6 +59,7 @@ from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS, calibratio
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, PEAK, SURVIVOR
+from lamina.trajectory.control_power import invariant_share, shuffled_cannot_fail
 from lamina.trajectory.coverage import covers, peak_truth
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
@@ -114,9 +115,11 @@ def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
                   "random embeddings": control_states(t, kind, seed, pool)["random embeddings"]}
         summ = control_summaries(chapter, states, t, layers, n_tokens=tok, seed=seed)
         controls = {k: control_result(s, v) for k, v in summ.items()}
+    cannot = (shuffled_cannot_fail(invariant_share(x, t, s["effect"], seed))
+              if main.present and chapter == "convergence" else {})  # as the chapter checks it
     vanish_id = next(sp.id for sp in CHAPTER_CLAIMS[chapter] if sp.kind == "vanish")
     return rows + judge_chapter(chapter, s, src, "synthetic states", controls=controls or {},
-                                specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
+                                cannot_fail=cannot, specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
 
 
 def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> list[dict[str, Any]]:
@@ -158,7 +161,8 @@ def _timed(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> dict
 # chapters, the analyses or the fit: an edit there keeps the cached seeds.
 CODE = ("evidence", "states/controls.py", "sources/prompts.py", "trajectory/__init__.py",
         *(f"trajectory/{m}.py" for m in (
-            "calibration", "claims", "coverage", "judging", "stat_tests", "convergence_stats",
+            "calibration", "claims", "control_power", "coverage", "judging", "stat_tests",
+            "convergence_stats",
             "curvature_stats", "bifurcation_stats", "phase_stats", "metrics", "phases", "sizes",
             "synthetic", "realistic", "levers", "background", "fitted")))  # fmt: skip
 

@@ -22,7 +22,9 @@ The claimed values are the abstract's:
 Calibration (:mod:`lamina.trajectory.calibration`): the effect, count and location rows on the
 realistic sources of :mod:`lamina.trajectory.realistic` (:data:`NULL_SOURCES`); the vanish rows
 on the survivor source (effects carried by what the controls keep) as their null and the
-removable source (effects carried by what they remove) as their planted source.
+removable source (effects carried by what they remove) as their planted source. The
+convergence row's shuffled-layers control is checked on every source, the chapter's as the
+calibration's, for whether it could fail (:mod:`lamina.trajectory.control_power`).
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ SURVIVOR = ("the survivor source (the paper's effects, carried by what the contr
             "direction at every layer; a separation growing from 22% of depth) as the null; "
             "planted: the removable source, the paper's sizes carried by what the controls "
             "remove (a category code of each layer's own, a separation over the last "
-            "transition alone) on the realistic background")
+            "transition alone) on the realistic background; convergence's shuffled-layers "
+            "control is no evidence on a source where it removes a layer-invariant code of the "
+            "effect's size (lamina.trajectory.control_power)")
 _P1 = "paper 1's"
 
 
