@@ -56,8 +56,11 @@ def test_the_anatomy_rules_on_their_known_answer_sources():
     assert list(runs.columns) == list(RUN_COLUMNS) and len(runs.attrs["seconds"]) == 3
     assert set(runs["claim_id"]) == {c.id for c in CLAIMS if c.calibrated}
     rates = calibration_rates(runs).set_index("claim_id")
+    # a smoke test over 3 seeds: a rule at its 5% size rejects 1 of 3 null seeds 14% of the
+    # time (the skewed accumulation null does at seed 1, p = 0.008), 2 of 3 0.7% of the time;
+    # the sizes themselves are measured on the calibration page and in test_accumulation_size
     for cid in ("p3-anatomy-r2", "p3-anatomy-core", "p3-anatomy-accumulation"):
-        assert rates.loc[cid, "fpr"] <= 0.25 and rates.loc[cid, "power"] >= 0.75
+        assert rates.loc[cid, "fpr"] <= 1 / 3 and rates.loc[cid, "power"] >= 0.75
 
 
 def test_the_growth_rules_on_their_known_answer_sources():
