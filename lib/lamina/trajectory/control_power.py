@@ -124,4 +124,6 @@ def shuffled_cannot_fail(check: InvariantCheck) -> dict[str, str]:
     return {"shuffled layers": (
         f"a category code of one direction at every layer, at this effect's peak "
         f"({check.peak:.3g}) on these states, keeps {check.share:.0%} of it under shuffled "
-        f"layers, below one half: the control removes a layer-invariant convergence too")}  # fmt: skip
+        f"layers, below one half: the control removes a layer-invariant convergence too. More "
+        f"prompts only estimate that share more precisely: it is set by the effect's size "
+        f"against each layer's own structure")}  # fmt: skip
