@@ -4,6 +4,8 @@ subadditive), and the calibration's null keeps that threat."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,12 +18,12 @@ from lamina.evidence.stats import bootstrap_t_test, sign_flip_test
 N_UNITS, DRAWS, B = 48, 1_000, 2_000  # the chapter's units of held-out text
 
 
-def _rates(draw: object) -> tuple[float, float]:
+def _rates(draw: Callable[[np.random.Generator], np.ndarray]) -> tuple[float, float]:
     """(sign-flip rate, interaction_p rate) of rejecting "greater" at 5% over DRAWS samples."""
     rng = np.random.default_rng(11)
     flip = both = 0
     for r in range(DRAWS):
-        x = draw(rng)  # type: ignore[operator]
+        x = draw(rng)
         flip += sign_flip_test(x, B, r, alternative="greater") <= 0.05
         both += interaction_p(x, B, r, "greater") <= 0.05
     return flip / DRAWS, both / DRAWS

@@ -3,9 +3,11 @@ with their rates or the reason they have none, and a second build reads the seed
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from lamina.book.calibration import PAPERS, paper_section, section_markdown
+from lamina.book.calibration import PAPERS, new_results, paper_section, section_markdown
 
 
 @pytest.mark.slow
@@ -23,9 +25,15 @@ def test_each_paper_section_lists_every_declared_claim_and_reads_its_cache(
     assert text.startswith(f"## {title}")
     assert all(f"`{c.id}`" in text for c in module.CLAIMS)
     assert "1 seeds per source: " in text
+    before_again = time.time()
     again = section_markdown(paper_section(title, module, 1, jobs=1))
     assert again.split("| claim |")[1] == text.split("| claim |")[1]  # the same rates
     assert any((calibration_cache / "calibration").rglob("*.json"))
+    # the second build read every seed from the cache: it wrote none (a paper whose cost line
+    # counts the cached seeds also says so there)
+    assert new_results(calibration_cache / "calibration", before_again) == 0
+    if "read from the cache" in again:
+        assert ", 0 of them" not in again
 
 
 def test_progress_reports_the_seeds_written_during_the_block_only(tmp_path, capsys):
