@@ -198,8 +198,12 @@ show_details(result.tables["frames"].round(4), "The test on topical and on neutr
 # (`lamina.trajectory.control_power`). A category code with one direction at every layer is
 # planted under random labels, at the real peak's size, and the layers are then shuffled. If
 # less than half of that code's peak remains, the control also removes a convergence that
-# does not depend on depth. The control is then no evidence, and the row reads "undecidable at
-# this design". The share that remains is the `invariant_share_kept` column below.
+# does not depend on depth. The same is done with a code of each layer's own direction, which
+# the control should remove. If half or more of it remains, the shuffle's own floor (the peak
+# that a mix of depths gives by chance) is of the effect's size, and the control cannot remove
+# even a convergence tied to its layers. In either case the control is no evidence, and the row
+# reads "undecidable at this design". The shares that remain are the `invariant_share_kept`
+# and `specific_share_kept` columns below.
 
 # %% tags=["hide-input"]
 controls = profiles[profiles["condition"] != "real"]

@@ -1,13 +1,18 @@
-"""The positive control of the convergence claim's shuffled-layers control
-(lamina.trajectory.control_power): the check can find the control able to fail and unable, and
-an unable control makes the vanish row undecidable."""
+"""The positive and negative controls of the convergence claim's shuffled-layers control
+(lamina.trajectory.control_power): the check can find the control able to decide, unable to
+fail and unable to remove, and an unable control makes the vanish row undecidable."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lamina.evidence.decide import ControlResult
-from lamina.trajectory.control_power import _relabel, invariant_share, shuffled_cannot_fail
+from lamina.trajectory.control_power import (
+    _relabel,
+    invariant_share,
+    shuffled_cannot_fail,
+    shuffled_cannot_remove,
+)
 from lamina.trajectory.convergence_stats import item_units
 from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_prompts
@@ -32,8 +37,32 @@ def test_on_the_realistic_background_shuffled_layers_remove_a_layer_invariant_co
     c = invariant_share(x, TABLE, s["effect"], seed)
     assert abs(c.peak - s["effect"]) < 1e-3 * s["effect"]  # the code is matched to the effect
     assert 0.2 < c.share < 0.5 and c.can_fail is False, c
+    assert c.specific_share < 0.25 and c.can_remove is True, c  # it removes a per-layer code
     why = shuffled_cannot_fail(c)["shuffled layers"]
-    assert f"{c.share:.0%}" in why
+    assert f"{c.share:.0%}" in why and "layer-invariant" in why
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_at_the_fitted_models_own_peak_the_shuffles_floor_keeps_a_per_layer_code(seed):
+    """At the peak SmolLM2 itself has at the background's layers (0.0157), a shuffle of states
+    with no category code gives a peak of about that size by chance, so a code of each layer's
+    own keeps its whole peak (1.12 and 1.80 at seeds 0 and 1 when written): the control cannot
+    remove it, and the check says so (before, it checked the invariant code alone, which the
+    same floor lifts above one half, and read the control as able to decide)."""
+    x = synthetic_states(TABLE, "removable-model", seed, CHAPTER_POOLING["convergence"])
+    s = _peak(x, seed, 9_999)  # a decision at the claim's alpha 0.001
+    c = invariant_share(x, TABLE, s["effect"], seed)
+    assert c.can_fail is True and c.specific_share >= 0.5 and c.can_remove is False, c
+    assert shuffled_cannot_fail(c) == {}
+    why = shuffled_cannot_remove(c)
+    assert "cannot remove" in why and f"{c.specific_share:.0%}" in why
+    removed = {"shuffled layers": ControlResult(0.05, 0.5, 0.1),
+               "random embeddings": ControlResult(0.02, 0.5, 0.08)}
+    rows = {r.claim_id: r for r in judge_chapter("convergence", s, "m", "c", controls=removed,
+                                                  cannot_remove=why)}  # fmt: skip
+    row = rows["p1-convergence-controls-vanish"]
+    assert row.verdict == "undecidable at this design" and "cannot remove" in row.reason
 
 
 def test_where_layers_share_their_structure_the_control_can_fail():
@@ -45,7 +74,8 @@ def test_where_layers_share_their_structure_the_control_can_fail():
     x = own + 0.5 * rng.standard_normal((n, m, d))  # every layer the same distribution
     c = invariant_share(x, TABLE, 0.3, 0)
     assert c.share > 0.8 and c.can_fail is True, c
-    assert shuffled_cannot_fail(c) == {}
+    assert c.specific_share < 0.5 and c.can_remove is True, c
+    assert shuffled_cannot_fail(c) == {} and shuffled_cannot_remove(c) == ""
 
 
 def test_the_relabelling_keeps_units_whole_and_category_sizes():
@@ -63,7 +93,7 @@ def test_the_check_refuses_what_it_cannot_test():
         invariant_share(x[:5], TABLE, 0.3)
     c = invariant_share(x + 1.0, TABLE, 0.0)
     assert c.can_fail is None and "no positive peak" in c.reason
-    assert shuffled_cannot_fail(c) == {}
+    assert shuffled_cannot_fail(c) == {} and shuffled_cannot_remove(c) == ""
 
 
 @pytest.mark.slow

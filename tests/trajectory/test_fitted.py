@@ -12,7 +12,7 @@ from lamina.trajectory.background import Background
 from lamina.trajectory.fit import render
 
 
-@pytest.mark.parametrize("name", ["MEAN", "LAST", "HAZARDS", "TUNING"])
+@pytest.mark.parametrize("name", ["MEAN", "LAST", "HAZARDS", "EFFECTS", "TUNING"])
 def test_the_module_holds_values_the_fit_renders(name):
     """Each value survives the renderer the fit prints with (what the module is made of)."""
     value = getattr(fitted, name)

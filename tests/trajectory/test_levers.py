@@ -26,3 +26,25 @@ def test_the_null_is_flattened_on_the_margin_the_chapter_estimates():
     test = three_phase_test(np.asarray(layerwise_cosine(x[rows])), units=units_of(t[rows]),
                             n_bootstrap=50, seed=0)
     assert np.isclose(lever, test["margin"], atol=1e-9), (lever, test["margin"])
+
+
+def test_the_model_sized_sources_carry_the_peak_the_fit_measures_on_the_model():
+    """The survivor and removable sources at the fitted model's own size (levers
+    "planted-model") have the convergence peak that lamina.trajectory.fit.model_effects
+    measures, by the same function (on SmolLM2: lamina.trajectory.fitted.EFFECTS), within the
+    spread of one draw; the paper's planted source has its own, 30 times larger."""
+    from lamina.trajectory.fit import model_effects
+    from lamina.trajectory.fitted import EFFECTS
+    from lamina.trajectory.synthetic import synthetic_states, synthetic_tokens
+
+    t = chapter_prompts("convergence")
+    target = EFFECTS["convergence_peak"]
+    for kind in ("survivor-model", "removable-model", "planted"):
+        x = synthetic_states(t, kind, 3, CHAPTER_POOLING["convergence"])  # (n, 13, d)
+        fit = {"table": t, "states": {CHAPTER_POOLING["convergence"]: x},
+               "n_tokens": synthetic_tokens(t)}
+        peak = model_effects(fit)["convergence_peak"]
+        if kind == "planted":
+            assert peak > 20 * target, peak
+        else:
+            assert abs(peak - target) < 0.25 * target, (kind, peak, target)

@@ -15,8 +15,13 @@ Sources (:data:`CALIBRATION_SOURCES`):
   the controls keep: the vanish row must not read "reproduced" there), ``planted`` = the
   removable source (the paper's sizes, carried by what the controls remove: a category code
   of each layer's own, a homograph separation over the last transition alone;
-  :data:`lamina.trajectory.realistic.REMOVABLE`), ``half`` as above. The controls run only where the effect is present (else the row is "not
-  testable"): shuffled layers (:func:`lamina.states.controls.shuffle_layers` with
+  :data:`lamina.trajectory.realistic.REMOVABLE`), ``half`` as above. Convergence's vanish row
+  is calibrated at the fitted model's own convergence peak instead (:data:`VANISH_KIND`: the
+  survivor and removable sources of :data:`lamina.trajectory.realistic.MODEL_KINDS`), the
+  size of the real models' peaks, where the book's verdicts are made. (At the paper's peak its
+  shuffled-layers control removes a layer-invariant code too, so the row is undecidable there
+  on every seed: :mod:`lamina.trajectory.control_power`.) The controls run only where the effect is present
+  (else the row is "not testable"): shuffled layers (:func:`lamina.states.controls.shuffle_layers` with
   :func:`lamina.trajectory.stat_tests.shuffle_options`) and the source's random-embedding
   control (:func:`lamina.trajectory.synthetic.control_states`).
 
@@ -59,7 +64,11 @@ from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS, calibratio
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
 from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, PEAK, SURVIVOR
-from lamina.trajectory.control_power import invariant_share, shuffled_cannot_fail
+from lamina.trajectory.control_power import (
+    invariant_share,
+    shuffled_cannot_fail,
+    shuffled_cannot_remove,
+)
 from lamina.trajectory.coverage import covers, peak_truth
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
@@ -67,7 +76,7 @@ from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_promp
 from lamina.trajectory.stat_tests import control_summaries, paper1_test, shuffle_options
 from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
-__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "cache_key",
+__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "VANISH_KIND", "cache_key",
            "calibration_runs", "chapter_rows"]  # fmt: skip
 
 CHAPTERS = registry.calibrated()  # the chapters whose records say calibrated=True
@@ -75,16 +84,20 @@ BUDGET = {"n_bootstrap": 500, "n_permutations": 10_000}  # the chapters' main te
 PHASE_RESAMPLES = 100  # prompt resamples of the detected-phases count's CI
 CALIBRATION_SOURCES = {
     "null": f"effect, count and location rows: {NULL_SOURCES.split('; planted')[0]}; vanish rows: "
-            "the survivor source (the paper's effects, carried by what the controls keep)",
+            "the survivor source (the paper's effects, carried by what the controls keep; "
+            "convergence's at the fitted model's own peak)",
     "planted": "the paper's effect sizes planted on the realistic background (each effect on "
                "its own lever, solved on reference draws of the chapter's prompts); vanish "
                "rows: the same sizes carried by what the controls remove (a category code of "
-               "each layer's own, a homograph separation over the last transition alone)",
+               "each layer's own, a homograph separation over the last transition alone; "
+               "convergence's at the fitted model's own peak, the real models' size)",
     "half": "half of each effect planted on the realistic background",
 }  # fmt: skip
 # source of the page -> the realistic kind, for the vanish rows and for the others
 KIND = {"null": ("survivor", "null"), "planted": ("removable", "planted"),
         "half": ("planted-half", "planted-half")}  # fmt: skip
+# a chapter's vanish row calibrated on other kinds (module docstring): chapter -> {source: kind}
+VANISH_KIND = {"convergence": {"null": "survivor-model", "planted": "removable-model"}}
 _ = SURVIVOR  # the declarations name it; the runs build it
 
 
@@ -115,11 +128,14 @@ def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
                   "random embeddings": control_states(t, kind, seed, pool)["random embeddings"]}
         summ = control_summaries(chapter, states, t, layers, n_tokens=tok, seed=seed)
         controls = {k: control_result(s, v) for k, v in summ.items()}
-    cannot = (shuffled_cannot_fail(invariant_share(x, t, s["effect"], seed))
-              if main.present and chapter == "convergence" else {})  # as the chapter checks it
+    check = (invariant_share(x, t, s["effect"], seed)  # as the chapter checks it
+             if main.present and chapter == "convergence" else None)
     vanish_id = next(sp.id for sp in CHAPTER_CLAIMS[chapter] if sp.kind == "vanish")
-    return rows + judge_chapter(chapter, s, src, "synthetic states", controls=controls or {},
-                                cannot_fail=cannot, specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
+    return rows + judge_chapter(
+        chapter, s, src, "synthetic states", controls=controls or {},
+        cannot_fail=shuffled_cannot_fail(check) if check else {},
+        cannot_remove=shuffled_cannot_remove(check) if check else "",
+        specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
 
 
 def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> list[dict[str, Any]]:
@@ -127,6 +143,7 @@ def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> l
     out = []
     for chapter in chapters:
         for source, (vanish_kind, kind) in KIND.items():
+            vanish_kind = VANISH_KIND.get(chapter, {}).get(source, vanish_kind)
             rows = chapter_rows(chapter, kind, seed, vanish=kind == vanish_kind, budget=budget)
             if kind != vanish_kind:
                 rows = [r for r in rows if r.kind != "vanish"]

@@ -4,7 +4,8 @@
 the model's states for the union of paper 1's prompt tables (:func:`paper1_tables`), fits
 both poolings (:func:`lamina.trajectory.background.fit_background`), measures the hazards of
 :mod:`lamina.trajectory.hazards` on the model's states at the layers the source takes, tunes
-the background (:func:`tune`) and prints the fit and the hazards as Python:
+the background (:func:`tune`) and prints the fit, the hazards and the model's own effect sizes
+(:func:`model_effects`) as Python:
 :mod:`lamina.trajectory.fitted` is that output.
 
 **Tuning.** Two shares are estimated as moments of residual cosines, but the hazard each
@@ -31,6 +32,7 @@ from lamina.sources.models import load_model
 from lamina.sources.prompts import bifurcation_prompts, load_prompts
 from lamina.states.extract import extract, pool_token_states
 from lamina.trajectory.background import Background, fit_background, sampled_layers
+from lamina.trajectory.convergence_stats import ci_profile, distance_stack, item_units
 from lamina.trajectory.hazards import hazards
 from lamina.trajectory.realistic import Levers, compose, draw, source_tokens
 from lamina.trajectory.sizes import CHAPTER_FAMILIES, CHAPTER_POOLING, chapter_prompts
@@ -38,8 +40,8 @@ from lamina.trajectory.sizes import CHAPTER_FAMILIES, CHAPTER_POOLING, chapter_p
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["TUNE_DRAWS", "TUNED", "chapter_states", "fit_model", "null_hazards", "paper1_tables",
-           "render", "tune"]  # fmt: skip
+__all__ = ["TUNE_DRAWS", "TUNED", "chapter_states", "fit_model", "model_effects", "null_hazards",
+           "paper1_tables", "render", "tune"]  # fmt: skip
 
 TUNE_DRAWS = 8
 TUNE_SEED = 880_001
@@ -68,6 +70,17 @@ def chapter_states(fit: dict[str, Any], chapter: str,
     idx = np.array([row[p] for p in t["prompt"]])
     x = fit["states"][CHAPTER_POOLING[chapter]]
     return x[idx][:, sampled_layers(x.shape[1] - 1, n_layers)], t, fit["n_tokens"][idx]
+
+
+def model_effects(fit: dict[str, Any], n_layers: int = 12) -> dict[str, float]:
+    """The model's own effects, measured as their chapters measure them on its states at the
+    layers a source takes (:func:`chapter_states`), rounded to 4 decimals: the size at which
+    a calibration source carries an effect where the model has it. ``convergence_peak``: the
+    peak of the convergence-index profile, an item's own prompts left out (chord units; the
+    statistic of :func:`lamina.trajectory.levers.statistic` "peak")."""
+    x, t, _ = chapter_states(fit, "convergence", n_layers)  # (n, n_layers + 1, d)
+    prof = ci_profile(distance_stack(x), t["category"].to_numpy(), units=item_units(t))
+    return {"convergence_peak": round(float(np.nanmax(prof)), 4)}
 
 
 def null_hazards(backgrounds: dict[str, Background], seeds: range | list[int],
@@ -146,7 +159,7 @@ def fit_model(name: str, n_layers: int = 12) -> dict[str, Any]:
     """Extract ``name``'s states (``lamina.load_model``, fp32, every token, cached) for the
     union of paper 1's prompt tables (:func:`paper1_tables`, each prompt once), fit both
     poolings and tune them: {"mean": Background, "last": Background, "hazards": the model's,
-    "factors": the tuning factors, "states": {pool: (n, L+1, d)}, "table": the union table,
+    "factors": the tuning factors, "effects": :func:`model_effects`, "states": {pool: (n, L+1, d)}, "table": the union table,
     "n_tokens": (n,)}."""
     import torch
 
@@ -164,6 +177,7 @@ def fit_model(name: str, n_layers: int = 12) -> dict[str, Any]:
                                 source=f"{name}, {p} pooling, {len(table)} prompts")
               for p in ("mean", "last")}  # fmt: skip
     out["hazards"] = hazards(lambda chapter: chapter_states(out, chapter, n_layers))
+    out["effects"] = model_effects(out, n_layers)
     tuned, out["factors"] = tune(fitted, out["hazards"])
     return out | tuned
 
@@ -204,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover
     for pool in ("mean", "last"):
         print(render(pool.upper(), fit[pool]) + "\n")
     print(render("HAZARDS", fit["hazards"]) + "\n")
+    print(render("EFFECTS", fit["effects"]) + "\n")
     print(render("TUNING", fit["factors"]))
     print("# fmt: on")
 

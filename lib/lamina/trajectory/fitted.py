@@ -1,5 +1,6 @@
-"""SmolLM2-135M-Instruct's fitted background (:mod:`lamina.trajectory.background`) and the
-hazards measured on its states (:mod:`lamina.trajectory.hazards`), as printed by
+"""SmolLM2-135M-Instruct's fitted background (:mod:`lamina.trajectory.background`), the
+hazards measured on its states (:mod:`lamina.trajectory.hazards`) and its own effect sizes
+(:func:`lamina.trajectory.fit.model_effects`), as printed by
 ``python -m lamina.trajectory.fit smollm2-135m-instruct`` (mean-pooled and last-token states
 of the union of paper 1's prompt tables, 544 prompts; the hazards at the 13 layers the
 sources take; about 8 minutes on one loaded core, most of it the tuning). Do not edit by
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from lamina.trajectory.background import Background
 
-__all__ = ["HAZARDS", "LAST", "MEAN", "TUNING", "background"]
+__all__ = ["EFFECTS", "HAZARDS", "LAST", "MEAN", "TUNING", "background"]
 
 # fmt: off
 MEAN = Background(
@@ -158,6 +159,10 @@ HAZARDS = {
     'pair_ratio_correlation': 0.4969,
     'band_means': (0.7144, 0.9521, 0.7367),
     'margin': 0.2154,
+}
+
+EFFECTS = {
+    'convergence_peak': 0.0157,
 }
 
 TUNING = {

@@ -149,14 +149,16 @@ def judge_chapter(
     *,
     controls: Mapping[str, ControlResult] | None = None,
     cannot_fail: Mapping[str, str] | None = None,
+    cannot_remove: str = "",
     extra: Mapping[str, Measurement] | None = None,
     specs: tuple[str, ...] | None = None,
 ) -> list[Claim]:
     """The rows of ``chapter``'s claims on one model, judged in declaration order: the
     measurements of summary ``s`` (:func:`measurements`), ``extra`` ones (e.g. GPT-2's band
     levels), and the vanish row from ``controls`` ({control: ControlResult}; None: the vanish
-    row is left out) with the controls unable to fail on this source (``cannot_fail``).
-    ``specs``: only these claim ids. Claims without a measurement (an across row, GPT-2's
+    row is left out) with the controls unable to fail on this source (``cannot_fail``), and
+    ``cannot_remove``: why a control cannot remove the effect on it ("" where each can; the
+    row is then "undecidable at this design" too). ``specs``: only these claim ids. Claims without a measurement (an across row, GPT-2's
     bands elsewhere) are left out."""
     found = measurements(chapter, s) | dict(extra or {})
     judge = Judge(Context(model=model, convention=convention))
@@ -167,7 +169,8 @@ def judge_chapter(
         if spec.kind == "vanish":
             if controls is None:
                 continue
-            m = vanish_measurement(dict(controls), cannot_fail=dict(cannot_fail or {}))
+            m = vanish_measurement(dict(controls), cannot_fail=dict(cannot_fail or {}),
+                                   undecidable=cannot_remove or None)
         elif spec.id in found:
             m = found[spec.id]
         else:

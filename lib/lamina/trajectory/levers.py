@@ -20,7 +20,9 @@ Every lever is solved by bisection on reference draws of its chapter's own promp
 * ``gain`` (convergence): the peak of the convergence-index profile (own items left out) is
   0.495, the middle of 0.41-0.58 (half: 0.2475); the "removable" source keeps the gain with
   a category direction of each layer's own (``renewal`` 1): each layer's profile has the same
-  distribution either way, the draws being rotation invariant;
+  distribution either way, the draws being rotation invariant. "planted-model" is "planted"
+  with the gain alone solved again, for the peak the fitted model itself has
+  (:data:`lamina.trajectory.fitted.EFFECTS`), the size of the real models' convergence;
 * ``control_split`` then ``split`` (bifurcation, :func:`lamina.trajectory.realistic.compose`):
   the median over pairs of the control pairs' ratio r_ctl = delta(L) / delta(base) is the
   paper's 1.1 (half: 1.05), then the median of r_amb / r_ctl is 5.6 / 1.1 (half:
@@ -55,7 +57,7 @@ from lamina.trajectory.convergence_stats import (
     label_codes,
     unit_rows,
 )
-from lamina.trajectory.fitted import background
+from lamina.trajectory.fitted import EFFECTS, background
 from lamina.trajectory.metrics import bifurcation, layerwise_cosine, mean_curvature
 from lamina.trajectory.phase_stats import unit_band_means
 from lamina.trajectory.realistic import Levers, compose, draw, source_tokens
@@ -70,7 +72,8 @@ REFERENCE_SEED = 990_001
 
 def targets(kind: str) -> dict[str, float]:
     """The planted sizes of ``kind`` ("planted" and "survivor": the paper's; "planted-half":
-    half of each effect): SIM margin (cosine), the paper's families' mean curvature (rad),
+    half of each effect; "planted-model": the paper's, but the convergence peak the fitted
+    model has): SIM margin (cosine), the paper's families' mean curvature (rad),
     peak CI (chord), the control pairs' ratio and the excess r_amb / r_ctl."""
     if kind in ("planted", "survivor"):
         return {"margin": 0.125, "reasoning": 0.77, "lexical": 0.29, "peak": 0.495,
@@ -78,8 +81,10 @@ def targets(kind: str) -> dict[str, float]:
     if kind == "planted-half":
         return {"margin": 0.0625, "reasoning": 0.65, "lexical": 0.41, "peak": 0.2475,
                 "control": 1.05, "excess": 3.3 / 1.05}
-    raise ValueError(f"no planted sizes for kind {kind!r}; choose 'planted', 'planted-half' "
-                     "or 'survivor'")
+    if kind == "planted-model":
+        return targets("planted") | {"peak": EFFECTS["convergence_peak"]}
+    raise ValueError(f"no planted sizes for kind {kind!r}; choose 'planted', 'planted-half', "
+                     "'planted-model' or 'survivor'")
 
 
 def _paper_family(t: pd.DataFrame, name: str, tok: np.ndarray) -> np.ndarray:
@@ -198,6 +203,10 @@ def _solve(kind: str, pool: str) -> Levers:
     each effect's lever with the others in place, twice (the levers interact a little: the
     curvature drift straightens the three-phase prompts of its families, the phase turn bends
     every trajectory)."""
+    if kind == "planted-model":  # the planted levers, the convergence gain solved again
+        lv = levers("planted", pool)
+        return lv.but(gain=_solve_linear("convergence", pool, "gain", "peak",
+                                         targets(kind)["peak"], lv, 2.0))
     lv = Levers(neutral=neutral_turn(pool))
     if kind == "null":
         return lv

@@ -39,8 +39,8 @@ further psi_e per elaboration transition, psi_e solved so that elaboration's mea
 the higher neighbour's, band means averaged per independent unit as the chapter's test
 averages them (the boundary of the claim's null; :func:`lamina.trajectory.levers.neutral_turn`).
 
-**Kinds** (:data:`KINDS`, and :data:`CALIBRATION_KINDS` for "removable"): "null"; "planted" (the paper's sizes) and "planted-half" (half of
-each effect), each effect on its own lever (:mod:`lamina.trajectory.levers`); "survivor": the
+**Kinds** (:data:`KINDS`, and :data:`CALIBRATION_KINDS` for the calibration's own): "null";
+"planted" (the paper's sizes) and "planted-half" (half of each effect), each effect on its own lever (:mod:`lamina.trajectory.levers`); "survivor": the
 paper's sizes, carried by what the controls keep (one category direction at every layer,
 which a trajectory keeps whatever the order of its layers; a homograph separation growing
 from 22% of depth, which a shuffled-layers control moves to a random layer but keeps about
@@ -49,7 +49,11 @@ null one: :func:`control_kind`), the adversarial source (the null) of the "vanis
 controls" rows; "removable": the paper's sizes, carried by what the controls remove
 (:data:`REMOVABLE`: a category code of each layer's own, a homograph separation confined to
 the last transition; its random-embedding control is a null draw), the source on which the
-vanish rows' power is measured. Deterministic in the seed.
+vanish rows' power is measured; "survivor-model" and "removable-model" (:data:`MODEL_KINDS`):
+the same two with the convergence peak the fitted model itself has
+(:data:`lamina.trajectory.fitted.EFFECTS`; the levers "planted-model"), where a
+shuffled-layers control can fail (:mod:`lamina.trajectory.control_power`: at the paper's
+peak it removes a layer-invariant code too). Deterministic in the seed.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ from lamina.trajectory.phases import fixed_phase_bands
 __all__ = [
     "CALIBRATION_KINDS",
     "KINDS",
+    "MODEL_KINDS",
     "REMOVABLE",
     "Draw",
     "Levers",
@@ -83,7 +88,10 @@ __all__ = [
 ]
 
 KINDS = ("null", "planted", "planted-half", "survivor")  # the book's synthetic sources
-CALIBRATION_KINDS = (*KINDS, "removable")  # and the vanish rows' planted source
+# and the vanish rows' planted source; and the survivor and removable sources at the fitted
+# model's own convergence peak (:data:`MODEL_KINDS`), where the convergence vanish row decides
+MODEL_KINDS = ("survivor-model", "removable-model")
+CALIBRATION_KINDS = (*KINDS, "removable", *MODEL_KINDS)
 ONSET_DEPTH = 0.22  # the paper's "about 22% of depth": the planted bifurcation starts there
 RESERVED = 2 * MAX_RANK  # basis columns held for the fixed directions and their turned copy
 
@@ -95,10 +103,10 @@ REMOVABLE = {"renewal": 1.0, "onset": 11 / 12}
 
 
 def control_kind(kind: str) -> str:
-    """The kind whose draw is the random-embedding control of ``kind``'s states: "survivor"
-    for the survivor source (its effects are carried by what a random vocabulary keeps),
-    "null" otherwise (a random vocabulary removes what the model learned)."""
-    return "survivor" if kind == "survivor" else "null"
+    """The kind whose draw is the random-embedding control of ``kind``'s states: a survivor
+    source's own kind (its effects are carried by what a random vocabulary keeps), "null"
+    otherwise (a random vocabulary removes what the model learned)."""
+    return kind if kind in ("survivor", "survivor-model") else "null"
 
 
 def source_tokens(table: pd.DataFrame, bg: Background) -> np.ndarray:

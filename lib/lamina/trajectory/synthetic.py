@@ -1,6 +1,7 @@
 """Known-answer sources for paper 1's chapters: ``synthetic-null``, ``synthetic-planted``,
-``synthetic-planted-half``, ``synthetic-survivor`` and ``synthetic-removable``, the realistic
-sources of
+``synthetic-planted-half``, ``synthetic-survivor``, ``synthetic-removable`` and the last two at
+the fitted model's own convergence peak (``-survivor-model``, ``-removable-model``), the
+realistic sources of
 :mod:`lamina.trajectory.realistic` (a background fitted to SmolLM2's states, the paper's
 effects planted by :mod:`lamina.trajectory.levers`), dispatched by :func:`synthetic_states`.
 
@@ -12,7 +13,7 @@ A prompt's tokens are its whitespace words times the fitted tokens per word
 
 Controls of a source (:func:`control_states`): the random-embedding control is a draw of
 :func:`lamina.trajectory.realistic.control_kind` (a null draw, or for the survivor source
-another survivor draw) with its own seed: a fresh random vocabulary, every key's component
+another draw of its kind) with its own seed: a fresh random vocabulary, every key's component
 drawn again and shared, as a random embedding is, by every prompt holding the key; the
 random-init model is a null draw of another seed.
 """
@@ -60,8 +61,10 @@ def synthetic_states(prompts: pd.DataFrame, kind: str, seed: int = 0, pool: str 
     if len(t) == 0:
         raise ValueError("synthetic_states needs at least one prompt")
     bg = background(pool)
-    lv = levers("planted" if kind in ("survivor", "removable") else kind, pool)
-    if kind == "removable":  # the paper's sizes, carried by what the controls remove
+    base = {"survivor": "planted", "removable": "planted", "survivor-model": "planted-model",
+            "removable-model": "planted-model"}  # fmt: skip
+    lv = levers(base.get(kind, kind), pool)
+    if kind.startswith("removable"):  # the sizes carried by what the controls remove
         lv = lv.but(**REMOVABLE)
     return compose(t, draw(t, seed, bg), bg, lv)
 

@@ -19,7 +19,11 @@ import pandas as pd
 from lamina.evidence.claims import claims_frame
 from lamina.evidence.stats import mann_whitney, resample_indices
 from lamina.trajectory.analyses.shared import Options, control_effects, main_pool, sensitivity_rows
-from lamina.trajectory.control_power import invariant_share, shuffled_cannot_fail
+from lamina.trajectory.control_power import (
+    invariant_share,
+    shuffled_cannot_fail,
+    shuffled_cannot_remove,
+)
 from lamina.trajectory.convergence_stats import ci_profiles, distance_stack, item_units
 from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.model_states import Convention, ModelStates
@@ -148,7 +152,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
         for layer, d, v, a, b in zip(layers, depth, s["profile"], lo, hi, strict=True)
     ]
     effects, results = control_effects("convergence", s, x, ms, c, table, layers, opt.seed)
-    check = invariant_share(x, table, s["effect"], opt.seed)  # can the shuffled control fail?
+    check = invariant_share(x, table, s["effect"], opt.seed)  # can the shuffled control decide?
     controls = []
     for name, sc in effects.items():
         controls.append({"model": ms.name, "control": name, "peak": sc["peak"],
@@ -156,14 +160,17 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
                          "fraction_remaining": results[name].fraction,
                          "share_upper_bound": results[name].share_high,
                          "invariant_share_kept": check.share if name == "shuffled layers"
-                         else np.nan})  # fmt: skip
+                         else np.nan,
+                         "specific_share_kept": check.specific_share
+                         if name == "shuffled layers" else np.nan})  # fmt: skip
         profiles += [
             {"model": ms.name, "condition": name, "layer": layer, "depth": d, "ci": v,
              "ci_low": np.nan, "ci_high": np.nan}
             for layer, d, v in zip(layers, depth, sc["profile"], strict=True)
         ]
     claims = judge_chapter("convergence", s, ms.name, c.label, controls=results,
-                           cannot_fail=shuffled_cannot_fail(check))  # fmt: skip
+                           cannot_fail=shuffled_cannot_fail(check),
+                           cannot_remove=shuffled_cannot_remove(check))  # fmt: skip
     return {
         "claims": claims_frame(claims),
         "profiles": pd.DataFrame(profiles),
