@@ -159,8 +159,8 @@ def fit_model(name: str, n_layers: int = 12) -> dict[str, Any]:
     """Extract ``name``'s states (``lamina.load_model``, fp32, every token, cached) for the
     union of paper 1's prompt tables (:func:`paper1_tables`, each prompt once), fit both
     poolings and tune them: {"mean": Background, "last": Background, "hazards": the model's,
-    "factors": the tuning factors, "effects": :func:`model_effects`, "states": {pool: (n, L+1, d)}, "table": the union table,
-    "n_tokens": (n,)}."""
+    "factors": the tuning factors, "effects": :func:`model_effects`, "states": {pool:
+    (n, L+1, d)}, "table": the union table, "n_tokens": (n,)}."""
     import torch
 
     table = pd.concat(paper1_tables().values(), ignore_index=True).drop_duplicates("prompt")

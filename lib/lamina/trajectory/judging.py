@@ -158,8 +158,8 @@ def judge_chapter(
     levels), and the vanish row from ``controls`` ({control: ControlResult}; None: the vanish
     row is left out) with the controls unable to fail on this source (``cannot_fail``), and
     ``cannot_remove``: why a control cannot remove the effect on it ("" where each can; the
-    row is then "undecidable at this design" too). ``specs``: only these claim ids. Claims without a measurement (an across row, GPT-2's
-    bands elsewhere) are left out."""
+    row is then "undecidable at this design" too). ``specs``: only these claim ids. Claims
+    without a measurement (an across row, GPT-2's bands elsewhere) are left out."""
     found = measurements(chapter, s) | dict(extra or {})
     judge = Judge(Context(model=model, convention=convention))
     rows = []

@@ -40,7 +40,8 @@ the higher neighbour's, band means averaged per independent unit as the chapter'
 averages them (the boundary of the claim's null; :func:`lamina.trajectory.levers.neutral_turn`).
 
 **Kinds** (:data:`KINDS`, and :data:`CALIBRATION_KINDS` for the calibration's own): "null";
-"planted" (the paper's sizes) and "planted-half" (half of each effect), each effect on its own lever (:mod:`lamina.trajectory.levers`); "survivor": the
+"planted" (the paper's sizes) and "planted-half" (half of each effect), each effect on its own
+lever (:mod:`lamina.trajectory.levers`); "survivor": the
 paper's sizes, carried by what the controls keep (one category direction at every layer,
 which a trajectory keeps whatever the order of its layers; a homograph separation growing
 from 22% of depth, which a shuffled-layers control moves to a random layer but keeps about
@@ -51,9 +52,10 @@ controls" rows; "removable": the paper's sizes, carried by what the controls rem
 the last transition; its random-embedding control is a null draw), the source on which the
 vanish rows' power is measured; "survivor-model" and "removable-model" (:data:`MODEL_KINDS`):
 the same two with the convergence peak the fitted model itself has
-(:data:`lamina.trajectory.fitted.EFFECTS`; the levers "planted-model"), where a
-shuffled-layers control can fail (:mod:`lamina.trajectory.control_power`: at the paper's
-peak it removes a layer-invariant code too). Deterministic in the seed.
+(:data:`lamina.trajectory.fitted.EFFECTS`; the levers "planted-model"), the size of the
+real models' peaks, on which convergence's vanish row is calibrated (there the
+shuffled-layers control's own floor keeps a per-layer code, so the row is undecidable:
+:mod:`lamina.trajectory.control_power`). Deterministic in the seed.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ __all__ = [
 
 KINDS = ("null", "planted", "planted-half", "survivor")  # the book's synthetic sources
 # and the vanish rows' planted source; and the survivor and removable sources at the fitted
-# model's own convergence peak (:data:`MODEL_KINDS`), where the convergence vanish row decides
+# model's own convergence peak (:data:`MODEL_KINDS`), on which convergence's vanish row is calibrated
 MODEL_KINDS = ("survivor-model", "removable-model")
 CALIBRATION_KINDS = (*KINDS, "removable", *MODEL_KINDS)
 ONSET_DEPTH = 0.22  # the paper's "about 22% of depth": the planted bifurcation starts there
