@@ -194,14 +194,19 @@ show_details(result.tables["frames"].round(4), "The test on topical and on neutr
 # same random input in every prompt (matched to the embedding matrix's moments), so an effect
 # carried by shared tokens survives it and the control can fail.
 #
+# The shuffled-layers control is tested on the expected distances over all shuffles
+# (`lamina.trajectory.convergence_stats.shuffled_distance_stack`): two prompts' states at one
+# "layer" come from independent random depths, so each distance is the mean over all pairs of
+# depths and the control's profile is flat. One random shuffle would add its own noise, which
+# the maximum over layers picks up and which is of the real peaks' size.
+#
 # Whether shuffled layers can fail is measured on each model's own states
 # (`lamina.trajectory.control_power`). A category code with one direction at every layer is
 # planted under random labels, at the real peak's size, and the layers are then shuffled. If
 # less than half of that code's peak remains, the control also removes a convergence that
 # does not depend on depth. The same is done with a code of each layer's own direction, which
-# the control should remove. If half or more of it remains, the shuffle's own floor (the peak
-# that a mix of depths gives by chance) is of the effect's size, and the control cannot remove
-# even a convergence tied to its layers. In either case the control is no evidence, and the row
+# the control should remove; if half or more of it remains, the control cannot remove even a
+# convergence tied to its layers. In either case the control is no evidence, and the row
 # reads "undecidable at this design". The shares that remain are the `invariant_share_kept`
 # and `specific_share_kept` columns below.
 

@@ -49,6 +49,8 @@ METHODS: dict[str, list[str]] = {
                              "lamina.trajectory.hazards"],
     "Controls": [
         "lamina.states.controls.shuffle_layers",
+        "lamina.trajectory.convergence_stats.shuffled_distance_stack",
+        "lamina.trajectory.control_power.invariant_share",
         "lamina.states.controls.random_input_states",
         "lamina.states.controls.random_init_like",
         "lamina.states.controls.permute_labels",

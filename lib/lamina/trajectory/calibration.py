@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -74,7 +74,12 @@ from lamina.trajectory.coverage import covers, peak_truth
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_prompts
-from lamina.trajectory.stat_tests import control_summaries, paper1_test, shuffle_options
+from lamina.trajectory.stat_tests import (
+    Resampling,
+    control_summaries,
+    paper1_test,
+    shuffle_options,
+)
 from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
 __all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "VANISH_KIND", "cache_key",
@@ -115,7 +120,8 @@ def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
     t, tok = t[keep].reset_index(drop=True), tok[keep]
     x = synthetic_states(t, kind, seed, pool)
     layers = list(range(x.shape[1]))
-    s = paper1_test(chapter, x, t, layers, n_tokens=tok, seed=seed, **budget)
+    s = paper1_test(chapter, x, t, layers, n_tokens=tok,
+                    **cast(Resampling, {**budget, "seed": seed}))
     if chapter == "three_phase":
         s["phases"] = detected_phases(np.asarray(layerwise_cosine(x)), PHASE_RESAMPLES, seed)
     src = f"synthetic-{kind}"

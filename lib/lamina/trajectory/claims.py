@@ -68,9 +68,10 @@ SURVIVOR = ("the survivor source (the paper's effects, carried by what the contr
             "planted: the removable source, the paper's sizes carried by what the controls "
             "remove (a category code of each layer's own, a separation over the last "
             "transition alone) on the realistic background; convergence's shuffled-layers "
-            "control is no evidence on a source where it removes a layer-invariant code of the "
-            "effect's size, as at the paper's peak, or keeps a code of each layer's own, as "
-            "where its floor is of the effect's size (lamina.trajectory.control_power); its row "
+            "control (on the expected distances over all shuffles) is no evidence on a source "
+            "where it removes a layer-invariant code of the effect's size, as on this "
+            "background, or keeps a code of each layer's own (lamina.trajectory.control_power); "
+            "its row "
             "is calibrated at the peak the fitted model itself has, the real models' size "
             "(lamina.trajectory.fitted.EFFECTS)")
 _P1 = "paper 1's"

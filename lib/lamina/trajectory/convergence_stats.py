@@ -20,7 +20,7 @@ from lamina.evidence.stats import max_permutation_test, peak_bootstrap, wilcoxon
 from lamina.trajectory.metrics import convergence_index_per_prompt
 
 __all__ = ["ci_profile", "ci_profiles", "convergence_test", "distance_stack", "item_units",
-           "label_codes", "unit_rows"]
+           "label_codes", "shuffled_distance_stack", "unit_rows"]
 
 
 def distance_stack(x: np.ndarray) -> np.ndarray:
@@ -31,6 +31,32 @@ def distance_stack(x: np.ndarray) -> np.ndarray:
     u = x / np.linalg.norm(x, axis=-1, keepdims=True).clip(1e-30)
     g = np.einsum("ild,jld->lij", u, u)
     return np.sqrt(np.clip(2.0 - 2.0 * g, 0.0, None))
+
+
+def shuffled_distance_stack(x: np.ndarray) -> np.ndarray:
+    """The expectation of :func:`distance_stack` over the shuffled-layers control: each
+    prompt's layers permuted uniformly and independently
+    (:func:`lamina.states.controls.shuffle_layers` with no fixed layer and no groups).
+
+    x: (n, m, d)  ->  D (m, n, n) with, for i != j,
+    E[D[l, i, j]] = (1/m^2) sum_a sum_b ||ĥ_i(a) - ĥ_j(b)||
+    (the layers pi_i(l) and pi_j(l) are independent and uniform), the same at every l, and 0
+    on the diagonal. The convergence index is linear in D for fixed labels and row weights
+    (:func:`ci_profiles`), so its profile on this stack is the expected profile over
+    shuffles; no shuffle's own noise is left for the maximum over layers to pick up. The
+    stack is the same for x and for any per-prompt permutation of x's layers.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n, m, _ = x.shape
+    u = x / np.linalg.norm(x, axis=-1, keepdims=True).clip(1e-30)
+    flat = u.reshape(n * m, -1)  # (n m, d)
+    mean = np.zeros((n, n))
+    for a in range(m):  # one layer of every prompt against all layers of all: (n, n m)
+        g = np.sqrt(np.clip(2.0 - 2.0 * (u[:, a] @ flat.T), 0.0, None))
+        mean += g.reshape(n, n, m).sum(2)
+    mean /= m * m
+    np.fill_diagonal(mean, 0.0)
+    return np.broadcast_to(mean, (m, n, n))
 
 
 def _unit_codes(units: Any | None, n: int) -> np.ndarray:
@@ -181,6 +207,7 @@ def convergence_test(
     seed: int = 0,
     units: Any | None = None,
     confidence: float = 0.90,
+    distances: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Peak of the convergence-index profile and the claim's tests.
 
@@ -200,12 +227,16 @@ def convergence_test(
     ``p_wilcoxon`` and ``rank_biserial``: Wilcoxon signed-rank of per-prompt CI at the peak
     vs the first layer (paired by prompt; not corrected for choosing the peak); ``profile``
     (m,); ``fraction_low``/``fraction_high``: percentiles of the re-selected peak's depth.
+    ``distances``: the (m, n, n) stack to test instead of :func:`distance_stack` of x (the
+    shuffled-layers control's :func:`shuffled_distance_stack`); the Wilcoxon still reads x.
     """
     lab = np.asarray(labels)
     x = np.asarray(x, dtype=np.float64)
     _check_labelled(x, lab)
-    D = distance_stack(x)
+    D = distance_stack(x) if distances is None else np.asarray(distances, dtype=np.float64)
     n = len(lab)
+    if D.shape != (x.shape[1], n, n):
+        raise ValueError(f"distances must be (m, n, n) = {(x.shape[1], n, n)}; got {D.shape}")
 
     def resampled(idx: list[np.ndarray]) -> np.ndarray:  # B resamples -> (B, m)
         counts = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)

@@ -53,8 +53,8 @@ the last transition; its random-embedding control is a null draw), the source on
 vanish rows' power is measured; "survivor-model" and "removable-model" (:data:`MODEL_KINDS`):
 the same two with the convergence peak the fitted model itself has
 (:data:`lamina.trajectory.fitted.EFFECTS`; the levers "planted-model"), the size of the
-real models' peaks, on which convergence's vanish row is calibrated (there the
-shuffled-layers control's own floor keeps a per-layer code, so the row is undecidable:
+real models' peaks, on which convergence's vanish row is calibrated (there the mix of depths
+under shuffled layers dilutes a layer-invariant code too, so the row is undecidable:
 :mod:`lamina.trajectory.control_power`). Deterministic in the seed.
 """
 

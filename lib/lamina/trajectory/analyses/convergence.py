@@ -27,7 +27,7 @@ from lamina.trajectory.control_power import (
 from lamina.trajectory.convergence_stats import ci_profiles, distance_stack, item_units
 from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.model_states import Convention, ModelStates
-from lamina.trajectory.stat_tests import paper1_test
+from lamina.trajectory.stat_tests import Resampling, paper1_test
 
 __all__ = ["LAYER_BAND_RESAMPLES", "MAX_PEAK_BOOTSTRAP", "SENSITIVITY_PERMUTATIONS", "analyse",
            "frames", "layer_band", "paper_test"]
@@ -106,7 +106,7 @@ def _test_rows(model: str, s: dict[str, Any], pt: dict[str, float]) -> list[dict
 
 
 def _frame_rows(model: str, c: Convention, x: np.ndarray, table: pd.DataFrame,
-                layers: list[int], kw: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+                layers: list[int], kw: Resampling) -> list[dict[str, Any]]:  # fmt: skip
     """The ``frames`` table: the claim's test on the topical sentences and on the neutral
     frames separately (a frame with < 4 prompts or one category is left out)."""
     rows = []
@@ -141,7 +141,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
     _, c, pooled = main_pool(ms, opt.pooling)
     x, layers = pooled.states(c)
     table = frames(pooled.prompts)
-    kw = {"n_bootstrap": min(opt.n_bootstrap, MAX_PEAK_BOOTSTRAP),
+    kw: Resampling = {"n_bootstrap": min(opt.n_bootstrap, MAX_PEAK_BOOTSTRAP),
           "n_permutations": opt.n_permutations, "seed": opt.seed}  # fmt: skip
     s = paper1_test("convergence", x, table, layers, **kw)
     depth = np.asarray(layers) / layers[-1]

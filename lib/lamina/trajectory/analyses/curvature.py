@@ -21,7 +21,7 @@ from lamina.trajectory.judging import judge_chapter
 from lamina.trajectory.metrics import curvature, mean_curvature, trajectory_length
 from lamina.trajectory.model_states import Convention, ModelStates, PooledStates
 from lamina.trajectory.sizes import chapter_mask
-from lamina.trajectory.stat_tests import paper1_test, units_of
+from lamina.trajectory.stat_tests import Resampling, paper1_test, units_of
 
 __all__ = ["analyse", "keep_rows"]
 
@@ -103,7 +103,7 @@ def analyse(ms: ModelStates, prompts: pd.DataFrame, opt: Options) -> dict[str, p
     x, t = x[keep], pooled.prompts[keep].reset_index(drop=True)
     n_tok = pooled.n_tokens[keep]
     fam = t["family"].to_numpy()
-    kw = {"n_bootstrap": min(opt.n_bootstrap, 5_000), "n_permutations": opt.n_permutations,
+    kw: Resampling = {"n_bootstrap": min(opt.n_bootstrap, 5_000), "n_permutations": opt.n_permutations,
           "seed": opt.seed}  # fmt: skip
     s = paper1_test("curvature", x, t, layers, n_tokens=n_tok, **kw)
     excluded = int((pooled.n_tokens == 1).sum()) if opt.exclude_single_token else 0
