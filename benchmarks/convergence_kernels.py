@@ -1,4 +1,4 @@
-"""Benchmark of the convergence test's two helpers against their previous forms (issue 34,
+"""Benchmark of the convergence test's kernels against their previous forms (issue 34,
 "the speed the hardware allows"). Paper 1's calibration calls ``ci_profile`` thousands of times
 a seed (lever solves, 500 bootstrap resamples, permutation batches) at the chapter's sizes
 (180 prompts of 60 items in 6 named categories, 13 layers). Each call built the table of a
@@ -91,6 +91,56 @@ def main() -> None:
         t = interleaved({"new": call, "old": lambda c=call: with_patch(c)}, args.repeats * 5)
         print(f"{name}: {t['old'] * 1e3:.2f} ms -> {t['new'] * 1e3:.2f} ms: "
               f"{t['old'] / t['new']:.1f}x (identical)")
+    unit_sums(D, lab, u, rng, args.repeats)
+
+
+def by_rows(D: np.ndarray, labels: np.ndarray, counts: np.ndarray, units: Any = None) -> np.ndarray:
+    """``ci_profiles`` row by row (its general path), whatever the units."""
+    return cs._by_rows(D, cs.label_codes(np.asarray(labels)), np.asarray(counts, float), units)
+
+
+def unit_sums(D: np.ndarray, lab: np.ndarray, u: np.ndarray, rng: np.random.Generator,
+              repeats: int) -> None:  # fmt: skip
+    """Issue 52 (a leaner ``ci_profiles``): the sums over a unit's rows taken once on the
+    unit-by-unit sums of D, where labels and multiplicities are whole units (the permutation
+    test permutes items' labels; the bootstrap resamples whole items), against the row-by-row
+    path; and the whole convergence test at the calibration's budget (500 resamples, 10,000
+    permutations) each way (its unit sums taken once per test: ``profiles_of``)."""
+    lab = np.repeat(np.unique(lab), 10)[u]  # each item's 3 prompts in its category
+    items = np.unique(u, return_index=True)[1]  # the first row of each item
+    perms = np.stack([rng.permutation(lab[items])[u] for _ in range(50)])  # items' labels
+    counts = np.stack([np.bincount(rng.choice(60, 60), minlength=60)[u] for _ in range(50)])
+    boot = np.broadcast_to(lab, counts.shape)
+    for name, (y, c) in {"a batch of 50 item-label permutations": (perms, np.ones(perms.shape)),
+                         "a batch of 50 item resamples": (boot, counts.astype(float))}.items():
+        new, old = cs.ci_profiles(D, y, c, u), by_rows(D, y, c, u)
+        diff = float(np.nanmax(np.abs(new - old)))
+        t = interleaved({"new": lambda y=y, c=c: cs.ci_profiles(D, y, c, u),
+                         "old": lambda y=y, c=c: by_rows(D, y, c, u)}, repeats * 5)  # fmt: skip
+        print(f"ci_profiles, {name}: row by row {t['old'] * 1e3:.2f} ms, by units "
+              f"{t['new'] * 1e3:.2f} ms: {t['old'] / t['new']:.1f}x (max difference {diff:.1e})")
+    layers = list(range(D.shape[0]))
+    x = rng.standard_normal((180, 13, 128)).cumsum(1)
+
+    def test() -> dict[str, Any]:
+        return cs.convergence_test(x, lab, layers, units=u, n_bootstrap=500,
+                                   n_permutations=10_000, seed=0)  # fmt: skip
+
+    def test_by_rows() -> dict[str, Any]:
+        saved = cs.profiles_of
+        cs.profiles_of = lambda D, units=None: lambda y, c: by_rows(D, y, c, units)
+        try:
+            return test()
+        finally:
+            cs.profiles_of = saved
+
+    a, b = test(), test_by_rows()
+    same = all(a[k] == b[k] for k in ("peak_layer", "exceedances"))
+    diff = max(abs(a[k] - b[k]) for k in ("peak", "ci_low", "ci_high", "p"))
+    t = interleaved({"new": test, "old": test_by_rows}, max(1, repeats // 3))
+    print(f"convergence_test (500 resamples, 10,000 permutations): row by row {t['old']:.2f} s, "
+          f"by units {t['new']:.2f} s: {t['old'] / t['new']:.1f}x (peak layer and exceedances "
+          f"{'identical' if same else 'DIFFER'}; max difference {diff:.1e})")
 
 
 @contextmanager
@@ -108,6 +158,7 @@ def with_patch(call: Callable[[], Any]) -> Any:
     """``call()`` with the previous helpers."""
     with patched():
         return call()
+
 
 if __name__ == "__main__":
     main()

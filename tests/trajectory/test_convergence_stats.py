@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lamina.trajectory import convergence_stats as cs
 from lamina.trajectory.convergence_stats import (
     ci_profile,
     ci_profiles,
@@ -94,3 +95,33 @@ def test_unit_rows_lists_each_rows_unit_in_order_padded_with_minus_one(codes: li
 def test_label_codes_are_np_uniques_inverse(labels: np.ndarray) -> None:
     expected = np.unique(labels, return_inverse=True)[1].reshape(labels.shape)
     assert np.array_equal(label_codes(labels), expected)
+
+
+def test_the_sums_by_unit_equal_the_sums_by_row():
+    """Where labels and multiplicities are whole units (item-label permutations, item
+    resamples), ci_profiles sums over each unit once on D's unit-by-unit sums; the profiles are
+    those of the row-by-row sums, for units of unequal sizes too, and a batch whose labels or
+    counts split a unit goes row by row (before, every batch did)."""
+    rng = np.random.default_rng(4)
+    n, m = 60, 5
+    units = rng.integers(0, 23, n).astype(str)  # 23 units of unequal sizes
+    _, u = np.unique(units, return_inverse=True)
+    unit_label = rng.permutation(np.arange(23) % 4)
+    D = distance_stack(rng.normal(size=(n, m, 8)) + np.eye(8)[unit_label[u] * 2][:, None, :])
+    perms = np.stack([rng.permutation(unit_label)[u] for _ in range(30)])  # (30, n)
+    counts = np.stack([np.bincount(rng.choice(23, 23), minlength=23)[u] for _ in range(30)])
+    split = np.stack([rng.permutation(perms[0]) for _ in range(5)])  # rows, not units
+    for labels, c in ((perms, np.ones(perms.shape)), (np.broadcast_to(perms[0], counts.shape),
+                                                      counts.astype(float)),
+                      (split, np.ones(split.shape))):  # fmt: skip
+        rows = cs._by_rows(D, label_codes(labels), np.asarray(c, float), units)
+        got = ci_profiles(D, labels, c, units)
+        assert np.allclose(got, rows, rtol=0, atol=1e-12, equal_nan=True)
+    assert np.isfinite(rows).all()
+    # a resample that leaves a unit's category with no other unit has no within neighbour
+    lonely = np.zeros((1, n))
+    lonely[0, u == 0] = 1.0
+    lonely[0, unit_label[u] != unit_label[0]] = 1.0
+    assert np.allclose(ci_profiles(D, perms[:1] * 0 + unit_label[u], lonely, units),
+                       cs._by_rows(D, label_codes(unit_label[u][None]), lonely, units),
+                       equal_nan=True)  # fmt: skip
