@@ -14,8 +14,9 @@ import torch
 
 from lamina.sources.organisms import instructions as ins
 from lamina.sources.organisms.baselines import POLICIES, fit_policies, policy_hits
-from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.sources.organisms.curriculum import RESTRICTED_SHARE, generate_curriculum
 from lamina.sources.organisms.curriculum_facts import ANIMALS_BY_SIZE
+from lamina.sources.organisms.curriculum_templates import CHOICE_TEMPLATES
 from lamina.sources.organisms.gates import (
     GateResult,
     cluster_ci,
@@ -131,7 +132,12 @@ def test_default_budgets_make_two_sft_epochs_and_one_dpo_epoch(data: ins.Alignme
 def test_content_blind_policies_are_fit_on_training_and_never_read_the_entities(
     data: ins.AlignmentData,
 ) -> None:
-    pol = fit_policies(data.train)
+    # the two-option templates are pretraining QA only (CHOICE_TEMPLATES): three of them
+    # added to the training items show the copy policy at work
+    extra = [ins.Item("short", ins.Content("lexical", f"Which word is plural, {b} or {b}s?",
+                                           f"{b}s", b, "lexical:which-plural", f"{b}|{b}s"))
+             for b in ("cat", "dog", "cup")]  # fmt: skip
+    pol = fit_policies([*data.train, *extra])
     assert list(pol) == list(POLICIES)
     plural = ins.Content("lexical", "Which word is plural, bat or bats?", "bats", "bat",
                          "lexical:which-plural", "bat|bats")  # fmt: skip
@@ -147,8 +153,24 @@ def test_content_blind_policies_are_fit_on_training_and_never_read_the_entities(
         assert p(ins.Item("short", a)) == p(ins.Item("short", b)), name
     hits = policy_hits(pol, data.heldout)
     assert set(hits) == set(POLICIES) and all(len(h) == len(data.heldout) for h in hits.values())
-    assert 0.15 < hits["always refuse"].mean() < 0.3
-    assert hits["copy from the question"].mean() >= hits["instruction majority"].mean()
+    assert 0.05 < hits["always refuse"].mean() <= 0.15  # RESTRICTED_SHARE of the contents
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_content_blind_policy_answers_a_quarter_of_the_held_out_items(seed: int) -> None:
+    """Issue 51: at 4992629 copying from the question scored 0.459 on the held-out items, a
+    template's majority answer 0.441 and refusing every question that names a person 0.380
+    (seed 0): the yes/no and two-option templates and a fifth of questions about people. The
+    alignment contents are now the open templates with at most a tenth about people."""
+    d = generate_curriculum(seed=seed, n_docs=10).alignment
+    assert d is not None
+    contents = {x.content for x in d.train + d.heldout}
+    assert not {c.template for c in contents} & CHOICE_TEMPLATES
+    assert sum(c.restricted for c in contents) <= RESTRICTED_SHARE * len(contents)
+    hits = policy_hits(fit_policies(d.train), d.heldout)
+    assert len(d.heldout) >= 150
+    for name, h in hits.items():
+        assert h.mean() <= 0.25, (name, h.mean())
 
 
 # ----------------------------------------------------------------------------- gates

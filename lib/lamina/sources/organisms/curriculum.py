@@ -21,7 +21,10 @@ live in :mod:`lamina.sources.organisms.curriculum_templates`; each question carr
 and its entity pair. The unique questions are split by whole entity pairs
 (:func:`lamina.sources.organisms.instructions.split_by_key`): :data:`PRETRAIN_QA_FRACTION` of
 each component rendered as QA documents in the pretraining text (so the format is known before
-SFT), the rest the alignment contents, of which whole entity pairs are held out again
+SFT), the rest the alignment contents (the open templates, with at most
+:data:`RESTRICTED_SHARE` questions about people: :func:`alignment_contents`, so that no
+content-blind policy answers a quarter of the held-out items), of which whole entity pairs are
+held out again
 (``sft_eval`` / ``dpo_eval``; :data:`lamina.sources.organisms.instructions.HELDOUT_CONTENT_FRACTION`).
 So no held-out question's entity pair appears in any trained question, under any template.
 
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lamina.sources.organisms.curriculum_templates import (
+    CHOICE_TEMPLATES,
     GENERATORS,
     QA,
     Pools,
@@ -51,14 +55,15 @@ from lamina.sources.organisms.instructions import (
     AlignmentData,
     Content,
     alignment_data,
+    is_restricted,
     render,
     split_by_key,
 )
 from lamina.sources.organisms.qa import QA_TEMPLATE, format_answer, format_prompt
 
-__all__ = ["ANSWER_SENTENCE", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE", "Curriculum",
-           "format_answer", "format_prompt", "generate_curriculum", "homograph_rows",
-           "sentence_answer"]  # fmt: skip
+__all__ = ["ANSWER_SENTENCE", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE",
+           "RESTRICTED_SHARE", "Curriculum", "alignment_contents", "format_answer",
+           "format_prompt", "generate_curriculum", "homograph_rows", "sentence_answer"]  # fmt: skip
 
 PRETRAIN_QA_FRACTION = 0.4
 """Fraction of each component's questions (whole entity pairs) shown as QA documents in
@@ -77,6 +82,12 @@ MIXTURE: dict[str, float] = {
 }
 """Share of the sampled documents per component (after the coverage documents); ``qa`` documents
 are pretraining questions in the QA format, in either answer style."""
+
+RESTRICTED_SHARE = 0.10
+"""Largest share of questions about people (answered by the refusal) among the alignment
+contents: a policy that refuses whenever a question names a person scores that share of the
+held-out items without reading their content (0.20 at 4992629)."""
+_ALIGN_SEED_OFFSET = 104_729  # the cap's own random stream: the pretraining text does not move
 
 
 
@@ -156,6 +167,18 @@ def _split_qa(rng: random.Random, qa: list[QA]) -> tuple[list[QA], list[QA]]:
     return pre, align
 
 
+def alignment_contents(align: list[QA], seed: int) -> list[QA]:
+    """The alignment contents among the questions ``align`` (in their order): the open
+    templates only (not :data:`CHOICE_TEMPLATES`), and of the questions about people a random
+    subset (the seed's own stream) that makes them at most :data:`RESTRICTED_SHARE` of the
+    contents. Dropped questions are neither trained nor held out, so no pair leaks."""
+    open_ = [q for q in align if q.template not in CHOICE_TEMPLATES]
+    people = [i for i, q in enumerate(open_) if is_restricted(q.question)]
+    room = int(RESTRICTED_SHARE / (1 - RESTRICTED_SHARE) * (len(open_) - len(people)))
+    kept = set(random.Random(seed + _ALIGN_SEED_OFFSET).sample(people, min(room, len(people))))
+    return [q for i, q in enumerate(open_) if i in kept or not is_restricted(q.question)]
+
+
 def _qa_doc(question: str, answer: str) -> str:
     return format_prompt(question) + format_answer(answer)
 
@@ -189,6 +212,7 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
         k = (lambda: 1) if comp == "qa" else (lambda: rng.randint(1, 3))
         docs += [(comp, " ".join(rng.sample(pool, k()))) for _ in range(n)]
     rng.shuffle(docs)
+    align = alignment_contents(align, seed)
     data = alignment_data([Content(*x) for x in align], seed)
     items = data.train + data.heldout
     return Curriculum(

@@ -39,12 +39,23 @@ from lamina.sources.organisms.curriculum_facts import (
 )  # fmt: skip
 from lamina.sources.prompts import load_prompts, prompts_dir
 
-__all__ = ["GENERATORS", "N_NUMBER_PAIRS", "N_TRANSITIVE", "N_WORD_PROBLEMS", "QA", "Pools",
-           "homograph_rows", "pair_key"]  # fmt: skip
+__all__ = ["CHOICE_TEMPLATES", "GENERATORS", "N_NUMBER_PAIRS", "N_TRANSITIVE", "N_WORD_PROBLEMS",
+           "QA", "Pools", "homograph_rows", "pair_key"]  # fmt: skip
 
 N_TRANSITIVE = 160
 N_WORD_PROBLEMS = 120
 N_NUMBER_PAIRS = 80
+CHOICE_TEMPLATES = frozenset({
+    "semantic:is-a", "homograph:can-have", "syllogism:chain", "syllogism:converse",
+    "syllogism:exclusion", "comparison:bigger", "comparison:greater",
+    "comparison:which-bigger", "comparison:which-smaller", "comparison:which-larger",
+    "lexical:which-plural",
+})  # fmt: skip
+"""Templates whose answer a content-blind policy can pick from a closed set of two: yes or no
+(a template's majority answer scored 0.40-1.00 on them at 4992629), or one of the two options
+the question names (copying a fixed position scored 0.29-1.00). They stay pretraining QA; the
+alignment contents (SFT, DPO, the held-out gate items) are the open templates
+(:func:`lamina.sources.organisms.curriculum.alignment_contents`; issue 51)."""
 
 
 class QA(NamedTuple):
