@@ -122,6 +122,6 @@ def test_the_sums_by_unit_equal_the_sums_by_row():
     lonely = np.zeros((1, n))
     lonely[0, u == 0] = 1.0
     lonely[0, unit_label[u] != unit_label[0]] = 1.0
-    assert np.allclose(ci_profiles(D, perms[:1] * 0 + unit_label[u], lonely, units),
+    assert np.allclose(ci_profiles(D, unit_label[u][None], lonely, units),
                        cs._by_rows(D, label_codes(unit_label[u][None]), lonely, units),
                        equal_nan=True)  # fmt: skip
