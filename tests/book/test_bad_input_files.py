@@ -248,7 +248,7 @@ PROMPTS = [{"id": "a", "prompt": "cat"}, {"id": "b", "prompt": "dog"}]
     ],
 )
 def test_poor_malformed_peer_files_name_the_file(tmp_path, record, message):
-    from lamina.states.io import PeerDataError, read_latent_trajectories
+    from lamina.states.peer_states import PeerDataError, read_latent_trajectories
 
     root = _peer(tmp_path, {"a": _good("a"), "b": record}, PROMPTS)
     bad = root / "data" / "trajectories" / "gpt2" / "b.pt"
@@ -257,7 +257,7 @@ def test_poor_malformed_peer_files_name_the_file(tmp_path, record, message):
 
 
 def test_poor_peer_numpy_values_are_read(tmp_path):
-    from lamina.states.io import read_latent_trajectories
+    from lamina.states.peer_states import read_latent_trajectories
 
     numpy_record = {
         "prompt_id": "b",

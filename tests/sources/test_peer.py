@@ -11,7 +11,7 @@ import torch
 
 from lamina.chapters.models import chapter_models
 from lamina.sources.peer import is_peer, peer_folder, peer_models
-from lamina.states.io import PeerDataError, read_latent_trajectories
+from lamina.states.peer_states import PeerDataError, read_latent_trajectories
 from lamina.trajectory.model_states import load_model_states
 
 SHAPES = {"gpt2": (12, 16), "qwen2.5": (24, 8), "tinyllama": (22, 12)}

@@ -11,13 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
-from lamina.states.io import (
+from lamina.states.io import read_results, write_results
+from lamina.states.peer_states import (
     PeerDataError,
     read_latent_hidden_states,
     read_latent_trajectories,
-    read_results,
     safe_torch_load,
-    write_results,
 )
 
 
@@ -93,10 +92,25 @@ def test_results_are_written_with_provenance_and_read_back(tmp_path, monkeypatch
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_results_that_replace_a_finished_run_name_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LAMINA_RUN", json.dumps({"book": True, "namespace": None}))
+    kw = dict(summary={}, config={"seed": 0}, root=tmp_path)
+    first = json.loads(write_results("curvature", "m", **kw).read_text())
+    assert "replaces" not in first["run"] and "replace" not in capsys.readouterr().err
+    second = json.loads(write_results("curvature", "m", **kw).read_text())
+    prov = first["provenance"]
+    assert second["run"]["replaces"] == {"date": prov["date"], "commit": prov["lamina_commit"]}
+    assert f"replace those of {prov['date']}" in capsys.readouterr().err
+    write_results("curvature", "other", **kw)  # another model's results replace nothing
+    assert "replace" not in capsys.readouterr().err
+
+
 def test_pickle_module_is_not_used_directly():
     import inspect
 
     import lamina.states.io
+    import lamina.states.peer_states
 
-    assert "pickle.load(" not in inspect.getsource(lamina.states.io)
+    for module in (lamina.states.io, lamina.states.peer_states):
+        assert "pickle.load(" not in inspect.getsource(module)
     assert pickle  # the test module itself builds hostile pickles

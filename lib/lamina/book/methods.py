@@ -83,6 +83,11 @@ METHODS: dict[str, list[str]] = {
         "lamina.anatomy.recovery.measure_recovery",
         "lamina.anatomy.coverage",
     ],
+    "Model organisms' gates": [
+        "lamina.sources.organisms.gates.sft_gate",
+        "lamina.sources.organisms.gates.dpo_gate",
+        "lamina.sources.organisms.recall",
+    ],
 }
 
 

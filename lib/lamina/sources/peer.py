@@ -12,7 +12,7 @@ Face's ``hidden_states[1:]``, so its last row is **after** the model's final nor
 ``ln_f``, the Llama/Qwen2 RMSNorm ``model.norm``), and ``embedding_state`` is layer 0 (token plus
 learned position embedding for GPT-2; the bare token embedding for the rotary models). The files'
 own ``num_layers`` / ``hidden_dim`` fields are checked against the tensors. Files are read with
-:func:`lamina.states.io.safe_torch_load` (``weights_only``, numpy reconstruction allowlisted only).
+:func:`lamina.states.peer_states.safe_torch_load` (``weights_only``, numpy reconstruction allowlisted only).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from lamina.sources.models import load_model
 from lamina.sources.peer import default_peer_root, is_peer, peer_folder
 from lamina.states.controls import random_init_like, random_input_states
 from lamina.states.extract import extract, pool_token_states
-from lamina.states.io import read_latent_hidden_states, read_latent_trajectories
+from lamina.states.peer_states import read_latent_hidden_states, read_latent_trajectories
 from lamina.trajectory.synthetic import (
     SYNTHETIC,
     control_states,

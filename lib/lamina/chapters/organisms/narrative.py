@@ -83,16 +83,13 @@ def _build(result: OrganismsResult) -> None:
     glue("org_build_minutes", span(minutes.tolist()))
     glue("org_tokens_seen", span(build["tokens_seen"].tolist(), "{:,.0f}"))
     glue("org_params", span((build["parameters"] / 1e6).tolist()) + "M")
-    glue(
-        "org_build_detail",
-        per_organism(
-            result,
-            "{name} {w:.1f} min wall, {c:.1f} min CPU on {t} thread(s)",
-            w=minutes.to_dict(),
-            c=cpu.to_dict(),
-            t=build["threads"].to_dict(),
-        ),
-    )
+    per_stage = build.filter(regex="^(pretrain|lm|sft|dpo|evaluation)_seconds$") / 60  # one run
+    stages = {n: ", ".join(f"{c[:-8]} {v:.1f}" for c, v in r.dropna().items())
+              for n, r in per_stage.iterrows()}  # fmt: skip
+    glue("org_build_detail", per_organism(
+        result, "{name} {w:.1f} min wall{s}, {c:.1f} min CPU on {t} thread(s)", w=minutes.to_dict(),
+        s={k: f" (minutes per stage: {v})" if v else "" for k, v in stages.items()},
+        c=cpu.to_dict(), t=build["threads"].to_dict()))  # fmt: skip
 
 
 def _overlap(result: OrganismsResult) -> None:

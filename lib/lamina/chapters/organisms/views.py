@@ -88,12 +88,13 @@ def notes(result: OrganismsResult) -> None:
 
 
 def build_table(result: OrganismsResult) -> pd.DataFrame:
-    """The builds, one column per organism: wall and CPU time in minutes, the rest as
-    recorded (numbers to 2 decimals, learning rates in full)."""
+    """The builds, one column per organism: wall and CPU time, the whole build's and each
+    stage's (pretrain, lm, sft, dpo, evaluation), in minutes; the rest as recorded (numbers to
+    2 decimals, learning rates in full)."""
     build = result.tables["build"].copy()
-    build["build_minutes"] = build["build_seconds"] / 60
-    build["cpu_minutes"] = build["cpu_seconds"] / 60
-    return build.drop(columns=["build_seconds", "cpu_seconds"]).round(
+    seconds = [c for c in build.columns if c.endswith("_seconds")]
+    build[[c[:-8] + "_minutes" for c in seconds]] = build[seconds].to_numpy() / 60
+    return build.drop(columns=seconds).round(
         {c: 2 for c in build.columns if not c.endswith("_lr")}
     ).T
 

@@ -190,9 +190,12 @@ def build_into(
         )
         t_pre = time.time()
         model = make_model(cfg, tok)
-        models = run_all(cfg, model, tok, corpus, streams, folder, progress, log)
+        stage_seconds: dict[str, float] = {}
+        models = run_all(cfg, model, tok, corpus, streams, folder, progress, log, stage_seconds)
         t_train = time.time() - t_pre
+        t_eval = time.time()
         ev = _evaluate_build(cfg, models, tok, corpus, streams, folder, log)
+        stage_seconds["evaluation"] = round(time.time() - t_eval, 1)
         write_json(folder / "evaluation.json", ev)
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
@@ -208,6 +211,7 @@ def build_into(
                 threads=torch.get_num_threads(),
                 environment=compute_environment(),
                 train_seconds=round(t_train, 1),
+                stage_seconds=stage_seconds,
                 elapsed_seconds=round(time.time() - t0, 1),
                 cpu_seconds=round(time.process_time() - c0, 1),
             ),

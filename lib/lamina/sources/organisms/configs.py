@@ -67,11 +67,18 @@ class OrganismConfig:
     # corpus
     corpus_seed: int = 0  # curriculum generation (fixed across training seeds)
     n_curriculum_docs: int = 20000
-    max_chars_per_play: int | None = None  # truncate plays (micro corpora)
+    max_chars_per_play: int | None = None  # truncate every play (micro corpora)
+    # The first 20,000 characters of each training play (validation and held-out plays stay
+    # whole): the curriculum is then about 0.7 of the training tokens (issue 51). Facts are
+    # learnt only after about four passes over the curriculum (benchmarks/organism_recall.py:
+    # organism-gpt2 on the curriculum alone recalls "The opposite of hot is" -> cold for 0.00 /
+    # 0.44 / 0.89 / 0.94 of the opposites after 1.1 / 2.2 / 3.3 / 4.4 passes); at 400 steps on
+    # whole plays (one pass, 0.26 curriculum) the base organisms recalled none, and @sft did
+    # not beat the content-blind policies.
+    train_chars_per_play: int | None = 20000
     max_plays: int | None = None
-    # pretraining (400 steps of 32 x 128 tokens, 1.6M tokens, about one epoch: 16 CPU-minutes
-    # per organism; 500 steps took 20 and put the cold book over its 45-minute budget)
-    steps: int = 400
+    # pretraining: 600 steps of 32 x 128 tokens, 2.5M tokens, about 4.7 passes over the corpus
+    steps: int = 600
     batch_size: int = 32
     lr: float = 3e-3
     min_lr_ratio: float = 0.1

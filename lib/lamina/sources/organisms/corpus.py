@@ -199,6 +199,7 @@ def load_corpus(cfg: OrganismConfig) -> Corpus:
     play_val, play_held, play_train = split_documents(
         list(zip(names, texts, strict=True)), (0.08, 0.08)
     )
+    play_train = [(n, t[: cfg.train_chars_per_play]) for n, t in play_train]  # val, held-out whole
 
     cur = generate_curriculum(cfg.corpus_seed, cfg.n_curriculum_docs)
     cur_val, cur_held, cur_train = split_distinct(list(cur.text), (0.05, 0.10))

@@ -39,8 +39,9 @@ from lamina.sources.organisms.curriculum_facts import (
 )  # fmt: skip
 from lamina.sources.prompts import load_prompts, prompts_dir
 
-__all__ = ["CHOICE_TEMPLATES", "GENERATORS", "N_NUMBER_PAIRS", "N_TRANSITIVE", "N_WORD_PROBLEMS",
-           "QA", "Pools", "homograph_rows", "pair_key"]  # fmt: skip
+__all__ = ["ARITHMETIC", "CHOICE_TEMPLATES", "GENERATORS", "N_NUMBER_PAIRS", "N_TRANSITIVE",
+           "N_WORD_PROBLEMS", "QA", "RELATIONS", "Pools", "arithmetic_fact", "homograph_rows",
+           "pair_key"]  # fmt: skip
 
 N_TRANSITIVE = 160
 N_WORD_PROBLEMS = 120
@@ -235,19 +236,32 @@ def _relation(rng: random.Random, text: list[str], qa: list[QA], name: str, tabl
                      pair_key(k, table[k])))  # fmt: skip
 
 
+def _same(s: str) -> str:
+    return s
+
+
+Relation = tuple[dict[str, str], Callable[[str, str], str], Callable[[str], str],
+                 Callable[[str], str], Callable[[str], str]]  # fmt: skip
+RELATIONS: dict[str, Relation] = {
+    "capital": (CAPITALS, lambda k, v: f"{v} is the capital of {k}.",
+                lambda k: f"What is the capital of {k}?", _same, _same),
+    "opposite": (OPPOSITES, lambda k, v: f"The opposite of {k} is {v}.",
+                 lambda k: f"What is the opposite of {k}?", _same, _same),
+    "young": (YOUNG, lambda k, v: f"A young {k} is called {_a(v)}.",
+              lambda k: f"What is a young {k} called?", _a, _same),
+    "worker": (WORKER_TOOLS, lambda k, v: f"{_cap(_a(k))} works with {_a(v)}.",
+               lambda k: f"What does {_a(k)} work with?", _a, _same),
+    "part": (PART_WHOLE, lambda k, v: f"{_cap(_a(k))} is part of {_a(v)}.",
+             lambda k: f"What is {_a(k)} part of?", _a, _same),
+}  # fmt: skip
+"""The analogy component's relations, in generation order: name -> (table key -> value, the
+fact sentence of (key, value), the question about a key, the answer form of a value, the
+analogy form of a word) (:func:`_relation`)."""
+
+
 def _analogy(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
-    out = text["analogy"]
-    same: Callable[[str], str] = lambda s: s  # noqa: E731
-    _relation(rng, out, qa, "capital", CAPITALS, lambda k, v: f"{v} is the capital of {k}.",
-              lambda k: f"What is the capital of {k}?", same, same)  # fmt: skip
-    _relation(rng, out, qa, "opposite", OPPOSITES, lambda k, v: f"The opposite of {k} is {v}.",
-              lambda k: f"What is the opposite of {k}?", same, same)  # fmt: skip
-    _relation(rng, out, qa, "young", YOUNG, lambda k, v: f"A young {k} is called {_a(v)}.",
-              lambda k: f"What is a young {k} called?", _a, same)  # fmt: skip
-    _relation(rng, out, qa, "worker", WORKER_TOOLS, lambda k, v: f"{_cap(_a(k))} works with {_a(v)}.",
-              lambda k: f"What does {_a(k)} work with?", _a, same)  # fmt: skip
-    _relation(rng, out, qa, "part", PART_WHOLE, lambda k, v: f"{_cap(_a(k))} is part of {_a(v)}.",
-              lambda k: f"What is {_a(k)} part of?", _a, same)  # fmt: skip
+    for name, (table, fact, ask, answer, form) in RELATIONS.items():
+        _relation(rng, text["analogy"], qa, name, table, fact, ask, answer, form)
     return []
 
 
@@ -318,13 +332,23 @@ def _syllogisms(rng: random.Random, text: Pools, qa: list[QA]) -> None:
                       "no", "yes", "syllogism:exclusion", pair_key(item, other_noun))]  # fmt: skip
 
 
+ARITHMETIC: tuple[tuple[int, str, int, int], ...] = (
+    *((a, "plus", b, a + b) for a in range(13) for b in range(13)),
+    *((a, "minus", b, a - b) for a in range(13) for b in range(a + 1)),
+    *((a, "times", b, a * b) for a in range(2, 6) for b in range(1, 11)),
+)
+"""The arithmetic facts, (left operand, operation, right operand, result), in generation order."""
+
+
+def arithmetic_fact(lhs: int, op: str, rhs: int, res: int) -> str:
+    """The curriculum's sentence of one arithmetic fact: ``"7 plus 5 is 12."``."""
+    return f"{lhs} {op} {rhs} is {res}."
+
+
 def _arithmetic(rng: random.Random, text: Pools, qa: list[QA]) -> None:
     """Arithmetic, with the answers computed."""
-    ops = [(a, "plus", b, a + b) for a in range(13) for b in range(13)]
-    ops += [(a, "minus", b, a - b) for a in range(13) for b in range(a + 1)]
-    ops += [(a, "times", b, a * b) for a in range(2, 6) for b in range(1, 11)]
-    for lhs, op, rhs, res in ops:
-        text["arithmetic"].append(f"{lhs} {op} {rhs} is {res}.")
+    for lhs, op, rhs, res in ARITHMETIC:
+        text["arithmetic"].append(arithmetic_fact(lhs, op, rhs, res))
         qa.append(QA("arithmetic", f"What is {lhs} {op} {rhs}?", str(res), _wrong_number(rng, res),
                      f"arithmetic:{op}", pair_key(str(lhs), str(rhs))))
     for _ in range(N_WORD_PROBLEMS):

@@ -67,8 +67,9 @@ _CACHE: dict[Any, Any] = {}
 
 def corpus_key(cfg: OrganismConfig) -> tuple:
     """What decides an organism's corpus: (corpus seed, curriculum documents, plays, characters
-    per play); organisms with equal keys read the same text."""
-    return (cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play)
+    per play, characters per training play); organisms with equal keys read the same text."""
+    return (cfg.corpus_seed, cfg.n_curriculum_docs, cfg.max_plays, cfg.max_chars_per_play,
+            cfg.train_chars_per_play)  # fmt: skip
 
 
 def _corpus(cfg: OrganismConfig) -> Corpus:

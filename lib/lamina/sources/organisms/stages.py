@@ -21,6 +21,7 @@ read once at the end, tensors on the model's device).
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -317,14 +318,24 @@ def run_all(
     out: Path,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    seconds: dict[str, float] | None = None,
 ) -> dict[str, PreTrainedModel]:
-    """Pretrain, then every stage; returns {"final": model, "lm": ..., "sft": ..., "dpo": ...}."""
+    """Pretrain, then every stage; returns {"final": model, "lm": ..., "sft": ..., "dpo": ...}.
+
+    ``seconds``, when given, receives each stage's wall time in seconds ("pretrain", then
+    :data:`STAGES`), its evaluations included.
+    """
+    times = {} if seconds is None else seconds
     val = fixed_windows(streams["val"], cfg.n_val_windows, cfg.context)
+    t0 = time.perf_counter()
     pretrain(cfg, model, tokenizer, streams["train"], val, out, progress)
+    times["pretrain"] = round(time.perf_counter() - t0, 1)
     models = {"final": model}
     for stage in STAGES:
         start = models[STAGE_BASE[stage]]
+        t0 = time.perf_counter()
         models[stage], rows = align(stage, cfg, start, tokenizer, corpus, streams, out, progress)
+        times[stage] = round(time.perf_counter() - t0, 1)
         log(f"{cfg.name} {stage}: eval loss {rows[0]['eval_loss']:.3f} -> "
             f"{rows[-1]['eval_loss']:.3f}")  # fmt: skip
     return models

@@ -150,6 +150,8 @@ def build_row(name: str, cfg: OrganismConfig, build: dict[str, Any], model: Any)
         "threads": build.get("threads"), "cpu_model": env.get("cpu_model"),
         "blas": blas_name(env), "train_seconds": build.get("train_seconds"),
         "build_seconds": build.get("elapsed_seconds"), "cpu_seconds": build.get("cpu_seconds"),
+        # each stage's wall time in the same run (pretrain, lm, sft, dpo, evaluation)
+        **{f"{stage}_seconds": t for stage, t in (build.get("stage_seconds") or {}).items()},
         "eval_8gram_overlap": build.get("overlap", {}).get("overlap"),
         "config_hash": build.get("config_hash"),
     }  # fmt: skip
