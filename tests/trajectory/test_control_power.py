@@ -141,3 +141,33 @@ def test_an_unable_shuffled_control_makes_the_convergence_vanish_row_undecidable
     assert "layer-invariant" in row.reason
     plain = {r.claim_id: r for r in judge_chapter("convergence", s, "m", "c", controls=removed)}
     assert plain["p1-convergence-controls-vanish"].verdict == "reproduced"
+
+
+def test_a_flat_profile_names_no_peak_layer_and_a_real_one_does():
+    """The shuffled control's expected stack is the same at every layer, so its profile is flat
+    and no layer is its peak: the summary says NaN rather than the first layer (review of
+    stop 60). The unshuffled states of the same prompts still name their peak."""
+    rng = np.random.default_rng(2)
+    labels = np.repeat([0, 1, 2], 4)
+    x = rng.standard_normal((12, 5, 6))
+    x[:, 3] += 3.0 * np.eye(6)[labels]  # a category code at layer 3 only
+    real = convergence_test(x, labels, list(range(5)), n_bootstrap=20, n_permutations=20)
+    assert real["peak_layer"] == 3 and real["peak_fraction"] == 0.75
+    flat = convergence_test(x, labels, list(range(5)), n_bootstrap=20, n_permutations=20,
+                            distances=shuffled_distance_stack(x))  # fmt: skip
+    assert np.ptp(flat["profile"]) < 1e-12
+    assert all(np.isnan(flat[k]) for k in ("peak_layer", "peak_fraction", "fraction_low",
+                                           "fraction_high"))  # fmt: skip
+    assert np.isfinite(flat["peak"])  # the value is still the control's (flat) level
+
+
+def test_the_expected_shuffle_is_refused_when_convergence_would_fix_layers(monkeypatch):
+    """control_summaries tests convergence's shuffled layers on the expectation over free
+    permutations; if shuffle_options ever fixed a layer for convergence, that expectation
+    would be wrong, and the call must fail rather than test it."""
+    import lamina.trajectory.stat_tests as st
+
+    x = np.random.default_rng(0).standard_normal((len(TABLE), 3, 4))
+    monkeypatch.setattr(st, "shuffle_options", lambda name, table, s: {"fixed": (0,)})
+    with pytest.raises(ValueError, match="fixes layers or groups"):
+        control_summaries("convergence", {"shuffled layers": x}, TABLE, [0, 1, 2])

@@ -18,9 +18,9 @@ Sources (:data:`CALIBRATION_SOURCES`):
   :data:`lamina.trajectory.realistic.REMOVABLE`), ``half`` as above. Convergence's vanish row
   is calibrated at the fitted model's own convergence peak instead (:data:`VANISH_KIND`: the
   survivor and removable sources of :data:`lamina.trajectory.realistic.MODEL_KINDS`), the
-  size of the real models' peaks, where the book's verdicts are made. (At the paper's peak its
-  shuffled-layers control removes a layer-invariant code too, so the row is undecidable there
-  on every seed: :mod:`lamina.trajectory.control_power`.) The controls run only where the
+  size of the real models' peaks, where the book's verdicts are made. (There, as at the
+  paper's peak, its shuffled-layers control removes a layer-invariant code too, so the row is
+  undecidable on every seed: :mod:`lamina.trajectory.control_power`.) The controls run only where the
   effect is present (else the row is "not testable"): shuffled layers
   (:func:`lamina.states.controls.shuffle_layers` with
   :func:`lamina.trajectory.stat_tests.shuffle_options`) and the source's random-embedding

@@ -256,6 +256,14 @@ def _check_labelled(x: np.ndarray, lab: np.ndarray) -> None:
         raise ValueError("convergence_test needs at least 2 categories")
 
 
+def _is_flat(profile: np.ndarray, rtol: float = 1e-9) -> bool:
+    """Whether a profile (m,) is constant to ``rtol`` of its largest magnitude (NaN: not flat)."""
+    p = np.asarray(profile, dtype=np.float64)
+    if not np.all(np.isfinite(p)):
+        return False
+    return bool(np.ptp(p) <= rtol * max(float(np.abs(p).max()), 1e-300))
+
+
 def item_units(table: Any) -> np.ndarray | None:
     """(n,) "category:item" for tables with an ``item`` column (the prompts of one item share
     its word: one independent unit), else None (each prompt is its own unit)."""
@@ -282,7 +290,8 @@ def convergence_test(
     prompt (an item whose several prompts share its word; None: the prompt). The profile is
     :func:`ci_profile` with each prompt's own unit left out of its within-category mean.
     Returns ``peak`` (chord units), its ``peak_layer`` and ``peak_fraction`` (layer / last
-    layer); ``ci_low``/``ci_high``: the central ``confidence`` interval of the peak (0.90:
+    layer; both NaN, with ``fraction_low``/``fraction_high``, when the profile is flat to
+    1e-9 of its size, as the shuffled-layers control's expectation is: no layer is its peak); ``ci_low``/``ci_high``: the central ``confidence`` interval of the peak (0.90:
     its ends are one-sided 95% bounds, the sidedness of the test) from a bootstrap that
     resamples units (with all their prompts) within their category and re-selects the peak
     layer in every resample, moved so that the resamples' median sits on the estimate: the
@@ -325,6 +334,7 @@ def convergence_test(
     )  # fmt: skip
     profile = one(lab)
     k = int(np.nanargmax(profile))
+    flat = _is_flat(profile)  # no peak to locate (e.g. the shuffled control's expectation)
     draws = boot["draws"][np.isfinite(boot["draws"])]
     shift = float(profile[k] - np.median(draws)) if draws.size else np.nan
     tail = 100 * (1 - confidence) / 2
@@ -334,10 +344,10 @@ def convergence_test(
     pw, rb = _peak_vs_first(per, k)
     return {
         "peak": float(profile[k]),
-        "peak_layer": int(layers[k]),
-        "peak_fraction": float(depth[k]),
-        "fraction_low": float(frac_lo),
-        "fraction_high": float(frac_hi),
+        "peak_layer": np.nan if flat else int(layers[k]),
+        "peak_fraction": np.nan if flat else float(depth[k]),
+        "fraction_low": np.nan if flat else float(frac_lo),
+        "fraction_high": np.nan if flat else float(frac_hi),
         "ci_low": float(np.percentile(draws, tail) + shift) if draws.size else np.nan,
         "ci_high": float(np.percentile(draws, 100 - tail) + shift) if draws.size else np.nan,
         "resampled_low": boot["ci_low"],

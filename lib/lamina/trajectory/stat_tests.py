@@ -139,10 +139,19 @@ def control_summaries(
     shuffle in ``controls`` gives as well as the unshuffled states: a single shuffle's noise
     raises the profile's maximum over layers by about the real models' peak (0.014-0.042 on
     the background fitted to SmolLM2, 180 prompts), so a convergence of each layer's own
-    could not be seen to be removed."""
+    could not be seen to be removed. That expectation holds only for free permutations: a
+    ValueError is raised if :func:`shuffle_options` ever fixes a layer or a group for
+    convergence."""
+    expected = name == "convergence" and "shuffled layers" in controls
+    if expected and shuffle_options(name, table, {}):
+        raise ValueError(
+            "control_summaries: convergence's shuffled layers are tested on the expectation over "
+            "free permutations of each prompt's layers, but shuffle_options now fixes layers or "
+            f"groups ({sorted(shuffle_options(name, table, {}))}): that expectation would be wrong"
+        )
+
     def test(k: str, xc: np.ndarray) -> dict[str, Any]:
-        dist = (shuffled_distance_stack(xc) if name == "convergence" and k == "shuffled layers"
-                else None)  # fmt: skip
+        dist = shuffled_distance_stack(xc) if expected and k == "shuffled layers" else None
         return paper1_test(name, xc, table, layers, n_tokens=n_tokens, distances=dist,
                            n_bootstrap=100, n_permutations=200, seed=seed)
 
