@@ -166,6 +166,7 @@ show_details(V.bpb_table(result), "Bits per byte per model, checkpoint and sourc
 V.samples_table(result)
 
 # %% [markdown]
+# (organisms-gates)=
 # ## Alignment, stage by stage
 # Each prompt is an instruction ("Reply with the answer only." or "Reply in a full sentence.")
 # followed by a question; questions about people require a refusal whatever the instruction
@@ -183,7 +184,7 @@ V.samples_table(result)
 # from the question at the position that is most often right in training
 # (`lamina.sources.organisms.baselines`). `@dpo` must raise the *content probe* (the correct
 # answer preferred over a wrong one in the same style, which no constant-style policy can do)
-# over `@sft`, and keep its preference accuracy above the best constant-style policy (0.5).
+# over `@sft` and over the base (a DPO that only mends a degraded `@sft` has taught nothing), and keep its preference accuracy above the best constant-style policy (0.5).
 # SFT accuracy: base {glue:text}`org_sft_base`, `@sft` {glue:text}`org_sft_acc`, best
 # content-blind policy {glue:text}`org_sft_blind`. Content probe: base
 # {glue:text}`org_probe_base`, `@sft` {glue:text}`org_probe_sft`, `@dpo`

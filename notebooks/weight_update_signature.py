@@ -170,7 +170,11 @@ show_figure(
 # ## Every verdict
 #
 # One row per claim, one column per model; the full rows (value, CI, p, reason) are folded
-# below the grid.
+# below the grid. A row that reads a training stage (@sft, @dpo) needs that stage's
+# behavioural gate, and reads "not testable" with the gate's values where it failed: the
+# table below names each row's gates per model, and every gate's measures, with their 95% CIs
+# and gains over the previous stage, the base and the content-blind policies, are in
+# {ref}`the organisms chapter <organisms-gates>`.
 
 # %% tags=["hide-input"]
 show_verdicts(claims_view(claims))

@@ -14,7 +14,11 @@ import torch
 
 from lamina.sources.organisms import instructions as ins
 from lamina.sources.organisms.baselines import POLICIES, fit_policies, policy_hits
-from lamina.sources.organisms.curriculum import RESTRICTED_SHARE, generate_curriculum
+from lamina.sources.organisms.curriculum import (
+    ARITHMETIC_SHARE,
+    RESTRICTED_SHARE,
+    generate_curriculum,
+)
 from lamina.sources.organisms.curriculum_facts import ANIMALS_BY_SIZE
 from lamina.sources.organisms.curriculum_templates import CHOICE_TEMPLATES
 from lamina.sources.organisms.gates import (
@@ -167,8 +171,13 @@ def test_no_content_blind_policy_answers_a_quarter_of_the_held_out_items(seed: i
     contents = {x.content for x in d.train + d.heldout}
     assert not {c.template for c in contents} & CHOICE_TEMPLATES
     assert sum(c.restricted for c in contents) <= RESTRICTED_SHARE * len(contents)
+    # arithmetic, which no organism learns in under an hour (0.57 of the held-out items when
+    # uncapped), is capped at ARITHMETIC_SHARE before the people cap, which raises its share a
+    # little (0.14-0.17 at seeds 0-7): at most a fifth
+    arithmetic = sum(c.component == "arithmetic" for c in contents)
+    assert ARITHMETIC_SHARE < 0.20 and arithmetic <= 0.20 * len(contents)
     hits = policy_hits(fit_policies(d.train), d.heldout)
-    assert len(d.heldout) >= 150
+    assert len(d.heldout) >= 150 and len({x.content.unit for x in d.heldout}) >= 60
     for name, h in hits.items():
         assert h.mean() <= 0.25, (name, h.mean())
 

@@ -38,8 +38,12 @@ styles occur in the pretraining QA documents (without instructions), so both are
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +66,7 @@ from lamina.sources.organisms.instructions import (
 from lamina.sources.organisms.qa import QA_TEMPLATE, format_answer, format_prompt
 
 __all__ = ["ANSWER_SENTENCE", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE",
-           "RESTRICTED_SHARE", "Curriculum", "alignment_contents", "format_answer",
+           "ARITHMETIC_SHARE", "RESTRICTED_SHARE", "Curriculum", "alignment_contents", "alignment_fingerprint", "format_answer",
            "format_prompt", "generate_curriculum", "homograph_rows", "sentence_answer"]  # fmt: skip
 
 PRETRAIN_QA_FRACTION = 0.4
@@ -70,23 +74,34 @@ PRETRAIN_QA_FRACTION = 0.4
 pretraining; the rest are the alignment contents (trained or held out)."""
 
 MIXTURE: dict[str, float] = {
-    "semantic": 0.16,
-    "lexical": 0.07,
-    "analogy": 0.13,
-    "comparison": 0.09,
-    "transitive": 0.09,
-    "syllogism": 0.07,
-    "arithmetic": 0.11,
-    "homograph": 0.16,
-    "qa": 0.12,
+    "semantic": 0.13,
+    "lexical": 0.05,
+    "analogy": 0.11,
+    "comparison": 0.07,
+    "transitive": 0.07,
+    "syllogism": 0.05,
+    "arithmetic": 0.08,
+    "homograph": 0.14,
+    "qa": 0.30,
 }
 """Share of the sampled documents per component (after the coverage documents); ``qa`` documents
-are pretraining questions in the QA format, in either answer style."""
+are pretraining questions in the QA format, in either answer style. At ``qa`` 0.12 (f213eae)
+each pretraining question was seen about 18 times in 600 steps, and organism-gpt2 answered only
+0.12 of them: the QA share is now 0.30, the fact components scaled down in proportion (each
+relation fact still occurs about 30 times in the 20,000 documents)."""
 
 RESTRICTED_SHARE = 0.10
 """Largest share of questions about people (answered by the refusal) among the alignment
 contents: a policy that refuses whenever a question names a person scores that share of the
 held-out items without reading their content (0.20 at 4992629)."""
+ARITHMETIC_SHARE = 0.15
+"""Share of arithmetic questions kept among the open templates' questions, before the people
+cap (:func:`alignment_contents`); that cap drops non-arithmetic questions too, so among the
+alignment contents arithmetic ends at 0.14-0.17 (seeds 0-7). Uncapped they were 0.57
+of the held-out items (104 of 184), and organism-gpt2 at f213eae recalled only 0.12 of the
+arithmetic facts of its own pretraining text (:mod:`lamina.sources.organisms.recall`; 0.05-0.13
+on the curriculum alone after 1-4 passes, benchmarks/HISTORY.md): the gate then measured mostly
+a skill that no budget under an hour teaches, and not the relations that the base has learnt."""
 _ALIGN_SEED_OFFSET = 104_729  # the cap's own random stream: the pretraining text does not move
 
 
@@ -167,16 +182,27 @@ def _split_qa(rng: random.Random, qa: list[QA]) -> tuple[list[QA], list[QA]]:
     return pre, align
 
 
+def _capped(rng: random.Random, items: list[QA], chosen: Callable[[QA], bool],
+            share: float) -> list[QA]:
+    """``items`` (in their order) less a random subset of those ``chosen`` picks, so that these
+    are at most ``share`` of the result."""
+    picked = [i for i, q in enumerate(items) if chosen(q)]
+    room = int(share / (1 - share) * (len(items) - len(picked)))
+    kept = set(rng.sample(picked, min(room, len(picked))))
+    return [q for i, q in enumerate(items) if i in kept or not chosen(q)]
+
+
 def alignment_contents(align: list[QA], seed: int) -> list[QA]:
     """The alignment contents among the questions ``align`` (in their order): the open
-    templates only (not :data:`CHOICE_TEMPLATES`), and of the questions about people a random
-    subset (the seed's own stream) that makes them at most :data:`RESTRICTED_SHARE` of the
-    contents. Dropped questions are neither trained nor held out, so no pair leaks."""
+    templates only (not :data:`CHOICE_TEMPLATES`); of the arithmetic questions a random subset
+    that makes them at most :data:`ARITHMETIC_SHARE` of those, then of the questions about
+    people one that makes them at most :data:`RESTRICTED_SHARE` of the contents (the seed's own
+    stream; the second cap raises arithmetic's share a little, to 0.14-0.17 at seeds 0-7).
+    Dropped questions are neither trained nor held out, so no pair leaks."""
+    rng = random.Random(seed + _ALIGN_SEED_OFFSET)
     open_ = [q for q in align if q.template not in CHOICE_TEMPLATES]
-    people = [i for i, q in enumerate(open_) if is_restricted(q.question)]
-    room = int(RESTRICTED_SHARE / (1 - RESTRICTED_SHARE) * (len(open_) - len(people)))
-    kept = set(random.Random(seed + _ALIGN_SEED_OFFSET).sample(people, min(room, len(people))))
-    return [q for i, q in enumerate(open_) if i in kept or not is_restricted(q.question)]
+    open_ = _capped(rng, open_, lambda q: q.component == "arithmetic", ARITHMETIC_SHARE)
+    return _capped(rng, open_, lambda q: is_restricted(q.question), RESTRICTED_SHARE)
 
 
 def _qa_doc(question: str, answer: str) -> str:
@@ -231,6 +257,15 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
         n_coverage_docs=len(coverage),
         alignment=data,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def alignment_fingerprint(seed: int = 0) -> str:
+    """sha256 of the alignment data of :func:`generate_curriculum` at ``seed`` (SFT, DPO and
+    held-out items, in order), first 16 hex digits: part of every key of a build trained on it."""
+    c = generate_curriculum(seed, 1)
+    blob = json.dumps([c.sft, c.dpo, c.sft_eval, c.dpo_eval], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _styled_wrong(wrong: str, style: str) -> str:

@@ -23,21 +23,32 @@ CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Spain": "Madr
             "Germany": "Berlin", "Portugal": "Lisbon", "Egypt": "Cairo", "Kenya": "Nairobi",
             "Canada": "Ottawa", "Peru": "Lima", "Norway": "Oslo", "Ireland": "Dublin",
             "Greece": "Athens", "Poland": "Warsaw", "Russia": "Moscow", "Sweden": "Stockholm",
-            "Austria": "Vienna", "Thailand": "Bangkok", "Cuba": "Havana", "Finland": "Helsinki"}  # fmt: skip
+            "Austria": "Vienna", "Thailand": "Bangkok", "Cuba": "Havana", "Finland": "Helsinki",
+            "China": "Beijing", "Belgium": "Brussels", "Denmark": "Copenhagen",
+            "Hungary": "Budapest", "Turkey": "Ankara", "Chile": "Santiago", "Ghana": "Accra",
+            "Vietnam": "Hanoi", "Nepal": "Kathmandu"}  # fmt: skip
 OPPOSITES = {"hot": "cold", "big": "small", "tall": "short", "up": "down", "early": "late",
              "fast": "slow", "loud": "quiet", "wet": "dry", "full": "empty", "open": "closed",
              "rich": "poor", "young": "old", "strong": "weak", "happy": "sad", "hard": "soft",
-             "day": "night", "clean": "dirty", "thick": "thin"}  # fmt: skip
+             "day": "night", "clean": "dirty", "thick": "thin", "light": "dark", "high": "low",
+             "near": "far", "good": "bad", "first": "last", "push": "pull", "buy": "sell",
+             "sweet": "sour", "smooth": "rough", "deep": "shallow"}  # fmt: skip
 YOUNG = {"dog": "puppy", "cat": "kitten", "cow": "calf", "sheep": "lamb", "duck": "duckling",
          "frog": "tadpole", "horse": "foal", "bear": "cub", "goat": "kid", "pig": "piglet",
-         "deer": "fawn", "hen": "chick", "goose": "gosling"}  # fmt: skip
+         "deer": "fawn", "hen": "chick", "goose": "gosling", "kangaroo": "joey", "swan": "cygnet",
+         "owl": "owlet", "eagle": "eaglet", "lion": "cub", "whale": "calf"}  # fmt: skip
 WORKER_TOOLS = {"painter": "brush", "writer": "pen", "chef": "knife", "carpenter": "hammer",
                 "farmer": "tractor", "pilot": "airplane", "doctor": "stethoscope",
                 "photographer": "camera", "gardener": "rake", "barber": "scissors",
-                "baker": "oven", "tailor": "needle", "plumber": "wrench"}  # fmt: skip
+                "baker": "oven", "tailor": "needle", "plumber": "wrench", "dentist": "drill",
+                "firefighter": "hose", "teacher": "chalk", "fisherman": "net",
+                "surgeon": "scalpel", "astronomer": "telescope", "miner": "pickaxe",
+                "scientist": "microscope"}  # fmt: skip
 PART_WHOLE = {"finger": "hand", "toe": "foot", "page": "book", "brick": "wall",
               "petal": "flower", "branch": "tree", "wheel": "car", "sail": "boat",
-              "letter": "word", "word": "sentence", "day": "week", "month": "year"}  # fmt: skip
+              "letter": "word", "word": "sentence", "day": "week", "month": "year", "room": "house",
+              "chapter": "book", "hour": "day", "feather": "bird", "tooth": "mouth",
+              "star": "galaxy", "player": "team", "soldier": "army"}  # fmt: skip
 NAMES = ("Hana", "Felix", "Iris", "Tomas", "Ines", "Marco", "Yuki", "Olga", "Ben", "Rosa",
          "Dev", "Lucy", "Ari", "Femi", "Pablo", "Greta")  # fmt: skip
 """People in the reasoning templates: disjoint from every name in ``data/prompts/``."""

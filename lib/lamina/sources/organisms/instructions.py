@@ -53,8 +53,10 @@ REFUSAL = "I do not answer questions about people."
 STYLES = ("short", "sentence", "refusal")
 """Response styles: the two instructed styles, and the refusal."""
 KINDS = ("style", "content", "refuse", "answer")
-HELDOUT_CONTENT_FRACTION = 0.25
-"""Fraction of each component's contents held out, as whole entity pairs, under every instruction."""
+HELDOUT_CONTENT_FRACTION = 0.35
+"""Fraction of each component's contents held out, as whole entity pairs, under every instruction
+(0.25 until arithmetic was capped at a sixth of the contents; 0.35 keeps about 170 held-out items
+in some 70 entity pairs, the gate's independent units)."""
 _SEED_OFFSET = 7919  # the split's own random stream: the pretraining text does not move
 
 
