@@ -14,6 +14,10 @@ ratio to the lean reference measured in the same run (clocks read after
 * DPO step: reference = four full forwards (policy and reference, chosen and rejected, each
   with its prompt); "answer head" = the same four with the head at answer positions; lamina =
   also each prompt once per model (``stages.dpo_batch_loss``).
+* DPO with the reference scored once (#52 item 4): the step reads the reference's
+  log-probabilities from one length-sorted pass over every training triple
+  (``stages.reference_logprobs``), timed on its own; the stage's ratio at the aligned models'
+  budget is printed from the two.
 * Gate scoring (no grad): reference = unsorted batches of 64, chosen and rejected separately,
   full logits; lamina = length-sorted batches, a shared prompt, answer positions only
   (``stages.dpo_margins``).
@@ -38,9 +42,15 @@ from lamina.sources.models import load_model
 from lamina.sources.organisms.curriculum import generate_curriculum
 from lamina.sources.organisms.loop import StageBudget, make_adamw, synchronize
 from lamina.sources.organisms.objectives import dpo_loss, sequence_logprob, sft_loss
+from lamina.sources.organisms.pretrained import PretrainedAlignConfig
 from lamina.sources.organisms.qa import format_answer, format_prompt
 from lamina.sources.organisms.scoring import model_device, qa_batch, sequence_logprobs
-from lamina.sources.organisms.stages import dpo_batch_loss, dpo_margins, sft_batch_loss
+from lamina.sources.organisms.stages import (
+    dpo_batch_loss,
+    dpo_margins,
+    reference_logprobs,
+    sft_batch_loss,
+)
 
 MAX_LEN = 64
 
@@ -146,6 +156,7 @@ def main() -> None:
     ref = copy.deepcopy(base).eval().requires_grad_(False)
     dev = model_device(base)
     every_held = [t.as_tuple() for t in data.dpo_heldout]  # padding: every held-out triple
+    ref_lp = reference_logprobs(ref, tok, dpo, MAX_LEN)  # the stage's one reference pass
     for k, v in token_shares(tok, sft, dpo[:512], every_held).items():
         print(f"{k}: {100 * v:.1f}%")
     Loss = Callable[[Any, list[int]], torch.Tensor]  # (the model being trained, item indices)
@@ -166,6 +177,10 @@ def main() -> None:
             "reference (4 full forwards)": train(lambda m, i: dpo_four(m, ref, tok, [dpo[j] for j in i], False), len(dpo)),
             "answer positions, 4 forwards": train(lambda m, i: dpo_four(m, ref, tok, [dpo[j] for j in i], True), len(dpo)),
             "lamina (+ shared prompt)": train(lambda m, i: dpo_batch_loss(m, ref, tok, [dpo[j] for j in i], MAX_LEN, 0.1), len(dpo)),
+            "lamina, reference scored once (step)": train(lambda m, i: dpo_batch_loss(m, None, tok, [dpo[j] for j in i], MAX_LEN, 0.1, ref_lp[i]), len(dpo)),
+        },
+        "reference pass": {
+            "every DPO triple once, sorted": lambda: _timed(lambda: reference_logprobs(ref, tok, dpo, MAX_LEN), dev),
         },
         "gate scoring": {
             "reference (unsorted, full logits)": lambda: _timed(lambda: gate_reference(base.eval(), tok, held), dev),
@@ -183,6 +198,16 @@ def main() -> None:
         for name in ms:
             t = statistics.median(times[(group, name)])
             print(f"{group:14s} {name:44s} {t:8.2f} s  {ref_t / t:5.2f}x faster than the reference")
+    # the DPO stage at the aligned models' budget: every step scores its batch with the
+    # reference, or the reference scores every triple once and the steps read it
+    steps = PretrainedAlignConfig().dpo_steps
+    per_step = {n: statistics.median(times[("DPO step", n)]) / args.steps
+                for n in ("lamina (+ shared prompt)", "lamina, reference scored once (step)")}  # fmt: skip
+    once = statistics.median(times[("reference pass", "every DPO triple once, sorted")])
+    before, after = steps * per_step["lamina (+ shared prompt)"], once + steps * per_step[
+        "lamina, reference scored once (step)"]
+    print(f"DPO stage, {steps} steps of 8 over {len(dpo)} triples: {before:.0f} s per batch -> "
+          f"{after:.0f} s with one reference pass ({once:.0f} s): {before / after:.2f}x")
 
 
 if __name__ == "__main__":

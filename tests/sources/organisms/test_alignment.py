@@ -155,3 +155,35 @@ def test_margins_without_a_reference_are_the_policys_own_preference(tok):
     torch.testing.assert_close(m, _own_margins(model, tok, held), atol=1e-4, rtol=1e-4)
     assert float((m > 0).float().mean()) == _own_preference(model, tok, held) >= 0.9
     assert not torch.allclose(m, dpo_margins(model, base, tok, held, 32))  # the reference matters
+
+
+def test_an_aligned_build_is_keyed_on_the_alignment_data_it_trains_on(monkeypatch):
+    """A real model's aligned build reused across a curriculum change would be trained and
+    gated on other items than the code now writes: its key covers the data's fingerprint, so a
+    change of the alignment contents (here the people cap) is a new build."""
+    from lamina.sources.organisms import curriculum
+    from lamina.sources.organisms.pretrained import PretrainedAlignConfig
+
+    before = PretrainedAlignConfig().config_hash
+    assert curriculum.alignment_fingerprint(0) != curriculum.alignment_fingerprint(1)
+    curriculum.alignment_fingerprint.cache_clear()
+    monkeypatch.setattr(curriculum, "RESTRICTED_SHARE", 0.2)
+    try:
+        assert PretrainedAlignConfig().config_hash != before
+    finally:
+        curriculum.alignment_fingerprint.cache_clear()
+
+
+def test_a_build_records_the_commit_it_started_from(tmp_path, monkeypatch):
+    """At abcc409 a build started before a commit recorded that later commit (read when
+    build.json was written, 33 minutes on): the commit whose code runs is the one at the start;
+    a commit made meanwhile is recorded beside it."""
+    from lamina.core import provenance
+
+    calls = iter(["a" * 40, *["b" * 40 + "+dirty"] * 10])
+    monkeypatch.setattr(provenance, "git_commit", lambda: next(calls))
+    organisms.build("organism-gpt2-micro", root=tmp_path, progress=False, log=lambda s: None)
+    (folder,) = tmp_path.glob("organism-gpt2-micro-*")
+    record = json.loads((folder / "build.json").read_text())
+    assert record["lamina_commit"] == "a" * 40
+    assert record["lamina_commit_at_end"] == "b" * 40 + "+dirty"

@@ -158,3 +158,37 @@ def test_training_runs_on_the_models_device_without_a_sync_per_step(byte_tokeniz
                       len(pairs), StageBudget(3, 2, 1e-3, warmup_steps=1))  # fmt: skip
     assert run.loss_values.shape == (3,) and run.loss_values.device.type == "meta"
     assert len(run.lrs) == 3 and all(s["exp_avg"].device.type == "meta" for s in run.optimizer.state.values())
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_the_reference_scored_once_gives_the_per_batch_loss_and_gradient(byte_tokenizer, arch: str) -> None:
+    """#52 item 4: the frozen reference's log-probabilities, computed once for every training
+    triple in length-sorted batches (reference_logprobs), give each batch the DPO loss and
+    gradient that scoring the batch with the reference gives (to float error), in the items'
+    order; a wrongly shaped cache is refused, and no reference at all is an error."""
+    torch.manual_seed(1)
+    ref, model = _model(arch, len(byte_tokenizer)), _model(arch, len(byte_tokenizer))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # a policy that has moved from its reference
+    from lamina.sources.organisms.stages import reference_logprobs
+
+    triples = [("Is it?", "yes", "no no"), ("Is the cat here?", "The answer is yes.", "yes"),
+               ("A river bank?", "a river", "the cat sat on the mat"), ("x", "no", "The answer is no.")]  # fmt: skip
+    cache = reference_logprobs(ref, byte_tokenizer, triples, 64, batch=3)
+    assert cache.shape == (4, 2) and cache.requires_grad is False
+    for idx in ([0, 2], [3, 1, 0]):
+        batch = [triples[j] for j in idx]
+        model.zero_grad()
+        plain = dpo_batch_loss(model, ref, byte_tokenizer, batch, 64, 0.1)
+        plain.backward()
+        g_plain = _grads(model).clone()
+        model.zero_grad()
+        cached = dpo_batch_loss(model, None, byte_tokenizer, batch, 64, 0.1, cache[idx])
+        cached.backward()
+        assert torch.allclose(plain, cached, atol=1e-6), (plain, cached)
+        assert torch.allclose(g_plain, _grads(model), atol=1e-6)
+    with pytest.raises(ValueError, match="ref_logprobs must be"):
+        dpo_batch_loss(model, None, byte_tokenizer, triples[:2], 64, 0.1, cache)
+    with pytest.raises(ValueError, match="needs a reference"):
+        dpo_batch_loss(model, None, byte_tokenizer, triples[:2], 64, 0.1)

@@ -172,10 +172,12 @@ def _evaluate_build(
 def build_into(
     cfg: OrganismConfig, folder: Path, progress: bool = True, log: Callable[[str], None] = print
 ) -> None:
-    """Train ``cfg`` from nothing, writing everything into ``folder`` (which must not exist)."""
-    from lamina.core.provenance import provenance
+    """Train ``cfg`` from nothing, writing everything into ``folder`` (which must not exist).
+    ``build.json``'s ``lamina_commit`` is the commit when the build started, whose code it runs
+    (a commit made during a long build is ``lamina_commit_at_end``)."""
+    from lamina.core.provenance import git_commit, provenance
 
-    t0, c0 = time.time(), time.process_time()
+    t0, c0, commit = time.time(), time.process_time(), git_commit()
     with threads(num_threads(cfg)):
         folder.mkdir(parents=True)
         corpus = load_corpus(cfg)
@@ -214,6 +216,8 @@ def build_into(
                 stage_seconds=stage_seconds,
                 elapsed_seconds=round(time.time() - t0, 1),
                 cpu_seconds=round(time.process_time() - c0, 1),
+                lamina_commit=commit,
+                **({} if git_commit() == commit else {"lamina_commit_at_end": git_commit()}),
             ),
         )
         write_manifest(folder, {"kind": "organism build"})  # last: build.json, evaluation.json

@@ -10,9 +10,10 @@ prediction subspace the weight-update chapter reads stays fixed. Both stages run
 weight decay on matrices only) with :meth:`PretrainedAlignConfig.budget`.
 
 **Budget.** Both stages take the same number of steps of ``batch_size`` examples (equal step,
-example and schedule budgets): 322 steps of 8, which is 2.0 epochs of the 1,286 SFT training
-items and 1.0 epoch of the 2,556 DPO training triples (``build.json`` records the epochs;
-``tests`` check that the default makes at least 2 and 1).
+example and schedule budgets): 322 steps of 8, which is 8.9 epochs of the 290 SFT training
+items and 4.5 of the 577 DPO training triples of organisms-5's curriculum (``build.json``
+records the epochs; ``tests`` check that the default makes at least 2 and 1). The build's key
+covers the alignment data (``curriculum.alignment_fingerprint``).
 
 :func:`build_aligned` runs it once per (model, config) into ``<root>/<model>-<hash>/``:
 ``{sft,dpo}.safetensors`` (the tensors that trained), ``optimizer/{sft,dpo}/`` (each run's
@@ -43,12 +44,12 @@ from lamina.core.provenance import data_dir
 from lamina.core.threads import threads
 from lamina.sources.model_files import ModelFileError, check_lamina_folder
 from lamina.sources.models import load_model
-from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.sources.organisms.curriculum import alignment_fingerprint, generate_curriculum
 from lamina.sources.organisms.gates import measure_stages, write_gates
 from lamina.sources.organisms.instructions import AlignmentData
 from lamina.sources.organisms.loop import StageBudget, synchronize, train_steps
 from lamina.sources.organisms.scoring import model_device
-from lamina.sources.organisms.stages import dpo_batch_loss, sft_batch_loss
+from lamina.sources.organisms.stages import dpo_batch_loss, reference_logprobs, sft_batch_loss
 
 __all__ = [
     "ADAM_FILE",
@@ -98,8 +99,11 @@ class PretrainedAlignConfig:
 
     @property
     def config_hash(self) -> str:
-        """sha256(config JSON + :data:`ALIGN_CODE_VERSION`), first 10 hex digits."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + "\n" + ALIGN_CODE_VERSION
+        """sha256(config JSON + :data:`ALIGN_CODE_VERSION` + the fingerprint of the alignment
+        data it trains and gates on, ``curriculum.alignment_fingerprint``), first 10 hex digits: a changed
+        curriculum is a new build, never a stale one reused."""
+        blob = (json.dumps(dataclasses.asdict(self), sort_keys=True) + "\n" + ALIGN_CODE_VERSION
+                + "\n" + alignment_fingerprint(self.corpus_seed))  # fmt: skip
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
@@ -108,12 +112,14 @@ def _train_stage(stage: str, model: Any, tok: Any, items: list[Any], cfg: Pretra
     """Train ``model`` in place on ``items`` for ``cfg.budget(stage)``; returns (the curve:
     stage, step, lr, train_loss per step; the AdamW optimiser, whose moments are the run's)."""
     budget = cfg.budget(stage)
+    # the frozen reference scores every triple once, in length-sorted batches
+    ref_lp = reference_logprobs(ref, tok, items, cfg.max_length) if stage == "dpo" else None
 
     def loss(idx: list[int], i: int) -> torch.Tensor:
         batch = [items[j] for j in idx]
-        if stage == "sft":
+        if ref_lp is None:
             return sft_batch_loss(model, tok, batch, cfg.max_length)
-        return dpo_batch_loss(model, ref, tok, batch, cfg.max_length, cfg.dpo_beta)
+        return dpo_batch_loss(model, None, tok, batch, cfg.max_length, cfg.dpo_beta, ref_lp[idx])
 
     def on_step(step: int, read: Callable[[], float]) -> None:
         if log is not None and step % max(1, budget.steps // 10) == 0:

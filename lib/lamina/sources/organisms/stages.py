@@ -49,7 +49,7 @@ from lamina.sources.organisms.scoring import (
 from lamina.sources.organisms.train import STAGES, eval_lm, fixed_windows, pretrain, random_windows
 
 __all__ = ["STAGES", "STAGE_BASE", "align", "completion_logprob", "dpo_batch_loss", "dpo_margins",
-           "in_chunks", "pair_batch_logprobs", "qa_batch", "run_all", "sft_batch_loss", "stage_budget",
+           "in_chunks", "pair_batch_logprobs", "qa_batch", "reference_logprobs", "run_all", "sft_batch_loss", "stage_budget",
            "stage_loss"]  # fmt: skip
 
 STAGE_BASE = {"lm": "final", "sft": "final", "dpo": "sft"}
@@ -139,6 +139,7 @@ def stage_loss(
     items: list[Any],
     cfg: OrganismConfig,
     replay: torch.Tensor | None = None,
+    ref_logprobs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The objective an alignment stage trains on one batch; scalar, nats.
 
@@ -147,6 +148,8 @@ def stage_loss(
     ref: the frozen reference (dpo only; its log-probabilities carry no gradient).
     replay: (B_r, T) pretraining windows (sft only): adds ``cfg.replay_weight`` times their LM
     loss, as in training. Without it, the sft value is the answer loss alone.
+    ref_logprobs: (B, 2) dpo only: the reference's log-probabilities of these triples
+    (:func:`reference_logprobs`), in place of scoring them with ``ref``.
     """
     dev = model_device(model)
     if stage == "lm":
@@ -159,9 +162,9 @@ def stage_loss(
             loss = loss + cfg.replay_weight * lm_loss(model(input_ids=replay).logits, replay)
         return loss
     if stage == "dpo":
-        if ref is None:
+        if ref is None and ref_logprobs is None:
             raise ValueError("the dpo stage needs a reference model (ref)")
-        return dpo_batch_loss(model, ref, tokenizer, items, cfg.context, cfg.dpo_beta)
+        return dpo_batch_loss(model, ref, tokenizer, items, cfg.context, cfg.dpo_beta, ref_logprobs)
     raise ValueError(f"unknown alignment stage {stage!r}; expected one of {STAGES}")
 
 
@@ -175,15 +178,39 @@ def sft_batch_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return -answer_logprobs(model, b)[0].mean()
 
 
-def dpo_batch_loss(model: PreTrainedModel, ref: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                   items: list[Any], max_len: int, beta: float) -> torch.Tensor:  # fmt: skip
+def dpo_batch_loss(model: PreTrainedModel, ref: PreTrainedModel | None,
+                   tokenizer: PreTrainedTokenizerBase, items: list[Any], max_len: int, beta: float,
+                   ref_logprobs: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """DPO loss (:func:`lamina.sources.organisms.objectives.dpo_loss`) of (question, chosen,
     rejected) triples against the frozen ``ref``; each prompt runs once per model. -> scalar,
-    nats."""
+    nats. ``ref_logprobs``: (B, 2) the reference's (log pi_ref(chosen), log pi_ref(rejected))
+    of these triples, nats, computed once for the whole training set
+    (:func:`reference_logprobs`); None: ``ref`` scores the batch."""
     pc, pr = pair_batch_logprobs(model, tokenizer, items, max_len)
+    if ref_logprobs is not None:
+        if ref_logprobs.shape != (len(items), 2):
+            raise ValueError(f"ref_logprobs must be ({len(items)}, 2); got {tuple(ref_logprobs.shape)}")
+        r = ref_logprobs.to(pc.device, pc.dtype)
+        return dpo_loss(pc, pr, r[:, 0], r[:, 1], beta)
+    if ref is None:
+        raise ValueError("dpo_batch_loss needs a reference model or its ref_logprobs")
     with torch.no_grad():
         rc, rr = pair_batch_logprobs(ref, tokenizer, items, max_len)
     return dpo_loss(pc, pr, rc, rr, beta)
+
+
+@torch.no_grad()
+def reference_logprobs(ref: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                       items: list[Any], max_len: int, batch: int = 64) -> torch.Tensor:  # fmt: skip
+    """The frozen reference's (log pi_ref(chosen | q), log pi_ref(rejected | q)) of every DPO
+    training triple, in one pass of length-sorted batches (the reference never changes, so a
+    step need not score its batch again): (N, 2), nats, on the CPU, in the items' order."""
+    ref.eval()
+
+    def score(chunk: list[Any]) -> torch.Tensor:
+        return torch.stack(pair_batch_logprobs(ref, tokenizer, chunk, max_len), dim=1)
+
+    return in_length_order(score, items, triple_length(tokenizer, max_len), batch)
 
 
 def stage_budget(stage: str, cfg: OrganismConfig, lr: float | None = None) -> StageBudget:
@@ -283,11 +310,15 @@ def align(
     evaluate(rows[0])
     bar = progress_bar(desc=f"{cfg.name} {stage}", total=cfg.align_steps, disable=not progress)
 
+    ref_lp = (reference_logprobs(ref, tokenizer, train_items, cfg.context)
+              if stage == "dpo" and ref is not None else None)  # fmt: skip
+
     def loss(idx: list[int], i: int) -> torch.Tensor:
         replay = None
         if stage == "sft" and cfg.replay_batch_size > 0:
             replay = random_windows(streams["train"], cfg.replay_batch_size, cfg.context, gen)
-        return stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay)
+        return stage_loss(stage, model, ref, tokenizer, [train_items[j] for j in idx], cfg, replay,
+                          None if ref_lp is None else ref_lp[idx])  # fmt: skip
 
     def on_step(step: int, read: Callable[[], float]) -> None:
         rows.append({"step": step, "examples": step * budget.batch_size})
