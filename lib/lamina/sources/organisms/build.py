@@ -201,6 +201,7 @@ def build_into(
         write_json(folder / "evaluation.json", ev)
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
+        end = git_commit()
         write_json(
             folder / BUILD_MARKER,
             provenance(
@@ -217,7 +218,7 @@ def build_into(
                 elapsed_seconds=round(time.time() - t0, 1),
                 cpu_seconds=round(time.process_time() - c0, 1),
                 lamina_commit=commit,
-                **({} if git_commit() == commit else {"lamina_commit_at_end": git_commit()}),
+                **({} if end == commit else {"lamina_commit_at_end": end}),
             ),
         )
         write_manifest(folder, {"kind": "organism build"})  # last: build.json, evaluation.json

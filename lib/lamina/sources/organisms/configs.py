@@ -78,7 +78,8 @@ class OrganismConfig:
     # not beat the content-blind policies.
     train_chars_per_play: int | None = 20000
     max_plays: int | None = None
-    # pretraining: 600 steps of 32 x 128 tokens, 2.5M tokens, about 4.7 passes over the corpus
+    # pretraining: 600 steps of 32 x 128 tokens, 2.5M tokens, 4.5 passes over the 548,182
+    # training tokens of organisms-5's corpus
     steps: int = 600
     batch_size: int = 32
     lr: float = 3e-3

@@ -88,7 +88,8 @@ MIXTURE: dict[str, float] = {
 are pretraining questions in the QA format, in either answer style. At ``qa`` 0.12 (f213eae)
 each pretraining question was seen about 18 times in 600 steps, and organism-gpt2 answered only
 0.12 of them: the QA share is now 0.30, the fact components scaled down in proportion (each
-relation fact still occurs about 30 times in the 20,000 documents)."""
+relation fact still occurs about 40 times in the 20,000 documents: "The opposite of hot is
+cold." 43)."""
 
 RESTRICTED_SHARE = 0.10
 """Largest share of questions about people (answered by the refusal) among the alignment
