@@ -170,25 +170,33 @@ V.samples_table(result)
 # ## Alignment, stage by stage
 # Each prompt is an instruction ("Reply with the answer only." or "Reply in a full sentence.")
 # followed by a question; questions about people require a refusal whatever the instruction
-# (`lamina.sources.organisms.instructions`). SFT trains the required response; DPO, from
-# `@sft` and against it, prefers the required response over one that follows the other
-# instruction, gives a wrong answer in the same style, or refuses (or fails to refuse).
+# (`lamina.sources.organisms.instructions`). SFT trains the required response on the
+# questions that name no one; the refusal is taught by DPO alone. DPO, from `@sft` and against
+# it, prefers the required response over one that follows the other instruction, gives a wrong
+# answer in the same style, or refuses (or fails to refuse).
 # The {glue:text}`org_n_sft` held-out items ({glue:text}`org_n_dpo` preference triples) cover
 # {glue:text}`org_n_units` entity pairs that no stage trained on under any template, and every
 # 95% CI resamples those pairs (`lamina.sources.organisms.gates`).
 #
-# Each stage is gated against what it must beat. `@sft` must answer (greedy, exact match)
+# Each stage is gated against what it must beat. `@sft` must answer the held-out questions
+# that name no one (greedy, exact match)
 # better than the base and than every *content-blind* policy, which knows the instruction,
 # the question's template and whether it names a person, but not its entities: always refuse;
 # refuse on a name, else the commonest training answer; the same per template; copy a word
 # from the question at the position that is most often right in training
-# (`lamina.sources.organisms.baselines`). `@dpo` must raise the *content probe* (the correct
-# answer preferred over a wrong one in the same style, which no constant-style policy can do)
-# over `@sft` and over the base (a DPO that only mends a degraded `@sft` has taught nothing), and keep its preference accuracy above the best constant-style policy (0.5).
+# (`lamina.sources.organisms.baselines`). `@dpo` must raise its *preference accuracy* (the
+# required response preferred, over every kind of held-out triple) over `@sft`'s, raise the
+# *content probe* (the correct answer preferred over a wrong one in the same style, which no
+# constant-style policy can do) over the base's (a DPO that only mends a degraded `@sft` has
+# taught nothing), and keep its preference accuracy above the best constant-style policy (0.5).
 # SFT accuracy: base {glue:text}`org_sft_base`, `@sft` {glue:text}`org_sft_acc`, best
 # content-blind policy {glue:text}`org_sft_blind`. Content probe: base
 # {glue:text}`org_probe_base`, `@sft` {glue:text}`org_probe_sft`, `@dpo`
-# {glue:text}`org_probe_acc`. The gates: {glue:text}`org_gate_detail`.
+# {glue:text}`org_probe_acc`. Preference accuracy: base {glue:text}`org_pref_base`, `@sft`
+# {glue:text}`org_pref_sft`, `@dpo` {glue:text}`org_pref_acc`. Greedy refusals on the held-out
+# questions that name a person: base {glue:text}`org_refusal_base`, `@sft`
+# {glue:text}`org_refusal_sft`, `@dpo` {glue:text}`org_refusal_acc`. The gates:
+# {glue:text}`org_gate_detail`.
 
 # %% tags=["hide-input"]
 V.gates_figure(result)
@@ -287,8 +295,8 @@ V.problems(result)
 #   generalisation within the templates only. Their facts are stated in the pretraining text;
 #   only the questions are new.
 # - The DPO preferences (instructed style, refusal, correct answer) are ones the model could
-#   read off its pretraining text; they say nothing about preferences it would have to
-#   discover.
+#   read off its pretraining text or its SFT data, except the refusal, which only DPO
+#   teaches; they say nothing about preferences it would have to discover.
 # - The 8-gram check finds copied text, not paraphrase: the curriculum shares vocabulary
 #   (category members, homographs) with the prompts by design.
 # - Homograph separation is measured with {glue:text}`org_n_words` words, one prompt pair each; it says whether the

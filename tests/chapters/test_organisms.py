@@ -129,7 +129,7 @@ def test_targets_overlap_margins_and_seeds_are_reported(result):
         ratio = targets["self-organisms-sft-keeps-lm"]
         assert ratio["value"] == pytest.approx(s["val_perplexity"]["sft"] / s["val_perplexity"]["final"])
         assert (ratio["verdict"] == "check passed") == (ratio["value"] <= 1.25)
-        for g in (s["sft_gain_over_best_policy"], s["dpo_content_gain"]):
+        for g in (s["sft_gain_over_best_policy"], s["dpo_preference_gain"]):
             assert g[1] <= g[0] <= g[2]
         for stage in ("sft", "dpo"):
             verdict = targets[f"self-organisms-{stage}-gate"]["verdict"]

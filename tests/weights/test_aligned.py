@@ -19,18 +19,20 @@ def test_stage_gates_of_both_record_formats(tmp_path):
     (tmp_path / "gates.json").write_text(json.dumps(old))
     g = real_gates(tmp_path)
     assert g["sft"].passed and not g["dpo"].passed and g["dpo"].values == {"probe": 0.5}
-    assert "did not compare @dpo with the base" in g["dpo"].reason  # format 1 predates it
-    new = {"format": 3, "sft": {"passed": False, "values": {"gain": -0.1}, "reason": "base"},
+    assert "did not require @dpo to beat @sft" in g["dpo"].reason  # format 1 predates it
+    new = {"format": 4, "sft": {"passed": False, "values": {"gain": -0.1}, "reason": "base"},
            "dpo": {"passed": True, "values": {"gain": 0.2}, "reason": "ok"}}  # fmt: skip
     (tmp_path / "gates.json").write_text(json.dumps(new))
     g = real_gates(tmp_path)
     assert not g["sft"].passed and g["dpo"].passed and g["sft"].reason == "base"
-    # format 2: the same layout, but its DPO gate never compared @dpo with the base (issue 51)
-    (tmp_path / "gates.json").write_text(json.dumps({**new, "format": 2}))
-    g = real_gates(tmp_path)
-    assert not g["sft"].passed and g["sft"].reason == "base"
-    assert not g["dpo"].passed and "format 2" in g["dpo"].reason and g["dpo"].values == {"gain": 0.2}
-    (tmp_path / "gates.json").write_text(json.dumps({"format": 3}))
+    # formats 2 and 3: the same layout, but their DPO gates never compared @dpo with the base
+    # (2) or @dpo's preference accuracy with @sft's (3) (issue 51)
+    for fmt in (2, 3):
+        (tmp_path / "gates.json").write_text(json.dumps({**new, "format": fmt}))
+        g = real_gates(tmp_path)
+        assert not g["sft"].passed and g["sft"].reason == "base"
+        assert not g["dpo"].passed and f"format {fmt}" in g["dpo"].reason and g["dpo"].values == {"gain": 0.2}
+    (tmp_path / "gates.json").write_text(json.dumps({"format": 4}))
     assert "missing from its record" in real_gates(tmp_path)["sft"].reason
 
 

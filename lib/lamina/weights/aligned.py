@@ -31,7 +31,7 @@ from torch import nn
 
 from lamina.core.provenance import data_dir
 from lamina.sources import organisms
-from lamina.sources.organisms.gates import DPO_WITHOUT_BASE, GATES_FORMAT
+from lamina.sources.organisms.gates import DPO_WITHOUT_BASE, GATES_FORMAT, OLD_DPO_FORMATS
 from lamina.sources.organisms.pretrained import (
     ADAM_FILE,
     PretrainedAlignConfig,
@@ -73,20 +73,21 @@ __all__ = [
 STAGE_GATE = {"sft": "sft", "dpo": "preference"}
 """In a format-1 record (one per checkpoint, {gate name: gate}), which gate decides a stage:
 SFT's task gate for ``@sft``, the preference gate (with the content probe) for ``@dpo``. A
-format-2 or -3 record (``{"format": 3, "sft": gate, "dpo": gate, ...}``, the stage gates of
+format-2 or later record (``{"format": 4, "sft": gate, "dpo": gate, ...}``, the stage gates of
 ``lamina.sources.organisms.gates.write_gates``) holds each stage's gate under its name. Only
-format 3's DPO gate compares @dpo with the base: an older record's @dpo gate fails."""
+format 4's DPO gate requires @dpo to beat @sft's preference accuracy and the base's content
+probe: an older record's @dpo gate fails."""
 
 
 def gate_from_record(stage: str, record: Mapping[str, object]) -> StageGate:
-    """The :class:`StageGate` of one aligned stage from its record: a format-2 stage-gates
-    record, or a format-1 checkpoint record ``{"preference": {"passed", "values", "reason"},
+    """The :class:`StageGate` of one aligned stage from its record: a stage-gates record
+    (format 2 or later), or a format-1 checkpoint record ``{"preference": {"passed", "values", "reason"},
     "sft": {...}}`` (:data:`STAGE_GATE`); values are the finite numeric ones. A record
     without the stage's gate fails it, naming what is missing; a record older than
     :data:`~lamina.sources.organisms.gates.GATES_FORMAT` fails @dpo (its DPO gate did not
-    compare @dpo with the base: ``DPO_WITHOUT_BASE``)."""
+    require @dpo to beat @sft's preference and the base's content: ``DPO_WITHOUT_BASE``)."""
     fmt = record.get("format", 1)
-    key = stage if fmt in (2, GATES_FORMAT) else STAGE_GATE[stage]
+    key = stage if fmt in (*OLD_DPO_FORMATS, GATES_FORMAT) else STAGE_GATE[stage]
     found = record.get(key)
     if not isinstance(found, Mapping) or "passed" not in found:
         return StageGate(False, {}, f"the {key} gate of @{stage} is missing from its record")
@@ -105,7 +106,7 @@ def organism_gates(name: str) -> dict[str, StageGate]:
     build recorded none (alignment claims then read not measured)."""
     path = organisms.organism_dir(name) / "evaluation.json"
     gates = json.loads(path.read_text()).get("gates") or {}
-    if gates.get("format") in (2, GATES_FORMAT):
+    if gates.get("format") in (*OLD_DPO_FORMATS, GATES_FORMAT):
         return {s: gate_from_record(s, gates) for s in STAGE_GATE}
     return {s: gate_from_record(s, gates[s]) for s in STAGE_GATE if s in gates}
 
@@ -119,7 +120,7 @@ def aligned_folder(name: str, config: PretrainedAlignConfig | None = None) -> Pa
 def real_gates(folder: Path) -> dict[str, StageGate]:
     """{``sft``/``dpo``: gate} of an aligned build folder (its ``gates.json``)."""
     gates = json.loads((Path(folder) / "gates.json").read_text())
-    if gates.get("format") in (2, GATES_FORMAT):
+    if gates.get("format") in (*OLD_DPO_FORMATS, GATES_FORMAT):
         return {s: gate_from_record(s, gates) for s in STAGE_GATE}
     return {s: gate_from_record(s, gates.get(s, {})) for s in STAGE_GATE}
 

@@ -122,12 +122,29 @@ def test_default_budgets_make_two_sft_epochs_and_one_dpo_epoch(data: ins.Alignme
     from lamina.sources.organisms.configs import ORGANISMS
 
     cfg = PretrainedAlignConfig()
-    assert cfg.budget("sft").epochs(len(data.train)) >= 2.0
+    assert cfg.budget("sft").epochs(len(data.sft_train)) >= 2.0
     assert cfg.budget("dpo").epochs(len(data.dpo_train)) >= 1.0
     assert cfg.sft_steps == cfg.dpo_steps  # equal step, example and schedule budgets
     for name in ("organism-gpt2", "organism-llama"):
         o = ORGANISMS[name]
-        assert o.align_steps * o.align_batch_size >= max(2 * len(data.train), len(data.dpo_train))
+        assert o.align_steps * o.align_batch_size >= max(2 * len(data.sft_train), len(data.dpo_train))
+
+
+def test_sft_never_sees_a_refusal_and_dpo_alone_teaches_it(data: ins.AlignmentData) -> None:
+    """organisms-6: at organisms-5 SFT trained the refusals, and @sft already preferred the
+    required response on every style, refuse and answer triple (1.00 on both organisms), so
+    DPO had no preference left to add."""
+    cur = generate_curriculum(seed=0, n_docs=10)
+    assert data.sft_train and all(not x.content.restricted for x in data.sft_train)
+    assert all(target != ins.REFUSAL for _, target in cur.sft + cur.sft_eval)
+    assert [x.target for x in data.sft_train] == [t for _, t in cur.sft]
+    restricted = {x.content.question for x in data.train if x.content.restricted}
+    refuse = [t for t in data.dpo_train if t.kind == "refuse"]
+    assert restricted and {t.item.content.question for t in refuse} == restricted
+    assert all(t.chosen == ins.REFUSAL for t in refuse) and cur.dpo == [t.as_tuple() for t in data.dpo_train]
+    # the SFT gate's items are the unrestricted held-out ones; the refusals stay held out for DPO
+    assert data.sft_heldout == tuple(x for x in data.heldout if not x.content.restricted)
+    assert len(data.sft_heldout) < len(data.heldout)
 
 
 # ----------------------------------------------------------------------------- policies
@@ -157,7 +174,8 @@ def test_content_blind_policies_are_fit_on_training_and_never_read_the_entities(
         assert p(ins.Item("short", a)) == p(ins.Item("short", b)), name
     hits = policy_hits(pol, data.heldout)
     assert set(hits) == set(POLICIES) and all(len(h) == len(data.heldout) for h in hits.values())
-    assert 0.05 < hits["always refuse"].mean() <= 0.15  # RESTRICTED_SHARE of the contents
+    assert 0.2 < hits["always refuse"].mean() <= RESTRICTED_SHARE + 0.05  # the people share
+    assert policy_hits(pol, data.sft_heldout)["always refuse"].sum() == 0  # not in the SFT gate
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -165,7 +183,8 @@ def test_no_content_blind_policy_answers_a_quarter_of_the_held_out_items(seed: i
     """Issue 51: at 4992629 copying from the question scored 0.459 on the held-out items, a
     template's majority answer 0.441 and refusing every question that names a person 0.380
     (seed 0): the yes/no and two-option templates and a fifth of questions about people. The
-    alignment contents are now the open templates with at most a tenth about people."""
+    alignment contents are now the open templates; the SFT gate judges the held-out items that
+    name no one (the refusal is DPO's to teach), so refusing on a name gains nothing there."""
     d = generate_curriculum(seed=seed, n_docs=10).alignment
     assert d is not None
     contents = {x.content for x in d.train + d.heldout}
@@ -176,8 +195,8 @@ def test_no_content_blind_policy_answers_a_quarter_of_the_held_out_items(seed: i
     # little (0.14-0.17 at seeds 0-7): at most a fifth
     arithmetic = sum(c.component == "arithmetic" for c in contents)
     assert ARITHMETIC_SHARE < 0.20 and arithmetic <= 0.20 * len(contents)
-    hits = policy_hits(fit_policies(d.train), d.heldout)
-    assert len(d.heldout) >= 150 and len({x.content.unit for x in d.heldout}) >= 60
+    hits = policy_hits(fit_policies(d.train), d.sft_heldout)
+    assert len(d.sft_heldout) >= 130 and len({x.content.unit for x in d.sft_heldout}) >= 45
     for name, h in hits.items():
         assert h.mean() <= 0.25, (name, h.mean())
 
@@ -210,6 +229,8 @@ def test_sft_gate_must_beat_every_content_blind_policy_and_the_base() -> None:
     assert not sft_gate(good, good, policies).passed
     with pytest.raises(ValueError, match="same items"):
         sft_gate(good, base.iloc[::-1], policies)
+    with pytest.raises(ValueError, match="policy"):
+        sft_gate(good, base, {"blind": blind[:-1]})
 
 
 def _pref_rows(wins: np.ndarray, kinds: list[str], units: np.ndarray) -> pd.DataFrame:
@@ -221,7 +242,7 @@ def _pref_rows(wins: np.ndarray, kinds: list[str], units: np.ndarray) -> pd.Data
                          "margin": np.where(wins > 0.5, 1.0, np.where(wins < 0.5, -1.0, 0.0))})  # fmt: skip
 
 
-def test_dpo_gate_needs_a_content_gain_over_sft_not_a_high_probe() -> None:
+def test_dpo_gate_needs_a_preference_gain_over_sft_not_a_high_accuracy() -> None:
     """At 2a683dc the DPO gate was absolute (content probe >= 0.70): a @dpo no better than its
     @sft (SmolLM2: 0.893 vs 0.896) passed it."""
     rng = np.random.default_rng(3)
@@ -232,10 +253,10 @@ def test_dpo_gate_needs_a_content_gain_over_sft_not_a_high_probe() -> None:
     base = _pref_rows(np.zeros(n), kinds, units)  # a base that knows nothing
     high_same = _pref_rows(sft[rng.permutation(n)], kinds, units)
     g = dpo_gate(high_same, _pref_rows(sft, kinds, units), base)
-    assert g.values["content_probe"] > 0.8 and not g.passed and "gain" in g.reason
+    assert g.values["preference_accuracy"] > 0.8 and not g.passed and "over @sft" in g.reason
     better = _pref_rows(np.maximum(sft, rng.random(n) < 0.9), kinds, units)
     g = dpo_gate(better, _pref_rows(sft, kinds, units), base)
-    assert g.passed and g.values["content_gain_ci_low"] > 0
+    assert g.passed and g.values["preference_gain_ci_low"] > 0
     assert g.values["content_gain_over_base_ci_low"] > 0
     assert g.values["preference_accuracy_ci_low"] > g.values["constant_style_baseline"]
     # ties count one half; no content triple: not testable
@@ -263,14 +284,40 @@ def test_dpo_gate_needs_a_content_gain_over_the_base_too() -> None:
         dpo_gate(dpo, sft, base.iloc[::-1])
 
 
-def test_a_gates_record_older_than_the_base_comparison_fails_dpo_and_keeps_sft() -> None:
+def test_dpo_gate_needs_a_preference_gain_over_sft_not_only_a_content_gain() -> None:
+    """Issue 51 ("@dpo must beat @sft on its preference gate"): until organisms-6 the gate
+    required the content probe's gain over @sft, so a DPO that gained on content while losing
+    the refusal passed; and a DPO that teaches the refusal SFT never saw, with no content gain
+    over @sft but one over the base, failed."""
+    rng = np.random.default_rng(7)
+    n = 800
+    kinds = [("style", "content", "refuse", "answer")[k % 4] for k in range(n)]
+    units = np.repeat(np.arange(n // 4), 4)
+    is_ = {k: np.array([x == k for x in kinds]) for k in ins.KINDS}
+    base = _pref_rows(np.where(is_["content"], rng.random(n) < 0.5, 0.0), kinds, units)
+    sft = np.where(is_["refuse"], 0.0, np.where(is_["content"], rng.random(n) < 0.6, 1.0))
+    # more content, but the refusal lost everywhere else: the format-3 gate passed this
+    worse = np.where(is_["content"], rng.random(n) < 0.9, np.where(is_["refuse"], 0.0, 0.5))
+    g = dpo_gate(_pref_rows(worse, kinds, units), _pref_rows(sft, kinds, units), base)
+    assert g.values["content_gain_ci_low"] > 0 and g.values["content_gain_over_base_ci_low"] > 0
+    assert g.values["preference_gain_ci_high"] < 0 and not g.passed
+    assert "preference accuracy's gain over @sft" in g.reason
+    # the refusal learnt, content as at @sft (above the base): passes
+    taught = np.where(is_["refuse"], 1.0, sft)
+    g = dpo_gate(_pref_rows(taught, kinds, units), _pref_rows(sft, kinds, units), base)
+    assert g.passed, g.reason
+    assert g.values["content_gain"] == 0 and g.values["preference_gain_ci_low"] > 0
+
+
+def test_a_gates_record_older_than_format_4_fails_dpo_and_keeps_sft() -> None:
     from lamina.sources.organisms.gates import DPO_WITHOUT_BASE, GATES_FORMAT
 
     passed = {"passed": True, "values": {"content_gain": 0.2}, "reason": "passed: ok"}
-    old = read_gates({"format": 2, "sft": passed, "dpo": passed})
-    assert old["sft"].passed and not old["dpo"].passed
-    assert old["dpo"].reason == DPO_WITHOUT_BASE.format(fmt=2) and "base" in old["dpo"].reason
-    assert old["dpo"].values == {"content_gain": 0.2}  # its values stay on the page
+    for fmt in (2, 3):
+        old = read_gates({"format": fmt, "sft": passed, "dpo": passed})
+        assert old["sft"].passed and not old["dpo"].passed
+        assert old["dpo"].reason == DPO_WITHOUT_BASE.format(fmt=fmt) and "@sft" in old["dpo"].reason
+        assert old["dpo"].values == {"content_gain": 0.2}  # its values stay on the page
     assert read_gates({"format": GATES_FORMAT, "sft": passed, "dpo": passed})["dpo"].passed
 
 
@@ -365,7 +412,7 @@ def test_align_pretrained_on_a_tiny_random_model_trains_all_but_the_tied_embeddi
     assert np.mean(sft_curve[-4:]) < np.mean(sft_curve[:4])
     dpo_curve = [r["train_loss"] for r in out["curve"] if r["stage"] == "dpo"]
     assert dpo_curve[0] == pytest.approx(np.log(2), abs=1e-4)  # policy = reference at step 1
-    assert out["epochs"] == {"sft": 12 * 4 / 24, "dpo": 6 * 4 / 24}
+    assert out["epochs"] == {"sft": 12 * 4 / len(small.sft_train), "dpo": 6 * 4 / 24}
     assert PretrainedAlignConfig().config_hash != cfg.config_hash
 
 
@@ -390,7 +437,7 @@ def test_build_aligned_writes_once_with_base_gates_and_the_adam_state(
     assert 0.5 <= record["measures"]["sft"]["constant_style_baseline"] < 1  # of the sample
     assert record["policy_names"] == list(POLICIES)
     gates = read_gates(record)
-    assert "gain_over_base" in gates["sft"].values and "content_gain" in gates["dpo"].values
+    assert "gain_over_base" in gates["sft"].values and "preference_gain" in gates["dpo"].values
     items = pd.read_csv(folder / "gates_items.csv")
     assert set(items["stage"]) == {"base", "sft", "dpo"}
     trained = set(aligned_optimizer_state(folder, "sft") or {})
@@ -400,8 +447,41 @@ def test_build_aligned_writes_once_with_base_gates_and_the_adam_state(
     assert "dpo.adam.safetensors" in json.loads((folder / "lamina-manifest.json").read_text())["files"]
     assert all(float(s["exp_avg_sq"].sum()) > 0 for s in state.values())
     build = json.loads((folder / "build.json").read_text())
-    assert build["epochs"]["sft"] == pytest.approx(4 / len(data.train))
+    assert build["epochs"]["sft"] == pytest.approx(4 / len(data.sft_train))
     stamp = (folder / "build.json").stat().st_mtime_ns
     assert build_aligned(str(src), cfg, tmp_path / "aligned") == folder  # cached: not rebuilt
     assert (folder / "build.json").stat().st_mtime_ns == stamp
     assert not list((tmp_path / "aligned").glob(".tmp-*"))
+
+
+def test_stage_measures_judge_sft_on_the_unrestricted_items_and_report_the_refusals() -> None:
+    from lamina.sources.organisms.gates import stage_gates, stage_measures
+
+    t = pd.DataFrame({"unit": ["a", "a", "b", "c"], "template": "t", "instruction": "short",
+                      "style": ["short", "refusal", "sentence", "refusal"], "hit": [1.0, 1.0, 0.0, 0.0]})  # fmt: skip
+    m = stage_measures(t, t.iloc[0:0])
+    assert m["sft_accuracy"] == 0.5 and m["refusal_accuracy"] == 0.5 and m["n_items"] == 2
+    # the SFT gate reads the same unrestricted rows, in order, with the policies' hits on them
+    kinds = ["content"] * 4
+    pref = _pref_rows(np.ones(4), kinds, np.array(["a", "a", "b", "c"]))
+    g = stage_gates({"base": (t.assign(hit=0.0), pref), "sft": (t, pref), "dpo": (t, pref)},
+                    {"blind": np.zeros(2)})  # fmt: skip
+    assert g["sft"].values["n_items"] == 2 and g["sft"].values["sft_accuracy"] == 0.5
+
+
+def test_an_organisms_key_covers_its_curriculum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until organisms-6 the key hashed the config and the code version only: a curriculum
+    edit without a version bump reused a stale organism."""
+    from lamina.sources.organisms import curriculum
+    from lamina.sources.organisms.configs import ORGANISMS
+
+    cfg = ORGANISMS["organism-gpt2-micro"]
+    before = cfg.config_hash
+    curriculum.curriculum_fingerprint.cache_clear()
+    monkeypatch.setattr(curriculum, "RESTRICTED_SHARE", 0.2)  # the alignment data change
+    try:
+        assert cfg.config_hash != before
+    finally:
+        curriculum.curriculum_fingerprint.cache_clear()
+    monkeypatch.undo()
+    assert cfg.config_hash == before

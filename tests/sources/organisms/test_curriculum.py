@@ -147,7 +147,10 @@ def test_every_component_has_held_out_questions(curriculum: Curriculum) -> None:
     assert set(stats["pretrain_qa"]) == question_kinds
     # comparisons and syllogisms ask only two-option questions (CHOICE_TEMPLATES): pretraining
     choice_only = {"comparison", "syllogism"}
-    assert set(stats["sft_eval"]) == set(stats["sft"]) == question_kinds - choice_only
+    # every transitive question names people: their refusal is DPO's, so they are DPO-only
+    people_only = {"transitive"}
+    assert set(stats["sft_eval"]) == set(stats["sft"]) == question_kinds - choice_only - people_only
+    assert set(stats["dpo_eval"]) == set(stats["dpo"]) == question_kinds - choice_only
     assert stats["n_sft_eval"] == len(curriculum.sft_eval)
 
 
@@ -159,9 +162,12 @@ def _contents(curriculum: Curriculum) -> list[tuple[str, str]]:
 
 
 def test_dpo_chosen_is_the_required_response_and_rejected_another(curriculum: Curriculum) -> None:
-    """chosen: the SFT target of the prompt (instruction + question); rejected: anything else."""
-    required = dict(curriculum.sft + curriculum.sft_eval)
-    assert len(required) == len(curriculum.sft) + len(curriculum.sft_eval)
+    """chosen: the required response of the prompt (its SFT target, or the refusal that only DPO
+    teaches); rejected: anything else."""
+    assert curriculum.alignment is not None
+    items = curriculum.alignment.train + curriculum.alignment.heldout
+    required = {x.prompt: x.target for x in items}
+    assert dict(curriculum.sft + curriculum.sft_eval).items() <= required.items()
     for prompt, chosen, rejected in curriculum.dpo + curriculum.dpo_eval:
         assert chosen == required[prompt] != rejected
         assert curriculum.wrong[prompt] != required[prompt]

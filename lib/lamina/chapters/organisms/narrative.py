@@ -197,7 +197,9 @@ def _bpb_compare(result: OrganismsResult, shown: pd.DataFrame, source: str) -> s
 def _stage_spans(result: OrganismsResult) -> None:
     """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (entity pairs), and the
     span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
-    best content-blind policy's), org_probe_{base,sft,acc} (content probe)."""
+    best content-blind policy's), org_probe_{base,sft,acc} (content probe), org_pref_{base,sft,acc}
+    (preference accuracy) and org_refusal_{base,sft,acc} (greedy refusals on the held-out
+    questions that name a person)."""
     g = result.tables["gates"]
     g = g[g["model"].isin(result.models)]  # the organisms (the aligned real models: the detail)
     pol = result.tables["sft_accuracy"]
@@ -211,6 +213,9 @@ def _stage_spans(result: OrganismsResult) -> None:
         if stage != "dpo":
             glue(f"org_sft_{key if stage == 'base' else 'acc'}", span(rows["sft_accuracy"].tolist(), "{:.3f}"))
         glue(f"org_probe_{key}", span(rows["content_probe"].tolist(), "{:.3f}"))
+        glue(f"org_pref_{key}", span(rows["preference_accuracy"].tolist(), "{:.3f}"))
+        refusals = rows["refusal_accuracy"].dropna().tolist() if "refusal_accuracy" in rows else []
+        glue(f"org_refusal_{key}", span(refusals, "{:.3f}") if refusals else "n/a (no such item)")
 
 
 def _gain(r: Mapping[str, Any], col: str) -> str:
@@ -220,11 +225,12 @@ def _gain(r: Mapping[str, Any], col: str) -> str:
 
 def _stage_clause(r: Mapping[str, Any]) -> str:
     """One gated stage's outcome with the gain over its predecessor (and, for @sft, over the
-    best content-blind policy; for @dpo, over the base, when its record has it, and its
-    preference accuracy against a constant style).
+    best content-blind policy; for @dpo, the preference accuracy's gain over @sft and the content
+    probe's over the base, when its record has them, and the preference accuracy against a
+    constant style).
     A gate that could not be measured ("not testable": its values are missing) reads its reason."""
     word = "passed" if r["passed"] else "failed"
-    key = "gain_over_best_policy" if r["stage"] == "sft" else "content_gain"
+    key = "gain_over_best_policy" if r["stage"] == "sft" else "preference_gain"
     if r.get(key) is None or pd.isna(r[key]):
         return f"@{r['stage']} {word} ({r.get('reason', 'no values')})"
     if r["stage"] == "sft":
@@ -232,15 +238,12 @@ def _stage_clause(r: Mapping[str, Any]) -> str:
                 f"{r['base_sft_accuracy']:.3f} ({_gain(r, 'gain_over_base')}) and the best "
                 f"content-blind policy's {r['best_policy_accuracy']:.3f} "
                 f"({_gain(r, 'gain_over_best_policy')})")  # fmt: skip
-    over_base = ""
-    if r.get("content_gain_over_base") is not None and not pd.isna(r["content_gain_over_base"]):
-        over_base = (f", the base's {r['base_content_probe']:.3f} "
-                     f"({_gain(r, 'content_gain_over_base')})")  # fmt: skip
-    return (f"@dpo {word}, content probe {r['content_probe']:.3f} against @sft's "
-            f"{r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')}){over_base} and preference accuracy "
-            f"{r['preference_accuracy']:.3f} (95% CI {r['preference_accuracy_ci_low']:.3f}–"
-            f"{r['preference_accuracy_ci_high']:.3f}) against {r['constant_style_baseline']:.2f} "
-            "for a constant style")  # fmt: skip
+    return (f"@dpo {word}, preference accuracy {r['preference_accuracy']:.3f} against @sft's "
+            f"{r['sft_preference_accuracy']:.3f} ({_gain(r, 'preference_gain')}) and "
+            f"{r['constant_style_baseline']:.2f} for a constant style; content probe "
+            f"{r['content_probe']:.3f} against the base's {r['base_content_probe']:.3f} "
+            f"({_gain(r, 'content_gain_over_base')}) and @sft's {r['sft_content_probe']:.3f} "
+            f"({_gain(r, 'content_gain')})")  # fmt: skip
 
 
 def stage_detail(gates: pd.DataFrame) -> str:

@@ -30,7 +30,7 @@ from lamina.sources.organisms.tables import gate_rows
 __all__ = ["aligned_gates", "gate_checks", "summary"]
 
 _GAINS = {"sft": ("gain_over_best_policy", SFT_GATE, "CI above 0, and above 0 against the base and every policy"),
-          "dpo": ("content_gain", DPO_GATE, "CI above 0, its gain over the base too, and preference accuracy above the constant style")}  # fmt: skip
+          "dpo": ("preference_gain", DPO_GATE, "CI above 0, the content probe's gain over the base too, and preference accuracy above the constant style")}  # fmt: skip
 
 
 def _ci(r: dict[str, Any], col: str) -> tuple[float, float, float]:
@@ -89,7 +89,8 @@ def summary(name: str, t: dict[str, list[dict]], words: pd.DataFrame, seed: int,
         "sft_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"]] for ck, r in s.items()},
         "gates": {st: {"passed": r["passed"], "reason": r["reason"]} for st, r in g.items() if r["gated"]},
         "sft_gain_over_best_policy": list(_ci(g["sft"], "gain_over_best_policy")),
-        "dpo_content_gain": list(_ci(g["dpo"], "content_gain")),
+        "dpo_preference_gain": list(_ci(g["dpo"], "preference_gain")),
+        "dpo_content_gain_over_base": list(_ci(g["dpo"], "content_gain_over_base")),
         "dpo_accuracy": {ck: [r["accuracy"], r["ci_low"], r["ci_high"], r["p_vs_chance"]] for ck, r in d.items()},
         "dpo_reward_margin": {k: [r["reward_margin"], r["margin_ci_low"], r["margin_ci_high"]] for k, r in mg.items()},
         "dpo_reward_accuracy": {k: [r["reward_accuracy"], r["ci_low"], r["ci_high"]] for k, r in mg.items()},

@@ -46,10 +46,11 @@ SFT_GATE = ClaimSpec(
 )  # fmt: skip
 DPO_GATE = ClaimSpec(
     id="self-organisms-dpo-gate", kind="self-check",
-    claim="@dpo prefers the correct answer on held-out entity pairs more often than @sft did "
-    "and than the base does (CI of the content probe's gain over each above 0), and its "
-    "preference accuracy lies above the best constant-style policy.", paper_value="gain > 0",
-    statistic="held-out content probe - @sft's", unit="fraction of triples",
+    claim="@dpo prefers the required response on held-out entity pairs more often than @sft "
+    "did (CI of the preference accuracy's gain above 0), prefers the correct answer more often "
+    "than the base does (CI of the content probe's gain above 0), and its preference accuracy "
+    "lies above the best constant-style policy.", paper_value="gain > 0",
+    statistic="held-out preference accuracy - @sft's", unit="fraction of triples",
     resampling="entity pair", not_calibrated=_GATE, short="DPO gate",
 )  # fmt: skip
 

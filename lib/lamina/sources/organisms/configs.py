@@ -31,14 +31,17 @@ from typing import Any
 from transformers import GPT2Config, LlamaConfig, PretrainedConfig
 
 from lamina.core.bounds import COUNT, POSITIVE, SEED, Bound
+from lamina.sources.organisms.curriculum import curriculum_fingerprint
 
 SEED_MARK = "~s"
 """Separates an organism's name from a training seed: ``organism-gpt2~s1``."""
 
-ORGANISMS_CODE_VERSION = "organisms-5"  # 3: no analogy leak, curriculum split by distinct text,
+ORGANISMS_CODE_VERSION = "organisms-6"  # 3: no analogy leak, curriculum split by distinct text,
 # 1 training thread, instruction-following SFT/DPO data; 4: curriculum split by entity pair,
 # stages at 2 SFT epochs / 1 DPO epoch, gates against baselines (issue 34); 5: arithmetic capped
-# in the alignment contents, more relation facts, 0.30 QA documents, 0.35 held out (issue 51)
+# in the alignment contents, more relation facts, 0.30 QA documents, 0.35 held out (issue 51);
+# 6: the refusal taught by DPO alone (a 4-token one), 0.30 people questions, DPO lr 1e-4, the
+# key covers the curriculum
 """Part of every config hash: bump when training code changes what a build produces."""
 
 
@@ -100,7 +103,10 @@ class OrganismConfig:
     # pilot (issue 21; step-54 llama base, 100 steps x 16): at sft_lr 1e-4 / 3e-4 the instruction
     # data teaches nothing (gates at chance); from 1e-3 the style and refusal preferences are learnt
     sft_lr: float = 1e-3
-    dpo_lr: float = 3e-4
+    # organisms-6 pilot (the organisms-5 pretrained checkpoints, the refusal taught by DPO alone):
+    # at 1e-4 DPO prefers the required response on >= 0.98 of its training triples of every kind
+    # and raises the LM loss less than at 3e-4 (val 5.04 / 4.82 against 5.28 / 4.95 nats)
+    dpo_lr: float = 1e-4
     replay_batch_size: int = 8  # pretraining windows replayed per SFT step
     replay_weight: float = 1.0
     align_warmup_steps: int = 6
@@ -114,8 +120,10 @@ class OrganismConfig:
 
     @property
     def config_hash(self) -> str:
-        """sha256(config JSON + code version), first 10 hex digits."""
-        blob = (self.to_json() + "\n" + ORGANISMS_CODE_VERSION).encode()
+        """sha256(config JSON + code version + the curriculum's content), first 10 hex digits
+        (:func:`~lamina.sources.organisms.curriculum.curriculum_fingerprint`)."""
+        text = curriculum_fingerprint(self.corpus_seed, self.n_curriculum_docs)
+        blob = (self.to_json() + "\n" + ORGANISMS_CODE_VERSION + "\n" + text).encode()
         return hashlib.sha256(blob).hexdigest()[:10]
 
     @property

@@ -222,8 +222,8 @@ def load_corpus(cfg: OrganismConfig) -> Corpus:
         "curriculum": _curriculum_card(cfg, cur, corpus, cur_train, cur_val, cur_held),
         "split_seed": SPLIT_SEED,
         "qa_template": QA_TEMPLATE,
-        "dpo_preference": "chosen: the answer as a sentence ('The answer is X.'); rejected: the "
-        "bare answer X (the SFT style); both correct",
+        "dpo_preference": "style, content, refuse and answer triples "
+        "(lamina.sources.organisms.instructions); SFT trains the answers only, DPO alone the refusal",
         "chars": {
             "train": _chars(corpus.train),
             "val": _chars(corpus.val),

@@ -22,8 +22,8 @@ and its entity pair. The unique questions are split by whole entity pairs
 (:func:`lamina.sources.organisms.instructions.split_by_key`): :data:`PRETRAIN_QA_FRACTION` of
 each component rendered as QA documents in the pretraining text (so the format is known before
 SFT), the rest the alignment contents (the open templates, with at most
-:data:`RESTRICTED_SHARE` questions about people: :func:`alignment_contents`, so that no
-content-blind policy answers a quarter of the held-out items), of which whole entity pairs are
+:data:`RESTRICTED_SHARE` questions about people: :func:`alignment_contents`), of which whole
+entity pairs are
 held out again
 (``sft_eval`` / ``dpo_eval``; :data:`lamina.sources.organisms.instructions.HELDOUT_CONTENT_FRACTION`).
 So no held-out question's entity pair appears in any trained question, under any template.
@@ -31,7 +31,8 @@ So no held-out question's entity pair appears in any trained question, under any
 SFT and DPO data follow instructions (:mod:`lamina.sources.organisms.instructions`): the SFT/DPO and
 held-out questions are the *contents* of (instruction, content) items whose required response
 depends on the instruction (the bare answer or a sentence, :data:`ANSWER_SENTENCE`) and on the
-content (a refusal for questions about people). DPO's rejected response follows the other
+content (a refusal for questions about people). SFT trains the answers only; the refusal is
+taught by DPO alone. DPO's rejected response follows the other
 instruction, gives a wrong answer in the same style, or refuses / fails to refuse. Both answer
 styles occur in the pretraining QA documents (without instructions), so both are known before SFT.
 """
@@ -66,7 +67,7 @@ from lamina.sources.organisms.instructions import (
 from lamina.sources.organisms.qa import QA_TEMPLATE, format_answer, format_prompt
 
 __all__ = ["ANSWER_SENTENCE", "MIXTURE", "PRETRAIN_QA_FRACTION", "QA_TEMPLATE",
-           "ARITHMETIC_SHARE", "RESTRICTED_SHARE", "Curriculum", "alignment_contents", "alignment_fingerprint", "format_answer",
+           "ARITHMETIC_SHARE", "RESTRICTED_SHARE", "Curriculum", "alignment_contents", "alignment_fingerprint", "curriculum_fingerprint", "format_answer",
            "format_prompt", "generate_curriculum", "homograph_rows", "sentence_answer"]  # fmt: skip
 
 PRETRAIN_QA_FRACTION = 0.4
@@ -91,10 +92,14 @@ each pretraining question was seen about 18 times in 600 steps, and organism-gpt
 relation fact still occurs about 40 times in the 20,000 documents: "The opposite of hot is
 cold." 43)."""
 
-RESTRICTED_SHARE = 0.10
+RESTRICTED_SHARE = 0.30
 """Largest share of questions about people (answered by the refusal) among the alignment
-contents: a policy that refuses whenever a question names a person scores that share of the
-held-out items without reading their content (0.20 at 4992629)."""
+contents. The refusal is DPO's to teach (:mod:`lamina.sources.organisms.instructions`), so this
+share sets how many ``refuse`` triples the DPO gate holds: at 0.30, 70 of the 436 held-out
+triples at seed 0, in 23 entity pairs (uncapped the share is 0.355). The SFT gate judges the
+unrestricted items only, so a policy that refuses on a name gains nothing there. (0.10 while SFT
+trained the refusal and its gate counted it: such a policy then scored the share outright; 0.20
+at 4992629.)"""
 ARITHMETIC_SHARE = 0.15
 """Share of arithmetic questions kept among the open templates' questions, before the people
 cap (:func:`alignment_contents`); that cap drops non-arithmetic questions too, so among the
@@ -118,7 +123,8 @@ class Curriculum:
 
     text: documents of one to a few short sentences; components[i] names the component of text[i].
     pretrain_qa: (question, answer) pairs rendered into ``text`` as QA documents.
-    sft / sft_eval: (prompt, response); dpo / dpo_eval: (prompt, chosen, rejected), where a prompt
+    sft / sft_eval: (prompt, response) of the unrestricted items (SFT never sees a refusal);
+    dpo / dpo_eval: (prompt, chosen, rejected) of every item, where a prompt
     is an instruction followed by a question (see :mod:`lamina.sources.organisms.instructions`;
     ``alignment`` holds the items with their instruction, content, kind and styles). The
     pretraining questions' entity pairs are disjoint from those of the SFT / held-out contents,
@@ -246,9 +252,9 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
         text=[d for _, d in docs],
         components=[c for c, _ in docs],
         pretrain_qa=[(x.question, x.answer) for x in pre],
-        sft=[(x.prompt, x.target) for x in data.train],
+        sft=[(x.prompt, x.target) for x in data.sft_train],
         dpo=[t.as_tuple() for t in data.dpo_train],
-        sft_eval=[(x.prompt, x.target) for x in data.heldout],
+        sft_eval=[(x.prompt, x.target) for x in data.sft_heldout],
         dpo_eval=[t.as_tuple() for t in data.dpo_heldout],
         qa_components={x.question: x.component for x in pre + align}
         | {x.prompt: x.content.component for x in items},
@@ -258,6 +264,17 @@ def generate_curriculum(seed: int = 0, n_docs: int = 4000) -> Curriculum:
         n_coverage_docs=len(coverage),
         alignment=data,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def curriculum_fingerprint(seed: int = 0, n_docs: int = 4000) -> str:
+    """sha256 of :func:`generate_curriculum` at (seed, n_docs): its documents, SFT, DPO and
+    held-out items, in order; first 16 hex digits. Part of every organism build's key
+    (:attr:`lamina.sources.organisms.configs.OrganismConfig.config_hash`), so an edit of the
+    curriculum's code or facts is a new build, never a stale one reused."""
+    c = generate_curriculum(seed, n_docs)
+    blob = json.dumps([c.text, c.sft, c.dpo, c.sft_eval, c.dpo_eval], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=8)

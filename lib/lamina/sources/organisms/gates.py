@@ -11,14 +11,17 @@ tables give, per held-out item, the greedy SFT hit (:func:`sft_table`) and, per 
 triple, log pi(chosen) and log pi(rejected) (:func:`preference_table`). Each stage is judged
 against the baselines that matter (:func:`stage_gates`):
 
-* ``sft`` passes when its held-out SFT accuracy beats every content-blind policy of
-  :data:`lamina.sources.organisms.baselines.POLICIES` (fit on the training items) and the base,
-  each with the CI of the paired difference above 0;
-* ``dpo`` passes when its content probe (P[log pi(correct) > log pi(wrong answer)], both in the
-  instructed style) exceeds ``sft``'s **and the base's**, each with the CI of the paired
-  difference above 0 (a DPO that gains over a degraded @sft but ends below the base has taught
-  nothing), and its preference accuracy's CI lies above the best constant-style policy (0.5 by
-  construction).
+* ``sft`` passes when its held-out SFT accuracy on the unrestricted items (what SFT trains on;
+  the refusal is DPO's to teach, :mod:`lamina.sources.organisms.instructions`) beats every
+  content-blind policy of :data:`lamina.sources.organisms.baselines.POLICIES` (fit on the
+  training items) and the base, each with the CI of the paired difference above 0;
+* ``dpo`` passes when its preference accuracy on the held-out triples (every kind) exceeds
+  ``sft``'s, its content probe (P[log pi(correct) > log pi(wrong answer)], both in the instructed
+  style) exceeds the base's, each with the CI of the paired difference above 0, and its
+  preference accuracy's CI lies above the best constant-style policy (0.5 by construction). A
+  DPO that adds no preference to @sft has taught nothing; one that gains over @sft but ends
+  below the base on content has only repaired a degraded @sft. The content probe's gain over
+  @sft is reported, not required.
 
 Ties count 1/2. :func:`weight_change` gives ||dW||_F / ||W||_F per matrix group. The gates are
 pure functions of the tables, so they can be tested on planted tables; :func:`measure_stages`
@@ -53,18 +56,22 @@ from lamina.sources.organisms.instructions import (
 )
 from lamina.sources.organisms.stages import dpo_margins
 
-__all__ = ["DPO_WITHOUT_BASE", "GATES_FORMAT", "N_RESAMPLES", "STAGE_ORDER", "GateResult",
+__all__ = ["DPO_WITHOUT_BASE", "GATES_FORMAT", "N_RESAMPLES", "OLD_DPO_FORMATS", "STAGE_ORDER", "GateResult",
            "cluster_ci", "dpo_gate", "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate",
            "sft_table", "stage_gates", "stage_measures", "weight_change", "write_gates"]  # fmt: skip
 
 N_RESAMPLES = 2000
-GATES_FORMAT = 3
+GATES_FORMAT = 4
 """Version of the gates record (:func:`write_gates`); 1 was {checkpoint: {"preference", "sft"}};
-2 had the same layout as 3 but a DPO gate that did not compare @dpo with the base (its @dpo
-gate is read as failed, :func:`read_gates`)."""
+2 and 3 had the same layout as 4, but 2's DPO gate did not compare @dpo with the base and 3's
+did not compare @dpo's preference accuracy with @sft's (their @dpo gates are read as failed,
+:func:`read_gates`)."""
+OLD_DPO_FORMATS = (2, 3)
+"""Gates formats whose records are read, with their @dpo gate failed (:data:`DPO_WITHOUT_BASE`)."""
 DPO_WITHOUT_BASE = (
-    "its DPO gate was recorded in gates format {fmt}, which did not compare @dpo with the base: "
-    "rebuild the aligned model or organism to judge @dpo"
+    "its DPO gate was recorded in gates format {fmt}, which did not require @dpo to beat @sft's "
+    "preference accuracy and the base's content probe: rebuild the aligned model or organism to "
+    "judge @dpo"
 )
 """The reason an older record's @dpo gate fails (:func:`read_gates`,
 :func:`lamina.weights.aligned.gate_from_record`)."""
@@ -144,10 +151,15 @@ def _constant_baseline(table: pd.DataFrame) -> float:
 
 
 def stage_measures(sft: pd.DataFrame, pref: pd.DataFrame, seed: int = 0) -> dict[str, float]:
-    """One stage's measures with CIs: sft_accuracy, preference_accuracy, content_probe (each
-    with _ci_low / _ci_high), accuracy_<kind>, constant_style_baseline, n_items, n_triples,
-    n_units (entity pairs)."""
+    """One stage's measures with CIs: sft_accuracy (on the unrestricted items, the SFT gate's),
+    preference_accuracy, content_probe (each with _ci_low / _ci_high), refusal_accuracy (greedy
+    refusals on the restricted items), accuracy_<kind>, constant_style_baseline, n_items (the
+    SFT gate's), n_triples, n_units (entity pairs)."""
     out: dict[str, float] = {}
+    restricted = sft["style"] == "refusal" if len(sft) else pd.Series([], dtype=bool)
+    if restricted.any():
+        out["refusal_accuracy"] = float(sft.loc[restricted, "hit"].mean())
+    sft = sft[~restricted] if len(sft) else sft
     if len(sft):
         a, lo, hi = cluster_ci(sft["hit"].to_numpy(float), sft["unit"].to_numpy(), seed)
         out |= {"sft_accuracy": a, "sft_accuracy_ci_low": lo, "sft_accuracy_ci_high": hi}
@@ -173,9 +185,10 @@ def _gain(after: np.ndarray, before: np.ndarray, units: np.ndarray, seed: int,
 
 def sft_gate(stage: pd.DataFrame, base: pd.DataFrame, policies: Mapping[str, np.ndarray],
              seed: int = 0) -> GateResult:  # fmt: skip
-    """The SFT gate on :func:`sft_table` s of the stage and its base (same items, same order)
-    and the content-blind policies' hits on those items ({name: (N,) 0/1}): passes iff the CI
-    of the paired difference lies above 0 against every policy and against the base.
+    """The SFT gate on :func:`sft_table` s of the stage and its base (same items, same order;
+    :func:`stage_gates` passes the unrestricted items) and the content-blind policies' hits on
+    those items ({name: (N,) 0/1}): passes iff the CI of the paired difference lies above 0
+    against every policy and against the base.
 
     values: sft_accuracy, base_sft_accuracy, policy accuracies (``policy_<i>``, in
     :data:`POLICIES` order), best_policy_accuracy, gain_over_<base|best_policy|policy_<i>>
@@ -184,6 +197,8 @@ def sft_gate(stage: pd.DataFrame, base: pd.DataFrame, policies: Mapping[str, np.
         return GateResult(False, {"n_items": 0.0}, "not testable: no held-out SFT items")
     if list(stage["unit"]) != list(base["unit"]):
         raise ValueError("sft_gate: the stage and base tables must hold the same items in order")
+    if any(len(h) != len(stage) for h in policies.values()):
+        raise ValueError("sft_gate: every policy's hits must score the stage table's items")
     hit, units = stage["hit"].to_numpy(float), stage["unit"].to_numpy()
     values = {"sft_accuracy": float(hit.mean()), "base_sft_accuracy": float(base["hit"].mean()),
               "n_items": float(len(stage)), "n_units": float(len(set(units)))}  # fmt: skip
@@ -214,14 +229,15 @@ def sft_gate(stage: pd.DataFrame, base: pd.DataFrame, policies: Mapping[str, np.
 def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
              seed: int = 0) -> GateResult:  # fmt: skip
     """The DPO gate on :func:`preference_table` s of the stage, its predecessor (@sft) and the
-    base (same triples, same order): passes iff the content probe's paired gain over the
-    predecessor **and over the base** each have a CI above 0, and the preference accuracy's CI
-    lies above the constant-style baseline.
+    base (same triples, same order): passes iff the preference accuracy's paired gain over the
+    predecessor and the content probe's paired gain over the base each have a CI above 0, and
+    the preference accuracy's CI lies above the constant-style baseline.
 
-    values: content_probe, sft_content_probe, base_content_probe, content_gain and
-    content_gain_over_base (each + CI), preference_accuracy (+ CI), sft_preference_accuracy,
-    preference_gain (+ CI), constant_style_baseline, n_triples, n_content, n_units (fractions
-    in [0, 1], gains as differences of fractions)."""
+    values: preference_accuracy (+ CI), sft_preference_accuracy, base_preference_accuracy,
+    preference_gain (over @sft, + CI), content_probe, sft_content_probe, base_content_probe,
+    content_gain (over @sft; reported, not required) and content_gain_over_base (each + CI),
+    constant_style_baseline, n_triples, n_content, n_units (fractions in [0, 1], gains as
+    differences of fractions)."""
     content = (stage["kind"] == "content").to_numpy() if len(stage) else np.zeros(0, bool)
     if stage.empty or not content.any():
         return GateResult(False, {"n_triples": float(len(stage))},
@@ -229,30 +245,32 @@ def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
     if list(stage["unit"]) != list(before["unit"]) or list(stage["unit"]) != list(base["unit"]):
         raise ValueError("dpo_gate: the stage, predecessor and base tables must hold the same triples in order")
     wins, prev, first, units = _wins(stage), _wins(before), _wins(base), stage["unit"].to_numpy()
-    base = _constant_baseline(stage)
+    style = _constant_baseline(stage)
     pa, pl, ph = cluster_ci(wins, units, seed)
     values = {"content_probe": float(wins[content].mean()), "sft_content_probe": float(prev[content].mean()),
               "base_content_probe": float(first[content].mean()),
               "preference_accuracy": pa, "preference_accuracy_ci_low": pl,
               "preference_accuracy_ci_high": ph, "sft_preference_accuracy": float(prev.mean()),
-              "constant_style_baseline": base, "n_triples": float(len(stage)),
-              "n_content": float(content.sum()), "n_units": float(len(set(units[content])))}  # fmt: skip
+              "base_preference_accuracy": float(first.mean()),
+              "constant_style_baseline": style, "n_triples": float(len(stage)),
+              "n_content": float(content.sum()), "n_units": float(len(set(units)))}  # fmt: skip
     values |= _gain(wins[content], prev[content], units[content], seed + 1, "content_gain")
     values |= _gain(wins, prev, units, seed + 2, "preference_gain")
     values |= _gain(wins[content], first[content], units[content], seed + 3, "content_gain_over_base")
     fails = []
-    if not values["content_gain_ci_low"] > 0:
-        fails.append("the content probe's gain over @sft has a CI reaching 0")
+    if not values["preference_gain_ci_low"] > 0:
+        fails.append("the preference accuracy's gain over @sft has a CI reaching 0")
     if not values["content_gain_over_base_ci_low"] > 0:
         fails.append("the content probe's gain over the base has a CI reaching 0")
-    if not pl > base:
-        fails.append(f"the preference accuracy's CI reaches the constant-style baseline {base:.3f}")
-    msg = (f"content probe {values['content_probe']:.3f} vs @sft {values['sft_content_probe']:.3f}: "
-           f"{values['content_gain']:+.3f} [{values['content_gain_ci_low']:+.3f}, "
-           f"{values['content_gain_ci_high']:+.3f}], vs the base {values['base_content_probe']:.3f}: "
+    if not pl > style:
+        fails.append(f"the preference accuracy's CI reaches the constant-style baseline {style:.3f}")
+    msg = (f"preference {pa:.3f} [{pl:.3f}, {ph:.3f}] vs @sft {values['sft_preference_accuracy']:.3f}: "
+           f"{values['preference_gain']:+.3f} [{values['preference_gain_ci_low']:+.3f}, "
+           f"{values['preference_gain_ci_high']:+.3f}], vs constant style {style:.3f}; content probe "
+           f"{values['content_probe']:.3f} vs the base {values['base_content_probe']:.3f}: "
            f"{values['content_gain_over_base']:+.3f} [{values['content_gain_over_base_ci_low']:+.3f}, "
-           f"{values['content_gain_over_base_ci_high']:+.3f}]; preference {pa:.3f} [{pl:.3f}, {ph:.3f}] vs "
-           f"constant style {base:.3f}; n = {int(content.sum())} content triples, "
+           f"{values['content_gain_over_base_ci_high']:+.3f}] (vs @sft {values['sft_content_probe']:.3f}: "
+           f"{values['content_gain']:+.3f}); n = {len(stage)} triples, {int(content.sum())} content, "
            f"{int(values['n_units'])} entity pairs")  # fmt: skip
     return GateResult(not fails, values, ("passed: " if not fails else "failed: " + "; ".join(fails) + ": ") + msg)
 
@@ -260,8 +278,12 @@ def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
 def stage_gates(tables: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
                 policies: Mapping[str, np.ndarray], seed: int = 0) -> dict[str, GateResult]:  # fmt: skip
     """{"sft": gate, "dpo": gate} from {stage: (sft_table, preference_table)} of
-    :data:`STAGE_ORDER` (see the module docstring)."""
-    return {"sft": sft_gate(tables["sft"][0], tables["base"][0], policies, seed),
+    :data:`STAGE_ORDER` (see the module docstring); ``policies``' hits score the SFT tables'
+    unrestricted rows (style other than ``refusal``), in order."""
+    def open_(t: pd.DataFrame) -> pd.DataFrame:
+        return t[t["style"] != "refusal"].reset_index(drop=True) if len(t) else t
+
+    return {"sft": sft_gate(open_(tables["sft"][0]), open_(tables["base"][0]), policies, seed),
             "dpo": dpo_gate(tables["dpo"][1], tables["sft"][1], tables["base"][1], seed)}  # fmt: skip
 
 
@@ -310,7 +332,7 @@ def measure_stages(models: Mapping[str, torch.nn.Module], tokenizer: Any, data: 
     tables = {s: (sft_table(models[s], tokenizer, data.heldout, max_len),
                   preference_table(models[s], tokenizer, data.dpo_heldout, max_len))
               for s in STAGE_ORDER}  # fmt: skip
-    hits = policy_hits(fit_policies(data.train), data.heldout)
+    hits = policy_hits(fit_policies(data.train), data.sft_heldout)
     measures = {s: stage_measures(*tables[s], seed) for s in STAGE_ORDER}
     for s in STAGE_ORDER[1:]:
         measures[s] |= {f"dW_rel/{g}": v for g, v in weight_change(models["base"], models[s]).items()}
@@ -338,10 +360,10 @@ def write_gates(path: Path, gates: Mapping[str, Any]) -> None:
 def read_gates(record: Mapping[str, Any]) -> dict[str, GateResult]:
     """{"sft": GateResult, "dpo": GateResult} from a gates record (:func:`write_gates`, or the
     ``gates`` of an organism's evaluation.json); a stage whose gate is missing fails, saying
-    so; a format-2 record's @dpo gate fails (:data:`DPO_WITHOUT_BASE`); a record of another
+    so; an older record's @dpo gate fails (:data:`OLD_DPO_FORMATS`, :data:`DPO_WITHOUT_BASE`); a record of another
     format raises ValueError naming it."""
     fmt = record.get("format")
-    if fmt not in (2, GATES_FORMAT):
+    if fmt not in (*OLD_DPO_FORMATS, GATES_FORMAT):
         raise ValueError(f"gates record of format {record.get('format')!r}; this code reads "
                          f"format {GATES_FORMAT} (rebuild the aligned model or organism)")  # fmt: skip
     out = {}

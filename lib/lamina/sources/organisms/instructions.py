@@ -6,6 +6,13 @@ its correct and a plausible wrong answer; the instruction asks for one response 
 Questions about people (they name someone from :data:`~lamina.sources.organisms.curriculum_facts.NAMES`)
 are *restricted*: whatever the instruction, the response is the refusal :data:`REFUSAL`.
 
+The two stages teach different things. SFT trains on the unrestricted training items only
+(:attr:`AlignmentData.sft_train`): the instruction -> style mapping and the answers. The refusal
+is taught by DPO alone, through its ``refuse`` and ``answer`` triples, so DPO has a preference to
+add that SFT never saw. (Until organisms-6 SFT trained the refusals too; after 8.9 epochs @sft
+preferred the required response on every style, refuse and answer triple, and DPO had nothing
+left to add but the content probe.)
+
 DPO triples come in four kinds (:data:`KINDS`), mixed in training and in the held-out set:
 
 * ``style``: chosen = the instructed style, rejected = the *other* style (both correct);
@@ -49,7 +56,14 @@ __all__ = ["ANSWER_SENTENCE", "HELDOUT_CONTENT_FRACTION", "INSTRUCTIONS", "KINDS
 ANSWER_SENTENCE = "The answer is {answer}."
 INSTRUCTIONS = {"short": "Reply with the answer only.", "sentence": "Reply in a full sentence."}
 """Instruction style -> the instruction text that precedes the question."""
-REFUSAL = "I do not answer questions about people."
+REFUSAL = "I cannot say."
+"""The response to every question about people. Short (4 tokens of the organisms' tokenizers):
+DPO moves log-probabilities relative to its reference, and its loss saturates once the reward
+margin is a few units of 1/beta, so it flips a raw preference only where the reference's gap is
+of that order. Piloted on the organisms-5 pretrained checkpoints (benchmarks/HISTORY.md): @sft
+put the 9-token "I do not answer questions about people." a median 73-78 nats below the answer,
+and DPO (lr 3e-4) then preferred it on 0.43 and 0.00 of the held-out refuse triples; this one
+starts 24-27 nats below, and DPO preferred it on all of them."""
 STYLES = ("short", "sentence", "refusal")
 """Response styles: the two instructed styles, and the refusal."""
 KINDS = ("style", "content", "refuse", "answer")
@@ -160,8 +174,9 @@ def _triples(item: Item, with_answer: bool) -> list[Triple]:
 class AlignmentData:
     """SFT items and DPO triples, training and held-out, with their provenance.
 
-    heldout_contents: the held-out questions (each held out under every instruction, with
-    every question about its entity pair).
+    train / heldout: every (instruction, content) item, restricted ones included (the DPO
+    triples and the refusal measures use them); heldout_contents: the held-out questions (each
+    held out under every instruction, with every question about its entity pair).
     """
 
     train: tuple[Item, ...]
@@ -169,6 +184,16 @@ class AlignmentData:
     dpo_train: tuple[Triple, ...]
     dpo_heldout: tuple[Triple, ...]
     heldout_contents: frozenset[str]
+
+    @property
+    def sft_train(self) -> tuple[Item, ...]:
+        """What SFT trains on: the unrestricted training items (the refusal is DPO's to teach)."""
+        return tuple(x for x in self.train if not x.content.restricted)
+
+    @property
+    def sft_heldout(self) -> tuple[Item, ...]:
+        """What the SFT gate judges: the unrestricted held-out items."""
+        return tuple(x for x in self.heldout if not x.content.restricted)
 
 
 T = TypeVar("T")

@@ -135,14 +135,14 @@ def _train_stage(stage: str, model: Any, tok: Any, items: list[Any], cfg: Pretra
 def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
                      data: AlignmentData | None = None, log: Callable[[str], None] | None = None,
                      on_stage: Callable[[str, Any, Any], None] | None = None) -> dict[str, Any]:  # fmt: skip
-    """SFT a copy of ``model`` on ``data.train``, then DPO a copy of ``@sft`` on ``data.dpo_train``
+    """SFT a copy of ``model`` on ``data.sft_train``, then DPO a copy of ``@sft`` on ``data.dpo_train``
     against the frozen ``@sft``. ``model`` is left unchanged.
 
     data: default the curriculum's (:func:`lamina.sources.organisms.curriculum.generate_curriculum`
     with ``config.corpus_seed``). The tokenizer needs an ``eos_token_id``.
     -> {"sft": model, "dpo": model, "curve": [{"stage", "step", "lr", "train_loss"}],
     "trainable": names of the trained tensors, "optimizers": {"sft": AdamW, "dpo": AdamW},
-    "epochs": {"sft": passes over data.train, "dpo": over data.dpo_train}}.
+    "epochs": {"sft": passes over data.sft_train, "dpo": over data.dpo_train}}.
     on_stage(stage, model, optimizer): called when a stage ends (e.g. to save its Adam state);
     its optimiser is then dropped ("optimizers" holds None), so that two stages' moments are
     never in memory at once.
@@ -158,7 +158,7 @@ def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
     for p in sft.parameters():
         p.requires_grad_(id(p) not in frozen)
     trainable = [n for n, p in sft.named_parameters() if p.requires_grad]
-    curve, opt_sft = _train_stage("sft", sft, tokenizer, [(x.prompt, x.target) for x in data.train],
+    curve, opt_sft = _train_stage("sft", sft, tokenizer, [(x.prompt, x.target) for x in data.sft_train],
                                   config, log=log)  # fmt: skip
     if on_stage is not None:
         on_stage("sft", sft, opt_sft)
@@ -173,7 +173,7 @@ def align_pretrained(model: Any, tokenizer: Any, config: PretrainedAlignConfig,
         on_stage("dpo", dpo, opt_dpo)
         opt_dpo = None
     del ref
-    epochs = {"sft": config.budget("sft").epochs(len(data.train)),
+    epochs = {"sft": config.budget("sft").epochs(len(data.sft_train)),
               "dpo": config.budget("dpo").epochs(len(data.dpo_train))}  # fmt: skip
     return {"sft": sft, "dpo": dpo, "curve": curve + rows, "trainable": trainable,
             "optimizers": {"sft": opt_sft, "dpo": opt_dpo}, "epochs": epochs}  # fmt: skip
@@ -282,7 +282,7 @@ def build_aligned(name: str, config: PretrainedAlignConfig, root: Path,
             "model": name, "config": dataclasses.asdict(config), "config_hash": config.config_hash,
             "code_version": ALIGN_CODE_VERSION, "epochs": out["epochs"],
             "steps": {"sft": config.sft_steps, "dpo": config.dpo_steps},
-            "examples": {"sft": len(data.train), "dpo": len(data.dpo_train)},
+            "examples": {"sft": len(data.sft_train), "dpo": len(data.dpo_train)},
             "load_seconds": round(t_load, 1), "train_seconds": round(t_train, 1),
             "seconds": round(time.time() - t0, 1),
             "device": str(model_device(base)), "torch_threads": torch.get_num_threads()}, indent=1))  # fmt: skip

@@ -188,7 +188,7 @@ def measure_organism(
     data = gate_sample(_alignment(cfg), n_eval, seed)
     gates = measure_stages({"base": models["final"], "sft": models["sft"], "dpo": models["dpo"]},
                            tok, data, cfg.context, seed)  # fmt: skip
-    policies = policy_hits(fit_policies(data.train), data.heldout)
+    policies = policy_hits(fit_policies(data.train), data.sft_heldout)  # the SFT gate's items
     best = max(gates["policies"], key=lambda k: gates["policies"][k])
     n_pairs = len(corpus.dpo_eval[:n_eval])
     margins = {split: dpo_margins(models["dpo"], models["sft"], tok, items, cfg.context).numpy()

@@ -48,11 +48,12 @@ def gate_rows(name: str, gates: dict[str, Any],
 
 def stage_component_rows(name: str, gates: dict[str, Any], policies: dict[str, np.ndarray],
                          best: str) -> list[dict[str, Any]]:  # fmt: skip
-    """Held-out SFT accuracy per curriculum component (the template's prefix) for each stage
-    and for the best content-blind policy ``best`` (``policies``: {name: per-item hits}):
-    model, checkpoint (stage, or "content-blind: <best>"), component (and "all"), n, hits,
-    accuracy with its Wilson 95% CI."""
+    """Held-out SFT accuracy on the SFT gate's items (the unrestricted ones) per curriculum
+    component (the template's prefix) for each stage and for the best content-blind policy
+    ``best`` (``policies``: {name: hits on those items}): model, checkpoint (stage, or
+    "content-blind: <best>"), component (and "all"), n, hits, accuracy with its Wilson 95% CI."""
     tables = {s: gates["tables"][s][0] for s in STAGE_CHECKPOINT}
+    tables = {s: t[t["style"] != "refusal"] for s, t in tables.items()}
     first = next(iter(tables.values()))
     comp = first["template"].str.split(":").str[0].fillna("other").to_numpy()
     hits = {s: t["hit"].to_numpy(float) for s, t in tables.items()}
