@@ -85,3 +85,19 @@ def test_logit_rows_fit_the_budget():
     assert logit_rows(lm(49_152), 128) == 21  # SmolLM2
     assert logit_rows(lm(256), 32) == 64  # a tiny model: the cap
     assert logit_rows(lm(262_144), 100_000) == 1  # never 0
+
+
+def test_the_lm_objective_reads_text_the_checkpoint_has_not_trained_on():
+    """Until organisms-6 the LM run read the training split, which an organism's ``final`` had
+    seen 4.5 times: its gate failed on both organisms (held-out improvement -0.016 nats)."""
+    from types import SimpleNamespace
+
+    from lamina.weights import objective_runs
+
+    tok = _byte_tokenizer()
+    corpus = SimpleNamespace(train=["z" * 400] * 8, val=["a" * 400] * 8, heldout=["q" * 400] * 8)
+    s = SignatureSettings(objective_steps=2, objective_batch=2)
+    batches = objective_runs._batches("lm", corpus, tok, s, 16)
+    seen = {int(t) for batch in batches for w in batch for t in w}
+    val = set(tok("a")["input_ids"]) | {tok.eos_token_id}
+    assert len(batches) == 2 and seen <= val and not seen & set(tok("z")["input_ids"])

@@ -8,9 +8,10 @@ once per (model, :class:`~lamina.sources.organisms.pretrained.PretrainedAlignCon
 pretrained.build_aligned`), with the tensors that trained, the curves and the gates.
 
 A checkpoint's gate (:class:`StageGate`): ``@sft`` passes when its held-out SFT accuracy
-beats every content-blind policy and the base; ``@dpo`` when it raises the content probe over
-``@sft`` and its preference accuracy lies above the constant-style baseline, each with the 95%
-CI over entity pairs (:mod:`lamina.sources.organisms.gates`). A checkpoint without a
+beats every content-blind policy and the base; ``@dpo`` when it raises the preference accuracy
+over ``@sft``'s and the content probe over the base's, and its preference accuracy lies above
+the constant-style baseline, each with the 95% CI over entity pairs
+(:mod:`lamina.sources.organisms.gates`). A checkpoint without a
 recorded gate (an organism built before the gates existed) has none: its alignment claims
 read "not testable: alignment gate not measured". Part of
 :mod:`lamina.chapters.weight_update_signature`.

@@ -7,8 +7,14 @@ same checkpoint with everything but the loss equal: ``objective_steps`` AdamW st
 steps and cosine decay (:func:`lamina.sources.organisms.train.lr_at`), the same trainable
 parameters (all but the input embedding, which is tied to the unembedding in SmolLM2, Gemma and
 the GPT-2 organism: the prediction subspace stays the base's), no LM replay in SFT, DPO against
-the frozen checkpoint itself. The data are the organisms' (LM windows of the training split; the
-curriculum's SFT pairs and DPO triples), never the evaluation prompts. Each run keeps the AdamW
+the frozen checkpoint itself. The data are the organisms' (LM windows of the validation split;
+the curriculum's SFT pairs and DPO triples), never the evaluation prompts. Each objective's data
+are new to the checkpoint: SFT's and DPO's items were never trained on, and neither was the
+validation split, while the training split had been seen 4.5 times by an organism's
+``final``. (Until organisms-6 LM read the training split, and its gate failed on both organisms:
+held-out improvement -0.016 nats on organism-gpt2, 95% bound -0.024; on the validation split
++0.233, bound +0.191, measured on organism-gpt2's organisms-5 ``final``.) The validation split is
+disjoint from the held-out split that the gate and the subspaces read. Each run keeps the AdamW
 state of the probed maps.
 
 Each run has a gate (:func:`objective_gate`): did the objective take? Its held-out objective is
@@ -79,12 +85,12 @@ def _stream(tok: Any, docs: list[str], n_tokens: int) -> torch.Tensor:
 
 def _batches(objective: str, corpus: Any, tok: Any, s: SignatureSettings, context: int) -> list:
     """``s.objective_steps`` batches of ``s.objective_batch`` examples (seeded): LM windows of
-    ``context`` tokens from the training split; SFT pairs; DPO triples (drawn in a shuffled
-    order, repeated when the steps need more)."""
+    ``context`` tokens from the validation split (text the checkpoint has not trained on);
+    SFT pairs; DPO triples (drawn in a shuffled order, repeated when the steps need more)."""
     n, b = s.objective_steps, s.objective_batch
     gen = torch.Generator().manual_seed(s.seed + 11)
     if objective == "lm":
-        stream = _stream(tok, list(corpus.train), 4 * n * b * context)
+        stream = _stream(tok, list(corpus.val), 4 * n * b * context)
         return [list(random_windows(stream, b, context, gen)) for _ in range(n)]
     items = corpus.sft if objective == "sft" else corpus.dpo
     order = torch.randperm(len(items), generator=gen).tolist()
