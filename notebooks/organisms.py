@@ -174,7 +174,8 @@ V.samples_table(result)
 # questions that name no one; the refusal is taught by DPO alone. DPO, from `@sft` and against
 # it, prefers the required response over one that follows the other instruction, gives a wrong
 # answer in the same style, or refuses (or fails to refuse).
-# The {glue:text}`org_n_sft` held-out items ({glue:text}`org_n_dpo` preference triples) cover
+# The {glue:text}`org_n_sft` held-out items that name no one (the SFT gate's) and the
+# {glue:text}`org_n_dpo` held-out preference triples cover
 # {glue:text}`org_n_units` entity pairs that no stage trained on under any template, and every
 # 95% CI resamples those pairs (`lamina.sources.organisms.gates`).
 #

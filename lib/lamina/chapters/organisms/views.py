@@ -63,7 +63,8 @@ GATE_COLUMNS = ("model", "stage", "passed", "sft_accuracy", "sft_accuracy_ci_low
                 "content_gain_ci_high", "content_gain_over_base", "content_gain_over_base_ci_low",
                 "content_gain_over_base_ci_high", "preference_accuracy", "preference_accuracy_ci_low",
                 "preference_accuracy_ci_high", "preference_gain", "preference_gain_ci_low",
-                "preference_gain_ci_high", "refusal_accuracy", "constant_style_baseline", "n_items",
+                "preference_gain_ci_high", "preference_gain_over_base",
+                "preference_gain_over_base_ci_low", "preference_gain_over_base_ci_high", "refusal_accuracy", "constant_style_baseline", "n_items",
                 "n_triples", "n_units", "reason")  # fmt: skip
 """The gates table's columns, in order (those the run has): each stage's measures with their
 95% CIs over entity pairs, and its gate's gains over its predecessor, the base and the best

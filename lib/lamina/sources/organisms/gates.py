@@ -234,7 +234,8 @@ def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
     the preference accuracy's CI lies above the constant-style baseline.
 
     values: preference_accuracy (+ CI), sft_preference_accuracy, base_preference_accuracy,
-    preference_gain (over @sft, + CI), content_probe, sft_content_probe, base_content_probe,
+    preference_gain (over @sft) and preference_gain_over_base (reported, not required; each +
+    CI), content_probe, sft_content_probe, base_content_probe,
     content_gain (over @sft; reported, not required) and content_gain_over_base (each + CI),
     constant_style_baseline, n_triples, n_content, n_units (fractions in [0, 1], gains as
     differences of fractions)."""
@@ -257,6 +258,7 @@ def dpo_gate(stage: pd.DataFrame, before: pd.DataFrame, base: pd.DataFrame,
     values |= _gain(wins[content], prev[content], units[content], seed + 1, "content_gain")
     values |= _gain(wins, prev, units, seed + 2, "preference_gain")
     values |= _gain(wins[content], first[content], units[content], seed + 3, "content_gain_over_base")
+    values |= _gain(wins, first, units, seed + 4, "preference_gain_over_base")
     fails = []
     if not values["preference_gain_ci_low"] > 0:
         fails.append("the preference accuracy's gain over @sft has a CI reaching 0")
