@@ -178,11 +178,26 @@ def test_a_build_records_the_commit_it_started_from(tmp_path, monkeypatch):
     """At abcc409 a build started before a commit recorded that later commit (read when
     build.json was written, 33 minutes on): the commit whose code runs is the one at the start;
     a commit made meanwhile is recorded beside it."""
+    import subprocess
+
     from lamina.core import provenance
 
-    calls = iter(["a" * 40, *["b" * 40 + "+dirty"] * 10])
-    monkeypatch.setattr(provenance, "git_commit", lambda: next(calls))
+    # the checkout as git reports it: HEAD "a", clean; then, from the first read during
+    # training on, HEAD "b" with local changes. git_commit is cached (lru_cache), as at fb10f03,
+    # when a commit made during the organisms-6 build went unrecorded.
+    state = {"reads": 0}
+
+    def run(cmd, **kw):
+        late = state["reads"] >= 2
+        state["reads"] += 1
+        out = ("b" * 40 if late else "a" * 40) if "rev-parse" in cmd else (" M x.py" if late else "")
+        return subprocess.CompletedProcess(cmd, 0, stdout=out + "\n", stderr="")
+
+    provenance.git_commit.cache_clear()
+    provenance.git_commit()  # a value cached before the build, as in a long-lived process
+    monkeypatch.setattr(provenance.subprocess, "run", run)
     organisms.build("organism-gpt2-micro", root=tmp_path, progress=False, log=lambda s: None)
+    provenance.git_commit.cache_clear()
     (folder,) = tmp_path.glob("organism-gpt2-micro-*")
     record = json.loads((folder / "build.json").read_text())
     assert record["lamina_commit"] == "a" * 40

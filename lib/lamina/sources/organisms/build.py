@@ -177,6 +177,7 @@ def build_into(
     (a commit made during a long build is ``lamina_commit_at_end``)."""
     from lamina.core.provenance import git_commit, provenance
 
+    git_commit.cache_clear()  # the commit now, not one this process read earlier
     t0, c0, commit = time.time(), time.process_time(), git_commit()
     with threads(num_threads(cfg)):
         folder.mkdir(parents=True)
@@ -201,6 +202,7 @@ def build_into(
         write_json(folder / "evaluation.json", ev)
         card = dict(corpus.card)
         card["tokens"] = {k: len(v) for k, v in streams.items()}
+        git_commit.cache_clear()  # git_commit is cached: read the checkout again
         end = git_commit()
         write_json(
             folder / BUILD_MARKER,
