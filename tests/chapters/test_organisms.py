@@ -85,7 +85,8 @@ def test_perplexities_match_the_build_evaluation(result):
 
 @pytest.mark.slow
 def test_accuracies_per_component_and_kind_add_up_and_their_cis_bracket_them(result):
-    """Quick mode gates a seeded sample of 32 held-out items (and 64 triples); the per-component
+    """Quick mode gates a seeded sample of 32 held-out items (the SFT gate those that name no
+    one) and 64 triples; the per-component
     SFT and per-kind preference rows add up to the totals, which are the gates' own."""
     for kind in ("sft", "dpo"):
         t = result.tables[f"{kind}_accuracy"]
@@ -94,8 +95,9 @@ def test_accuracies_per_component_and_kind_add_up_and_their_cis_bracket_them(res
     sft, gates = result.tables["sft_accuracy"], result.tables["gates"]
     for name in MICRO:
         rows = sft[(sft["model"] == name) & (sft["component"] == "all")].set_index("checkpoint")
-        assert (rows["n"] == 32).all()
         g = gates[gates["model"] == name].set_index("stage")
+        # the SFT gate's items: those of the 32 sampled that name no one (the refusal is DPO's)
+        assert 0 < rows["n"].iloc[0] <= 32 and (rows["n"] == g.loc["sft", "n_items"]).all()
         for stage in ("base", "sft", "dpo"):
             assert rows.loc[stage, "accuracy"] == pytest.approx(g.loc[stage, "sft_accuracy"])
         blind = [c for c in rows.index if c.startswith("content-blind")]

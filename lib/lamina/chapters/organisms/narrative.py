@@ -195,7 +195,8 @@ def _bpb_compare(result: OrganismsResult, shown: pd.DataFrame, source: str) -> s
 
 
 def _stage_spans(result: OrganismsResult) -> None:
-    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (entity pairs), and the
+    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (the held-out entity pairs
+    of each organism: those of its SFT-gate items and triples together), and the
     span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
     best content-blind policy's), org_probe_{base,sft,acc} (content probe), org_pref_{base,sft,acc}
     (preference accuracy) and org_refusal_{base,sft,acc} (greedy refusals on the held-out
@@ -206,7 +207,7 @@ def _stage_spans(result: OrganismsResult) -> None:
     blind = pick(pol[pol["checkpoint"].str.startswith("content-blind")], component="all")
     glue("org_n_sft", span(g["n_items"].tolist(), "{:.0f}"))
     glue("org_n_dpo", span(g["n_triples"].tolist(), "{:.0f}"))
-    glue("org_n_units", span(g["n_units"].tolist(), "{:.0f}"))
+    glue("org_n_units", span(g.groupby("model")["n_units"].max().tolist(), "{:.0f}"))  # all held-out pairs
     glue("org_sft_blind", span(blind["accuracy"].tolist(), "{:.3f}"))
     for stage, key in (("base", "base"), ("sft", "sft"), ("dpo", "acc")):
         rows = g[g["stage"] == stage]
