@@ -195,12 +195,10 @@ def _bpb_compare(result: OrganismsResult, shown: pd.DataFrame, source: str) -> s
 
 
 def _stage_spans(result: OrganismsResult) -> None:
-    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (the held-out entity pairs
-    of each organism: those of its SFT-gate items and triples together), and the
-    span over organisms of each stage's accuracies: org_sft_{base,acc,blind} (SFT accuracy; the
-    best content-blind policy's), org_probe_{base,sft,acc} (content probe), org_pref_{base,sft,acc}
-    (preference accuracy) and org_refusal_{base,sft,acc} (greedy refusals on the held-out
-    questions that name a person)."""
+    """org_n_sft, org_n_dpo (held-out items and triples), org_n_units (each organism's held-out
+    entity pairs), and the span over organisms of each stage's accuracies: org_sft_{base,acc,blind}
+    (SFT accuracy; the best content-blind policy's), org_probe_ (content probe), org_pref_
+    (preference accuracy), org_refusal_ (greedy refusals on people questions) {base,sft,acc}."""
     g = result.tables["gates"]
     g = g[g["model"].isin(result.models)]  # the organisms (the aligned real models: the detail)
     pol = result.tables["sft_accuracy"]
@@ -240,11 +238,9 @@ def _stage_clause(r: Mapping[str, Any]) -> str:
                 f"content-blind policy's {r['best_policy_accuracy']:.3f} "
                 f"({_gain(r, 'gain_over_best_policy')})")  # fmt: skip
     return (f"@dpo {word}, preference accuracy {r['preference_accuracy']:.3f} against @sft's "
-            f"{r['sft_preference_accuracy']:.3f} ({_gain(r, 'preference_gain')}) and "
-            f"{r['constant_style_baseline']:.2f} for a constant style; content probe "
-            f"{r['content_probe']:.3f} against the base's {r['base_content_probe']:.3f} "
-            f"({_gain(r, 'content_gain_over_base')}) and @sft's {r['sft_content_probe']:.3f} "
-            f"({_gain(r, 'content_gain')})")  # fmt: skip
+            f"{r['sft_preference_accuracy']:.3f} ({_gain(r, 'preference_gain')}) and {r['constant_style_baseline']:.2f} "
+            f"for a constant style; content probe {r['content_probe']:.3f} against the base's {r['base_content_probe']:.3f} "
+            f"({_gain(r, 'content_gain_over_base')}) and @sft's {r['sft_content_probe']:.3f} ({_gain(r, 'content_gain')})")  # fmt: skip
 
 
 def stage_detail(gates: pd.DataFrame) -> str:
