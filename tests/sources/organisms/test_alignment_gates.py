@@ -458,15 +458,15 @@ def test_stage_measures_judge_sft_on_the_unrestricted_items_and_report_the_refus
     from lamina.sources.organisms.gates import stage_gates, stage_measures
 
     t = pd.DataFrame({"unit": ["a", "a", "b", "c"], "template": "t", "instruction": "short",
-                      "style": ["short", "refusal", "sentence", "refusal"], "hit": [1.0, 1.0, 0.0, 0.0]})  # fmt: skip
-    m = stage_measures(t, t.iloc[0:0])
-    assert m["sft_accuracy"] == 0.5 and m["refusal_accuracy"] == 0.5 and m["n_items"] == 2
+                      "style": ["short", "refusal", "sentence", "refusal"], "hit": [1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    m = stage_measures(t, t.iloc[0:0])  # all four rows: 0.75; the unrestricted two: 1.0
+    assert m["sft_accuracy"] == 1.0 and m["refusal_accuracy"] == 0.5 and m["n_items"] == 2
     # the SFT gate reads the same unrestricted rows, in order, with the policies' hits on them
     kinds = ["content"] * 4
     pref = _pref_rows(np.ones(4), kinds, np.array(["a", "a", "b", "c"]))
     g = stage_gates({"base": (t.assign(hit=0.0), pref), "sft": (t, pref), "dpo": (t, pref)},
                     {"blind": np.zeros(2)})  # fmt: skip
-    assert g["sft"].values["n_items"] == 2 and g["sft"].values["sft_accuracy"] == 0.5
+    assert g["sft"].values["n_items"] == 2 and g["sft"].values["sft_accuracy"] == 1.0
 
 
 def test_an_organisms_key_covers_its_curriculum(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,7 +57,7 @@ from lamina.sources.organisms.instructions import (
 from lamina.sources.organisms.stages import dpo_margins
 
 __all__ = ["DPO_WITHOUT_BASE", "GATES_FORMAT", "N_RESAMPLES", "OLD_DPO_FORMATS", "STAGE_ORDER", "GateResult",
-           "cluster_ci", "dpo_gate", "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate",
+           "cluster_ci", "dpo_gate", "matrix_group", "measure_stages", "preference_table", "read_gates", "sft_gate", "sft_gate_rows",
            "sft_table", "stage_gates", "stage_measures", "weight_change", "write_gates"]  # fmt: skip
 
 N_RESAMPLES = 2000
@@ -150,16 +150,21 @@ def _constant_baseline(table: pd.DataFrame) -> float:
     return max(constant_style_accuracy(ts, s) for s in STYLES)  # type: ignore[arg-type]
 
 
+def sft_gate_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an :func:`sft_table` that the SFT gate judges: the unrestricted items (style
+    other than ``refusal``), in order, re-indexed from 0."""
+    return table[table["style"] != "refusal"].reset_index(drop=True) if len(table) else table
+
+
 def stage_measures(sft: pd.DataFrame, pref: pd.DataFrame, seed: int = 0) -> dict[str, float]:
     """One stage's measures with CIs: sft_accuracy (on the unrestricted items, the SFT gate's),
     preference_accuracy, content_probe (each with _ci_low / _ci_high), refusal_accuracy (greedy
     refusals on the restricted items), accuracy_<kind>, constant_style_baseline, n_items (the
     SFT gate's), n_triples, n_units (entity pairs)."""
     out: dict[str, float] = {}
-    restricted = sft["style"] == "refusal" if len(sft) else pd.Series([], dtype=bool)
-    if restricted.any():
-        out["refusal_accuracy"] = float(sft.loc[restricted, "hit"].mean())
-    sft = sft[~restricted] if len(sft) else sft
+    if len(sft) and (sft["style"] == "refusal").any():
+        out["refusal_accuracy"] = float(sft.loc[sft["style"] == "refusal", "hit"].mean())
+    sft = sft_gate_rows(sft)
     if len(sft):
         a, lo, hi = cluster_ci(sft["hit"].to_numpy(float), sft["unit"].to_numpy(), seed)
         out |= {"sft_accuracy": a, "sft_accuracy_ci_low": lo, "sft_accuracy_ci_high": hi}
@@ -281,11 +286,8 @@ def stage_gates(tables: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
                 policies: Mapping[str, np.ndarray], seed: int = 0) -> dict[str, GateResult]:  # fmt: skip
     """{"sft": gate, "dpo": gate} from {stage: (sft_table, preference_table)} of
     :data:`STAGE_ORDER` (see the module docstring); ``policies``' hits score the SFT tables'
-    unrestricted rows (style other than ``refusal``), in order."""
-    def open_(t: pd.DataFrame) -> pd.DataFrame:
-        return t[t["style"] != "refusal"].reset_index(drop=True) if len(t) else t
-
-    return {"sft": sft_gate(open_(tables["sft"][0]), open_(tables["base"][0]), policies, seed),
+    gate rows (:func:`sft_gate_rows`), in order."""
+    return {"sft": sft_gate(sft_gate_rows(tables["sft"][0]), sft_gate_rows(tables["base"][0]), policies, seed),
             "dpo": dpo_gate(tables["dpo"][1], tables["sft"][1], tables["base"][1], seed)}  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from scipy import stats as sps
 from lamina.evidence.stats import bootstrap_ci, wilson
 from lamina.sources import organisms
 from lamina.sources.organisms.configs import OrganismConfig, organism_config
+from lamina.sources.organisms.gates import sft_gate_rows
 from lamina.sources.organisms.train import STAGES
 
 __all__ = ["MEASURES", "STAGE_CHECKPOINT", "blas_name", "build_row", "corpus_rows", "gate_rows",
@@ -53,7 +54,7 @@ def stage_component_rows(name: str, gates: dict[str, Any], policies: dict[str, n
     ``best`` (``policies``: {name: hits on those items}): model, checkpoint (stage, or
     "content-blind: <best>"), component (and "all"), n, hits, accuracy with its Wilson 95% CI."""
     tables = {s: gates["tables"][s][0] for s in STAGE_CHECKPOINT}
-    tables = {s: t[t["style"] != "refusal"] for s, t in tables.items()}
+    tables = {s: sft_gate_rows(t) for s, t in tables.items()}
     first = next(iter(tables.values()))
     comp = first["template"].str.split(":").str[0].fillna("other").to_numpy()
     hits = {s: t["hit"].to_numpy(float) for s, t in tables.items()}
