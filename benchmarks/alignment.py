@@ -40,6 +40,7 @@ import torch
 
 from lamina.sources.models import load_model
 from lamina.sources.organisms.curriculum import generate_curriculum
+from lamina.sources.organisms.instructions import AlignmentData
 from lamina.sources.organisms.loop import StageBudget, make_adamw, synchronize
 from lamina.sources.organisms.objectives import dpo_loss, sequence_logprob, sft_loss
 from lamina.sources.organisms.pretrained import PretrainedAlignConfig
@@ -138,6 +139,18 @@ def token_shares(tok: Any, sft: list[tuple[str, str]], dpo: list[tuple[str, str,
             "padding, unsorted batches": padding(lengths), "padding, sorted batches": padding(sorted(lengths))}  # fmt: skip
 
 
+def aligned_setting(model: str) -> tuple[Any, Any, AlignmentData]:
+    """(model, tokenizer, alignment data) as ``make aligned`` trains them: the model on the
+    CPU with its tied embedding frozen, the curriculum's data at corpus seed 0, 1 torch thread
+    (also used by ``benchmarks/length_groups.py``)."""
+    torch.set_num_threads(1)
+    base, tok = load_model(model, device="cpu")
+    base.get_input_embeddings().weight.requires_grad_(False)
+    data = generate_curriculum(0, 1).alignment
+    assert data is not None
+    return base, tok, data
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
@@ -145,12 +158,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--items", type=int, default=256, help="held-out triples scored (batches of 64)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    base, tok = load_model(args.model, device="cpu")
-    base.get_input_embeddings().weight.requires_grad_(False)
-    data = generate_curriculum(0, 1).alignment
-    assert data is not None
-    sft = [(x.prompt, x.target) for x in data.train]
+    base, tok, data = aligned_setting(args.model)
+    sft = [(x.prompt, x.target) for x in data.sft_train]  # what make aligned's SFT trains on
     dpo = [t.as_tuple() for t in data.dpo_train]
     held = [t.as_tuple() for t in data.dpo_heldout[: args.items]]
     ref = copy.deepcopy(base).eval().requires_grad_(False)

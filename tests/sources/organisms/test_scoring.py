@@ -14,7 +14,13 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from lamina.sources.organisms.loop import StageBudget, batch_indices, train_steps
+from lamina.sources.organisms.loop import (
+    StageBudget,
+    batch_indices,
+    length_grouped_batches,
+    train_steps,
+)
+from lamina.sources.organisms.qa import format_answer, format_prompt
 from lamina.sources.organisms.scoring import (
     answer_hits,
     in_length_order,
@@ -22,7 +28,7 @@ from lamina.sources.organisms.scoring import (
     qa_batch,
     sequence_logprobs,
 )
-from lamina.sources.organisms.stages import dpo_batch_loss, sft_batch_loss
+from lamina.sources.organisms.stages import dpo_batch_loss, sft_batch_loss, training_lengths
 
 PROMPTS = ["Question: Is the cat here?\nAnswer:", "Question: A river bank is not the same?\nAnswer:",
            "Question: x\nAnswer:"]  # fmt: skip
@@ -130,6 +136,52 @@ def test_batches_are_seeded_permutations_epoch_after_epoch() -> None:
     flat = [i for b in first for i in b]
     assert sorted(flat) == sorted(list(range(5)) * 2)
     assert StageBudget.steps_for(2.0, 1286, 8) == 322 and StageBudget(322, 8, 1e-5).epochs(1286) >= 2
+
+
+def _padding(lengths: list[int], batches: list[list[int]]) -> float:
+    """Padded share of the tokens when each batch is padded to its longest item."""
+    real = sum(lengths[i] for b in batches for i in b)
+    return 1 - real / sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+
+@pytest.mark.parametrize(("n", "batch", "group"), [(53, 8, 2), (50, 8, 50), (3, 8, 50), (16, 8, 1)])
+def test_length_grouped_batches_draw_every_item_once_an_epoch_with_little_padding(n: int, batch: int,
+                                                                                   group: int) -> None:  # fmt: skip
+    """#52 item 4: grouped batches are full, draw each item once per epoch (the remainder
+    carried into the next), are seeded, and pad less than unsorted ones on lengths of 2-40."""
+    lengths = torch.randint(2, 41, (n,), generator=torch.Generator().manual_seed(n)).tolist()
+    take = lambda f, s: [next(it) for it in [f(torch.Generator().manual_seed(s))] for _ in range(3 * n)]  # noqa: E731
+    grouped = take(lambda g: length_grouped_batches(lengths, batch, g, group), 0)
+    assert all(len(b) == batch for b in grouped)
+    flat = [i for b in grouped for i in b]
+    for e in range(len(flat) // n):  # epoch e holds each item once
+        assert sorted(flat[e * n : (e + 1) * n]) == list(range(n))
+    assert grouped == take(lambda g: length_grouped_batches(lengths, batch, g, group), 0)
+    assert grouped != take(lambda g: length_grouped_batches(lengths, batch, g, group), 1)
+    if n >= 4 * batch and group > 1:  # one group of 2 batches, or the whole epoch in one
+        unsorted = take(lambda g: batch_indices(n, batch, g), 0)
+        assert _padding(lengths, grouped) < (0.9 if group * batch < n else 0.5) * _padding(lengths, unsorted)
+    with pytest.raises(ValueError, match="at least one item"):
+        next(length_grouped_batches([], batch, torch.Generator()))
+
+
+def test_training_lengths_are_the_padded_rows(byte_tokenizer) -> None:
+    """sft: prompt + answer + EOS tokens (qa_batch's row); dpo: the prompt's tokens first, then
+    the longer answer's; a stage without such items is refused, and so is a lengths list that
+    does not match the items."""
+    pairs = [("Is the cat here?", "yes"), ("Is it?", "The answer is no.")]
+    sft = training_lengths("sft", byte_tokenizer, pairs, 64)
+    rows = qa_batch(byte_tokenizer, [format_prompt(q) for q, _ in pairs], [format_answer(a) for _, a in pairs], 64)
+    assert sft == rows["attention_mask"].sum(1).tolist()
+    triples = [("Is it?", "yes", "no no"), ("Is the cat here?", "yes", "no"), ("Is it?", "a", "b")]
+    dpo = training_lengths("dpo", byte_tokenizer, triples, 64)
+    assert dpo[1] > dpo[0] > dpo[2]  # a longer prompt first; then the longer answer
+    with pytest.raises(ValueError, match="sft and dpo"):
+        training_lengths("lm", byte_tokenizer, pairs, 64)
+    model = _model("gpt2", len(byte_tokenizer))
+    with pytest.raises(ValueError, match="lengths has 1 entries for 2 items"):
+        train_steps(model, lambda idx, i: sft_batch_loss(model, byte_tokenizer, [pairs[j] for j in idx], 64),
+                    2, StageBudget(1, 2, 1e-3), lengths=[3])  # fmt: skip
 
 
 @pytest.fixture

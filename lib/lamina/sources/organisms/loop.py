@@ -12,20 +12,22 @@ GPU-correct: the losses stay on the model's device (no ``loss.item()`` per step;
 once at the end, or at the steps where ``on_step`` asks for them), and the loss function is
 expected to build its tensors on that device (:func:`lamina.sources.organisms.scoring.model_device`).
 Batches: ``batch_size`` item indices per step, from seeded permutations of the items taken
-epoch after epoch (every item once per epoch).
+epoch after epoch (every item once per epoch), optionally grouped by length so that a batch
+padded to its longest item holds little padding.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from lamina.sources.organisms.train import lr_at
 
-__all__ = ["StageBudget", "TrainRun", "batch_indices", "make_adamw", "synchronize", "train_steps"]
+__all__ = ["GROUP_BATCHES", "StageBudget", "TrainRun", "batch_indices", "length_grouped_batches", "make_adamw",
+           "synchronize", "train_steps"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,47 @@ def batch_indices(n_items: int, batch_size: int, gen: torch.Generator) -> Iterat
         order = order[batch_size:]
 
 
+GROUP_BATCHES = 50
+"""Batches per length group of :func:`length_grouped_batches` (Hugging Face's ``group_by_length``
+uses the same mega-batches of 50)."""
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, gen: torch.Generator,
+                           group: int = GROUP_BATCHES) -> Iterator[list[int]]:  # fmt: skip
+    """Endless batches of item indices whose items have similar ``lengths`` (tokens), so that
+    a batch padded to its longest item holds little padding.
+
+    Each epoch: a seeded permutation of range(n_items), cut into groups of ``group *
+    batch_size`` items; each group sorted by length (ties in the permutation's order) and cut
+    into batches; the epoch's full batches in a seeded random order, then its remainder
+    (n_items mod batch_size items), which the next epoch's first items fill up. Every item is
+    drawn once per epoch, as in :func:`batch_indices`; only which items share a batch changes.
+    """
+    n_items = len(lengths)
+    if n_items < 1:
+        raise ValueError("a training run needs at least one item")
+    size = group * batch_size
+    carry: list[int] = []  # the last epoch's remainder, fewer than batch_size items
+    while True:
+        order = torch.randperm(n_items, generator=gen).tolist()
+        batches: list[list[int]] = []
+        if carry:  # completed by this epoch's first drawn items
+            take = batch_size - len(carry)
+            if take > len(order):  # fewer items than a batch: epochs fill it together
+                carry += order
+                continue
+            batches.append(carry + order[:take])
+            order = order[take:]
+        keep = len(order) - len(order) % batch_size
+        order, carry = order[:keep], order[keep:]
+        grouped: list[list[int]] = []
+        for k in range(0, len(order), size):
+            chunk = sorted(order[k : k + size], key=lambda i: lengths[i])
+            grouped += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+        batches += [grouped[k] for k in torch.randperm(len(grouped), generator=gen).tolist()]
+        yield from batches
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA); a no-op on the CPU. Call before reading a clock."""
     if device.type == "cuda":
@@ -121,6 +164,7 @@ def train_steps(
     budget: StageBudget,
     gen: torch.Generator | None = None,
     on_step: Callable[[int, Callable[[], float]], None] | None = None,
+    lengths: Sequence[int] | None = None,
 ) -> TrainRun:
     """Spend ``budget`` on ``model`` in place: at step i (0-based), ``loss(indices, i)`` of the
     next ``batch_size`` item indices -> scalar, then one clipped AdamW step at lr_at(i).
@@ -128,12 +172,17 @@ def train_steps(
     gen: the batch order's generator (default: seeded with ``budget.seed``); the loss may draw
     from it too (e.g. replay windows). on_step(i + 1, loss_of_step): called after each step;
     ``loss_of_step()`` reads that step's loss (a device sync: call it only where needed).
+    lengths: (n_items,) each item's length in tokens (a sort key): batches of similar lengths
+    (:func:`length_grouped_batches`); None: unsorted batches (:func:`batch_indices`).
     The model is left in train mode.
     """
     gen = gen if gen is not None else torch.Generator().manual_seed(budget.seed)
     opt = make_adamw(model, budget)
     params = [p for g in opt.param_groups for p in g["params"]]
-    batches = batch_indices(n_items, budget.batch_size, gen)
+    if lengths is not None and len(lengths) != n_items:
+        raise ValueError(f"lengths has {len(lengths)} entries for {n_items} items")
+    batches = (batch_indices(n_items, budget.batch_size, gen) if lengths is None
+               else length_grouped_batches(lengths, budget.batch_size, gen))  # fmt: skip
     lrs: list[float] = []
     losses: list[torch.Tensor] = []
     model.train()

@@ -9,11 +9,10 @@ prediction subspace the weight-update chapter reads stays fixed. Both stages run
 :func:`lamina.sources.organisms.loop.train_steps` (AdamW, linear warmup and cosine decay,
 weight decay on matrices only) with :meth:`PretrainedAlignConfig.budget`.
 
-**Budget.** Both stages take the same number of steps of ``batch_size`` examples (equal step,
-example and schedule budgets): 322 steps of 8, which is 8.9 epochs of the 290 SFT training
-items and 4.5 of the 577 DPO training triples of organisms-5's curriculum (``build.json``
-records the epochs; ``tests`` check that the default makes at least 2 and 1). The build's key
-covers the alignment data (``curriculum.alignment_fingerprint``).
+**Budget.** Both stages take 322 steps of 8 examples (equal step, example and schedule
+budgets): 9.7 epochs of the 266 SFT training items and 3.5 of the 741 DPO training triples of
+organisms-6's curriculum (``build.json`` records the epochs; ``tests`` check that the default
+makes at least 2 and 1), in batches of similar lengths. The key covers the alignment data.
 
 :func:`build_aligned` runs it once per (model, config) into ``<root>/<model>-<hash>/``:
 ``{sft,dpo}.safetensors`` (the tensors that trained), ``optimizer/{sft,dpo}/`` (each run's
@@ -49,7 +48,12 @@ from lamina.sources.organisms.gates import measure_stages, write_gates
 from lamina.sources.organisms.instructions import AlignmentData
 from lamina.sources.organisms.loop import StageBudget, synchronize, train_steps
 from lamina.sources.organisms.scoring import model_device
-from lamina.sources.organisms.stages import dpo_batch_loss, reference_logprobs, sft_batch_loss
+from lamina.sources.organisms.stages import (
+    dpo_batch_loss,
+    reference_logprobs,
+    sft_batch_loss,
+    training_lengths,
+)
 
 __all__ = [
     "ADAM_FILE",
@@ -64,13 +68,13 @@ __all__ = [
     "save_adam_state",
 ]
 
-ALIGN_CODE_VERSION = "align-pretrained-2"  # 2: entity-pair split, gates against baselines, Adam state
+ALIGN_CODE_VERSION = "align-pretrained-3"  # 3: length-grouped batches; 2: entity-pair split, gates, Adam
 
 
 @dataclass(frozen=True)
 class PretrainedAlignConfig:
     """Budget of :func:`align_pretrained`: steps of ``batch_size`` items per stage (default 322
-    each: 2.0 epochs of SFT, 1.0 of DPO; see the module docstring), peak learning rates, DPO's
+    each; see the module docstring), peak learning rates, DPO's
     beta, the token cap per item (``max_length``), what trains."""
     sft_steps: int = 322
     dpo_steps: int = 322
@@ -86,6 +90,7 @@ class PretrainedAlignConfig:
     freeze_embeddings: bool = True
     seed: int = 0
     corpus_seed: int = 0
+    length_grouped: bool = True  # batches of similar lengths (loop.length_grouped_batches)
     gate_items: int | None = None  # None: every held-out item; N: a seeded sample (quick runs)
 
     def budget(self, stage: str) -> StageBudget:
@@ -125,7 +130,8 @@ def _train_stage(stage: str, model: Any, tok: Any, items: list[Any], cfg: Pretra
         if log is not None and step % max(1, budget.steps // 10) == 0:
             log(f"{stage} step {step}/{budget.steps}: loss {read():.4f}")
 
-    run = train_steps(model, loss, len(items), budget, on_step=on_step)
+    lengths = training_lengths(stage, tok, items, cfg.max_length) if cfg.length_grouped else None
+    run = train_steps(model, loss, len(items), budget, on_step=on_step, lengths=lengths)
     model.eval()
     rows = [{"stage": stage, "step": i + 1, "lr": lr, "train_loss": v}
             for i, (lr, v) in enumerate(zip(run.lrs, run.losses, strict=True))]  # fmt: skip

@@ -88,6 +88,33 @@ def triple_length(tokenizer: PreTrainedTokenizerBase, max_len: int) -> Callable[
     return length
 
 
+def training_lengths(stage: str, tokenizer: PreTrainedTokenizerBase, items: list[Any],
+                     max_len: int) -> list[int]:  # fmt: skip
+    """Sort keys (tokens) that group a stage's training items into batches of little padding
+    (:func:`lamina.sources.organisms.loop.length_grouped_batches`): (N,) ints.
+
+    sft, (question, answer): prompt + answer + EOS tokens, the one padded row of :func:`qa_batch`.
+    dpo, (question, chosen, rejected): the prompt and the answers are padded apart
+    (:func:`lamina.sources.organisms.scoring.pair_logprobs`), so the key orders by the prompt's
+    tokens, then by the longer answer's: prompt * (max_len + 1) + max(chosen, rejected).
+    """
+    if stage == "sft":
+        rows = encode_qa(tokenizer, [format_prompt(q) for q, _ in items],
+                         [format_answer(a) for _, a in items], max_len)  # fmt: skip
+        return [len(p) + len(c) for p, c in rows]
+    if stage == "dpo":
+        prompts = [format_prompt(q) for q, _, _ in items]
+        chosen = encode_qa(tokenizer, prompts, [format_answer(c) for _, c, _ in items], max_len)
+        rejected = encode_qa(tokenizer, prompts, [format_answer(r) for _, _, r in items], max_len)
+        full = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        keys = []
+        for p, (_, c), (_, r) in zip(full, chosen, rejected, strict=True):
+            answer = max(len(c), len(r))
+            keys.append(min(len(p), max_len - answer) * (max_len + 1) + answer)
+        return keys
+    raise ValueError(f"length-grouped batches are for the sft and dpo stages; got {stage!r}")
+
+
 def in_chunks(
     score: Callable[[list[Any]], torch.Tensor],
     items: list[Any],
