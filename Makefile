@@ -1,6 +1,6 @@
 # lamina: two commands do everything on a fresh machine.
-#   make book   builds the organisms, executes every chapter, renders the HTML book offline
-#               (warm: built organisms and chapters whose inputs are unchanged are reused)
+#   make book   builds the organisms, executes every chapter, renders the HTML book offline,
+#               through Snakemake (warm: every stage whose inputs are unchanged is reused)
 #   make test   runs the test suite
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -16,7 +16,7 @@ PY := $(VENV)/bin/python
 # read, so a warm build reads them.
 # The page's cost lines give each paper's CPU seconds per seed and this build's wall time.
 CALIBRATION_SEEDS ?= 130
-# JOBS: worker processes / chapters at once; empty: the machine's cores (lamina.core.machine)
+# JOBS: the cores Snakemake uses and the calibration's worker processes; empty: every core
 JOBS ?=
 STAMP := $(VENV)/.lamina-installed
 BUILD := book/executed
@@ -30,7 +30,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test test-fast typecheck lint book book-snakemake stage-table organisms aligned chapters methods html chapter benchmarks check-book clean
+.PHONY: install test test-fast typecheck lint book stage-table organisms aligned chapters methods html chapter benchmarks check-book clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -81,33 +81,36 @@ methods: $(STAMP)
 	$(PY) -m lamina.book pages
 
 # a chapter whose inputs are unchanged since its last run reuses it (lamina.book.reuse);
-# make book FORCE=1 executes every chapter again
-chapters: $(STAMP) organisms aligned
-	$(PY) -m lamina.book execute --all --book $(if $(JOBS),--jobs $(JOBS)) --out $(BUILD) $(if $(FORCE),--force)
+# make book: Snakemake (Snakefile, workflow/profiles/default) runs every stage, one rule each
+# (organisms, aligned models, chapters, each paper's calibration, pages, HTML), on the
+# machine's cores (or JOBS) and 90% of its memory, each chapter's declared memory its last
+# measured peak; a stage reruns exactly when lamina's key for it changes, and a killed build
+# resumes where it stopped. Each stage's time and peak memory land in benchmarks/snakemake/*.tsv
+# (`make stage-table` prints the README's stage table from them). FORCE=1 executes every
+# chapter again; `make chapters` stops after the chapters.
+MEM_MB ?= $(shell awk '/^MemTotal:/ {printf "%d", $$2 / 1024 * 0.9}' /proc/meminfo 2>/dev/null || echo 8192)
+SNAKEMAKE_OPTS = --profile workflow/profiles/default --cores $(or $(JOBS),all) \
+	--resources mem_mb=$(MEM_MB) $(if $(FORCE),--forcerun chapter) \
+	--config calibration_seeds=$(CALIBRATION_SEEDS) $(if $(JOBS),calibration_jobs=$(JOBS)) \
+	$(if $(FORCE),force_chapters=true)
+book: $(STAMP)
+	$(VENV)/bin/snakemake $(SNAKEMAKE_OPTS)
+	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
 
-# Sphinx rereads only the pages that changed since its last build (a reused chapter's notebook
-# has not), unless that build failed: then every page is read again, so that -W sees again
-# the warnings of pages that have not changed
+chapters: $(STAMP)  # the target first: --config takes every word after it
+	$(VENV)/bin/snakemake chapters $(SNAKEMAKE_OPTS)
+
+# the HTML from the pages and the executed chapters as they are (what the nightly book job
+# runs on the chapter jobs' results): the methods and calibration pages, `lamina pages`, then
+# Sphinx, which rereads only the pages that changed since its last build (a reused chapter's
+# notebook has not), unless that build failed: then every page is read again, so that -W sees
+# again the warnings of pages that have not changed
 HTML_OK := book/_build/.lamina-html-ok
 html: $(STAMP) methods
 	test -f $(HTML_OK) || rm -rf book/_build/.doctrees
 	rm -f $(HTML_OK)
 	$(VENV)/bin/jupyter-book build . --path-output book -W --keep-going
 	touch $(HTML_OK)
-
-book: chapters html
-	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
-
-# The same book through Snakemake (Snakefile; workflow/profiles/default): one rule per stage,
-# on the machine's cores (or JOBS) and 90% of its memory; a killed build resumes where it
-# stopped. Each stage's time and peak memory land in benchmarks/snakemake/*.tsv, and
-# `make stage-table` prints the README's stage table from them. Not yet what `make book` runs.
-MEM_MB ?= $(shell awk '/^MemTotal:/ {printf "%d", $$2 / 1024 * 0.9}' /proc/meminfo 2>/dev/null || echo 8192)
-book-snakemake: $(STAMP)
-	$(VENV)/bin/snakemake --profile workflow/profiles/default --cores $(or $(JOBS),all) \
-		--resources mem_mb=$(MEM_MB) --config calibration_seeds=$(CALIBRATION_SEEDS) \
-		$(if $(JOBS),calibration_jobs=$(JOBS))
-	@echo "book: file://$(CURDIR)/book/_build/html/index.html"
 
 stage-table: $(STAMP)
 	$(PY) workflow/scripts/stage_table.py benchmarks/snakemake

@@ -1,7 +1,7 @@
 # The book's build as a Snakemake workflow (issue 52): one rule per stage, each calling the
 # lamina command that `make book` runs for it (papermill stays the notebook executor).
 #
-#   make book-snakemake                          # this machine: its cores and memory
+#   make book                                    # this machine: its cores and memory
 #   snakemake --profile workflow/profiles/slurm  # a Slurm cluster (shared LAMINA_DATA)
 #   snakemake -n --profile workflow/profiles/default   # what would run, and why
 #
@@ -15,7 +15,8 @@
 # workflow/scripts/stage_table.py turns them into the README's stage table. A rule's mem_mb is
 # its last measured peak (lamina's own report for a chapter, else the last record), plus 15%.
 #
-# config (--config name=value): calibration_seeds (130), calibration_jobs (2), organism_seeds
+# config (--config name=value): calibration_seeds (130), calibration_jobs (2), force_chapters
+# (true: every chapter executes again, with --forcerun chapter; make book FORCE=1), organism_seeds
 # ([0]), aligned (the two real models), state (key files and stamps, default build/snakemake),
 # records (default benchmarks/snakemake), matrix (list of "chapter:model", default none).
 
@@ -38,6 +39,7 @@ LAMINA = f"{PY} -m lamina"
 JUPYTER_BOOK = Path(PY).parent / "jupyter-book"
 SEEDS = int(config.get("calibration_seeds", 130))
 CAL_JOBS = int(config.get("calibration_jobs", 2))
+FORCE = " --force" if str(config.get("force_chapters", "")).lower() in ("1", "true") else ""
 STATE = Path(config.get("state", ROOT / "build" / "snakemake")).absolute()
 RECORDS = Path(config.get("records", ROOT / "benchmarks" / "snakemake")).absolute()
 EXECUTED = ROOT / "book" / "executed"
@@ -122,6 +124,11 @@ rule book:
         HTML / "index.html",
 
 
+rule chapters:  # make chapters: every chapter of the book, with the models they read
+    input:
+        [STATE / "chapters" / f"{c}.report.json" for c in CHAPTERS],
+
+
 rule matrix:
     input:
         [STATE / "runs" / f"{r}.report.json" for r in MATRIX],
@@ -173,7 +180,7 @@ rule chapter:
     shell:
         "cd {ROOT} && export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "LAMINA_NUM_THREADS={threads} && "
-        "{LAMINA} run {wildcards.chapter} --book --jobs 1 --out {EXECUTED} "
+        "{LAMINA} run {wildcards.chapter} --book{FORCE} --out {EXECUTED} "
         "&& cp {EXECUTED}/{wildcards.chapter}.report.json {output}"
 
 
@@ -196,7 +203,7 @@ rule run:
     shell:
         "cd {ROOT} && export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "LAMINA_NUM_THREADS={threads} && "
-        "{LAMINA} run {params.chapter} --model {params.model:q} --jobs 1 --out {params.out} "
+        "{LAMINA} run {params.chapter} --model {params.model:q} --out {params.out} "
         "&& cp {params.out}/{params.chapter}.report.json {output}"
 
 

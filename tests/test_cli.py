@@ -18,7 +18,7 @@ def test_chapters_lists_every_registry_record(capsys):
 def test_run_passes_model_and_parameters_to_the_executor(monkeypatch):
     seen = {}
 
-    def fake(chapters, out, params, *, jobs, force=False, book=False):
+    def fake(chapters, out, params, *, force=False, book=False):
         seen.update(chapters=chapters, params=params, book=book)
         return 0
 

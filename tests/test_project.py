@@ -110,18 +110,6 @@ def test_ruff_is_clean():
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-def test_a_first_run_orders_chapters_longest_first(tmp_path) -> None:
-    """With no report yet (a clean clone), the typical seconds order the chapters, so the
-    slowest ones start first; every chapter has an entry, and a report overrides it."""
-    from lamina.book.execute import CHAPTERS, TYPICAL_SECONDS, _last_seconds
-
-    assert set(TYPICAL_SECONDS) == set(CHAPTERS)
-    order = sorted(CHAPTERS, key=lambda c: -_last_seconds(tmp_path, c))
-    assert order[0] == max(TYPICAL_SECONDS, key=TYPICAL_SECONDS.__getitem__)
-    (tmp_path / "trajectory_tour.report.json").write_text('{"seconds": 99999}')
-    assert _last_seconds(tmp_path, "trajectory_tour") == 99999
-
-
 @pytest.mark.parametrize("model", ["/models with spaces/m.gguf", 'a"b', "it's $x"])
 def test_make_chapter_passes_any_model_name_as_one_value(model):
     """``make chapter MODEL=...`` (issues 23, 35): the model reaches the executor as one

@@ -73,8 +73,24 @@ def _check_plan(result: subprocess.CompletedProcess) -> dict[str, int]:
 @pytest.mark.slow
 @needs_snakemake
 def test_the_dry_run_with_the_default_profile_plans_every_stage(tmp_path):
-    result = _snakemake(tmp_path, "--dry-run", "--profile", str(ROOT / "workflow/profiles/default"))
+    """What make book plans: every stage once; each chapter declares its last peak memory plus
+    15% (lamina.book.memory.last_peak), capped at the memory make book gives Snakemake, so a
+    chapter whose peak fits beside no other runs alone (as weight_update_signature, 16.0 GiB,
+    beside layer_anatomy, 7.9 GiB, could not on the 24 GiB machine at 60b9c79)."""
+    import math
+
+    from lamina.book.memory import last_peak
+
+    budget = 21694  # make book's mem_mb on the 24 GiB reference machine
+    result = _snakemake(tmp_path, "--dry-run", "--profile", str(ROOT / "workflow/profiles/default"),
+                        "--resources", f"mem_mb={budget}")  # fmt: skip
     _check_plan(result)
+    declared = {m[1]: int(m[2]) for m in re.finditer(r"wildcards: chapter=(\w+)\n(?:\s+threads: \d+\n)?\s+resources: .*?mem_mb=(\d+)",
+                                                      result.stdout + result.stderr)}  # fmt: skip
+    executed = ROOT / "book" / "executed"
+    assert declared == {c: min(budget, math.ceil(last_peak(executed, c) * 1024 * 1.15)) for c in declared}
+    assert len(declared) == _check_plan(result)["chapter"]
+    assert declared["weight_update_signature"] + declared["layer_anatomy"] > budget
     keys = sorted(p.name for p in (tmp_path / "state" / "keys").iterdir())
     assert "chapter-curvature.json" in keys and "calibration-3.json" in keys
     # a second plan recomputes the keys but rewrites no key file: nothing would rerun for it
@@ -118,3 +134,27 @@ def test_a_local_run_reruns_a_stage_exactly_when_its_key_changes(tmp_path):
 
     table = _stage_table().stage_table(_stage_table().read_records(tmp_path / "records"))
     assert "| calibration-paper3 |" in table and "all stages" in table
+
+
+def _make_n(*args: str) -> str:
+    """The commands ``make -n ARGS`` would run (none runs)."""
+    out = subprocess.run(["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_make_book_is_the_snakemake_workflow():
+    """Issue 52: make book runs Snakemake with the default profile, the machine's memory as a
+    resource and the calibration's seeds; FORCE=1 reruns every chapter rule and makes each
+    execute again (lamina run --force); make chapters names its target before --config, which
+    would otherwise read it as a config item."""
+    book = [line for line in _make_n("book").splitlines() if "snakemake" in line]
+    assert len(book) == 1 and "--profile workflow/profiles/default" in book[0]
+    assert re.search(r"--resources mem_mb=\d+", book[0]) and "calibration_seeds=130" in book[0]
+    assert "--forcerun" not in book[0] and "force_chapters" not in book[0]
+    forced = _make_n("book", "FORCE=1", "JOBS=3")
+    assert "--forcerun chapter" in forced and "force_chapters=true" in forced
+    assert "--cores 3" in forced and "calibration_jobs=3" in forced
+    chapters = next(line for line in _make_n("chapters").splitlines() if "snakemake" in line)
+    assert chapters.index(" chapters ") < chapters.index("--config")
+    assert "lamina.book execute --all" not in _make_n("book") + _make_n("chapters")

@@ -1,7 +1,7 @@
 """The ``lamina`` console command (also ``python -m lamina``).
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
-    lamina run --all [--jobs J] [--book]   # every chapter; --book: the book's own build
+    lamina run --all [--book]              # every chapter; --book: the book's own build
     lamina chapters [CHAPTER ...]          # the registry: name, paper, default models
     lamina pages [--results DIR]           # scorecard, comparison, reproducibility pages
     lamina methods                         # the methods page's quoted definitions

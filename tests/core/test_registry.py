@@ -52,7 +52,7 @@ def test_a_notebook_without_a_record_fails():
 
 def test_a_record_without_a_notebook_fails():
     notebooks, toc = _today()
-    extra = (*REGISTRY, ChapterRecord("ghost", 1, 10))
+    extra = (*REGISTRY, ChapterRecord("ghost", 1))
     got = registry_mismatches(notebooks, extra, toc, ROOT / "lib/lamina/chapters")
     assert "record 'ghost' has no notebook" in got
     assert "record 'ghost' has no chapter module" in got
@@ -60,12 +60,11 @@ def test_a_record_without_a_notebook_fails():
 
 
 def test_execution_scorecard_and_calibration_derive_from_the_registry():
-    from lamina.book.execute import CHAPTERS, TYPICAL_SECONDS
+    from lamina.book.execute import CHAPTERS
     from lamina.book.scorecard import CHAPTER_PAPER
     from lamina.trajectory.calibration import CHAPTERS as CALIBRATED
 
     assert CHAPTERS == registry.names()
-    assert TYPICAL_SECONDS == {r.name: r.typical_seconds for r in REGISTRY}
     assert CHAPTER_PAPER == {r.name: r.paper for r in REGISTRY if r.paper is not None}
     assert CALIBRATED == tuple(r.name for r in REGISTRY if r.calibrated)
 

@@ -1,7 +1,7 @@
 """The command lines ``python -m lamina.book`` (execute, pages, methods) and ``lamina run``.
 
     lamina run CHAPTER [CHAPTER ...] [--model M] [-p NAME VALUE ...] [--out DIR] [--force]
-    lamina run --all [--jobs J] [--book]   # J: chapters at once (default: the cores)
+    lamina run --all [--book]              # every chapter, one after another
     python -m lamina.book execute ...      # the same as lamina run
     python -m lamina.book pages [--root DIR] [--results DIR]
     python -m lamina.book methods [--out FILE]
@@ -24,7 +24,6 @@ from lamina.book.methods import methods_markdown
 from lamina.book.params import ParameterError, cli_parameters
 from lamina.book.preflight import PreflightError, check_environment
 from lamina.book.scorecard import write_pages
-from lamina.core.machine import machine_cores
 from lamina.core.provenance import (
     EnvPathError,
     absolute_env_paths,
@@ -46,8 +45,7 @@ def _add_execute_arguments(ex: argparse.ArgumentParser) -> None:
                     help="a parameter of the chapter's parameters cell, e.g. -p quick true")  # fmt: skip
     ex.add_argument("--out", default=None,
                     help="folder for the executed notebooks (default book/runs/<model>/<run>/)")  # fmt: skip
-    ex.add_argument("--jobs", type=int, default=machine_cores(),
-                    help="chapters executed at once, one kernel each (default: the machine's cores)")
+    ex.add_argument("--jobs", default=None, help=argparse.SUPPRESS)  # refused with a pointer
     ex.add_argument("--force", action="store_true",
                     help="execute even chapters whose inputs are unchanged since their last run")  # fmt: skip
     ex.add_argument("--book", action="store_true",
@@ -121,8 +119,10 @@ def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     chapters = execute.CHAPTERS if args.all else args.chapters
     if not chapters:
         parser.error("name a chapter or pass --all (`lamina chapters` lists them)")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    if args.jobs is not None:
+        parser.error("--jobs: lamina run executes its chapters one after another; `make book` "
+                     "(Snakemake) runs chapters side by side within the machine's cores and "
+                     "memory (make book JOBS=J)")  # fmt: skip
     out = None
     try:
         check_environment()
@@ -137,7 +137,7 @@ def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 writable_folder(out, f"--out {args.out!r}")
             except OSError as exc:
                 parser.error(str(exc))
-        return execute._execute_many(chapters, out, params, jobs=args.jobs, force=args.force, book=args.book)
+        return execute._execute_many(chapters, out, params, force=args.force, book=args.book)
     except (ParameterError, PreflightError, EnvPathError, ValueError) as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:

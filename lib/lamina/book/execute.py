@@ -40,7 +40,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lamina.book.memory import PeakWatch, last_peak, run_side_by_side
+from lamina.book.memory import PeakWatch
 from lamina.book.params import chapter_defaults, check_parameters
 from lamina.book.preflight import check_config, preflight
 from lamina.book.reuse import (
@@ -353,35 +353,9 @@ def fold_injected_parameters(path: str | os.PathLike) -> None:
         nbformat.write(nb, path)
 
 
-TYPICAL_SECONDS: dict[str, float] = {c.name: c.typical_seconds for c in registry.REGISTRY}
-"""Each chapter's ``typical_seconds`` (:class:`lamina.core.registry.ChapterRecord`): only the
-order of a first run, before any report exists (longest first)."""
-
-
-def _last_seconds(out: Path, chapter: str) -> float:
-    """How long ``chapter`` took last time in ``out``; else :data:`TYPICAL_SECONDS` (0 for a
-    chapter not listed there)."""
-    try:
-        return float(json.loads((out / f"{chapter}.report.json").read_text())["seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return float(TYPICAL_SECONDS.get(chapter, 0.0))
-
-
-def _run_with_threads(run: _Run, force: bool, user_set: bool, threads: int) -> str:
-    """:func:`_run_chapter` in a worker process whose kernel gets ``threads`` threads, unless
-    ``user_set`` (the user's own thread variables are kept)."""
-    if not user_set:
-        for name in _THREAD_VARS:
-            os.environ[name] = str(threads)
-    return _run_chapter(run, True, force, False)
-
-
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LAMINA_NUM_THREADS")
-
-
 def _run_chapter(run: _Run, progress: bool, force: bool, check: bool) -> str:
-    """One prepared chapter, in :func:`_execute_many` or a worker process of it: reused when
-    ``check`` finds its inputs unchanged (and not ``force``), else executed."""
+    """One prepared chapter: reused when ``check`` finds its inputs unchanged (and not
+    ``force``), else executed."""
     if check and _reuse(run, force):
         return run.chapter
     print(f"[lamina] executing {run.chapter} -> {run.out}", file=sys.stderr, flush=True)
@@ -394,17 +368,15 @@ def _execute_many(
     out: Path | None,
     params: dict[str, dict[str, Any]],
     *,
-    jobs: int,
     force: bool = False,
     book: bool = False,
 ) -> int:
-    """Execute ``chapters`` into ``out`` (None: each chapter's :func:`default_out`),
-    ``params[chapter]`` for each, reusing those whose inputs are unchanged unless ``force``.
-    Every chapter is checked (:func:`lamina.book.preflight.preflight`) before the first
-    kernel starts. With ``jobs > 1``, the reusable ones are found first, here; each other
-    chapter runs in its own process (papermill changes the working directory of the process
-    that runs it), several at once, longest (by the last run's report) first, as many as
-    the memory allows (:func:`lamina.book.memory.run_side_by_side`)."""
+    """Execute ``chapters`` into ``out`` (None: each chapter's :func:`default_out`), one after
+    another, ``params[chapter]`` for each, reusing those whose inputs are unchanged unless
+    ``force``. Every chapter is checked (:func:`lamina.book.preflight.preflight`) before the
+    first kernel starts. Chapters side by side are the workflow's to schedule (``make book``:
+    Snakemake runs one ``lamina run CHAPTER --book`` per chapter within the machine's cores
+    and memory, each chapter's ``mem_mb`` its :func:`lamina.book.memory.last_peak`)."""
     out = Path(out).resolve() if out is not None else None
     per = {c: params.get(c, {}) for c in chapters}
     start = time.perf_counter()
@@ -413,22 +385,6 @@ def _execute_many(
         preflight(c, run.parameters)
     print(f"[lamina] checked the parameters, models and folders of {', '.join(chapters)} "
           f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
-    jobs = min(jobs, len(chapters))  # one chapter: its kernel keeps every core
-    if jobs <= 1:
-        for chapter in chapters:
-            _run_chapter(runs[chapter], True, force, True)
-        return 0
-    todo = [c for c in chapters if not _reuse(runs[c], force)]
-    if not todo:
-        return 0
-    order = sorted(todo, key=lambda c: -_last_seconds(runs[c].out, c))
-    peak = {c: last_peak(runs[c].out, c) for c in order}
-    jobs = min(jobs, len(todo))
-    # kernels inherit the environment: the cores are shared out (unless the user set the
-    # threads), and chapters run side by side only within the memory budget
-    user_set = any(name in os.environ for name in _THREAD_VARS)
-    tasks = {c: functools.partial(_run_with_threads, runs[c], force, user_set) for c in order}
-    failures = run_side_by_side(tasks, peak, jobs)
-    if failures:
-        raise failures[0]
+    for chapter in chapters:
+        _run_chapter(runs[chapter], True, force, True)
     return 0

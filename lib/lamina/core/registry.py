@@ -1,8 +1,7 @@
 """The chapter registry: one record per chapter, the single place a chapter is declared.
 
 Everything that lists chapters derives from :data:`REGISTRY`: the order of execution
-(:data:`lamina.book.execute.CHAPTERS`), a first run's scheduling (``typical_seconds``), the
-scorecard's chapter-to-paper map (:data:`lamina.book.scorecard.CHAPTER_PAPER`), which chapters
+(:data:`lamina.book.execute.CHAPTERS`), the scorecard's chapter-to-paper map (:data:`lamina.book.scorecard.CHAPTER_PAPER`), which chapters
 the calibration page calibrates (:data:`lamina.trajectory.calibration` reads
 :func:`calibrated`) and the table of contents' check (``tests/core/test_registry.py``).
 
@@ -29,8 +28,6 @@ class ChapterRecord:
         (``lamina.chapters.<name>``); results land in ``<results>/<model>/<name>.json``.
     paper: the paper whose claims the chapter tests (1, 2 or 3), or None for a chapter that
         tests no claim (the tour) or builds an instrument (the organisms).
-    typical_seconds: seconds the chapter took in the last cold ``make book`` on 2 cores (its
-        ``report.json``); only orders a first run, before any report exists (longest first).
     calibrated: whether the calibration page (``lamina.trajectory.calibration``) runs the
         chapter's claim tests on the known-answer sources.
     default_models: the models ``model="default"`` runs, in order
@@ -43,7 +40,6 @@ class ChapterRecord:
 
     name: str
     paper: int | None
-    typical_seconds: float
     calibrated: bool = False
     default_models: tuple[str, ...] = ()
     stem: str = ""
@@ -69,23 +65,22 @@ class ChapterRecord:
 _PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")
 _TRAJECTORY = (*_PRETRAINED, "peer-*", "minilm", "organism-gpt2", "organism-llama")
 
-# Book order. typical_seconds: the cold make book of 2026-12-01 (report.json seconds); growth
-# training and layer anatomy are the projections of their larger budgets (issue 21).
+# Book order.
 REGISTRY: tuple[ChapterRecord, ...] = (
-    ChapterRecord("trajectory_tour", None, 18, default_models=(*_PRETRAINED, "minilm")),
-    ChapterRecord("convergence", 1, 110, True, _TRAJECTORY),
-    ChapterRecord("curvature", 1, 64, True, _TRAJECTORY),
-    ChapterRecord("bifurcation", 1, 72, True, _TRAJECTORY),
-    ChapterRecord("three_phase", 1, 82, True, _TRAJECTORY),
-    ChapterRecord("reanalysis", 1, 57, default_models=_PRETRAINED),
+    ChapterRecord("trajectory_tour", None, default_models=(*_PRETRAINED, "minilm")),
+    ChapterRecord("convergence", 1, True, _TRAJECTORY),
+    ChapterRecord("curvature", 1, True, _TRAJECTORY),
+    ChapterRecord("bifurcation", 1, True, _TRAJECTORY),
+    ChapterRecord("three_phase", 1, True, _TRAJECTORY),
+    ChapterRecord("reanalysis", 1, default_models=_PRETRAINED),
     ChapterRecord(
-        "weight_update_signature", 2, 927,
+        "weight_update_signature", 2,
         default_models=(*_PRETRAINED, "organism-gpt2", "organism-llama"), stem="signature",
     ),
-    ChapterRecord("layer_anatomy", 3, 880, default_models=(*_PRETRAINED, "organism-llama"),
+    ChapterRecord("layer_anatomy", 3, default_models=(*_PRETRAINED, "organism-llama"),
                   stem="anatomy"),
-    ChapterRecord("growth_training", 3, 1100, default_models=_PRETRAINED, stem="growth"),
-    ChapterRecord("organisms", None, 162, default_models=("organism-gpt2", "organism-llama")),
+    ChapterRecord("growth_training", 3, default_models=_PRETRAINED, stem="growth"),
+    ChapterRecord("organisms", None, default_models=("organism-gpt2", "organism-llama")),
 )  # fmt: skip
 
 

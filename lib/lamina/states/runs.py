@@ -3,8 +3,8 @@
 One rule for every way of running a chapter (``make book``, ``lamina run``, ``make chapter``,
 the Python API, papermill or Jupyter directly):
 
-* Only the book's own build (``make book``, i.e. ``lamina run --all --book``) writes the
-  book's slot, ``<results>/<model>/<chapter>.json``, and ``book/executed/``.
+* Only the book's own build (``make book``, whose Snakemake rules run ``lamina run CHAPTER
+  --book``) writes the book's slot, ``<results>/<model>/<chapter>.json``, and ``book/executed/``.
 * Every other run writes ``<results>/<model>/<namespace>/<chapter>.json``, where the
   namespace is a 12-hex hash of every parameter that differs from the book's (the chapter's
   ``parameters`` cell), model names and lists included, ``results_root`` aside
