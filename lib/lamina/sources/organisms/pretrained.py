@@ -55,18 +55,8 @@ from lamina.sources.organisms.stages import (
     training_lengths,
 )
 
-__all__ = [
-    "ADAM_FILE",
-    "ALIGN_CODE_VERSION",
-    "ALIGNED_FILES",
-    "PretrainedAlignConfig",
-    "align_pretrained",
-    "aligned_damage",
-    "aligned_state",
-    "build_aligned",
-    "gate_sample",
-    "save_adam_state",
-]
+__all__ = ["ADAM_FILE", "ALIGN_CODE_VERSION", "ALIGNED_FILES", "PretrainedAlignConfig", "align_pretrained",
+           "aligned_damage", "aligned_state", "build_aligned", "gate_sample", "save_adam_state"]
 
 ALIGN_CODE_VERSION = "align-pretrained-3"  # 3: length-grouped batches; 2: entity-pair split, gates, Adam
 
