@@ -197,6 +197,10 @@ show_quant_control(result)
 #   δ(L)/δ(0) is then undefined (those rows read "not testable", with the count of such pairs);
 #   the headline ratio over the control's is read at the same baseline for both and does not
 #   depend on where it falls.
+# - Where δ(0) > 0 the paper's ratio has a ceiling: δ is a chord distance (at most 2), so
+#   δ(L)/δ(0) ≤ 2/δ(0). Where the pairs' median δ(0) exceeds 2/4.9 ≈ 0.41, the claimed 4.9× is
+#   out of reach whatever the model does, and the row reads "undecidable at this design" with
+#   the ceiling.
 # - The onset depth uses a threshold of 10% of the total rise (a reimplementation choice; the
 #   paper does not define onset).
 

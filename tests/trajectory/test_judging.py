@@ -124,6 +124,21 @@ def test_bifurcation_secondary_rows_need_the_excess_present():
     assert rows["p1-bifurcation-onset"].verdict == "located as claimed"
 
 
+def test_a_homograph_ratio_beyond_the_chord_ceiling_is_undecidable():
+    """delta is a chord distance (at most 2), so r <= 2 / delta(0): a model whose pairs already
+    separate by 0.6 at layer 0 cannot show 4.9x; its row says so instead of "not reproduced".
+    Where delta(0) is small enough, the row is judged on its CI as before."""
+    s = {"excess": 5.0, "excess_low": 4.5, "excess_high": 5.5, "p": 1e-4, "rank_biserial": 0.9,
+         "n_pairs": 20, "base_layer": 0, "base_defined": True, "n_zero_base": 0,
+         "ratio": 3.0, "ratio_low": 2.6, "ratio_high": 3.2, "control_ratio": 1.1,
+         "control_low": 1.0, "control_high": 1.2, "onset": 0.2, "onset_low": 0.15,
+         "onset_high": 0.28, "ratio_ceiling": 2 / 0.6, "base_separation": 0.6}
+    row = _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"]
+    assert row.verdict == "undecidable at this design" and "cannot exceed 3.33x" in row.reason
+    s.update(ratio_ceiling=2 / 0.1, base_separation=0.1)
+    assert _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"].verdict == "smaller than claimed"
+
+
 def test_an_estimate_outside_its_ci_is_not_judged():
     row = _rows("convergence", _peak(peak=0.5, ci_low=0.3, ci_high=0.45))["p1-convergence-peak"]
     assert row.verdict == "not testable" and "outside its own CI" in row.reason

@@ -75,6 +75,11 @@ def test_curvature_needs_both_families():
         curvature_test(np.ones(4), np.array(["reasoning"] * 4), np.arange(4), n_bootstrap=20)
 
 
+def bifurcation_unit(x: np.ndarray) -> np.ndarray:
+    """States scaled to unit norm per layer (what delta is a chord distance of)."""
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
 def test_bifurcation_is_paired_and_its_onset_uses_the_ratios_baseline():
     rng = np.random.default_rng(0)
     n, layers, d = 10, 9, 16
@@ -86,6 +91,10 @@ def test_bifurcation_is_paired_and_its_onset_uses_the_ratios_baseline():
     assert s["ratio"] > 5 and abs(s["control_ratio"] - 1) < 1e-6 and s["p"] < 0.01
     assert s["onset"] == pytest.approx(3 / 8, abs=0.07)  # flat to layer 3, then a rise
     assert judge_chapter("bifurcation", s, "m", "")[0].verdict == "reproduced"
+    d0 = np.linalg.norm(bifurcation_unit(base + 0.2 * push) - bifurcation_unit(base - 0.2 * push),
+                        axis=-1)[:, 0]  # fmt: skip
+    assert s["base_separation"] == pytest.approx(np.median(d0))
+    assert s["ratio_ceiling"] == pytest.approx(np.median(2 / d0)) and s["ratio"] <= s["ratio_ceiling"]
     flat = bifurcation_test(base + 0.2 * push, base - 0.2 * push, base + 0.2 * push,
                             base - 0.2 * push, n_bootstrap=100)
     assert abs(flat["ratio"] - 1) < 1e-6 and not flat["p"] < 0.05

@@ -107,7 +107,10 @@ def bifurcation_test(
     homographs separating less than their controls). Medians of the ratios with percentile
     bootstrap CIs over pairs. Onset: :func:`ramp_onset` of the mean over pairs of
     delta_amb - delta_ctl from the ratio's base, as a fraction of the last layer index, with
-    a bootstrap CI over pairs. CIs two-sided 95%.
+    a bootstrap CI over pairs. CIs two-sided 95%. ``ratio_ceiling``: the largest median
+    homograph ratio the model's baseline allows, median over pairs of 2 / delta_amb(base)
+    (delta is a chord distance, at most 2, so r_amb <= 2 / delta_amb(base) for every pair and
+    the median ratio cannot exceed this); ``base_separation``: median delta_amb(base) (chord).
     """
     if not (len(a) == len(b) == len(ca) == len(cb)) or len(a) < 2:
         raise ValueError("bifurcation_test needs >= 2 pairs, each with its matched control pair")
@@ -140,6 +143,8 @@ def bifurcation_test(
         "rank_biserial": float(w["rank_biserial"]),
         "onset": bo["estimate"],
         **_ci_keys(bo, "onset"),
+        "ratio_ceiling": float(np.median(2.0 / np.maximum(da[:, base], 1e-12))),
+        "base_separation": float(np.median(da[:, base])),
         "base_layer": base,
         "base_defined": base == 0,
         "n_zero_base": int(np.sum((da[:, 0] <= 1e-6) | (dc[:, 0] <= 1e-6))),

@@ -80,6 +80,12 @@ def _bifurcation(s: dict[str, Any]) -> dict[str, Measurement]:
         f"delta(0) = 0 for {s['n_zero_base']} of {s['n_pairs']} pairs (no position signal in "
         "the embedding layer): delta(L)/delta(0) is undefined, and a later baseline gives any "
         "pair a large ratio")  # fmt: skip
+    low = C.HOMOGRAPH_RATIO.claimed[0]
+    ceiling = None if s.get("ratio_ceiling", math.inf) >= low else (
+        f"delta(L)/delta(0) <= 2/delta(0) (chord distances are at most 2): at this model's "
+        f"median layer-0 separation of the homograph pairs, {s['base_separation']:.3f}, the "
+        f"median ratio cannot exceed {s['ratio_ceiling']:.2f}x, below the claimed {low:g}x; a "
+        f"model whose pairs separate by less than {2 / low:.2f} at layer 0 would decide it")  # fmt: skip
     return {
         C.EXCESS.id: Measurement(
             estimate=s["excess"], ci_low=s["excess_low"], ci_high=s["excess_high"],
@@ -88,7 +94,8 @@ def _bifurcation(s: dict[str, Any]) -> dict[str, Measurement]:
             detail=f"ratio baseline layer {s['base_layer']}"),
         C.HOMOGRAPH_RATIO.id: Measurement(
             estimate=s["ratio"], ci_low=s["ratio_low"], ci_high=s["ratio_high"],
-            sided="two-sided", p=s["p"], n_units=s["n_pairs"], untestable=undefined),
+            sided="two-sided", p=s["p"], n_units=s["n_pairs"], untestable=undefined,
+            undecidable=None if undefined else ceiling),
         C.CONTROL_LEVEL.id: Measurement(
             estimate=s["control_ratio"], ci_low=s["control_low"], ci_high=s["control_high"],
             sided="two-sided", n_units=s["n_pairs"], untestable=undefined),
