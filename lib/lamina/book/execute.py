@@ -353,13 +353,13 @@ def fold_injected_parameters(path: str | os.PathLike) -> None:
         nbformat.write(nb, path)
 
 
-def _run_chapter(run: _Run, progress: bool, force: bool, check: bool) -> str:
-    """One prepared chapter: reused when ``check`` finds its inputs unchanged (and not
-    ``force``), else executed."""
-    if check and _reuse(run, force):
+def _run_chapter(run: _Run, force: bool) -> str:
+    """One prepared chapter: reused when its inputs are unchanged (and not ``force``), else
+    executed, with progress on the terminal."""
+    if _reuse(run, force):
         return run.chapter
     print(f"[lamina] executing {run.chapter} -> {run.out}", file=sys.stderr, flush=True)
-    _execute(run, "python3", progress)
+    _execute(run, "python3", True)
     return run.chapter
 
 
@@ -386,5 +386,5 @@ def _execute_many(
     print(f"[lamina] checked the parameters, models and folders of {', '.join(chapters)} "
           f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
     for chapter in chapters:
-        _run_chapter(runs[chapter], True, force, True)
+        _run_chapter(runs[chapter], force)
     return 0

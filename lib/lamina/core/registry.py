@@ -1,9 +1,10 @@
 """The chapter registry: one record per chapter, the single place a chapter is declared.
 
 Everything that lists chapters derives from :data:`REGISTRY`: the order of execution
-(:data:`lamina.book.execute.CHAPTERS`), the scorecard's chapter-to-paper map (:data:`lamina.book.scorecard.CHAPTER_PAPER`), which chapters
-the calibration page calibrates (:data:`lamina.trajectory.calibration` reads
-:func:`calibrated`) and the table of contents' check (``tests/core/test_registry.py``).
+(:data:`lamina.book.execute.CHAPTERS`), the scorecard's chapter-to-paper map
+(:data:`lamina.book.scorecard.CHAPTER_PAPER`), which chapters the calibration page calibrates
+(:data:`lamina.trajectory.calibration` reads :func:`calibrated`) and the table of contents'
+check (``tests/core/test_registry.py``).
 
 Adding a chapter means three things: ``notebooks/<name>.py`` (a jupytext notebook with a
 ``parameters`` cell), its module ``lamina/chapters/<name>.py`` (or package), and one
