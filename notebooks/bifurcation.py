@@ -201,6 +201,10 @@ show_quant_control(result)
 #   δ(L)/δ(0) ≤ 2/δ(0). Where the pairs' median δ(0) exceeds 2/4.9 ≈ 0.41, the claimed 4.9× is
 #   out of reach whatever the model does, and the row reads "undecidable at this design" with
 #   the ceiling.
+# - The control ratio is judged by an equivalence test against 1.0–1.2: its CI must lie inside
+#   that range. Over twenty pairs the CI is usually wider than the range, so it can never lie
+#   inside it; the row then reads "undecidable at this design" with the number of pairs that
+#   would narrow it enough.
 # - The onset depth uses a threshold of 10% of the total rise (a reimplementation choice; the
 #   paper does not define onset).
 

@@ -114,3 +114,22 @@ def test_the_noise_fit_recovers_the_parameters_of_a_known_sweep():
     fit = cal.fit_noise(skip)
     assert abs(fit["rel_sd"] - cal.REL_SD) < 0.05 and abs(fit["abs_sd"] - cal.ABS_SD) < 0.02
     assert abs(fit["log_mean"] - 1.5) < 0.3 and abs(fit["shared"] - cal.SHARED) < 0.05
+
+
+def test_only_scaling_has_a_null_that_keeps_scaling_preserving():
+    """"Only scaling preserves quality" is judged only where scaling preserves; on the plain
+    null scaling does not (+5%), so the row was "not testable" on every null seed and "not
+    calibrated". Its conditional null keeps scaling at +1% and lets noise preserve too: there
+    "count as claimed" (no other strategy) is a false positive, and the rule must rarely say it."""
+    from lamina.evidence.calibration import calibration_table
+
+    spec = next(c for c in CLAIMS if c.id == "p3-anatomy-scaling-only")
+    runs = pd.DataFrame([r for s in range(8) for r in cal.seed_rows(s)])
+    mine = runs[runs["claim_id"] == spec.id]
+    assert set(mine["source"]) == {"null", "planted", "half", cal.ONE_OTHER}
+    assert (mine[mine["source"] == "null"]["verdict"] == "not testable").all()
+    other = mine[mine["source"] == cal.ONE_OTHER]
+    assert (other["verdict"] != "not testable").sum() >= 6  # scaling preserves there
+    row = calibration_table([spec], calibration_rates(mine, [spec])).iloc[0]
+    assert row["status"] == "calibrated" and row["fpr_source"] == cal.ONE_OTHER
+    assert row["fpr"] <= 1 / 6

@@ -15,7 +15,7 @@ from lamina.book.scorecard import calibration_misses, claims_table
 from lamina.evidence.calibration import calibration_rates, calibration_table
 from lamina.evidence.claims import UNDECIDABLE
 from lamina.evidence.decide import Context, ControlResult, Measurement, decide
-from lamina.evidence.declare import NO_TEST, ClaimSpec, Control, Gate
+from lamina.evidence.declare import NO_TEST, ClaimSpec, Control, Gate, Present
 from lamina.trajectory import calibration as trajectory_calibration
 
 CTX = Context(model="m")
@@ -75,7 +75,7 @@ def test_a_level_row_is_judged_by_an_equivalence_test_against_its_range():
     assert inside.verdict == "reproduced" and inside.present and "equivalence" in inside.reason
     # the estimate in range, the CI past it: no equivalence (the old rule's half-width slack
     # read this as reproduced)
-    wide = decide(spec, m(0.77, 0.68, 0.86), CTX)
+    wide = decide(spec, m(0.80, 0.76, 0.86), CTX)
     assert wide.verdict == "partially" and not wide.present
     below = decide(spec, m(0.5, 0.45, 0.55), CTX)
     assert below.verdict == "smaller than claimed"
@@ -129,3 +129,57 @@ def test_the_picture_marks_a_claim_that_misses_its_calibration_target():
                                      "fpr": 0.2, "fpr_low": 0.1, "fpr_high": 0.3, "n_null": 40}}  # fmt: skip
     pic = picture_html(calibration_misses(table, outcomes))
     assert "lamina-miscalibrated" in pic and "FPR above 5%" in pic
+
+
+def test_a_level_ci_wider_than_its_range_is_undecidable_with_the_units_that_would_decide():
+    """A CI wider than the claimed range can never lie inside it: on the previous engine it
+    read "partially" on every source, a verdict no design of that size could lift."""
+    spec = _level(equivalence=True, resampling="pair")  # claimed 0.71-0.83, 0.12 wide
+    wide = decide(spec, Measurement(estimate=0.78, ci_low=0.6, ci_high=0.96, n_units=20, sided="two-sided"), CTX)
+    assert wide.verdict == UNDECIDABLE and not wide.present
+    assert "0.36 wide" in wide.reason and "about 180 pairs (here 20)" in wide.reason
+    # a narrow CI that overlaps the range is judged as before
+    assert decide(spec, Measurement(estimate=0.8, ci_low=0.76, ci_high=0.86, sided="two-sided"), CTX).verdict == "partially"
+    # a wide CI wholly outside the range decides: the level is not the claimed one
+    assert decide(spec, Measurement(estimate=1.2, ci_low=1.0, ci_high=1.4, sided="two-sided"), CTX).verdict == "not reproduced"
+
+
+def _conditional(**kw: object) -> ClaimSpec:
+    base: dict[str, object] = dict(id="p1-x-size", claim="c", paper_value="v", kind="effect",
+                                   statistic="s", unit="x", test="t", direction=1, null=1.0,
+                                   claimed=(4.9, math.inf), requires=(Present("p1-x-main"),),
+                                   calibrated="a null", conditional_null="half")  # fmt: skip
+    return ClaimSpec(**(base | kw))  # type: ignore[arg-type]
+
+
+def _source_runs(cid: str, verdicts: dict[str, list[str]]) -> pd.DataFrame:
+    return pd.DataFrame([{"claim_id": cid, "source": src, "seed": s, "verdict": v,
+                          "kind": "effect", "present": v != "not testable", "reason": "r"}
+                         for src, vs in verdicts.items() for s, v in enumerate(vs)])  # fmt: skip
+
+
+def test_a_conditional_row_reads_its_fpr_on_a_null_that_keeps_its_precondition():
+    """A row that requires another claim's effect is "not testable" on the plain null, so the
+    previous page called it "not calibrated" whatever its rule did; on its conditional null
+    (the effect present, at half size) a false "yes" is the claimed answer."""
+    spec = _conditional()
+    runs = _source_runs(spec.id, {"null": ["not testable"] * 20,
+                                  "half": ["reproduced"] * 3 + ["smaller than claimed"] * 17,
+                                  "planted": ["reproduced"] * 20})  # fmt: skip
+    plain = calibration_table([spec], calibration_rates(runs))
+    assert plain["status"].iloc[0].startswith("not calibrated")
+    r = calibration_table([spec], calibration_rates(runs, [spec])).iloc[0]
+    assert r["status"] == "calibrated" and r["fpr_source"] == "half"
+    assert r["fpr"] == pytest.approx(3 / 20) and r["n_null_testable"] == 20
+    with pytest.raises(ValueError, match="no runs there"):
+        calibration_table([spec], calibration_rates(runs[runs["source"] != "half"], [spec]))
+    with pytest.raises(ValueError, match="conditional null"):
+        _conditional(requires=())
+
+
+def test_a_rule_undecidable_on_most_planted_seeds_has_no_power_and_says_so():
+    spec = _level(equivalence=True)
+    runs = _source_runs(spec.id, {"null": ["smaller than claimed"] * 20,
+                                  "planted": [UNDECIDABLE] * 15 + ["reproduced"] * 5})  # fmt: skip
+    status = calibration_table([spec], calibration_rates(runs))["status"].iloc[0]
+    assert status.startswith(UNDECIDABLE) and "15 of 20 planted seeds" in status

@@ -24,11 +24,13 @@ SMALL = {"n_bootstrap": 30, "n_permutations": 50}
 def test_the_runs_cover_every_calibrated_claim_of_the_chapters(tmp_path):
     runs = cal.calibration_runs(1, budget=SMALL, cache=tmp_path)
     assert list(runs.columns) == [*RUN_COLUMNS, COVERAGE_COLUMN]
-    assert set(runs["source"]) == {"null", "planted", "half"}
+    assert set(runs["source"]) == {"null", "planted", "half", "elsewhere"}
+    assert set(runs[runs["source"] == "elsewhere"]["claim_id"]) == {"p1-bifurcation-onset",
+                                                                     "p1-convergence-peak-depth"}
     calibrated = {s.id for ch in cal.CHAPTERS for s in CHAPTER_CLAIMS[ch] if s.calibrated}
     assert set(runs["claim_id"]) == calibrated
-    table = calibration_table([s for s in CLAIMS if s.id in calibrated or s.not_calibrated],
-                              calibration_rates(runs))
+    specs = [s for s in CLAIMS if s.id in calibrated or s.not_calibrated]
+    table = calibration_table(specs, calibration_rates(runs, specs))
     assert len(table) and set(table["claim_id"]) >= calibrated
     # too few permutations for the convergence peak's alpha: its rows say so
     peak = runs[runs["claim_id"] == "p1-convergence-peak"]
@@ -36,6 +38,9 @@ def test_the_runs_cover_every_calibrated_claim_of_the_chapters(tmp_path):
     # the vanish rows' null is the survivor source: the effect is there, so they are judged
     vanish = runs[(runs["kind"] == "vanish") & (runs["source"] == "null")]
     assert len(vanish) == 4
+    # the bifurcation ratio rows come from the positional background, where delta(0) > 0
+    ratio = runs[runs["claim_id"].isin(list(cal.BACKGROUND))]
+    assert len(ratio) == 6 and not ratio["reason"].str.contains("delta\\(0\\) = 0").any()
 
 
 def test_a_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, monkeypatch):
@@ -61,7 +66,7 @@ def test_a_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, monkeypatc
 
 
 def test_the_sources_are_described_for_the_page():
-    assert set(cal.CALIBRATION_SOURCES) == {"null", "planted", "half"}
+    assert set(cal.CALIBRATION_SOURCES) == {"null", "planted", "half", "elsewhere"}
     assert "survivor" in cal.CALIBRATION_SOURCES["null"]
 
 
@@ -83,7 +88,7 @@ def test_the_cache_key_covers_every_paper1_module_the_runs_import():
 def test_the_page_lists_every_declared_claim_with_its_rates_or_reason():
     rows = [{"claim_id": s.id, "source": src, "seed": seed, "verdict": "absent",
              "kind": s.kind, "present": False, "reason": ""}
-            for s in CLAIMS if s.calibrated for src in ("null", "planted", "half")
+            for s in CLAIMS if s.calibrated for src in ("null", "planted", "half", "elsewhere")
             for seed in range(2)]  # fmt: skip
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     text = section_markdown(Section("Paper 1", CLAIMS, runs, cal.CALIBRATION_SOURCES))
@@ -105,3 +110,33 @@ def test_the_three_phase_bands_row_is_rarely_present_on_the_null():
     assert {r.claim_id for r in null + planted} == {"p1-three-phase-bands"}
     assert sum(r.present for r in null) <= 1, [(r.verdict, r.reason) for r in null]
     assert all(r.present for r in planted), [(r.verdict, r.reason) for r in planted]
+
+
+@pytest.mark.slow
+def test_the_homograph_ratio_row_is_calibrated_on_a_background_with_position_signal():
+    """On SmolLM2's rotary background delta(0) = 0 for pairs ending in one word, so the ratio
+    delta(L)/delta(0) is undefined and the row is "not testable" on every seed (at e2b72a5 the
+    row had no other source, and read "not calibrated"). Its rows come from organism-gpt2's background (learned
+    positions), tuned so that its pairs separate at layer 0 as the organism's do (0.289
+    chord): the ratio is defined there and its ceiling 2 / delta(0) lies above the claimed
+    4.9x, so the row is judged; the planted ratio is the paper's 5.6x. The control ratio's CI
+    over 20 pairs is wider than the claimed 1.0-1.2, which it can then never lie inside: that
+    row reads "undecidable at this design", with the pairs that would decide it."""
+    from lamina.trajectory.claims import CONTROL_LEVEL, HOMOGRAPH_RATIO
+    from lamina.trajectory.fitted import POSITIONAL, background
+
+    assert not background(POSITIONAL).rotary and background("last").rotary
+    assert cal.BACKGROUND[HOMOGRAPH_RATIO.id] == POSITIONAL
+
+    def rows(kind, pool=None):
+        got = cal.chapter_rows("bifurcation", kind, 0, vanish=False, budget=SMALL, pool=pool)
+        return {r.claim_id: r for r in got}
+
+    rotary = rows("planted")[HOMOGRAPH_RATIO.id]
+    assert rotary.verdict == "not testable" and "delta(0) = 0" in rotary.reason
+    positional = rows("planted", POSITIONAL)
+    ratio = positional[HOMOGRAPH_RATIO.id]
+    assert ratio.verdict not in ("not testable", "undecidable at this design"), ratio.reason
+    assert ratio.present and ratio.measured > 4.0
+    control = positional[CONTROL_LEVEL.id]
+    assert control.verdict == "undecidable at this design" and "pairs (here 20)" in control.reason

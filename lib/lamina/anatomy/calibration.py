@@ -55,7 +55,9 @@ CALIBRATION_SOURCES: dict[str, str] = {
     "(-5%, lamina's size); half: half of each",
     "robustness sweeps": f"14 layers on {N_ROBUST_UNITS} units, per-unit t(3) noise; predicted weights' median change at "
     "+100% (null, skewed), +1,000% (planted); joint / summed increase 1 (null), 2 (planted); "
-    "the worst scaled layer at +5% (null), +1% (planted)",
+    "the worst scaled layer at +5% (null), +1% (planted); \"only scaling\" (judged only where "
+    "scaling preserves) on its conditional null, one-other: scaling's worst layer at +1% and "
+    "noise's at +1%",
     "recovery times": f"{N_RECOVERY} layers whose initial damage importance drives (the threat: importance "
     "might only predict the damage); null: time driven by the damage alone; planted: partial "
     "rho 0.6 (lamina's size)",

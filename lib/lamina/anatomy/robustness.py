@@ -257,20 +257,28 @@ def measure_preserving(
     sweep: pd.DataFrame, doc_ids: np.ndarray, threshold_pct: float, n_bootstrap: int, seed: int
 ) -> dict[str, object]:
     """How many of the other four strategies (noise, interpolate, predicted, reinit, those
-    swept) preserve quality: every layer's own upper bound (as in :func:`measure_scaling`)
-    below ``threshold_pct``. A count row, no CI."""
-    kept, tested = [], []
+    swept) are not shown to damage quality: no layer's own one-sided 95% lower bound (as in
+    :func:`measure_scaling`) above ``threshold_pct``. "Only scaling preserves" then reads as
+    claimed (0) only where every other strategy is shown to damage; a strategy whose bounds
+    straddle the threshold counts against the claim. (Counting only the strategies *shown* to
+    preserve, every layer's upper bound below the threshold, read "none" on 15 of 115 seeds of
+    a source where noise preserves at +1%, behind a heavy-tailed unit noise.) The detail names
+    those shown to preserve too. A count row, no CI."""
+    kept, unsure, tested = [], [], []
     for s in ROBUSTNESS_STRATEGIES[1:]:
         rows = sweep[sweep["surgery"] == s]
         if rows.empty:
             continue
         tested.append(s)
-        worst, _, hi, _ = _worst(rows, doc_ids, n_bootstrap, seed)
+        worst, lo, hi, _ = _worst(rows, doc_ids, n_bootstrap, seed)
         if np.isfinite(hi) and hi < threshold_pct:
             kept.append(f"{s} ({worst:+.3g}%)")
+        elif not (np.isfinite(lo) and lo > threshold_pct):
+            unsure.append(f"{s} ({worst:+.3g}%)")
     if not tested:
         return {"untestable": "none of the other four strategies was swept"}
     return {
-        "estimate": float(len(kept)),
-        "detail": f"preserving: {', '.join(kept) or 'none'} of {', '.join(tested)}",
+        "estimate": float(len(kept) + len(unsure)),
+        "detail": f"shown to preserve: {', '.join(kept) or 'none'}; neither shown to preserve "
+        f"nor to damage: {', '.join(unsure) or 'none'} (of {', '.join(tested)})",
     }

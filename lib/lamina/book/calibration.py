@@ -105,7 +105,7 @@ def section_markdown(section: Section) -> str:
     """One paper's section: its sources, then one table row per declared claim, then
     sentences (computed) naming the rows that miss a target or whose FPR interval is wider
     than +/-5 points, with the seeds that would narrow it."""
-    table = calibration_table(section.claims, calibration_rates(section.runs))
+    table = calibration_table(section.claims, calibration_rates(section.runs, section.claims))
     lines = [f"## {section.title}", ""]
     for name, text in section.sources.items():
         lines.append(f"- **{name}**: {text}")
@@ -127,8 +127,9 @@ def section_markdown(section: Section) -> str:
             half = (f"{_pct(r['half_smaller'])} / {_pct(r['half_reproduced'])} "
                     f"(n = {int(r['n_half'])})")  # fmt: skip
         ok = _targets(r)
+        on = "" if r.get("fpr_source", "null") == "null" else f"on {r['fpr_source']}: "
         lines.append(f"| `{r['claim_id']}`{main} | {r['kind']} | "
-                     f"{_rate(r, 'fpr', 'fpr_hits', 'n_null_testable')} | "
+                     f"{on}{_rate(r, 'fpr', 'fpr_hits', 'n_null_testable')} | "
                      f"{_rate(r, 'power', 'power_hits', 'n_planted')} | {half} | "
                      f"{_rate(r, 'coverage', 'coverage_hits', 'n_coverage')} | {ok} |")  # fmt: skip
         if ok != "met":
@@ -162,7 +163,7 @@ def claim_outcomes(sections: Sequence[Section]) -> dict[str, dict[str, Any]]:
     share of planted seeds whose CI covers the known value)."""
     out: dict[str, dict[str, Any]] = {}
     for section in sections:
-        table = calibration_table(section.claims, calibration_rates(section.runs))
+        table = calibration_table(section.claims, calibration_rates(section.runs, section.claims))
         for r in table.to_dict("records"):
             item: dict[str, Any] = {"status": str(r["status"])}
             if r["status"] == "calibrated":

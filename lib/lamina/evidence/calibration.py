@@ -14,6 +14,10 @@ paper's effect at its stated size), ``half`` (at half of it).
   says "yes" (:func:`says_yes`): an effect row *present* (significant in the claimed direction,
   whatever its size word), a count or location row "as claimed", a vanish or across row
   "reproduced". A row "not testable" on more than half the null seeds is not calibrated.
+  A row that requires another claim's effect (``requires=Present(...)``) is not testable on
+  the plain null by design; its FPR is read on its declared ``conditional_null`` (a source
+  that keeps the precondition and breaks the row's own claim: "half" for a size claim, a
+  science package's "elsewhere" for a location), where a "yes" is the claimed answer.
 * **Power** at the paper's size: the share of planted seeds whose row reads as claimed
   (:data:`AS_CLAIMED`: "reproduced" for effect, vanish and across rows).
 * **Half size** (effect rows): the share of seeds reading "smaller than claimed", the right
@@ -68,22 +72,32 @@ def _rate(hits: int, n: int) -> dict[str, float]:
     return {"rate": r, "low": lo, "high": hi, "hits": hits, "n": n}
 
 
-def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per claim id, from runs with :data:`RUN_COLUMNS`: n_null, n_null_testable, fpr (with
+def calibration_rates(runs: pd.DataFrame, specs: Iterable[ClaimSpec] = ()) -> pd.DataFrame:
+    """Per claim id, from runs with :data:`RUN_COLUMNS`: fpr_source (the source the FPR is
+    read on: "null", or the row's declared ``conditional_null`` among ``specs``, where a
+    "yes" is a verdict as claimed, the precondition holding there by design), n_null,
+    n_null_testable (both on fpr_source), fpr (with
     fpr_low, fpr_high, fpr_hits), power (power_low, power_high, power_hits, n_planted), half_smaller
     and half_reproduced (with their hits and n_half), null_untestable_reason (the commonest
-    reason where the row was not testable on the null), and, where the runs have the column
+    reason where the row was not testable on the null), n_planted_undecidable and
+    planted_undecidable_reason (planted seeds whose rule read "undecidable at this design"),
+    and, where the runs have the column
     :data:`COVERAGE_COLUMN`, coverage (coverage_low, coverage_high, coverage_hits, n_coverage:
     planted seeds with a finite value; NaN where none)."""
     missing = set(RUN_COLUMNS) - set(runs.columns)
     if missing:
         raise ValueError(f"calibration runs lack the columns {sorted(missing)}")
+    conditional = {s.id: s.conditional_null for s in specs if s.conditional_null}
     rows = []
     for cid, part in runs.groupby("claim_id", sort=False):
         kind = str(part["kind"].iloc[0])
-        null = part[part["source"] == "null"]
+        fpr_source = conditional.get(str(cid), "null")
+        null = part[part["source"] == fpr_source]
         testable = null[~null["verdict"].isin((NOT_TESTABLE, UNDECIDABLE))]
-        yes = sum(says_yes(v, kind, p) for v, p in zip(testable["verdict"], testable["present"], strict=True))
+        if fpr_source == "null":
+            yes = sum(says_yes(v, kind, p) for v, p in zip(testable["verdict"], testable["present"], strict=True))
+        else:  # the precondition holds there by design: a "yes" is the claimed answer
+            yes = int((testable["verdict"] == AS_CLAIMED.get(kind, "")).sum())
         fpr = _rate(int(yes), len(testable))
         planted = part[(part["source"] == "planted")]
         pw = _rate(int((planted["verdict"] == AS_CLAIMED.get(kind, "")).sum()), len(planted))
@@ -92,6 +106,7 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
         rep = _rate(int((half["verdict"] == REPRODUCED).sum()), len(half))
         untestable = null[null["verdict"] == NOT_TESTABLE]["reason"]
         undecided = null[null["verdict"] == UNDECIDABLE]["reason"]
+        planted_undecided = planted[planted["verdict"] == UNDECIDABLE]["reason"]
         cov: dict[str, float] = {}
         if COVERAGE_COLUMN in part:
             c = pd.to_numeric(planted[COVERAGE_COLUMN], errors="coerce").dropna()
@@ -100,7 +115,8 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
                    "coverage_high": r.get("high", float("nan")), "coverage_hits": r.get("hits", 0),
                    "n_coverage": len(c)}  # fmt: skip
         rows.append({
-            "claim_id": cid, "kind": kind, "n_null": len(null), "n_null_testable": len(testable),
+            "claim_id": cid, "kind": kind, "fpr_source": fpr_source, "n_null": len(null),
+            "n_null_testable": len(testable),
             "fpr": fpr["rate"], "fpr_low": fpr["low"], "fpr_high": fpr["high"],
             "fpr_hits": fpr["hits"], "n_planted": len(planted), "power": pw["rate"],
             "power_low": pw["low"], "power_high": pw["high"], "power_hits": pw["hits"],
@@ -109,6 +125,9 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
             "null_untestable_reason": untestable.mode().iloc[0] if len(untestable) else "",
             "n_null_undecidable": len(undecided),
             "null_undecidable_reason": undecided.mode().iloc[0] if len(undecided) else "",
+            "n_planted_undecidable": len(planted_undecided),
+            "planted_undecidable_reason": (planted_undecided.mode().iloc[0]
+                                           if len(planted_undecided) else ""),
         } | cov)  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -116,12 +135,14 @@ def calibration_rates(runs: pd.DataFrame) -> pd.DataFrame:
 def calibration_table(specs: Iterable[ClaimSpec], rates: pd.DataFrame) -> pd.DataFrame:
     """One row per declared claim, in declaration order: its rates (:func:`calibration_rates`)
     and ``status``: "calibrated"; "undecidable at this design: <reason>" (declared, or read on
-    more than half the null seeds); ":data:`NO_TEST`" for a level row without an equivalence
+    more than half the null seeds or more than half the planted seeds, where no power is
+    possible); ":data:`NO_TEST`" for a level row without an equivalence
     test; or "not calibrated: <reason>" -- the declaration's reason, or the null's when the row
     was not testable on more than half the null seeds.
 
-    Raises ValueError naming a claim declared ``calibrated`` that has no runs, or runs of a
-    claim id that no declaration holds (a stale or misspelt id)."""
+    Raises ValueError naming a claim declared ``calibrated`` that has no runs (or none on its
+    declared conditional null), or runs of a claim id that no declaration holds (a stale or
+    misspelt id)."""
     specs = list(specs)
     known = {s.id for s in specs}
     by_id = {r["claim_id"]: r for r in rates.to_dict("records")} if len(rates) else {}
@@ -140,12 +161,18 @@ def calibration_table(specs: Iterable[ClaimSpec], rates: pd.DataFrame) -> pd.Dat
         elif r is None:
             raise ValueError(f"claim {s.id} is declared calibrated ({s.calibrated}) but has no "
                              "calibration runs")  # fmt: skip
+        elif s.conditional_null and not r["n_null"]:
+            raise ValueError(f"claim {s.id} declares the conditional null "
+                             f"{s.conditional_null!r} but has no runs there")  # fmt: skip
         elif r["n_null"] and r.get("n_null_undecidable", 0) * 2 > r["n_null"]:
-            status = (f"{UNDECIDABLE}: on {r['n_null_undecidable']} of {r['n_null']} null "
-                      f"seeds ({r['null_undecidable_reason']})")  # fmt: skip
+            status = (f"{UNDECIDABLE}: on {r['n_null_undecidable']} of {r['n_null']} "
+                      f"{r.get('fpr_source', 'null')} seeds ({r['null_undecidable_reason']})")  # fmt: skip
+        elif r.get("n_planted") and r.get("n_planted_undecidable", 0) * 2 > r["n_planted"]:
+            status = (f"{UNDECIDABLE}: on {r['n_planted_undecidable']} of {r['n_planted']} "
+                      f"planted seeds ({r['planted_undecidable_reason']})")  # fmt: skip
         elif r["n_null"] and r["n_null_testable"] * 2 < r["n_null"]:
             status = (f"not calibrated: not testable on {r['n_null'] - r['n_null_testable']} of "
-                      f"{r['n_null']} null seeds ({r['null_untestable_reason']})")  # fmt: skip
+                      f"{r['n_null']} {r.get('fpr_source', 'null')} seeds ({r['null_untestable_reason']})")  # fmt: skip
         else:
             status = "calibrated"
         row = {"claim_id": s.id, "claim": s.claim, "kind": s.kind, "main": s.main,

@@ -33,7 +33,8 @@ a model (:class:`Measurement`: estimate, CI, p) and ``decide`` returns the row
      equivalence test, two one-sided tests at (1 - ci_level) / 2 each: "reproduced" (and
      present) only when the whole CI lies inside the claimed range; "partially" when it
      overlaps it; "smaller than claimed" / "not reproduced" when it lies below / above it; no
-     CI is "not testable".
+     CI is "not testable". A CI that overlaps the range but is wider than it can never lie
+     inside it, so it reads "undecidable at this design" with the units that would decide it.
    * *Size.* ``in_range``: lo <= e <= hi; ``ci_overlaps``: c_lo <= hi and c_hi >= lo;
      ``precise``: the CI lies inside the range widened by half its width on each side
      (open-ended range: c_lo >= lo - tolerance). "reproduced" when in_range and precise;
@@ -296,7 +297,7 @@ def _effect(
     tested, alpha, null, d = bool(spec.test), spec.alpha, _null(spec, m), spec.direction
     p = m.p
     if spec.equivalence:
-        return _equivalence(spec, e, lo, hi, has_ci, where, row)
+        return _equivalence(spec, e, lo, hi, has_ci, where, row, m.n_units)
     if d and (e == null or math.copysign(1, e - null) != d):
         if tested:
             if spec.opposite or spec.sided != "two-sided":
@@ -333,10 +334,9 @@ def _effect(
     return row(NOT_REPRODUCED, f"the CI lies above the claimed range ({where}){sig}", present)
 
 
-def _equivalence(
-    spec: ClaimSpec, e: float, lo: float, hi: float, has_ci: bool, where: str, row: Row
-) -> Claim:
-    """Rule 4's level rows: the equivalence test against the claimed range (see :func:`decide`)."""
+def _equivalence(spec: ClaimSpec, e: float, lo: float, hi: float, has_ci: bool, where: str,
+                 row: Row, n_units: int | None = None) -> Claim:  # fmt: skip
+    """Rule 4's level rows (:func:`decide`); a CI's width falls as 1 / sqrt(units)."""
     a, b = spec.claimed
     if not has_ci:
         return row(NOT_TESTABLE, "the level has no CI, so no equivalence test")
@@ -344,11 +344,14 @@ def _equivalence(
             f"the {where.replace('claimed ', 'claimed range ')}")  # fmt: skip
     if a <= lo and hi <= b:
         return row(REPRODUCED, f"{tost}: inside it", present=True)
+    if lo <= b and hi >= a and hi - lo > b - a:  # the design first: the page keeps 160 characters
+        more = (f"about {math.ceil(n_units * ((hi - lo) / (b - a)) ** 2)} {spec.resampling or 'unit'}s"
+                f" (here {n_units}) would narrow it enough; " if n_units else "")  # fmt: skip
+        return row(UNDECIDABLE, f"the CI is {_g(hi - lo)} wide, wider than the claimed range "
+                   f"({_g(b - a)}), so it can never lie inside it; {more}{tost}")  # fmt: skip
     if lo <= b and hi >= a:
         return row(PARTIALLY, f"{tost}: overlaps it, not inside it")
-    if hi < a:
-        return row(SMALLER, f"{tost}: below it")
-    return row(NOT_REPRODUCED, f"{tost}: above it")
+    return row(SMALLER, f"{tost}: below it") if hi < a else row(NOT_REPRODUCED, f"{tost}: above it")
 
 
 def _count(

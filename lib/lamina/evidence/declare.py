@@ -100,7 +100,13 @@ class ClaimSpec:
     equivalence test (two one-sided tests at level (1 - ci_level) / 2 each: "reproduced" only
     when the whole CI lies inside the claimed range); undecidable: why the rule cannot read its
     claimed answer at this design, and the design that would decide it (the row then reads
-    "undecidable at this design" whenever its preconditions hold).
+    "undecidable at this design" whenever its preconditions hold); conditional_null: for a row
+    that requires another claim's effect (:class:`Present`), the calibration source on which
+    its false-positive rate is read, one that keeps the precondition and breaks this row's own
+    claim ("half": the effect present at half the paper's size, for a size claim; a science
+    package's own, such as "elsewhere": the effect located outside the claimed range). On the
+    plain null such a row is "not testable" by design (its precondition fails there), so a rate
+    read there counts nothing.
     """
 
     id: str
@@ -129,6 +135,7 @@ class ClaimSpec:
     not_calibrated: str = ""
     equivalence: bool = False
     undecidable: str = ""
+    conditional_null: str = ""
 
     def __post_init__(self) -> None:
         check_id(self.id)
@@ -160,6 +167,9 @@ class ClaimSpec:
                                      and math.isfinite(hi)):
             raise ValueError(f"{where}: an equivalence test is for a level row: an effect with "
                              "a finite claimed range, no test and no direction")  # fmt: skip
+        if self.conditional_null and not any(isinstance(r, Present) for r in self.requires):
+            raise ValueError(f"{where}: a conditional null is for a row that requires another "
+                             "claim's effect (requires=(Present(...),))")  # fmt: skip
         if bool(self.calibrated) == bool(self.not_calibrated):
             raise ValueError(f"{where}: set exactly one of calibrated= (its nulls) and "
                              "not_calibrated= (why it has none)")  # fmt: skip

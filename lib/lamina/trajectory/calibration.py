@@ -25,6 +25,15 @@ Sources (:data:`CALIBRATION_SOURCES`):
   (:func:`lamina.states.controls.shuffle_layers` with
   :func:`lamina.trajectory.stat_tests.shuffle_options`) and the source's random-embedding
   control (:func:`lamina.trajectory.synthetic.control_states`).
+* conditional rows (a claim judged only where another's effect is present, declared with its
+  ``conditional_null``): the size rows' FPR (the homograph ratio, the gap at all lengths) is
+  read on ``half`` (the effect present at half the paper's size); the location rows' (the
+  onset, the convergence peak's depth) on ``elsewhere``, the paper's sizes with each location
+  moved outside its claimed range (:data:`lamina.trajectory.realistic.ELSEWHERE`).
+
+The bifurcation ratio rows (:data:`BACKGROUND`) are calibrated on the same kinds built on
+organism-gpt2's fitted last-token background (:mod:`lamina.trajectory.fitted_positional`):
+delta(L)/delta(0) needs delta(0) > 0, which SmolLM2's rotary layer 0 does not give.
 
 Coverage (:data:`lamina.evidence.calibration.COVERAGE_COLUMN`): the convergence peak's rows on
 the planted source say whether their CI covers the source's population peak
@@ -64,13 +73,22 @@ from lamina.core.threads import one_thread_process
 from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS, calibration_rates
 from lamina.states.controls import shuffle_layers
 from lamina.trajectory import layerwise_cosine
-from lamina.trajectory.claims import CHAPTER_CLAIMS, CLAIMS, NULL_SOURCES, PEAK, SURVIVOR
+from lamina.trajectory.claims import (
+    CHAPTER_CLAIMS,
+    CLAIMS,
+    CONTROL_LEVEL,
+    HOMOGRAPH_RATIO,
+    NULL_SOURCES,
+    PEAK,
+    SURVIVOR,
+)
 from lamina.trajectory.control_power import (
     invariant_share,
     shuffled_cannot_fail,
     shuffled_cannot_remove,
 )
 from lamina.trajectory.coverage import covers, peak_truth
+from lamina.trajectory.fitted import POSITIONAL
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_mask, chapter_prompts
@@ -82,8 +100,8 @@ from lamina.trajectory.stat_tests import (
 )
 from lamina.trajectory.synthetic import control_states, synthetic_states, synthetic_tokens
 
-__all__ = ["BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "VANISH_KIND", "cache_key",
-           "calibration_runs", "chapter_rows"]  # fmt: skip
+__all__ = ["BACKGROUND", "BUDGET", "CALIBRATION_SOURCES", "CHAPTERS", "CLAIMS", "VANISH_KIND",
+           "cache_key", "calibration_runs", "chapter_rows"]  # fmt: skip
 
 CHAPTERS = registry.calibrated()  # the chapters whose records say calibrated=True
 BUDGET = {"n_bootstrap": 500, "n_permutations": 10_000}  # the chapters' main tests decide at these
@@ -98,6 +116,10 @@ CALIBRATION_SOURCES = {
                "each layer's own, a homograph separation over the last transition alone; "
                "convergence's at the fitted model's own peak, the real models' size)",
     "half": "half of each effect planted on the realistic background",
+    "elsewhere": "the location rows' conditional null: the paper's sizes (the effect kept), "
+                 "each location moved outside its claimed range: the bifurcation's separation "
+                 "starting at half depth (0.23 of depth past the claimed 0.17-0.27), the "
+                 "convergence bump centred at 1/6 of depth (claimed: from 1/3)",
 }  # fmt: skip
 # source of the page -> the realistic kind, for the vanish rows and for the others
 KIND = {"null": ("survivor", "null"), "planted": ("removable", "planted"),
@@ -105,15 +127,20 @@ KIND = {"null": ("survivor", "null"), "planted": ("removable", "planted"),
 # a chapter's vanish row calibrated on other kinds (module docstring): chapter -> {source: kind}
 VANISH_KIND = {"convergence": {"null": "survivor-model", "planted": "removable-model"}}
 _ = SURVIVOR  # the declarations name it; the runs build it
+# claims calibrated on another background than their chapter's (claim id -> background of
+# lamina.trajectory.fitted.BACKGROUNDS): the bifurcation ratio delta(L)/delta(0) is undefined
+# on SmolLM2's rotary background (delta(0) = 0), so its rows are calibrated on organism-gpt2's
+BACKGROUND = {HOMOGRAPH_RATIO.id: POSITIONAL, CONTROL_LEVEL.id: POSITIONAL}
 
 
 def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
-                 budget: dict[str, int] | None = None) -> list[Any]:  # fmt: skip
+                 budget: dict[str, int] | None = None, pool: str | None = None) -> list[Any]:  # fmt: skip
     """The rows of ``chapter``'s claims on the realistic source ``kind`` at ``seed``, judged as
     the chapter judges them; with ``vanish``, the vanish row too (its controls run only when
-    the main effect is present)."""
+    the main effect is present). ``pool``: the background (:data:`lamina.trajectory.fitted.
+    BACKGROUNDS`; default the chapter's pooling, SmolLM2's)."""
     budget = budget or BUDGET
-    pool = CHAPTER_POOLING[chapter]
+    pool = pool or CHAPTER_POOLING[chapter]
     t = chapter_prompts(chapter)
     tok = synthetic_tokens(t, pool)
     keep = chapter_mask(chapter, t, tok)
@@ -156,11 +183,25 @@ def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> l
                 rows = [r for r in rows if r.kind != "vanish"]
                 rows += [r for r in chapter_rows(chapter, vanish_kind, seed, vanish=True,
                                                  budget=budget) if r.kind == "vanish"]
-            out += [{"claim_id": r.claim_id, "source": source, "seed": seed, "verdict": r.verdict,
-                     "kind": r.kind, "present": bool(r.present), "reason": r.reason[:160],
-                     COVERAGE_COLUMN: _covered(r, kind)}
-                    for r in rows]  # fmt: skip
+            for pool in sorted({BACKGROUND[r.claim_id] for r in rows if r.claim_id in BACKGROUND}):
+                moved = {c for c, b in BACKGROUND.items() if b == pool}
+                rows = [r for r in rows if r.claim_id not in moved] + [
+                    r for r in chapter_rows(chapter, kind, seed, vanish=False, budget=budget,
+                                            pool=pool) if r.claim_id in moved]  # fmt: skip
+            out += [_run(r, source, seed, kind) for r in rows]
+        moved = {s.id for s in CHAPTER_CLAIMS[chapter] if s.conditional_null == "elsewhere"}
+        if moved:  # their conditional null: the effect planted, located elsewhere
+            out += [_run(r, "elsewhere", seed, "planted-elsewhere")
+                    for r in chapter_rows(chapter, "planted-elsewhere", seed, vanish=False,
+                                          budget=budget) if r.claim_id in moved]  # fmt: skip
     return out
+
+
+def _run(r: Any, source: str, seed: int, kind: str) -> dict[str, Any]:
+    """One run row (:data:`RUN_COLUMNS` and coverage) of the judged row ``r``."""
+    return {"claim_id": r.claim_id, "source": source, "seed": seed, "verdict": r.verdict,
+            "kind": r.kind, "present": bool(r.present), "reason": r.reason[:160],
+            COVERAGE_COLUMN: _covered(r, kind)}  # fmt: skip
 
 
 def _covered(row: Any, kind: str) -> float:
@@ -188,7 +229,7 @@ CODE = ("evidence", "states/controls.py", "sources/prompts.py", "trajectory/__in
             "calibration", "claims", "control_power", "coverage", "judging", "stat_tests",
             "convergence_stats",
             "curvature_stats", "bifurcation_stats", "phase_stats", "metrics", "phases", "sizes",
-            "synthetic", "realistic", "levers", "background", "fitted")))  # fmt: skip
+            "synthetic", "realistic", "levers", "background", "fitted", "fitted_positional")))  # fmt: skip
 
 
 def cache_key(chapters: tuple[str, ...], budget: dict[str, int]) -> str:

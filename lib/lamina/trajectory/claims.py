@@ -62,6 +62,12 @@ NULL_SOURCES = ("the realistic null: a background fitted to SmolLM2-135M-Instruc
                 "keeps its per-layer structure, length-dependent curvature, sentence frames "
                 "shared across categories, item clustering, contexts shared by a homograph and "
                 "its control and delta(0) = 0; planted: the paper's sizes on it")
+POSITIONAL_SOURCES = ("the realistic null on a background fitted to organism-gpt2's last-token "
+                      "states (learned absolute positions: delta(0) > 0, where the ratio "
+                      "delta(L)/delta(0) is defined; on SmolLM2's rotary background it is not), "
+                      "its homograph pairs separating at layer 0 as the organism's do (0.289 "
+                      "chord, which sets the ratio's ceiling); planted: the homograph ratio at "
+                      "the paper's 5.6x and the control ratio at 1.1x; half: 3.3x and 1.05x")
 SURVIVOR = ("the survivor source (the paper's effects, carried by what the controls keep: a "
             "random vocabulary redraws their directions, not their presence; one category "
             "direction at every layer; a separation growing from 22% of depth) as the null; "
@@ -112,6 +118,7 @@ PEAK_DEPTH = ClaimSpec(
     statistic="depth of the peak (layer / last layer), re-selected in every resample",
     unit="fraction of depth", resampling="item, within its category",
     claimed=(1 / 3, math.inf), requires=(Present(PEAK.id),), calibrated=NULL_SOURCES,
+    conditional_null="elsewhere",
 )  # fmt: skip
 CONVERGENCE_VANISH = _vanish("convergence", "Convergence", PEAK.id, (SHUFFLED, RANDOM))
 
@@ -129,7 +136,7 @@ GAP_ALL = _effect(
     statistic="reasoning - lexical mean curvature, the paper's two families at all lengths",
     unit="rad", resampling="lexical base word / reasoning prompt",
     test="Mann-Whitney U on unit means", direction=1, claimed=(0.40, math.inf), tolerance=0.05,
-    requires=(Present(GAP.id),), calibrated=NULL_SOURCES,
+    requires=(Present(GAP.id),), calibrated=NULL_SOURCES, conditional_null="half",
 )  # fmt: skip
 REASONING_LEVEL = _effect(
     id="p1-curvature-reasoning-range", claim="Reasoning curvature is 0.71-0.83 rad",
@@ -159,20 +166,20 @@ HOMOGRAPH_RATIO = _effect(
     unit="x (ratio)", resampling="pair",
     test="Wilcoxon signed-rank, log ratio homograph - its matched control, over pairs",
     direction=1, null=1.0, claimed=(RATIO, math.inf), tolerance=RATIO_TOLERANCE,
-    requires=(Present(EXCESS.id),), calibrated=NULL_SOURCES,
+    requires=(Present(EXCESS.id),), calibrated=POSITIONAL_SOURCES, conditional_null="half",
 )  # fmt: skip
 CONTROL_LEVEL = _effect(
     id="p1-bifurcation-control-ratio", claim="Unambiguous controls separate ~1.1x",
     paper_value="1.1x", statistic="median delta(L)/delta(0) of control pairs", unit="x (ratio)",
     resampling="pair", claimed=CONTROL_RATIO, requires=(Present(EXCESS.id),),
-    calibrated=NULL_SOURCES,
+    calibrated=POSITIONAL_SOURCES,
 )  # fmt: skip
 ONSET = ClaimSpec(
     id="p1-bifurcation-onset", kind="location", claim="Bifurcation begins at about 22% of depth",
     paper_value="~0.22 of depth", statistic="start of the ramp fitted to the mean "
     "delta_homograph - delta_control (layer / last layer)", unit="fraction of depth",
     resampling="pair", claimed=(0.17, 0.27), requires=(Present(EXCESS.id),),
-    calibrated=NULL_SOURCES,
+    calibrated=NULL_SOURCES, conditional_null="elsewhere",
 )  # fmt: skip
 BIFURCATION_VANISH = _vanish("bifurcation", "Bifurcation", EXCESS.id, (SHUFFLED, RANDOM))
 

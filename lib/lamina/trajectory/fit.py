@@ -16,7 +16,17 @@ chapter's prompt set, so that the null's mean hazard equals the model's:
 * the ``frame`` share (mean pooling) so that the null's ``frame_pull`` on the convergence
   prompts is the model's;
 * the ``context`` share (last-token pooling) so that the null's ``pair_ratio_correlation`` on
-  the bifurcation pairs is the model's (before, a bare constant 0.69 stood for it).
+  the bifurcation pairs is the model's (before, a bare constant 0.69 stood for it);
+* on a model with position signal at layer 0 (not ``rotary``), the layer-0 shares of the
+  last-token background (the ``context`` tune above leaves layer 0 alone), so that the null's
+  ``base_separation`` (the homograph pairs' median delta(0)) is the model's. At layer 0 the
+  last token has seen only itself and its position, so what the fit reads there as a context
+  shared with the matched control is the shared length (one position); the two senses of a
+  homograph end at nearby positions, whose embeddings are alike, which the background, with
+  no notion of nearness, cannot share. The tune moves the share 1 - k of the layer-0 context
+  to the last word (k = 1: the fit as it is; k = 0: all of it), which sets how much two senses
+  share and so the bifurcation ratio's ceiling 2 / delta(0) (untuned on organism-gpt2, the
+  null's pairs separated by 0.6-0.7 chord against the model's 0.29).
 """
 
 from __future__ import annotations
@@ -45,10 +55,13 @@ __all__ = ["TUNE_DRAWS", "TUNED", "chapter_states", "fit_model", "model_effects"
 
 TUNE_DRAWS = 8
 TUNE_SEED = 880_001
-# (share kind, pooling, chapter, hazard, +1 if the hazard rises with the share else -1): the
-# shares tuned, each to one hazard, in this order
-TUNED = (("frame", "mean", "convergence", "frame_pull", 1),
-         ("context", "last", "bifurcation", "pair_ratio_correlation", 1))  # fmt: skip
+# (share kind, pooling, chapter, hazard, +1 if the hazard rises with the share else -1, layers):
+# the shares tuned, each to one hazard, in this order; layers "all", "after 0" or "0" (layer 0
+# alone, the share 1 - k moved to the last word; not on a rotary background, whose layer 0 is
+# the last word alone, nor is any rotary layer 0 tuned)
+TUNED = (("frame", "mean", "convergence", "frame_pull", 1, "all"),
+         ("context", "last", "bifurcation", "pair_ratio_correlation", 1, "after 0"),
+         ("context", "last", "bifurcation", "base_separation", 1, "0"))  # fmt: skip
 
 
 def paper1_tables() -> dict[str, pd.DataFrame]:
@@ -99,12 +112,18 @@ def null_hazards(backgrounds: dict[str, Background], seeds: range | list[int],
                 else float(np.mean([r[k] for r in runs]))) for k in runs[0]}  # fmt: skip
 
 
-def _scaled(bg: Background, kind: str, k: float) -> Background:
-    """``bg`` with the share of ``kind`` times k at every layer (clipped to 1), but at layer 0
-    of a rotary background (the last word alone there)."""
+def _scaled(bg: Background, kind: str, k: float, layers: str = "all") -> Background:
+    """``bg`` with the share of ``kind`` times k at the ``layers`` of :data:`TUNED` (clipped to
+    1), never at layer 0 of a rotary background (the last word alone there); at "0", the share
+    taken from ``kind`` is added to the last word's (``last``)."""
+    shares = dict(bg.shares)
+    moved = (1.0 - k) * float(shares.get(kind, (0.0,))[0]) if layers == "0" else 0.0
+
     def one(name: str, j: int, v: float) -> float:
-        keep = name != kind or (bg.rotary and j == 0)
-        return round(min(float(v) * (1.0 if keep else k), 1.0), 4)
+        tuned = {"all": True, "after 0": j > 0, "0": j == 0}[layers] and not (bg.rotary and j == 0)
+        if name == "last" and j == 0 and layers == "0" and tuned:
+            return round(min(float(v) + moved, 1.0), 4)
+        return round(min(float(v) * (k if tuned and name == kind else 1.0), 1.0), 4)
     return dataclasses.replace(bg, shares=tuple(
         (name, tuple(one(name, j, v) for j, v in enumerate(vals))) for name, vals in bg.shares))
 
@@ -125,18 +144,24 @@ def tune(backgrounds: dict[str, Background], real: dict[str, Any]) -> tuple[dict
     """The backgrounds with the shares of :data:`TUNED` scaled so that the null's hazards
     equal ``real``'s (module docstring), and the factors k found."""
     out, factors = dict(backgrounds), {}
-    for kind, pool, chapter, hazard, sign in TUNED:
+    for kind, pool, chapter, hazard, sign, layers in TUNED:
         t = chapter_prompts(chapter)
         base = out[pool]
-        first = 1 if base.rotary else 0  # a rotary layer 0 is not tuned
-        peak = max((max(v[first:]) for name, v in base.shares if name == kind), default=0.0)
+        if layers == "0" and base.rotary:
+            continue
+        first = 1 if base.rotary or layers == "after 0" else 0  # a rotary layer 0 is not tuned
+        peak = max((max(v[:1] if layers == "0" else v[first:]) for name, v in base.shares
+                    if name == kind), default=0.0)  # fmt: skip
         if peak <= 0:
             continue
+        # layer 0: k in [0.01, 1], a share moved (at k = 0 the last word would be all of a
+        # state, and two senses of one length identical there, which the fitted model has not)
+        low, top = (0.01, 1.0) if layers == "0" else (0.0, 1.0 / peak)
 
         def measured(k: float, kind: str = kind, pool: str = pool, t: pd.DataFrame = t,
                      base: Background = base, hazard: str = hazard, chapter: str = chapter,
-                     sign: int = sign) -> float:
-            bg = _scaled(base, kind, k)
+                     sign: int = sign, layers: str = layers) -> float:
+            bg = _scaled(base, kind, k, layers)
             got = []
             for seed in range(TUNE_SEED, TUNE_SEED + TUNE_DRAWS):
                 x = compose(t, draw(t, seed, bg), bg, Levers())
@@ -149,9 +174,9 @@ def tune(backgrounds: dict[str, Background], real: dict[str, Any]) -> tuple[dict
                 got.append(hazards(states_of, only=chapter)[hazard])
             return sign * float(np.mean(got))
 
-        k = _bisect(measured, sign * float(real[hazard]), 0.0, 1.0 / peak)
-        factors[kind] = round(k, 4)
-        out[pool] = _scaled(base, kind, k)
+        k = _bisect(measured, sign * float(real[hazard]), low, top)
+        factors[f"{kind} (layer 0)" if layers == "0" else kind] = round(k, 4)
+        out[pool] = _scaled(base, kind, k, layers)
     return out, factors
 
 

@@ -14,9 +14,10 @@ rotary model (delta(0) = 0), the case the bifurcation ratio must survive.
 
 from __future__ import annotations
 
+from lamina.trajectory import fitted_positional
 from lamina.trajectory.background import Background
 
-__all__ = ["EFFECTS", "HAZARDS", "LAST", "MEAN", "TUNING", "background"]
+__all__ = ["BACKGROUNDS", "EFFECTS", "HAZARDS", "LAST", "MEAN", "POSITIONAL", "TUNING", "background"]
 
 # fmt: off
 MEAN = Background(
@@ -171,8 +172,16 @@ TUNING = {
 }
 # fmt: on
 
+POSITIONAL = "last-positional"  # organism-gpt2's last-token background (fitted_positional)
+BACKGROUNDS = ("mean", "last", POSITIONAL)
+
+
 def background(pool: str) -> Background:
-    """The fitted background of ``pool`` ("mean" or "last")."""
-    if pool not in ("mean", "last"):
-        raise ValueError(f"pool must be 'mean' or 'last'; got {pool!r}")
+    """The fitted background of ``pool``: "mean" or "last" (SmolLM2's, this module), or
+    :data:`POSITIONAL` (last-token pooling of organism-gpt2, a model with learned absolute
+    position embeddings: :mod:`lamina.trajectory.fitted_positional`)."""
+    if pool not in BACKGROUNDS:
+        raise ValueError(f"pool must be one of {BACKGROUNDS}; got {pool!r}")
+    if pool == POSITIONAL:
+        return fitted_positional.LAST
     return MEAN if pool == "mean" else LAST

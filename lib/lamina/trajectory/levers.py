@@ -28,6 +28,13 @@ Every lever is solved by bisection on reference draws of its chapter's own promp
   paper's 1.1 (half: 1.05), then the median of r_amb / r_ctl is 5.6 / 1.1 (half:
   3.3 / 1.05), with the chapter's baseline layer.
 
+On the positional background (:data:`lamina.trajectory.fitted.POSITIONAL`, organism-gpt2's,
+which carries the bifurcation ratio rows alone) only ``neutral`` and the two bifurcation levers
+are solved, ``split`` for the rows that background carries: the median homograph ratio
+r_amb itself is the paper's 5.6 (half: 3.3), not the excess. (The chord distance is at most 2,
+so a pair's r_amb is at most 2 / delta(0): with the pairs' median delta(0) near 0.3 chord, 5.6
+needs ``split`` near 9 where the excess would need 8.)
+
 The drift and gain levers enter the states linearly, so a draw's states are computed once
 with the lever at 0 and at 1 (:func:`_linear`).
 """
@@ -57,7 +64,7 @@ from lamina.trajectory.convergence_stats import (
     label_codes,
     unit_rows,
 )
-from lamina.trajectory.fitted import EFFECTS, background
+from lamina.trajectory.fitted import EFFECTS, POSITIONAL, background
 from lamina.trajectory.metrics import bifurcation, layerwise_cosine, mean_curvature
 from lamina.trajectory.phase_stats import unit_band_means
 from lamina.trajectory.realistic import Levers, compose, draw, source_tokens
@@ -74,13 +81,14 @@ def targets(kind: str) -> dict[str, float]:
     """The planted sizes of ``kind`` ("planted" and "survivor": the paper's; "planted-half":
     half of each effect; "planted-model": the paper's, but the convergence peak the fitted
     model has): SIM margin (cosine), the paper's families' mean curvature (rad),
-    peak CI (chord), the control pairs' ratio and the excess r_amb / r_ctl."""
+    peak CI (chord), the control pairs' ratio, the excess r_amb / r_ctl and the homograph
+    pairs' ratio r_amb."""
     if kind in ("planted", "survivor"):
         return {"margin": 0.125, "reasoning": 0.77, "lexical": 0.29, "peak": 0.495,
-                "control": 1.1, "excess": 5.6 / 1.1}
+                "control": 1.1, "excess": 5.6 / 1.1, "ratio": 5.6}
     if kind == "planted-half":
         return {"margin": 0.0625, "reasoning": 0.65, "lexical": 0.41, "peak": 0.2475,
-                "control": 1.05, "excess": 3.3 / 1.05}
+                "control": 1.05, "excess": 3.3 / 1.05, "ratio": 3.3}
     if kind == "planted-model":
         return targets("planted") | {"peak": EFFECTS["convergence_peak"]}
     raise ValueError(f"no planted sizes for kind {kind!r}; choose 'planted', 'planted-half', "
@@ -93,8 +101,8 @@ def _paper_family(t: pd.DataFrame, name: str, tok: np.ndarray) -> np.ndarray:
 
 def statistic(name: str, table: pd.DataFrame, bg: Background) -> Callable[[np.ndarray], float]:
     """The measured effect ``name`` on states (n, L+1, d) of ``table``, as the chapters
-    measure it: "margin", "reasoning", "lexical", "peak", "control", "excess" (module
-    docstring); row selections are computed once."""
+    measure it: "margin", "reasoning", "lexical", "peak", "control", "excess", "ratio"
+    (module docstring); row selections are computed once."""
     t = table.reset_index(drop=True)
     if name == "margin":  # on the rows and units the chapter's test reads (one-token prompts
         rows = chapter_mask("three_phase", t, source_tokens(t, bg))  # left out; a lexical
@@ -121,6 +129,8 @@ def statistic(name: str, table: pd.DataFrame, bg: Background) -> Callable[[np.nd
         return lambda x: float(np.median(ratios(x)[1]))
     if name == "excess":
         return lambda x: float(np.median(np.divide(*ratios(x))))
+    if name == "ratio":
+        return lambda x: float(np.median(ratios(x)[0]))
     raise ValueError(f"unknown lever statistic {name!r}")
 
 
@@ -211,20 +221,28 @@ def _solve(kind: str, pool: str) -> Levers:
     if kind == "null":
         return lv
     goal = targets(kind)
+    every = pool != POSITIONAL  # the positional background carries the bifurcation rows alone
     for _ in range(2):
         for knob, stat in (("drift_lexical", "lexical"), ("drift_reasoning", "reasoning")):
-            lv = lv.but(**{knob: _solve_linear("curvature", pool, knob, stat, goal[stat], lv, 1.0)})
-        lv = lv.but(gain=_solve_linear("convergence", pool, "gain", "peak", goal["peak"], lv, 2.0))
-        for knob, stat in (("control_split", "control"), ("split", "excess")):
+            if every:
+                lv = lv.but(**{knob: _solve_linear("curvature", pool, knob, stat, goal[stat], lv,
+                                                   1.0)})  # fmt: skip
+        if every:
+            lv = lv.but(gain=_solve_linear("convergence", pool, "gain", "peak", goal["peak"], lv,
+                                           2.0))  # fmt: skip
+        for knob, stat in (("control_split", "control"), ("split", "excess" if every else "ratio")):
             lv = lv.but(**{knob: _solve_ratio(pool, knob, stat, goal[stat], lv)})
-        m = _margin(pool, lv)
-        lv = lv.but(phi=_bisect(partial(m, knob="phi"), goal["margin"], 0.25, iters=16, cap=2.0))
+        if every:
+            m = _margin(pool, lv)
+            lv = lv.but(phi=_bisect(partial(m, knob="phi"), goal["margin"], 0.25, iters=16,
+                                    cap=2.0))  # fmt: skip
     return lv
 
 
 MAX_RATIO = 64.0  # the planted ratio's cap (a mean-pooled pair's delta(base) can be too large
 #                   for the paper's ratio: the chord distance is at most 2)
-CODE = ("fitted.py", "realistic.py", "levers.py", "background.py", "metrics.py", "phases.py")
+CODE = ("fitted.py", "fitted_positional.py", "realistic.py", "levers.py", "background.py",
+        "metrics.py", "phases.py")
 # functions of other modules that the levers' statistics call (their source is hashed, not
 # their whole module's, so that an edit elsewhere in those modules keeps the solved levers)
 FUNCTIONS = (baseline_layer, bifurcation_rows, ci_profile, ci_profiles, distance_stack, item_units,

@@ -55,7 +55,10 @@ the same two with the convergence peak the fitted model itself has
 (:data:`lamina.trajectory.fitted.EFFECTS`; the levers "planted-model"), the size of the
 real models' peaks, on which convergence's vanish row is calibrated (there the mix of depths
 under shuffled layers dilutes a layer-invariant code too, so the row is undecidable:
-:mod:`lamina.trajectory.control_power`). Deterministic in the seed.
+:mod:`lamina.trajectory.control_power`); "planted-elsewhere": the planted sizes with the
+bifurcation starting at half depth and the convergence bump centred at 1/6 of depth
+(:data:`ELSEWHERE`), the conditional null of the location rows.
+Deterministic in the seed.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ from lamina.trajectory.phases import fixed_phase_bands
 
 __all__ = [
     "CALIBRATION_KINDS",
+    "ELSEWHERE",
     "KINDS",
     "MODEL_KINDS",
     "REMOVABLE",
@@ -93,8 +97,9 @@ KINDS = ("null", "planted", "planted-half", "survivor")  # the book's synthetic 
 # and the vanish rows' planted source; and the survivor and removable sources at the fitted
 # model's own convergence peak (:data:`MODEL_KINDS`), on which convergence's vanish row is calibrated
 MODEL_KINDS = ("survivor-model", "removable-model")
-CALIBRATION_KINDS = (*KINDS, "removable", *MODEL_KINDS)
+CALIBRATION_KINDS = (*KINDS, "removable", *MODEL_KINDS, "planted-elsewhere")
 ONSET_DEPTH = 0.22  # the paper's "about 22% of depth": the planted bifurcation starts there
+PEAK_DEPTH = 0.67  # the planted convergence bump's centre (middle-to-late, as the paper says)
 RESERVED = 2 * MAX_RANK  # basis columns held for the fixed directions and their turned copy
 
 
@@ -102,6 +107,12 @@ RESERVED = 2 * MAX_RANK  # basis columns held for the fixed directions and their
 # afresh at every layer (:func:`_category_directions`), the separation growing over the last
 # transition alone (11/12 of depth on the 12 blocks of the fitted background)
 REMOVABLE = {"renewal": 1.0, "onset": 11 / 12}
+# the "planted-elsewhere" source beside the planted one: the paper's sizes, each location moved
+# outside its claimed range, the conditional null of the location rows (each keeps its
+# precondition, the effect present): the bifurcation's separation starting at half depth (6 of
+# the 12 blocks, 0.23 of depth past the claimed 0.17-0.27), the convergence bump centred at
+# 1/6 of depth (2 layers in; claimed: middle-to-late, from 1/3)
+ELSEWHERE = {"onset": 0.5, "peak_depth": 1 / 6}
 
 
 def control_kind(kind: str) -> str:
@@ -130,7 +141,8 @@ class Levers:
     removes: :func:`_category_directions`), ``split`` / ``control_split`` (the planted
     ratio delta(L) / delta(base) of homograph / control pairs: :func:`_separate`; 0 leaves
     the background's separation), ``onset`` (the depth, layer / L, where the planted
-    separation starts to grow)."""
+    separation starts to grow), ``peak_depth`` (the depth, layer / L, of the centre of the
+    convergence bump)."""
 
     neutral: float = 0.0
     phi: float = 0.0
@@ -141,6 +153,7 @@ class Levers:
     split: float = 0.0
     control_split: float = 0.0
     onset: float = ONSET_DEPTH
+    peak_depth: float = PEAK_DEPTH
 
     def but(self, **change: float) -> Levers:
         return Levers(**{**self.__dict__, **change})
@@ -311,7 +324,7 @@ def compose(table: pd.DataFrame, dr: Draw, bg: Background, lv: Levers) -> np.nda
         sem = np.flatnonzero(np.char.startswith(fam, "semantic") & (cat != ""))
         names = sorted(set(cat) - {""})
         k = np.array([names.index(c) for c in cat[sem]], dtype=int)
-        bump = np.exp(-(((layers / L - 0.67) / 0.25) ** 2))
+        bump = np.exp(-(((layers / L - lv.peak_depth) / 0.25) ** 2))
         u = _category_directions(dr, lv.renewal)  # (L+1, K, d)
         h[sem] += lv.gain * bump[None, :, None] * u[:, k].transpose(1, 0, 2)
     norm = np.asarray(bg.norm)

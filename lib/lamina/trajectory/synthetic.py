@@ -6,7 +6,10 @@ realistic sources of
 effects planted by :mod:`lamina.trajectory.levers`), dispatched by :func:`synthetic_states`.
 
 They return states (n, L+1, d) for any prompt table of lamina's families, under mean or
-last-token pooling (each pooling has its own fitted background), so the trajectory chapters run
+last-token pooling (each pooling has its own fitted background; ``pool`` =
+:data:`lamina.trajectory.fitted.POSITIONAL`: last-token pooling on organism-gpt2's background,
+whose layer 0 carries position signal, for the bifurcation ratio's calibration), so the
+trajectory chapters run
 on them exactly as on a model (``lamina.chapters.states.load_model_states`` dispatches here).
 A prompt's tokens are its whitespace words times the fitted tokens per word
 (:func:`synthetic_tokens`).
@@ -27,6 +30,7 @@ from lamina.trajectory.fitted import background
 from lamina.trajectory.levers import levers
 from lamina.trajectory.realistic import (
     CALIBRATION_KINDS,
+    ELSEWHERE,
     KINDS,
     REMOVABLE,
     compose,
@@ -53,7 +57,8 @@ def synthetic_states(prompts: pd.DataFrame, kind: str, seed: int = 0, pool: str 
     """States (n, L+1, d) float64 for the rows of ``prompts`` (columns ``prompt`` and, where
     present, ``family``, ``category``, ``item``, ``base``, ``frame``, ``subtype``, ``role``,
     ``pair_id``, ``sense``, ``word_last``) on the realistic source ``kind`` (one of
-    :data:`lamina.trajectory.realistic.CALIBRATION_KINDS`) under ``pool`` ("mean" or "last").
+    :data:`lamina.trajectory.realistic.CALIBRATION_KINDS`) under ``pool`` ("mean", "last" or
+    :data:`lamina.trajectory.fitted.POSITIONAL`).
     Deterministic in ``seed``."""
     if kind not in CALIBRATION_KINDS:
         raise ValueError(f"synthetic kind must be one of {CALIBRATION_KINDS}; got {kind!r}")
@@ -62,10 +67,12 @@ def synthetic_states(prompts: pd.DataFrame, kind: str, seed: int = 0, pool: str 
         raise ValueError("synthetic_states needs at least one prompt")
     bg = background(pool)
     base = {"survivor": "planted", "removable": "planted", "survivor-model": "planted-model",
-            "removable-model": "planted-model"}  # fmt: skip
+            "removable-model": "planted-model", "planted-elsewhere": "planted"}  # fmt: skip
     lv = levers(base.get(kind, kind), pool)
     if kind.startswith("removable"):  # the sizes carried by what the controls remove
         lv = lv.but(**REMOVABLE)
+    if kind == "planted-elsewhere":  # the planted sizes, each location moved
+        lv = lv.but(**ELSEWHERE)
     return compose(t, draw(t, seed, bg), bg, lv)
 
 
