@@ -328,7 +328,7 @@ if len(wg):
 #
 # **After SFT then DPO.** {glue:text}`ws_write_edit_dpo`
 #
-# **Its effect kept after alignment (SFT; SFT then DPO).** {glue:text}`ws_write_edit_kept_sft` {glue:text}`ws_write_edit_kept_dpo`
+# **Its effect beyond construction kept after alignment (SFT; SFT then DPO).** {glue:text}`ws_write_edit_kept_sft` {glue:text}`ws_write_edit_kept_dpo`
 #
 # **Any single group remains effective.** {glue:text}`ws_single_group`
 # :::

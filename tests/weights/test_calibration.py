@@ -45,8 +45,11 @@ def test_every_calibrated_claim_has_runs_from_every_source():
     runs = calibration_runs(1, settings=S, cache=None)
     calibrated = {c.id for c in CLAIMS if c.calibrated}
     assert set(runs["claim_id"]) == calibrated
-    assert set(runs["source"]) == {"null", "planted", "half"}
-    table = calibration_table(CLAIMS, calibration_rates(runs))  # the page's table
+    assert set(runs["source"]) == {"null", "planted", "half", "faded"}
+    faded = runs[runs["source"] == "faded"]
+    kept = {c.id for c in CLAIMS if c.conditional_null == "faded"}
+    assert kept and kept <= set(faded["claim_id"])  # the kept rows' conditional null
+    table = calibration_table(CLAIMS, calibration_rates(runs, CLAIMS))  # the page's table
     assert list(table["claim_id"]) == [c.id for c in CLAIMS]
 
 

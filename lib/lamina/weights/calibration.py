@@ -47,10 +47,10 @@ from lamina.core.threads import one_thread_process
 from lamina.evidence.declare import Gate
 from lamina.weights.claims import ALIGNED_STAGES, CLAIMS
 from lamina.weights.edit_effects import edit_batch, score_edits
-from lamina.weights.edit_null import beyond_scrambled, scrambled_copy
+from lamina.weights.edit_null import scrambled_copy
 from lamina.weights.judging import is_present, judge_unit
 from lamina.weights.measure import PREFIX, margin
-from lamina.weights.measures_causal import single_group
+from lamina.weights.measures_causal import kept_measure, single_group, write_edit
 from lamina.weights.measures_mechanism import (
     cancellation_direction,
     cancellation_scale,
@@ -66,7 +66,7 @@ from lamina.weights.measures_signature import (
 )
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.sources import signature_source
-from lamina.weights.sources_edit import TEXTS, edit_model
+from lamina.weights.sources_edit import TEXTS, edit_model, faded
 from lamina.weights.sources_mechanism import adam_source, adaptation_source, gradients_source
 from lamina.weights.summaries import RowSelection
 
@@ -107,17 +107,31 @@ def _adaptation(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[st
     return {"single-group": single_group(adaptation_source(kind, seed), s)}
 
 
+def _scored(model: Any, stage: str, seed: int, batch: tuple, s: SignatureSettings) -> list[dict[str, Any]]:
+    """The edit table's rows of one model at ``stage``: the unembedding edit of every target
+    token, and each of ``s.edit_scrambled`` scrambled copies (seeds from ``seed``)."""
+    ids, mask, tokens = batch
+    rows = score_edits(model, stage, "unembedding", 0, tokens, ids, mask, s)
+    for i in range(s.edit_scrambled):
+        rows += score_edits(scrambled_copy(model, seed + i), stage, "scrambled", i, tokens, ids, mask, s)
+    return rows
+
+
 def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
-    model, tok = edit_model(kind, seed)
-    ids, mask, tokens = edit_batch(model, tok, TEXTS, s)
-    obs = np.array([r["delta_logp"] for r in score_edits(model, "x", "u", 0, tokens, ids, mask, s)])
-    null = np.array([np.mean([r["delta_logp"] for r in
-                              score_edits(scrambled_copy(model, 7919 * seed + i), "x", "s", i, tokens, ids, mask, s)])
-                     for i in range(s.edit_scrambled)])  # fmt: skip
-    m = beyond_scrambled(obs, null)
-    # every stage's write-edit row applies the one rule (measures_causal.write_edit) to its
-    # model; on this source the stage gate passes, so one draw judges each row alike
-    return {f"write-edit-{t}": m for t in ("released", *ALIGNED_STAGES)}
+    """The write-edit rows (one draw judges every stage's row alike: on this source the stage
+    gate passes) and the kept rows: the base is the source's model, the "aligned" model the
+    same model (its scrambled copies drawn afresh), or on ``faded`` the planted model with
+    the feedback of all but :data:`FADED_KEEP` target tokens removed
+    (:func:`lamina.weights.sources_edit.faded`), whose own edit is the kept rows' precondition."""
+    model, tok = edit_model("planted" if kind == "faded" else kind, seed)
+    batch = edit_batch(model, tok, TEXTS, s)
+    aligned = faded(model, batch[2]) if kind == "faded" else model
+    e = pd.DataFrame(_scored(model, "base", 7919 * seed, batch, s)
+                     + _scored(aligned, "aligned", 7919 * seed + 104_729, batch, s))  # fmt: skip
+    edit = write_edit(e, "aligned" if kind == "faded" else "base", s)
+    kept = kept_measure(e, "aligned", "base", s)
+    return ({f"write-edit-{t}": edit for t in ("released", *ALIGNED_STAGES)}
+            | {f"write-edit-kept-{t}": kept for t in ALIGNED_STAGES})  # fmt: skip
 
 
 CALIBRATION_SOURCES: dict[str, str] = {
@@ -132,7 +146,9 @@ CALIBRATION_SOURCES: dict[str, str] = {
     "adaptation": "per-item held-out losses of 64 items; null: one group at a quarter of full "
     "fine-tuning's reduction; planted: every group as effective",
     "edit": "never-trained GPT-2-style models against their scrambled copies (null: exchangeable); "
-    "planted: a block that feeds unembedding writes back",
+    "planted: a block that feeds unembedding writes back; the kept rows (judged only where the "
+    "edit is beyond construction) on their conditional null, faded: the planted model as the "
+    "base and, as the aligned one, the same with the feedback of 4 of its 6 target tokens removed",
 }
 """What each source's null keeps (a line each, for the calibration page)."""
 
@@ -141,7 +157,8 @@ SOURCE_FNS: dict[str, Callable[[str, int, SignatureSettings], dict[str, dict[str
     "adaptation": _adaptation, "edit": _edit,
 }  # fmt: skip
 """Each known-answer source: (kind, seed, settings) -> {claim name: measurement}."""
-SOURCE_KINDS: dict[str, tuple[str, ...]] = {"gradients": ("null", "planted")}
+SOURCE_KINDS: dict[str, tuple[str, ...]] = {"gradients": ("null", "planted"),
+                                            "edit": (*SOURCES, "faded")}
 """Sources without a ``half`` kind: the gradient rows claim no size (a correlation above 0,
 ratios close to 1), so there is no half-size effect to draw."""
 

@@ -53,24 +53,38 @@ def write_edit(e: pd.DataFrame, stage: str, s: SignatureSettings) -> dict[str, o
 
 
 def kept_measure(e: pd.DataFrame, stage: str, base: str, s: SignatureSettings) -> dict[str, object]:
-    """Aligned / base effect of the unembedding edit: mean Δlog p over the target tokens at
-    ``stage`` over the same at ``base``, with the one-sided 90% percentile bootstrap CI over
-    tokens (paired: each token's two effects resampled together); no test."""
-    a = e[(e["stage"] == stage) & (e["direction"] == "unembedding")].set_index("token")
-    b = e[(e["stage"] == base) & (e["direction"] == "unembedding")].set_index("token")
-    common = a.index.intersection(b.index)
-    x, y = a.loc[common, "delta_logp"].to_numpy(), b.loc[common, "delta_logp"].to_numpy()
-    if len(x) < 2 or y.mean() <= 0:
-        return {"untestable": "the base's edit effect is not positive or has under 2 tokens"}
-
-    def ratio(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
-        return u.mean(axis) / v.mean(axis)
-
-    ci = bootstrap_ci((x, y), ratio, n_resamples=s.n_bootstrap, seed=s.seed, method="percentile",
-                      paired=True, confidence=0.90).iloc[0]  # fmt: skip
-    return {"estimate": float(x.mean() / y.mean()), "ci_low": float(ci["ci_low"]),
-            "ci_high": float(ci["ci_high"]), "sided": "greater", "n_units": len(x),
-            "detail": f"{x.mean():.3g} nats after, {y.mean():.3g} before"}  # fmt: skip
+    """Aligned / base effect of the unembedding edit beyond construction: (mean Δlog p over the
+    target tokens - the mean over the stage's scrambled copies) at ``stage`` over the same at
+    ``base`` (:func:`edit_units`), with the one-sided 90% percentile bootstrap CI (tokens
+    resampled paired, each stage's copies resampled on their own; a resample whose base effect
+    is not positive has no ratio and is left out); no test. The raw ratio of Δlog p would be
+    mostly the edit's by-construction part, which any model has: on the planted edit model
+    with its feedback block removed (no effect beyond construction) it read 0.77-0.80."""
+    a, b = edit_units(e, stage), edit_units(e, base)
+    ta = e[(e["stage"] == stage) & (e["direction"] == "unembedding")].set_index("token")
+    tb = e[(e["stage"] == base) & (e["direction"] == "unembedding")].set_index("token")
+    common = ta.index.intersection(tb.index)
+    x, y = ta.loc[common, "delta_logp"].to_numpy(float), tb.loc[common, "delta_logp"].to_numpy(float)
+    na, nb = a["null"], b["null"]  # (copies,) each copy's mean over the stage's tokens
+    if len(x) < 2 or len(na) < 3 or len(nb) < 3:
+        return {"untestable": f"{len(x)} common target tokens, {len(na)} and {len(nb)} scrambled "
+                "copies: the ratio needs at least 2 and 3"}  # fmt: skip
+    den = y.mean() - nb.mean()
+    if den <= 0:
+        return {"untestable": "the base's edit is not beyond its scrambled copies"}
+    rng = np.random.default_rng(s.seed)
+    boot = np.full(s.n_bootstrap, np.nan)
+    for i in range(s.n_bootstrap):
+        t = rng.integers(0, len(x), len(x))
+        d = y[t].mean() - nb[rng.integers(0, len(nb), len(nb))].mean()
+        n = x[t].mean() - na[rng.integers(0, len(na), len(na))].mean()
+        boot[i] = n / d if d > 0 else np.nan
+    lo, hi = np.nanpercentile(boot, [5, 95]) if np.isfinite(boot).any() else (np.nan, np.nan)
+    num = x.mean() - na.mean()
+    return {"estimate": float(num / den), "ci_low": float(lo), "ci_high": float(hi),
+            "sided": "greater", "n_units": len(x),
+            "detail": f"{num:.3g} nats beyond construction after, {den:.3g} before (raw "
+                      f"{x.mean():.3g} and {y.mean():.3g})"}  # fmt: skip
 
 
 def _reductions(a: pd.DataFrame, group: str) -> np.ndarray:

@@ -11,6 +11,11 @@
   unembedding is what scrambling destroys. ``half``: γ halved. (Scrambling such a block also
   changes the stream's scale, so the copies' edits are weaker as well: the null removes the
   blocks' structure, whatever it does.)
+* :func:`faded`: a planted model whose feedback units of all but :data:`FADED_KEEP` of the
+  target tokens are removed (their rows of c_proj zeroed), the "aligned" model of the kept
+  rows' conditional null: the edit is still beyond construction on the tokens kept, and its
+  mean effect beyond construction falls to about that share of the base's. (γ is a poor fader:
+  a threshold unit keeps +0.08 to +0.19 nats of the +0.22 to +0.34 at γ = 0.1.)
 
 The tokenizer is a byte-level BPE trained on a few sentences; the texts the edit is scored on
 are those sentences.
@@ -26,7 +31,7 @@ from torch import nn
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["EDIT_KINDS", "TEXTS", "edit_model"]
+__all__ = ["EDIT_KINDS", "FADED_KEEP", "TEXTS", "edit_model", "faded"]
 
 EDIT_KINDS = ("null", "planted", "half")
 TEXTS = [
@@ -41,6 +46,8 @@ GAIN = {"null": 0.0, "planted": 3.0, "half": 1.5}
 """γ of the planted block (lamina's choice: the paper states no size for the edit)."""
 READ_GAIN, THRESHOLD = 2.0, 3.0
 """β and θ of the planted block."""
+FADED_KEEP = 2
+"""Target tokens whose feedback unit :func:`faded` keeps (of the calibration's 6: a third)."""
 
 
 def _tokenizer() -> Any:
@@ -80,3 +87,20 @@ def edit_model(kind: str, seed: int) -> tuple[nn.Module, PreTrainedTokenizerBase
             mlp.c_proj.weight.copy_(GAIN[kind] * unit)  # (n_inner, d)
             mlp.c_proj.bias.zero_()
     return model, _tokenizer()
+
+
+def faded(model: nn.Module, tokens: list[int], keep: int = FADED_KEEP) -> nn.Module:
+    """A copy of a planted edit model (module docstring) whose last block keeps the feedback
+    units of the first ``keep`` of ``tokens`` alone (the others' rows of c_proj zeroed)."""
+    import copy
+
+    out = copy.deepcopy(model).eval()
+    block: Any = out.transformer.h[-1]  # type: ignore[index, union-attr]
+    w = block.mlp.c_proj.weight  # (n_inner = vocabulary, d): a unit per token
+    kept = torch.zeros(w.shape[0], dtype=torch.bool)
+    kept[list(tokens)[:keep]] = True
+    moved = torch.nonzero(~kept).flatten()
+    g = torch.Generator().manual_seed(len(tokens))
+    with torch.no_grad():  # every other unit writes another token's direction: scale kept
+        w[moved] = w[moved[torch.randperm(len(moved), generator=g)]].clone()
+    return out
