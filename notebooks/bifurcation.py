@@ -202,9 +202,9 @@ show_quant_control(result)
 #   out of reach whatever the model does, and the row reads "undecidable at this design" with
 #   the ceiling.
 # - The control ratio is judged by an equivalence test against 1.0–1.2: its CI must lie inside
-#   that range. Over twenty pairs the CI is usually wider than the range, so it can never lie
-#   inside it; the row then reads "undecidable at this design" with the number of pairs that
-#   would narrow it enough.
+#   that range. A CI wider than the range can never lie inside it; where it also overlaps the
+#   range, the row reads "undecidable at this design" with the number of pairs that would
+#   narrow it enough.
 # - The onset depth uses a threshold of 10% of the total rise (a reimplementation choice; the
 #   paper does not define onset).
 

@@ -139,7 +139,7 @@ def test_the_faded_edit_model_keeps_its_scale_and_a_third_of_its_effect():
     model, tok = edit_model("planted", 0)
     obs, null = _measure(model, tok, TEXTS)
     ids, mask, tokens = edit_batch(model, tok, TEXTS, S)
-    f_obs, f_null = _measure(faded(model, tokens), tok, TEXTS)
+    f_obs, f_null = _measure(faded(model, tokens, 0), tok, TEXTS)
     assert f_null.mean() == pytest.approx(null.mean(), rel=0.1)
     ratio = (f_obs.mean() - f_null.mean()) / (obs.mean() - null.mean())
     assert 0.1 < ratio < 0.5

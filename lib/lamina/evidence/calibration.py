@@ -79,7 +79,7 @@ def calibration_rates(runs: pd.DataFrame, specs: Iterable[ClaimSpec] = ()) -> pd
     n_null_testable (both on fpr_source), fpr (with
     fpr_low, fpr_high, fpr_hits), power (power_low, power_high, power_hits, n_planted), half_smaller
     and half_reproduced (with their hits and n_half), null_untestable_reason (the commonest
-    reason where the row was not testable on the null), n_planted_undecidable and
+    reason where the row was not testable on fpr_source), n_planted_undecidable and
     planted_undecidable_reason (planted seeds whose rule read "undecidable at this design"),
     and, where the runs have the column
     :data:`COVERAGE_COLUMN`, coverage (coverage_low, coverage_high, coverage_hits, n_coverage:

@@ -120,12 +120,13 @@ def _scored(model: Any, stage: str, seed: int, batch: tuple, s: SignatureSetting
 def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
     """The write-edit rows (one draw judges every stage's row alike: on this source the stage
     gate passes) and the kept rows: the base is the source's model, the "aligned" model the
-    same model (its scrambled copies drawn afresh), or on ``faded`` the planted model with
-    the feedback of all but :data:`FADED_KEEP` target tokens removed
-    (:func:`lamina.weights.sources_edit.faded`), whose own edit is the kept rows' precondition."""
+    same model (its scrambled copies drawn afresh), or on ``faded`` the planted model with the
+    feedback of all but :data:`lamina.weights.sources_edit.FADED_KEEP` target tokens moved to
+    other tokens' directions (:func:`lamina.weights.sources_edit.faded`), whose own edit is
+    the kept rows' precondition."""
     model, tok = edit_model("planted" if kind == "faded" else kind, seed)
     batch = edit_batch(model, tok, TEXTS, s)
-    aligned = faded(model, batch[2]) if kind == "faded" else model
+    aligned = faded(model, batch[2], seed) if kind == "faded" else model
     e = pd.DataFrame(_scored(model, "base", 7919 * seed, batch, s)
                      + _scored(aligned, "aligned", 7919 * seed + 104_729, batch, s))  # fmt: skip
     edit = write_edit(e, "aligned" if kind == "faded" else "base", s)
@@ -148,7 +149,8 @@ CALIBRATION_SOURCES: dict[str, str] = {
     "edit": "never-trained GPT-2-style models against their scrambled copies (null: exchangeable); "
     "planted: a block that feeds unembedding writes back; the kept rows (judged only where the "
     "edit is beyond construction) on their conditional null, faded: the planted model as the "
-    "base and, as the aligned one, the same with the feedback of 4 of its 6 target tokens removed",
+    "base and, as the aligned one, the same with the feedback of 4 of its 6 target tokens moved to "
+    "other tokens' directions (the block's scale kept)",
 }
 """What each source's null keeps (a line each, for the calibration page)."""
 

@@ -197,7 +197,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
               short=f"edit kept @{t}",
               calibrated="the edit's known-answer models: planted, the edit model against "
               "itself (kept whole); conditional null (faded), the planted model against itself "
-              "with the feedback of 4 of 6 target tokens removed (about a third kept)",
+              "with the feedback of 4 of 6 target tokens moved to other tokens' directions (about a "
+              "third kept)",
               conditional_null="faded")
         for t in ALIGNED_STAGES
     ),
