@@ -13,7 +13,7 @@ from lamina.anatomy.calibration_weights import scaled_r2, weight_stacks
 from lamina.anatomy.coverage import range_coverage
 from lamina.anatomy.growth_calibration import growth_runs
 from lamina.anatomy.importance import skip_rows, unit_sums
-from lamina.evidence.calibration import RUN_COLUMNS, calibration_rates
+from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS, calibration_rates
 
 
 def test_the_importance_null_is_smooth_over_depth_not_a_shuffled_order():
@@ -53,7 +53,7 @@ def test_the_range_ci_covers_at_the_chapters_16_units():
 @pytest.mark.slow
 def test_the_anatomy_rules_on_their_known_answer_sources():
     runs = calibration_runs(3, cache=None)
-    assert list(runs.columns) == list(RUN_COLUMNS) and len(runs.attrs["seconds"]) == 3
+    assert list(runs.columns) == [*RUN_COLUMNS, COVERAGE_COLUMN] and len(runs.attrs["seconds"]) == 3
     assert set(runs["claim_id"]) == {c.id for c in CLAIMS if c.calibrated}
     rates = calibration_rates(runs).set_index("claim_id")
     # a smoke test over 3 seeds: a rule at its 5% size rejects 1 of 3 null seeds 14% of the
@@ -133,3 +133,29 @@ def test_only_scaling_has_a_null_that_keeps_scaling_preserving():
     row = calibration_table([spec], calibration_rates(mine, [spec])).iloc[0]
     assert row["status"] == "calibrated" and row["fpr_source"] == cal.ONE_OTHER
     assert row["fpr"] <= 1 / 6
+
+
+def test_planted_rows_say_whether_their_ci_covers_the_sources_known_value():
+    """Issue 50, item 4: the worst-layer scaling bound and the growth ratio (with the other
+    rows whose planted value is known) carry the coverage column, and the known values are
+    the sources' own: the growth ratio's log-mean over seeds and the joint / summed ratio's
+    mean sit on them."""
+    from lamina.anatomy.growth_calibration import PLANTED_TRUTH as GROWTH_TRUTH
+    from lamina.anatomy.growth_calibration import growth_source
+    from lamina.anatomy.growth_claims import measure_growth
+    from lamina.anatomy.measurements import AnatomyTables, measure_anatomy
+
+    rows = growth_runs(range(2))
+    planted = rows[rows["source"] == "planted"].set_index("claim_id")["covered"].dropna()
+    assert {"p3-growth-loss", "p3-growth-faster", "p3-growth-order-reverse"} <= set(planted.index)
+    assert rows[rows["source"] != "planted"]["covered"].isna().all()
+    ratios = [measure_growth(growth_source("planted", s))["p3-growth-loss"].estimate
+              for s in range(40)]  # fmt: skip
+    assert np.exp(np.mean(np.log(ratios))) == pytest.approx(GROWTH_TRUTH["p3-growth-loss"], rel=0.01)
+    acc = []
+    for s in range(20):
+        rob, docs, joint = cal.robustness_sweep("planted", s)
+        t = AnatomyTables(rob, docs, cal.N_ROBUST_LAYERS, joint_nll=joint)
+        acc.append(measure_anatomy(t, cal.OPTIONS)[0]["p3-anatomy-accumulation"].estimate)
+    assert np.mean(acc) == pytest.approx(cal.PLANTED_TRUTH["p3-anatomy-accumulation"], rel=0.02)
+    assert cal.PLANTED_TRUTH["p3-anatomy-scaling"] == cal.SCALED_WORST["planted"]

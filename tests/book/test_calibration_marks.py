@@ -179,3 +179,23 @@ def test_a_rate_over_its_target_says_whether_its_interval_reaches_it():
     assert near[LOOSE]["targets"] == "FPR above 5% (its interval reaches 5%)"
     far = claim_outcomes([Section("P", [_spec(LOOSE)], _runs({LOOSE: 20}, n=130), {})])
     assert far[LOOSE]["targets"] == "FPR above 5%"
+
+
+def test_a_one_sided_rows_coverage_is_judged_against_its_own_nominal_level():
+    """A one-sided row's CI has two one-sided 95% bounds: a 90% interval, which covers 90% of
+    the time when exact. Judged against 90% (before), an exact interval read "below 90%" on
+    about half of all pages; its target is its nominal level less 5 points, as 90% is a 95%
+    CI's."""
+    from dataclasses import replace
+
+    from lamina.book.calibration import section_markdown
+
+    spec = replace(_spec(LOOSE), sided="greater")
+    assert spec.ci_level == pytest.approx(0.90)
+    ok = _with_coverage(_runs({LOOSE: 0}), LOOSE, 35)  # 87.5% of 40
+    out = claim_outcomes([Section("P", [spec], ok, {})])
+    assert out[LOOSE]["targets"] == "met", out
+    assert "of a 90% CI" in section_markdown(Section("P", [spec], ok, {}))
+    low = _with_coverage(_runs({LOOSE: 0}), LOOSE, 30)  # 75%
+    assert claim_outcomes([Section("P", [spec], low, {})])[LOOSE]["targets"].startswith(
+        "CI coverage below 85%")

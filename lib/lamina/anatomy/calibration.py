@@ -38,7 +38,7 @@ from lamina.anatomy.calibration_weights import weight_rows
 from lamina.anatomy.growth_calibration import growth_rows
 from lamina.core.provenance import atomic_write_json, data_dir
 from lamina.core.threads import one_thread_process
-from lamina.evidence.calibration import RUN_COLUMNS
+from lamina.evidence.calibration import COVERAGE_COLUMN, RUN_COLUMNS
 from lamina.evidence.declare import ClaimSpec
 
 __all__ = ["CALIBRATION_SOURCES", "CLAIMS", "cache_key", "calibration_runs", "seed_runs"]
@@ -128,7 +128,8 @@ def calibration_runs(
     n_seeds: int, *, jobs: int = 1, cache: Path | None | str = "default"
 ) -> pd.DataFrame:
     """The runs of every claim of :data:`CLAIMS` that has known-answer sources, over seeds
-    0..n_seeds-1 (RUN_COLUMNS), in ``jobs`` worker processes of one thread each; ``cache``: a
+    0..n_seeds-1 (RUN_COLUMNS and COVERAGE_COLUMN: whether a planted row's CI covers its known
+    value, NaN where not checked), in ``jobs`` worker processes of one thread each; ``cache``: a
     folder, None (not cached) or "default" (``<data>/cache/calibration``). ``attrs["seconds"]``:
     each seed's computation time (CPU seconds of one thread; recorded with a cached seed),
     ``attrs["cached"]``: whether each seed was read from the cache."""
@@ -142,7 +143,8 @@ def calibration_runs(
             done = list(pool.map(_one, args))
     else:
         done = [_cached(*a) for a in args]
-    out = pd.DataFrame([r for rows, _, _ in done for r in rows], columns=list(RUN_COLUMNS))
+    out = pd.DataFrame([r for rows, _, _ in done for r in rows],
+                       columns=[*RUN_COLUMNS, COVERAGE_COLUMN])
     out.attrs["seconds"] = [s for _, s, _ in done]
     out.attrs["cached"] = [c for _, _, c in done]
     return out

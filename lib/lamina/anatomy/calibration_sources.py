@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.optimize import least_squares
 
 from lamina.anatomy.claims import BY_ID
@@ -46,6 +47,7 @@ from lamina.anatomy.measurements import (
 )
 from lamina.anatomy.paper import PAPER_ANTI, PAPER_CORE, PAPER_CORE_MAX_PCT, PAPER_L
 from lamina.anatomy.recovery import measure_recovery
+from lamina.evidence.calibration import COVERAGE_COLUMN, covers
 from lamina.evidence.claims import REPRODUCED, Claim
 from lamina.evidence.decide import Context, GateResult, Judge, Measurement
 from lamina.evidence.declare import ClaimSpec
@@ -53,6 +55,10 @@ from lamina.evidence.declare import ClaimSpec
 __all__ = [
     "ANTI_PCT",
     "FIT",
+    "JOINT_RATIO",
+    "PLANTED_TRUTH",
+    "PREDICTED_MEDIAN",
+    "SCALED_WORST",
     "ar1",
     "SOURCES",
     "fit_noise",
@@ -84,6 +90,23 @@ PHI = 0.8  # the null's depth correlation: a stress value above SmolLM2's 0.26
 N_ZERO = 3  # layers of no effect in the null
 ANTI_PCT = -5.0  # the planted anti-layers' delta_pct (lamina's size)
 OPTIONS = MeasureOptions(n_bootstrap=1_000, n_permutations=200)
+# the robustness sweeps' sizes by source (:func:`robustness_sweep`): the population median of
+# the predicted layers' delta_pct (percent), joint / summed log-PPL increase, and the scaled
+# worst layer's delta_pct (percent)
+PREDICTED_MEDIAN = {"null": 100.0, "planted": 1_000.0, "half": 369.0}
+JOINT_RATIO = {"null": 1.0, "planted": 2.0, "half": 1.5}
+SCALED_WORST = {"null": 5.0, "planted": 1.0, "half": 3.0}
+# the planted sources' population values, in each claim's unit, where a CI's coverage is
+# checked (COVERAGE_COLUMN): the core's share (every core layer above every other), the
+# scaled worst layer, the joint / summed ratio, the predicted median (the layers' skew has
+# median exp(0.8 (m - 1.678)), m Gamma(2)'s median)
+PLANTED_TRUTH = {
+    "p3-anatomy-core": 1.0,
+    "p3-anatomy-scaling": SCALED_WORST["planted"],
+    "p3-anatomy-accumulation": JOINT_RATIO["planted"],
+    "p3-anatomy-predicted": 100 * float((1 + PREDICTED_MEDIAN["planted"] / 100)
+                                   * np.exp(0.8 * (stats.gamma(2.0).median() - 1.678)) - 1),
+}
 
 
 def fit_noise(skip: pd.DataFrame) -> dict[str, float]:
@@ -197,14 +220,14 @@ def robustness_sweep(
     of the source's (the draws unchanged)."""
     rng = np.random.default_rng([seed, SOURCES.index(source), 37])
     k = SOURCES.index(source)
-    med = (100.0, 1_000.0, 369.0)[k]
+    med = PREDICTED_MEDIAN[source]
     # PPL ratios skewed to the right (gamma, 2), their median at 1 + med / 100
     skew = np.exp(0.8 * (rng.standard_gamma(2.0, N_ROBUST_LAYERS) - 1.678))
     mu = np.log((1 + med / 100) * skew)  # (L,) nats per token
     base = 3.0 + 0.4 * rng.standard_normal(N_UNITS)
     noise = 0.15 * mu[:, None] * rng.standard_t(3, (N_ROBUST_LAYERS, N_UNITS)) / np.sqrt(3)
     per = base + mu[:, None] + noise
-    ratio = (1.0, 2.0, 1.5)[k]
+    ratio = JOINT_RATIO[source]
     single = (per - base).sum(0)  # (G,)
     _ = rng.standard_t(3, N_UNITS)  # drawn as before c924c00, so every later draw is unchanged
     # the joint replacement's noise is left-skewed (a mirrored exponential: mean 0, sd 1,
@@ -214,7 +237,7 @@ def robustness_sweep(
     joint = base + ratio * single * (1 + 0.1 * skewed)
     layers = range(N_ROBUST_LAYERS)
     rows = _rows("predicted", layers, per, base)
-    worst = (5.0, 1.0, 3.0)[k] if worst is None else worst
+    worst = SCALED_WORST[source] if worst is None else worst
     others = {"noise": 30.0, "interpolate": 25.0, "reinit": 500.0}
     if source == "null":
         others["noise"] = 1.0
@@ -273,8 +296,9 @@ def run_rows(
     ids: Iterable[str],
     given: Iterable[str] = (),
 ) -> list[dict[str, object]]:
-    """The calibration rows (:data:`lamina.evidence.calibration.RUN_COLUMNS`) of claims ``ids``
-    judged on ``measured``, in declaration order; the claims ``given`` are taken as present and
+    """The calibration rows (:data:`lamina.evidence.calibration.RUN_COLUMNS` and
+    ``COVERAGE_COLUMN``, checked on the planted source against :data:`PLANTED_TRUTH`) of
+    claims ``ids`` judged on ``measured``, in declaration order; the claims ``given`` are taken as present and
     the depth-fit gate as passed (each source calibrates its claims given their
     preconditions)."""
     rows = {c: given_row(BY_ID[c]) for c in given}
@@ -295,6 +319,9 @@ def run_rows(
                 "kind": r.kind,
                 "present": r.present,
                 "reason": r.reason[:120],
+                COVERAGE_COLUMN: covers(r.ci_low, r.ci_high, PLANTED_TRUTH[cid])
+                if source == "planted" and cid in PLANTED_TRUTH
+                else float("nan"),
             }
         )
     return out

@@ -39,9 +39,10 @@ from lamina.anatomy.growth_claims import (
 )
 from lamina.anatomy.growth_compare import LEARNED_GATE
 from lamina.anatomy.paper import GROWTH_COST, GROWTH_FASTER, GROWTH_LOSS_RATIO
+from lamina.evidence.calibration import COVERAGE_COLUMN, covers
 from lamina.evidence.decide import Context, GateResult, Judge
 
-__all__ = ["SEED_SD", "SOURCES", "growth_rows", "growth_runs", "growth_source"]
+__all__ = ["PLANTED_TRUTH", "SEED_SD", "SOURCES", "growth_rows", "growth_runs", "growth_source"]
 
 SOURCES = ("null", "planted", "half")
 N_SEEDS, N_REPEATS = 3, 5
@@ -52,6 +53,18 @@ _PLANS = {
         "uniform": [Phase(None, 100, True, "uniform")],
         "growth": [Phase([0], 60, True, "group 1"), Phase(None, 40, True, "full")],
     }
+}
+
+
+# the planted source's population values (each claim's unit), where a CI's coverage is
+# checked: the loss ratio (geometric mean; the seeds' t noise is symmetric on the log scale),
+# the wall-time and FLOP savings (fractions), the order effect
+PLANTED_TRUTH = {
+    **{s.id: GROWTH_LOSS_RATIO for s in (*BASE_CLAIMS, *(source_spec(m) for m in DEFAULT_SOURCES))
+       if s.id.startswith("p3-growth-loss")},
+    "p3-growth-faster": GROWTH_FASTER,
+    "p3-growth-cost": GROWTH_COST,
+    **{f"p3-growth-order-{c}": ORDER_PLANTED for c in CONTROLS},
 }
 
 
@@ -108,7 +121,8 @@ def growth_source(source: str, seed: int) -> GrowthTables:
 
 
 def growth_rows(seed: int) -> list[dict[str, object]]:
-    """The growth claims' calibration rows of one seed (RUN_COLUMNS), every source; the
+    """The growth claims' calibration rows of one seed (RUN_COLUMNS and COVERAGE_COLUMN against
+    :data:`PLANTED_TRUTH` on the planted source), every source; the
     ordering claims given a growth gain and every claim given the learning gate."""
     specs = [*BASE_CLAIMS, *(source_spec(m) for m in DEFAULT_SOURCES)]
     rows: list[dict[str, object]] = []
@@ -130,6 +144,9 @@ def growth_rows(seed: int) -> list[dict[str, object]]:
                     "kind": r.kind,
                     "present": r.present,
                     "reason": r.reason[:120],
+                    COVERAGE_COLUMN: covers(r.ci_low, r.ci_high, PLANTED_TRUTH[spec.id])
+                    if source == "planted" and spec.id in PLANTED_TRUTH
+                    else float("nan"),
                 }
             )
     return rows

@@ -24,8 +24,11 @@ paper's effect at its stated size), ``half`` (at half of it).
   answer there, and the share reading "reproduced", a false reproduction.
 
 * **Coverage** (rows whose runs carry the optional column ``covered``: 1 when the row's CI
-  contains the planted source's known population value, 0 when not, NaN where not checked):
-  the share of planted seeds whose CI covers, against :data:`COVERAGE_TARGET`.
+  contains the planted source's known population value, 0 when not, NaN where not checked;
+  :func:`covers`): the share of planted seeds whose CI covers, against the CI's nominal
+  two-sided level (:attr:`lamina.evidence.declare.ClaimSpec.ci_level`: 95% for a two-sided
+  row, 90% for a one-sided one, whose ends are one-sided 95% bounds) less
+  :data:`COVERAGE_SLACK` (:func:`coverage_target`: :data:`COVERAGE_TARGET` for a 95% CI).
 
 Each rate comes with its Wilson 95% interval (:func:`lamina.evidence.stats.wilson`).
 
@@ -37,6 +40,7 @@ test" (its "present" is False by construction). Neither is counted as calibrated
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -45,11 +49,13 @@ from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER, UNDECIDABL
 from lamina.evidence.declare import NO_TEST, ClaimSpec
 from lamina.evidence.stats import wilson
 
-__all__ = ["AS_CLAIMED", "COVERAGE_COLUMN", "COVERAGE_TARGET", "FPR_TARGET", "NO_TEST",
+__all__ = ["AS_CLAIMED", "COVERAGE_COLUMN", "COVERAGE_SLACK", "COVERAGE_TARGET", "FPR_TARGET",
+           "NO_TEST", "covers", "coverage_target",
            "POWER_TARGET", "RUN_COLUMNS", "SOURCES", "calibration_rates", "calibration_table",
            "says_yes", "seeds_for_halfwidth"]  # fmt: skip
 
 FPR_TARGET, POWER_TARGET, HALFWIDTH, COVERAGE_TARGET = 0.05, 0.80, 0.05, 0.90
+COVERAGE_SLACK = 0.95 - COVERAGE_TARGET  # a CI may cover this far below its nominal level
 
 RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
 COVERAGE_COLUMN = "covered"  # optional: 1 / 0 / NaN, the CI covers the known value
@@ -57,6 +63,21 @@ SOURCES = ("null", "planted", "half")
 
 AS_CLAIMED = {"effect": REPRODUCED, "count": "count as claimed",
               "location": "located as claimed", "vanish": REPRODUCED, "across": REPRODUCED}  # fmt: skip
+
+
+def covers(ci_low: float, ci_high: float, truth: float) -> float:
+    """:data:`COVERAGE_COLUMN` of one row: 1.0 when ci_low <= truth <= ci_high (same unit),
+    0.0 when not, NaN when an end is undefined."""
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return float("nan")
+    return float(ci_low <= truth <= ci_high)
+
+
+def coverage_target(nominal: float) -> float:
+    """The least coverage (a fraction) a CI of two-sided ``nominal`` level may show on its
+    known-answer source: ``nominal`` - :data:`COVERAGE_SLACK` (0.90 for a 95% CI, 0.85 for
+    a one-sided row's 90% CI of two 95% bounds)."""
+    return nominal - COVERAGE_SLACK
 
 
 def says_yes(verdict: str, kind: str, present: bool) -> bool:
@@ -83,11 +104,14 @@ def calibration_rates(runs: pd.DataFrame, specs: Iterable[ClaimSpec] = ()) -> pd
     planted_undecidable_reason (planted seeds whose rule read "undecidable at this design"),
     and, where the runs have the column
     :data:`COVERAGE_COLUMN`, coverage (coverage_low, coverage_high, coverage_hits, n_coverage:
-    planted seeds with a finite value; NaN where none)."""
+    planted seeds with a finite value; NaN where none) and coverage_nominal (the CI's
+    two-sided level, from ``specs``; 0.95 for a row not among them)."""
     missing = set(RUN_COLUMNS) - set(runs.columns)
     if missing:
         raise ValueError(f"calibration runs lack the columns {sorted(missing)}")
+    specs = list(specs)
     conditional = {s.id: s.conditional_null for s in specs if s.conditional_null}
+    nominal = {s.id: s.ci_level for s in specs}
     rows = []
     for cid, part in runs.groupby("claim_id", sort=False):
         kind = str(part["kind"].iloc[0])
@@ -113,7 +137,7 @@ def calibration_rates(runs: pd.DataFrame, specs: Iterable[ClaimSpec] = ()) -> pd
             r = _rate(int((c > 0.5).sum()), len(c)) if len(c) else {}
             cov = {"coverage": r.get("rate", float("nan")), "coverage_low": r.get("low", float("nan")),
                    "coverage_high": r.get("high", float("nan")), "coverage_hits": r.get("hits", 0),
-                   "n_coverage": len(c)}  # fmt: skip
+                   "n_coverage": len(c), "coverage_nominal": nominal.get(str(cid), 0.95)}  # fmt: skip
         rows.append({
             "claim_id": cid, "kind": kind, "fpr_source": fpr_source, "n_null": len(null),
             "n_null_testable": len(testable),

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lamina.core.provenance import atomic_write_text, data_dir
+from lamina.evidence.calibration import COVERAGE_TARGET, covers
 from lamina.trajectory.convergence_stats import ci_profile, distance_stack, item_units
 from lamina.trajectory.levers import CODE
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_prompts
@@ -38,7 +39,6 @@ __all__ = ["COVERAGE_TARGET", "TRUTH_DRAWS", "TRUTH_SEED", "covers", "peak_truth
 
 TRUTH_DRAWS = 200
 TRUTH_SEED = 970_001
-COVERAGE_TARGET = 0.90  # a CI covering less than this is fixed, not reported
 
 
 def _mean_profile(kind: str, n_draws: int) -> np.ndarray:
@@ -87,8 +87,3 @@ def peak_truth(kind: str, n_draws: int = TRUTH_DRAWS) -> float:
     return float(known[key])
 
 
-def covers(ci_low: float, ci_high: float, truth: float) -> float:
-    """1.0 when ci_low <= truth <= ci_high, 0.0 when not, NaN when an end is undefined."""
-    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
-        return float("nan")
-    return float(ci_low <= truth <= ci_high)
