@@ -2,7 +2,7 @@
 modules, and lamina imports sit at the top of a module (issue 13).
 
 The graph is read with ``ast`` from the sources (nothing is imported, see
-``lamina.book.imports``), so these tests also see imports inside functions and under
+``lamina.core.imports``), so these tests also see imports inside functions and under
 ``TYPE_CHECKING``.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lamina.book.imports import import_graph, lamina_modules
+from lamina.core.imports import import_graph, lamina_modules
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 

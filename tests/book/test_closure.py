@@ -1,4 +1,4 @@
-"""The reuse key's import closure is honest and narrow (lamina.book.imports, issue 10 §5).
+"""The reuse key's import closure is honest and narrow (lamina.core.imports, issue 10 §5).
 
 Honest: every lamina module that a chapter notebook's imports really load (run in a fresh
 interpreter) is in its static closure, and editing a module a chapter uses changes its key.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lamina.book import reuse
-from lamina.book.imports import LIB, import_closure
+from lamina.core.imports import LIB, import_closure
 
 NOTEBOOKS = LIB.parent / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))

@@ -15,7 +15,7 @@ import pytest
 
 from lamina.book import execute as book
 from lamina.book import reuse
-from lamina.book.imports import LIB, import_closure
+from lamina.core.imports import LIB, import_closure
 
 _CHAPTER = """# ---
 # jupyter:

@@ -76,7 +76,7 @@ def test_the_cache_key_covers_every_paper1_module_the_runs_import():
     left out would reuse stale rows)."""
     from pathlib import Path
 
-    from lamina.book.imports import import_closure
+    from lamina.core.imports import import_closure
 
     closure = import_closure(Path(cal.__file__))
     assert closure is not None

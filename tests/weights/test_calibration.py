@@ -61,3 +61,26 @@ def test_runs_are_cached_and_a_damaged_entry_is_recomputed_with_a_warning(tmp_pa
     with pytest.warns(UserWarning, match="damaged calibration cache entry"):
         again = calibration_runs(1, settings=S, sources=("adaptation",), cache=tmp_path)
     assert again.equals(first)
+
+
+def test_the_cache_key_covers_the_modules_the_runs_import_and_not_the_pages_rates(monkeypatch):
+    """Paper 2's 2 h of runs are keyed on the lamina modules they import, transitively: an
+    edit to the page's rates (lamina.evidence.calibration, never imported by the runs) keeps
+    them; an edit to decide, or to any module of the closure, does not. (Before: every file
+    of lamina/weights and lamina/evidence, so an edit to the rates recomputed them all.)"""
+    from pathlib import Path
+
+    import lamina.weights.calibration as wcal
+    from lamina.core.imports import import_closure
+
+    closure = import_closure(Path(wcal.__file__))
+    assert closure is not None
+    assert {"lamina.evidence.decide", "lamina.evidence.declare", "lamina.weights.qk_null"} <= set(closure)
+    assert "lamina.evidence.calibration" not in closure
+    s = SignatureSettings()
+    key = wcal.cache_key(s)
+    one = {m: p for m, p in closure.items() if m != "lamina.evidence.decide"}
+    monkeypatch.setattr(wcal, "import_closure", lambda source: one)
+    assert wcal.cache_key(s) != key  # a module of the closure counts
+    monkeypatch.setattr(wcal, "import_closure", lambda source: closure)
+    assert wcal.cache_key(s) == key

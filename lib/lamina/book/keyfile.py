@@ -10,7 +10,7 @@ when lamina's key does, and never because the file was merely recomputed.
   computed before they are built would change once they are, and run the chapter twice).
 * :func:`calibration_key`: one paper's calibration (:data:`lamina.book.calibration.PAPERS`):
   the number of seeds, the source of every lamina module its calibration module imports
-  (:func:`lamina.book.imports.import_closure`), the prompt files and the library versions
+  (:func:`lamina.core.imports.import_closure`), the prompt files and the library versions
   (:data:`lamina.book.reuse.LIBRARIES`). Each seed's rows are also cached by the module itself;
   this key only decides whether the rule runs at all.
 
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from lamina.book.calibration import PAPERS
-from lamina.book.imports import import_closure
 from lamina.book.params import check_parameters
 from lamina.book.reuse import LIBRARIES, component_digests, input_key
+from lamina.core.imports import import_closure
 from lamina.core.provenance import atomic_write_text
 from lamina.core.version import __version__
 from lamina.sources.prompts import prompts_dir

@@ -19,7 +19,7 @@ over these components:
     hub name (``org/name``): the commit each ref in the local Hugging Face cache points to.
 ``lamina_code``
     The SHA-256 of the source of every lamina module the notebook imports, transitively, with
-    the packages above each (:func:`lamina.book.imports.import_closure`); a lamina module the
+    the packages above each (:func:`lamina.core.imports.import_closure`); a lamina module the
     chapter never imports does not count, nor a package's lazy export (``lamina.book``'s
     executor, methods page and scorecard) that no file of the closure names. When the
     notebook does not parse, every module.
@@ -67,7 +67,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from lamina.book.imports import LIB, import_closure, lamina_modules
+from lamina.core.imports import LIB, import_closure, lamina_modules
 from lamina.core.provenance import data_dir
 from lamina.core.version import __version__
 from lamina.sources.gguf_models import OFFLINE_GGUF

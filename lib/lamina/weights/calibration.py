@@ -21,7 +21,8 @@ claimed value is the null of its test's alternative), so its ``half`` runs are l
 the gradients source draws none (:data:`SOURCE_KINDS`).
 
 Each (source, seed) is cached under ``<data>/cache/calibration/p2-<key>/`` (the key covers the
-source of ``lamina.weights`` and ``lamina.evidence``, the settings and the library versions), as
+source of every lamina module this one imports, transitively, the settings and the library
+versions), as
 JSON with the SHA-256 of its rows, verified on read: a damaged entry is recomputed with a warning.
 
 CLI: ``python -m lamina.weights.calibration OUT.csv [N_SEEDS] [JOBS]`` writes the runs table.
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lamina.core.imports import import_closure
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.declare import Gate
@@ -184,18 +186,23 @@ def _default_settings() -> SignatureSettings:
 
 
 def cache_key(settings: SignatureSettings) -> str:
-    """sha256 (hex) of what the runs depend on: the source of ``lamina/weights`` and
-    ``lamina/evidence``, the settings, and the numpy / scipy / pandas / torch / transformers
-    versions."""
+    """sha256 (hex) of what the runs depend on: the source of every lamina module this one
+    imports, transitively (:func:`lamina.core.imports.import_closure`, read from the sources:
+    imports inside functions count; every module of ``lamina/weights`` and
+    ``lamina/evidence`` when this file does not parse), the settings, and the numpy / scipy /
+    pandas / torch / transformers versions. A module the runs never import (the page's rates,
+    :mod:`lamina.evidence.calibration`) does not count, so editing it keeps the 2 h of runs."""
     import scipy
     import torch
     import transformers
 
     h = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
-    for part in ("weights", "evidence"):
-        for f in sorted((root / part).glob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    closure = import_closure(Path(__file__))
+    files = (sorted(closure.values()) if closure is not None else
+             [f for part in ("weights", "evidence") for f in sorted((root / part).glob("*.py"))])
+    for f in files:
+        h.update(f.resolve().relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     fields = {k: v for k, v in dataclasses.asdict(settings).items() if k != "timings"}
     h.update(json.dumps(fields, sort_keys=True, default=str).encode())
     h.update(repr((np.__version__, scipy.__version__, pd.__version__, torch.__version__,
