@@ -20,7 +20,7 @@ from lamina.evidence.calibration import (
 from lamina.trajectory import calibration as cal
 from lamina.trajectory.claims import PEAK
 from lamina.trajectory.convergence_stats import convergence_test, item_units
-from lamina.trajectory.coverage import covers, peak_truth
+from lamina.trajectory.coverage import MAIN_ROWS, covers, main_truth, peak_truth
 from lamina.trajectory.sizes import CHAPTER_POOLING, chapter_prompts
 from lamina.trajectory.synthetic import synthetic_states
 
@@ -47,11 +47,13 @@ def test_the_harness_marks_the_peak_rows_of_the_planted_source(monkeypatch):
         def __init__(self, claim_id: str, low: float, high: float) -> None:
             self.claim_id, self.ci_low, self.ci_high = claim_id, low, high
 
-    monkeypatch.setattr(cal, "peak_truth", lambda kind: 0.5)
+    monkeypatch.setattr(cal, "main_truth", lambda chapter, kind: 0.5)
     assert cal._covered(Row(PEAK.id, 0.45, 0.55), "planted") == 1.0
     assert cal._covered(Row(PEAK.id, 0.51, 0.55), "planted") == 0.0
     assert math.isnan(cal._covered(Row(PEAK.id, 0.45, 0.55), "null"))
-    assert math.isnan(cal._covered(Row("p1-curvature-gap", 0.45, 0.55), "planted"))
+    for cid in MAIN_ROWS.values():  # every main row (issue 50, item 4; before: the peak's only)
+        assert cal._covered(Row(cid, 0.45, 0.55), "planted") == 1.0
+    assert math.isnan(cal._covered(Row("p1-curvature-gap-all-lengths", 0.45, 0.55), "planted"))
     assert COVERAGE_COLUMN not in RUN_COLUMNS  # optional, beside the runs' own columns
 
 
@@ -70,3 +72,24 @@ def test_the_peak_ci_covers_the_planted_population_peak():
                              n_bootstrap=cal.BUDGET["n_bootstrap"], n_permutations=20)  # fmt: skip
         hits.append(covers(r["ci_low"], r["ci_high"], truth))
     assert np.mean(hits) >= COVERAGE_TARGET, hits
+
+
+def test_a_main_row_truth_names_its_chapter():
+    with pytest.raises(ValueError, match="no main-row truth for chapter 'nonsense'; known"):
+        main_truth("nonsense", "planted")
+    assert set(MAIN_ROWS) == {"curvature", "three_phase", "bifurcation"}
+
+
+@pytest.mark.slow
+def test_the_other_main_rows_cis_cover_their_planted_population_values():
+    """Issue 50, item 4, every main row: the curvature gap, the SIM margin and the
+    bifurcation excess, each on its chapter's planted source at the chapter's budget, cover
+    the pooled population value (:func:`main_truth`) on at least 90% of 20 seeds."""
+    for chapter, cid in MAIN_ROWS.items():
+        truth = main_truth(chapter, "planted")
+        hits = []
+        for seed in range(20):
+            row = cal.chapter_rows(chapter, "planted", seed, vanish=False)[0]
+            assert row.claim_id == cid
+            hits.append(covers(row.ci_low, row.ci_high, truth))
+        assert np.mean(hits) >= COVERAGE_TARGET, (chapter, hits)

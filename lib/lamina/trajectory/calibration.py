@@ -35,9 +35,10 @@ The bifurcation ratio rows (:data:`BACKGROUND`) are calibrated on the same kinds
 organism-gpt2's fitted last-token background (:mod:`lamina.trajectory.fitted_positional`):
 delta(L)/delta(0) needs delta(0) > 0, which SmolLM2's rotary layer 0 does not give.
 
-Coverage (:data:`lamina.evidence.calibration.COVERAGE_COLUMN`): the convergence peak's rows on
-the planted source say whether their CI covers the source's population peak
-(:func:`lamina.trajectory.coverage.peak_truth`); NaN on every other row.
+Coverage (:data:`lamina.evidence.calibration.COVERAGE_COLUMN`): each chapter's main row on the
+planted source (the convergence peak, the curvature gap, the bifurcation excess, the SIM
+margin) says whether its CI covers the source's population value
+(:func:`lamina.trajectory.coverage.main_truth`); NaN on every other row.
 
 ``python -m lamina.trajectory.calibration [N_SEEDS] [--jobs J] [--no-cache]`` prints the rates;
 the calibration page (paper 1's section beside papers 2 and 3) is written by
@@ -87,7 +88,7 @@ from lamina.trajectory.control_power import (
     shuffled_cannot_fail,
     shuffled_cannot_remove,
 )
-from lamina.trajectory.coverage import covers, peak_truth
+from lamina.trajectory.coverage import MAIN_ROWS, covers, main_truth
 from lamina.trajectory.fitted import POSITIONAL
 from lamina.trajectory.judging import control_result, judge_chapter
 from lamina.trajectory.phase_stats import detected_phases
@@ -197,6 +198,9 @@ def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> l
     return out
 
 
+_MAIN_CHAPTER = {PEAK.id: "convergence", **{cid: ch for ch, cid in MAIN_ROWS.items()}}
+
+
 def _run(r: Any, source: str, seed: int, kind: str) -> dict[str, Any]:
     """One run row (:data:`RUN_COLUMNS` and coverage) of the judged row ``r``."""
     return {"claim_id": r.claim_id, "source": source, "seed": seed, "verdict": r.verdict,
@@ -205,13 +209,14 @@ def _run(r: Any, source: str, seed: int, kind: str) -> dict[str, Any]:
 
 
 def _covered(row: Any, kind: str) -> float:
-    """:data:`COVERAGE_COLUMN` of a row on source ``kind``: for the convergence peak on the
-    planted source (the paper's size, where the page reads coverage), whether its CI covers
-    the source's population peak (:func:`lamina.trajectory.coverage.peak_truth`); NaN for
-    every other row."""
-    if row.claim_id != PEAK.id or kind != "planted":
+    """:data:`COVERAGE_COLUMN` of a row on source ``kind``: for a main row (the convergence
+    peak, :data:`lamina.trajectory.coverage.MAIN_ROWS`) on the planted source (the paper's
+    size, where the page reads coverage), whether its CI covers the source's population value
+    (:func:`lamina.trajectory.coverage.main_truth`); NaN for every other row."""
+    chapter = _MAIN_CHAPTER.get(row.claim_id)
+    if chapter is None or kind != "planted":
         return float("nan")
-    return covers(row.ci_low, row.ci_high, peak_truth(kind))
+    return covers(row.ci_low, row.ci_high, main_truth(chapter, kind))
 
 
 def _timed(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> dict[str, Any]:
