@@ -264,7 +264,8 @@ def _legend(shown: Collection[str]) -> str:
         "measured false-positive rate: see the calibration page)</span>"
         '<span class="lamina-legend-item">‡ = the claim\'s calibration misses a target (a '
         "false-positive rate above 5% on its null, a main claim's power below 80%, or its CI's "
-        "coverage of a known value below 90%: see the calibration page)</span></p>", 1)
+        "coverage of a known value more than 5 points below its nominal level: see the "
+        "calibration page)</span></p>", 1)
 
 
 def _claim_label(rows: pd.DataFrame, seen: dict[str, str]) -> str:
