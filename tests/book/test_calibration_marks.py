@@ -199,3 +199,15 @@ def test_a_one_sided_rows_coverage_is_judged_against_its_own_nominal_level():
     low = _with_coverage(_runs({LOOSE: 0}), LOOSE, 30)  # 75%
     assert claim_outcomes([Section("P", [spec], low, {})])[LOOSE]["targets"].startswith(
         "CI coverage below 85%")
+
+
+def test_a_row_with_too_little_power_misses_a_target_whether_main_or_not():
+    """Issue 50, item 5: every claim shows power >= 80% at the paper's size or says it cannot
+    decide. Before, only a main row's power was judged, so a row reading "reproduced" on 28%
+    of planted seeds (paper 1's homograph ratio) read "met"."""
+    runs = _runs({LOOSE: 0})
+    planted = runs.index[(runs["source"] == "planted")]
+    runs.loc[planted[:20], ["verdict", "present"]] = ["absent", False]  # 20 of 40 reproduce
+    out = claim_outcomes([Section("P", [_spec(LOOSE)], runs, {})])
+    assert not _spec(LOOSE).main
+    assert out[LOOSE]["targets"] == "power below 80%", out

@@ -286,12 +286,12 @@ def measure_preserving(
 ) -> dict[str, object]:
     """How many of the other four strategies (noise, interpolate, predicted, reinit, those
     swept) are not shown to damage quality: no layer's lower bound (those that hold for every
-    layer at once, as in :func:`measure_scaling`) above ``threshold_pct``. "Only scaling preserves" then reads as
-    claimed (0) only where every other strategy is shown to damage; a strategy whose bounds
-    straddle the threshold counts against the claim. (Counting only the strategies *shown* to
-    preserve, every layer's upper bound below the threshold, read "none" on 15 of 115 seeds of
-    a source where noise preserves at +1%, behind a heavy-tailed unit noise.) The detail names
-    those shown to preserve too. A count row, no CI."""
+    layer at once, as in :func:`measure_scaling`) above ``threshold_pct``. "Only scaling
+    preserves" then reads as claimed (0) only where every other strategy is shown to damage;
+    a strategy whose bounds straddle the threshold counts against the claim. (Counting only
+    the strategies *shown* to preserve, every layer's upper bound below the threshold, read
+    "none" on 15 of 115 seeds of a source where noise preserves at +1%, behind a heavy-tailed
+    unit noise.) The detail names those shown to preserve too. A count row, no CI."""
     kept, unsure, tested = [], [], []
     for s in ROBUSTNESS_STRATEGIES[1:]:
         rows = sweep[sweep["surgery"] == s]

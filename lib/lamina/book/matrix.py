@@ -263,8 +263,8 @@ def _legend(shown: Collection[str]) -> str:
         "</p>", '<span class="lamina-legend-item">† = the claim is not calibrated (no '
         "measured false-positive rate: see the calibration page)</span>"
         '<span class="lamina-legend-item">‡ = the claim\'s calibration misses a target (a '
-        "false-positive rate above 5% on its null, a main claim's power below 80%, or its CI's "
-        "coverage of a known value more than 5 points below its nominal level: see the "
+        "false-positive rate above 5% on its null, a power below 80% at the paper's size, or its "
+        "CI's coverage of a known value more than 5 points below its nominal level: see the "
         "calibration page)</span></p>", 1)
 
 

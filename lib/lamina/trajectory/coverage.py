@@ -1,4 +1,4 @@
-"""Coverage of the convergence peak's CI: how often the interval the book reports contains the
+"""Coverage of paper 1's main rows' CIs: how often the interval the book reports contains the
 population value, on planted sources where that value is known.
 
 The population value of the peak on a source ``kind`` (:func:`peak_truth`) is
