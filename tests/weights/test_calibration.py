@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lamina.weights.calibration import RUN_COLUMNS, calibration_runs
+from lamina.evidence.runs import COVERAGE_COLUMN
+from lamina.weights.calibration import COVERED, RUN_COLUMNS, calibration_runs
 from lamina.weights.claims import CLAIMS
+from lamina.weights.measure import PREFIX
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.sources_mechanism import adam_source, adaptation_source
 
@@ -15,7 +17,8 @@ S = SignatureSettings(n_bootstrap=200, edit_tokens=4, edit_texts=5, edit_scrambl
 
 def test_the_adaptation_source_reads_its_null_and_planted_answers_apart():
     runs = calibration_runs(3, settings=S, sources=("adaptation",), cache=None)
-    assert tuple(runs.columns) == RUN_COLUMNS
+    assert tuple(runs.columns) == (*RUN_COLUMNS, COVERAGE_COLUMN)
+    assert runs[COVERAGE_COLUMN].isna().all()  # coverage: only the signature source's Q/K rows
     by = runs.set_index(["source", "seed"])["present"]
     assert not by.loc["null"].any() and by.loc["planted"].all()
     assert adaptation_source("null", 0).groupby("group").size().nunique() == 1
@@ -51,6 +54,12 @@ def test_every_calibrated_claim_has_runs_from_every_source():
     assert kept and kept <= set(faded["claim_id"])  # the kept rows' conditional null
     table = calibration_table(CLAIMS, calibration_rates(runs, CLAIMS))  # the page's table
     assert list(table["claim_id"]) == [c.id for c in CLAIMS]
+    # coverage: read on the planted signature rows of COVERED, NaN on every other row
+    covered = runs[COVERAGE_COLUMN].notna()
+    assert set(runs.loc[covered, "claim_id"]) == {PREFIX + name for name in COVERED}
+    assert set(runs.loc[covered, "source"]) == {"planted"}
+    assert set(runs.loc[covered, COVERAGE_COLUMN]) <= {0.0, 1.0}
+    assert table.set_index("claim_id").loc[PREFIX + "align-qk-sft", "n_coverage"] == 1
 
 
 def test_runs_are_cached_and_a_damaged_entry_is_recomputed_with_a_warning(tmp_path):
@@ -84,3 +93,27 @@ def test_the_cache_key_covers_the_modules_the_runs_import_and_not_the_pages_rate
     assert wcal.cache_key(s) != key  # a module of the closure counts
     monkeypatch.setattr(wcal, "import_closure", lambda source: closure)
     assert wcal.cache_key(s) == key
+
+
+def test_the_qk_truth_is_the_drawn_statistics_population_value():
+    """qk_truth against a Monte Carlo of the source's own draws (its _rsf, its clamp, the
+    statistic's k/d floor): it would fail on a truth of PLANTED_RATIO itself, which ignores the
+    floor, and on a floor or clamp taken at the wrong place."""
+    import math
+
+    import torch
+
+    from lamina.weights.sources import PLANTED_RATIO, SIZES, W_ENRICHMENT, _clamped, _rsf, qk_truth
+
+    gen = torch.Generator().manual_seed(0)
+    size = SIZES[1]
+    floor, rsf_w = size.k / size.d, W_ENRICHMENT * size.k / size.d
+    for kind, ratio in (("planted", PLANTED_RATIO), ("null", 1.0)):
+        logs = [math.log(float(_clamped(_rsf(gen, ratio * rsf_w))))
+                - math.log(max(float(_clamped(_rsf(gen, rsf_w))), floor)) for _ in range(160_000)]
+        mc, se = sum(logs) / len(logs), float(torch.tensor(logs).std()) / len(logs) ** 0.5
+        assert abs(math.log(qk_truth(kind, size)) - mc) < 4 * se
+    assert qk_truth("null", size) < 1 < qk_truth("half", size) < qk_truth("planted", size) < PLANTED_RATIO
+    assert abs(math.log(qk_truth("planted", size) / PLANTED_RATIO)) > 4 * se  # the floor is seen
+    with pytest.raises(ValueError, match="kind"):
+        qk_truth("plant", size)

@@ -40,13 +40,13 @@ test" (its "present" is False by construction). Neither is counted as calibrated
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import pandas as pd
 
 from lamina.evidence.claims import NOT_TESTABLE, REPRODUCED, SMALLER, UNDECIDABLE
 from lamina.evidence.declare import NO_TEST, ClaimSpec
+from lamina.evidence.runs import COVERAGE_COLUMN, RUN_COLUMNS, SOURCES, covers
 from lamina.evidence.stats import wilson
 
 __all__ = ["AS_CLAIMED", "COVERAGE_COLUMN", "COVERAGE_SLACK", "COVERAGE_TARGET", "FPR_TARGET",
@@ -57,20 +57,9 @@ __all__ = ["AS_CLAIMED", "COVERAGE_COLUMN", "COVERAGE_SLACK", "COVERAGE_TARGET",
 FPR_TARGET, POWER_TARGET, HALFWIDTH, COVERAGE_TARGET = 0.05, 0.80, 0.05, 0.90
 COVERAGE_SLACK = 0.95 - COVERAGE_TARGET  # a CI may cover this far below its nominal level
 
-RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
-COVERAGE_COLUMN = "covered"  # optional: 1 / 0 / NaN, the CI covers the known value
-SOURCES = ("null", "planted", "half")
 
 AS_CLAIMED = {"effect": REPRODUCED, "count": "count as claimed",
               "location": "located as claimed", "vanish": REPRODUCED, "across": REPRODUCED}  # fmt: skip
-
-
-def covers(ci_low: float, ci_high: float, truth: float) -> float:
-    """:data:`COVERAGE_COLUMN` of one row: 1.0 when ci_low <= truth <= ci_high (same unit),
-    0.0 when not, NaN when an end is undefined."""
-    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return float("nan")
-    return float(ci_low <= truth <= ci_high)
 
 
 def coverage_target(nominal: float) -> float:

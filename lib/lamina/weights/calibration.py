@@ -1,7 +1,7 @@
 """Calibration of paper 2's rows: each declared claim judged on known-answer sources through the
 chapter's own measurements (:mod:`lamina.weights.measure`'s functions) and judgement
 (:func:`lamina.weights.judging.judge_unit`), as a table of runs in the calibration page's format
-(``lamina.evidence.calibration``: claim_id, source, seed, verdict, kind, present, reason).
+(:mod:`lamina.evidence.runs`: claim_id, source, seed, verdict, kind, present, reason, covered).
 
 Sources (each keeps what threatens its claim, not only the test's own null):
 
@@ -15,6 +15,10 @@ Sources (each keeps what threatens its claim, not only the test's own null):
 * :func:`lamina.weights.sources_mechanism.adaptation_source`: single-group adaptation;
 * :func:`lamina.weights.sources_edit.edit_model`: the write edit (never-trained models against
   their scrambled copies; a block that feeds unembedding writes back).
+
+Coverage: on the signature source's planted kind, the Q/K rows of :data:`COVERED` say whether
+their CI covers the statistic's known value (:func:`lamina.weights.sources.qk_truth`: the
+planted doubling, less what the k/d floor takes); NaN on every other row.
 
 The claims declared ``not_calibrated`` get no runs. A "close to 1" row has no half size (its
 claimed value is the null of its test's alternative), so its ``half`` runs are left out, and
@@ -47,6 +51,7 @@ from lamina.core.imports import import_closure
 from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.core.threads import one_thread_process
 from lamina.evidence.declare import Gate
+from lamina.evidence.runs import COVERAGE_COLUMN, RUN_COLUMNS, SOURCES, covers
 from lamina.weights.claims import ALIGNED_STAGES, CLAIMS
 from lamina.weights.edit_effects import edit_batch, score_edits
 from lamina.weights.edit_null import scrambled_copy
@@ -67,16 +72,19 @@ from lamina.weights.measures_signature import (
     writes_measure,
 )
 from lamina.weights.settings import SignatureSettings
-from lamina.weights.sources import signature_source
+from lamina.weights.sources import SIZES, qk_truth, signature_source
 from lamina.weights.sources_edit import TEXTS, edit_model, faded
 from lamina.weights.sources_mechanism import adam_source, adaptation_source, gradients_source
 from lamina.weights.summaries import RowSelection
 
-__all__ = ["CALIBRATION_SOURCES", "RUN_COLUMNS", "SOURCES", "cache_key", "calibration_runs", "main"]
+__all__ = ["CALIBRATION_SOURCES", "COVERED", "RUN_COLUMNS", "SOURCES", "cache_key",
+           "calibration_runs", "main"]
 
-RUN_COLUMNS = ("claim_id", "source", "seed", "verdict", "kind", "present", "reason")
-SOURCES = ("null", "planted", "half")
 _CLOSE = {c.id for c in CLAIMS if c.direction == 0}
+COVERED = ("align-qk-sft", "align-qk-dpo", "late-pretraining-qk")
+"""The rows whose CI coverage the page shows: the Q/K rows whose statistic has a known value
+on the signature source (:func:`lamina.weights.sources.qk_truth`). ``every-objective-qk``
+reads the weakest of three objectives, a selected minimum with no such value."""
 
 
 def _signature(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any]]:
@@ -140,7 +148,9 @@ def _edit(kind: str, seed: int, s: SignatureSettings) -> dict[str, dict[str, Any
 CALIBRATION_SOURCES: dict[str, str] = {
     "signature": "deltas at SmolLM2's and Gemma's sizes whose probe subspaces are estimated from "
     "2,048 or 512 heavy-tailed tokens; null: ΔW as concentrated as W (gradient-shaped), writes "
-    "as concentrated as W, one objective of three null; planted: twice W's concentration",
+    "as concentrated as W, one objective of three null; planted: twice W's concentration (the Q/K "
+    "statistic's known value: the doubling less what the k/d floor takes, "
+    "lamina.weights.sources.qk_truth)",
     "gradients": "per-token gradient terms of heavy-tailed inputs whose read basis comes from a "
     "separate finite sample; null: two objectives of three whose terms share a direction (one "
     "unrelated to the activation share, one 1.5 × beyond it); planted: δ_t unrelated to a_t",
@@ -167,6 +177,15 @@ SOURCE_KINDS: dict[str, tuple[str, ...]] = {"gradients": ("null", "planted"),
 ratios close to 1), so there is no half-size effect to draw."""
 
 
+def _covered(source: str, kind: str, seed: int, row: Any) -> float:
+    """:data:`COVERAGE_COLUMN` of a judged row: on the signature source's planted kind, for the
+    rows of :data:`COVERED`, whether its CI covers :func:`~lamina.weights.sources.qk_truth` at
+    the seed's size; NaN for every other row."""
+    if source != "signature" or kind != "planted" or row.claim_id.removeprefix(PREFIX) not in COVERED:
+        return float("nan")
+    return covers(row.ci_low, row.ci_high, qk_truth(kind, SIZES[seed % len(SIZES)]))
+
+
 def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[str, Any]]:
     measured = {f"{PREFIX}{k}": v for k, v in SOURCE_FNS[source](kind, seed, s).items()}
     gates = {r.name: (True, "known-answer source") for c in CLAIMS for r in c.requires
@@ -177,7 +196,8 @@ def _runs(source: str, kind: str, seed: int, s: SignatureSettings) -> list[dict[
         if kind == "half" and r.claim_id in _CLOSE:
             continue
         out.append({"claim_id": r.claim_id, "source": kind, "seed": seed, "verdict": r.verdict,
-                    "kind": "effect", "present": is_present(r), "reason": r.reason})  # fmt: skip
+                    "kind": "effect", "present": is_present(r), "reason": r.reason,
+                    COVERAGE_COLUMN: _covered(source, kind, seed, r)})  # fmt: skip
     return out
 
 
@@ -243,9 +263,9 @@ def calibration_runs(
     n_seeds: int, *, jobs: int = 1, settings: SignatureSettings | None = None,
     sources: Iterable[str] = tuple(SOURCE_FNS), cache: str | Path | None = "default",
 ) -> pd.DataFrame:
-    """The runs table (:data:`RUN_COLUMNS`) of every calibrated paper-2 claim over seeds
-    0..n_seeds-1 and the three sources, computed in ``jobs`` worker processes (one thread
-    each). settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled
+    """The runs table (:data:`RUN_COLUMNS` and :data:`COVERAGE_COLUMN`, :func:`_covered`) of
+    every calibrated paper-2 claim over seeds 0..n_seeds-1 and the three sources, computed in
+    ``jobs`` worker processes (one thread each). settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled
     copies, 6 edit tokens). cache: a folder (default ``<data>/cache/calibration``; None: no
     cache) under which each (source, seed) is kept (module docstring)."""
     if n_seeds < 1:
@@ -263,7 +283,7 @@ def calibration_runs(
             parts = list(pool.map(_seed_rows, tasks))
     else:
         parts = [_seed_rows(t) for t in tasks]
-    out = pd.DataFrame([r for p in parts for r in p], columns=list(RUN_COLUMNS))
+    out = pd.DataFrame([r for p in parts for r in p], columns=[*RUN_COLUMNS, COVERAGE_COLUMN])
     calibrated = {c.id for c in CLAIMS if c.calibrated}
     missing = calibrated - set(out["claim_id"])
     if missing and set(sources) == set(SOURCE_FNS):

@@ -26,6 +26,9 @@ the enrichment measured for SmolLM2's Q/K weights (:data:`W_ENRICHMENT`). Kinds:
 * ``planted``: RSF(ΔW) = :data:`PLANTED_RATIO` × RSF(W) (paper 2 states no size: lamina's
   choice, a doubling); writes isotropic.
 * ``half``: half the planted excess, 1.5 × RSF(W); writes isotropic.
+
+**Known value** (the calibration page's coverage): :func:`qk_truth`, the population value of
+the Q/K rows' statistic in the true P_A, where estimating P_A biases nothing (c = 1).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -41,7 +45,8 @@ from lamina.weights.maps import LinearMap
 from lamina.weights.probes import signature_from_deltas
 from lamina.weights.subspace_fraction import random_orthonormal
 
-__all__ = ["KINDS", "PLANTED_RATIO", "SIZES", "SPREAD", "W_ENRICHMENT", "Size", "signature_source"]
+__all__ = ["KINDS", "PLANTED_RATIO", "SIZES", "SPREAD", "W_ENRICHMENT", "Size", "qk_truth",
+           "signature_source"]
 
 KINDS = ("null", "planted", "half")
 W_ENRICHMENT = 5.72 / 3.15  # SmolLM2-135M-Instruct's Q/K: enrichment(ΔW) / (RSF(ΔW)/RSF(W))
@@ -96,6 +101,29 @@ def _moment(gen: torch.Generator, size: Size) -> tuple[torch.Tensor, torch.Tenso
 def _rsf(gen: torch.Generator, target: float) -> float:
     z = float(torch.randn(1, generator=gen, dtype=torch.float64))
     return target * math.exp(SPREAD * z)
+
+
+def _clamped(rsf: np.ndarray) -> np.ndarray:
+    return np.clip(rsf, 1e-4, 0.95)  # as _shaped clamps a target
+
+
+def qk_truth(kind: str, size: Size) -> float:
+    """The population value (a ratio) of the Q/K rows' statistic, the geometric mean over
+    matrices of RSF(ΔW) / max(c RSF(W), k/d), on source ``kind`` at ``size``, in the true P_A
+    (c = 1): exp(E log RSF(ΔW) - E log max(RSF(W), k/d)), each true RSF its kind's target
+    times exp(SPREAD z), z ~ N(0, 1), clamped as :func:`_shaped` clamps it; by 80-point
+    Gauss-Hermite quadrature. ``planted``: :data:`PLANTED_RATIO` less what the floor k/d takes
+    (about 1%); a late-pretraining matrix's mean log ratio over its pairs has the same value."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    ratio = {"null": 1.0, "planted": PLANTED_RATIO, "half": (1 + PLANTED_RATIO) / 2}[kind]
+    z, w = np.polynomial.hermite_e.hermegauss(80)  # nodes and weights of N(0, 1), unnormalised
+    w = w / w.sum()
+    floor, rsf_w = size.k / size.d, W_ENRICHMENT * size.k / size.d
+    spread = np.exp(SPREAD * z)
+    delta = float(w @ np.log(_clamped(ratio * rsf_w * spread)))
+    weight = float(w @ np.log(np.maximum(_clamped(rsf_w * spread), floor)))
+    return float(np.exp(delta - weight))
 
 
 def signature_source(kind: str, seed: int) -> pd.DataFrame:
