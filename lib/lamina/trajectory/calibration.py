@@ -135,14 +135,17 @@ BACKGROUND = {HOMOGRAPH_RATIO.id: POSITIONAL, CONTROL_LEVEL.id: POSITIONAL}
 
 
 def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
-                 budget: dict[str, int] | None = None, pool: str | None = None) -> list[Any]:  # fmt: skip
+                 budget: dict[str, int] | None = None, pool: str | None = None,
+                 prompts: pd.DataFrame | None = None) -> list[Any]:  # fmt: skip
     """The rows of ``chapter``'s claims on the realistic source ``kind`` at ``seed``, judged as
     the chapter judges them; with ``vanish``, the vanish row too (its controls run only when
     the main effect is present). ``pool``: the background (:data:`lamina.trajectory.fitted.
-    BACKGROUNDS`; default the chapter's pooling, SmolLM2's)."""
+    BACKGROUNDS`; default the chapter's pooling, SmolLM2's). ``prompts``: the chapter's prompt
+    table (default :func:`~lamina.trajectory.sizes.chapter_prompts`; another design:
+    :mod:`lamina.trajectory.design`)."""
     budget = budget or BUDGET
     pool = pool or CHAPTER_POOLING[chapter]
-    t = chapter_prompts(chapter)
+    t = chapter_prompts(chapter) if prompts is None else prompts
     tok = synthetic_tokens(t, pool)
     keep = chapter_mask(chapter, t, tok)
     t, tok = t[keep].reset_index(drop=True), tok[keep]
@@ -173,28 +176,29 @@ def chapter_rows(chapter: str, kind: str, seed: int, *, vanish: bool,
         specs=(main.claim_id, vanish_id))[1:]  # fmt: skip
 
 
-def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int]) -> list[dict[str, Any]]:
-    """One seed's calibration rows (:data:`RUN_COLUMNS`) of every claim of ``chapters``."""
+def seed_rows(seed: int, chapters: tuple[str, ...], budget: dict[str, int],
+              prompts: dict[str, pd.DataFrame] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One seed's calibration rows (:data:`RUN_COLUMNS`) of every claim of ``chapters``;
+    ``prompts``: {chapter: its prompt table} where not the chapter's own (:func:`chapter_rows`)."""
     out = []
     for chapter in chapters:
+        rows_of = partial(chapter_rows, chapter, seed=seed, budget=budget,
+                          prompts=(prompts or {}).get(chapter))  # fmt: skip
         for source, (vanish_kind, kind) in KIND.items():
             vanish_kind = VANISH_KIND.get(chapter, {}).get(source, vanish_kind)
-            rows = chapter_rows(chapter, kind, seed, vanish=kind == vanish_kind, budget=budget)
+            rows = rows_of(kind, vanish=kind == vanish_kind)
             if kind != vanish_kind:
                 rows = [r for r in rows if r.kind != "vanish"]
-                rows += [r for r in chapter_rows(chapter, vanish_kind, seed, vanish=True,
-                                                 budget=budget) if r.kind == "vanish"]
+                rows += [r for r in rows_of(vanish_kind, vanish=True) if r.kind == "vanish"]
             for pool in sorted({BACKGROUND[r.claim_id] for r in rows if r.claim_id in BACKGROUND}):
                 moved = {c for c, b in BACKGROUND.items() if b == pool}
                 rows = [r for r in rows if r.claim_id not in moved] + [
-                    r for r in chapter_rows(chapter, kind, seed, vanish=False, budget=budget,
-                                            pool=pool) if r.claim_id in moved]  # fmt: skip
+                    r for r in rows_of(kind, vanish=False, pool=pool) if r.claim_id in moved]
             out += [_run(r, source, seed, kind) for r in rows]
         moved = {s.id for s in CHAPTER_CLAIMS[chapter] if s.conditional_null == "elsewhere"}
         if moved:  # their conditional null: the effect planted, located elsewhere
             out += [_run(r, "elsewhere", seed, "planted-elsewhere")
-                    for r in chapter_rows(chapter, "planted-elsewhere", seed, vanish=False,
-                                          budget=budget) if r.claim_id in moved]  # fmt: skip
+                    for r in rows_of("planted-elsewhere", vanish=False) if r.claim_id in moved]
     return out
 
 
