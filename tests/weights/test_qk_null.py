@@ -13,7 +13,7 @@ import torch
 from lamina.weights.maps import LinearMap
 from lamina.weights.measures_signature import beyond_both
 from lamina.weights.probes import signature_from_deltas
-from lamina.weights.qk_null import MomentFit, fit_moment, null_centre
+from lamina.weights.qk_null import MomentFit, fit_moment, null_centre, true_rsf
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.subspace_fraction import random_orthonormal
 
@@ -138,3 +138,50 @@ def test_beyond_both_divides_by_the_centre() -> None:
                       "null_centre": [1.2, math.nan]})  # fmt: skip
     got = dict(zip(["a", "b"], beyond_both(t, s, family="stage", pair="p"), strict=True))
     assert got["a"] == pytest.approx(1.0) and got["b"] == pytest.approx(1.2)
+
+
+def _expected_rsf(fit: MomentFit, k: int, rho: float, shape: str) -> float:
+    """E RSF in P̂ of rows of true RSF ``rho`` (qk_null step 4's formula, written out)."""
+    q, lam, d = fit.leakage[k], fit.spectrum, fit.d
+    w = lam[:k] / lam[:k].sum() if shape == "gradient" else torch.full((k,), 1.0 / k, dtype=torch.float64)
+    big_f = rho * (d - k) / (1 - rho)
+    return (big_f * float((w * q[:k]).sum()) + float(q[k:].sum())) / (big_f + d - k)
+
+
+def test_true_rsf_inverts_the_leakage_model_for_both_shapes() -> None:
+    gen = torch.Generator().manual_seed(3)
+    x = _tokens(gen, _spectrum(D), random_orthonormal(D, D, gen), N)
+    fit = fit_moment(torch.linalg.eigvalsh(x.T @ x / N), N, [K], (x * x).sum(1))
+    for shape in ("gradient", "flat"):
+        for rho in (K / D, 0.2, 0.6):
+            assert true_rsf(fit, K, _expected_rsf(fit, K, rho, shape), shape) == pytest.approx(rho)
+    assert true_rsf(fit, K, 0.0, "flat") == 1e-6  # below the leakage floor: clipped, not negative
+    with pytest.raises(ValueError, match="shape"):
+        true_rsf(fit, K, 0.1, "isotropic")
+
+
+def test_the_centre_attenuates_a_real_excess_and_the_inversion_does_not() -> None:
+    """A planted doubling on a block of the calibration source at Gemma's size (512 tokens at
+    d = 640): through the fit's leakage, the measured ratio over the null centre falls short of 2
+    by more than 5% (the attenuation the inversion removes); read in the true P_A it is 2."""
+    from lamina.weights.sources import SIZES, W_ENRICHMENT, _moment
+
+    size = SIZES[1]
+    moment, _, _, sq = _moment(torch.Generator().manual_seed(1), size)
+    fit = fit_moment(torch.linalg.eigvalsh(moment), size.n_tokens, [size.k], sq)
+    rho = W_ENRICHMENT * size.k / size.d
+    m_w = _expected_rsf(fit, size.k, rho, "flat")
+    m_d = _expected_rsf(fit, size.k, 2 * rho, "gradient")
+    centred = m_d / (null_centre(fit, size.k, m_w) * m_w)
+    assert centred < 0.95 * 2
+    assert true_rsf(fit, size.k, m_d, "gradient") / true_rsf(fit, size.k, m_w, "flat") == pytest.approx(2.0)
+
+
+def test_beyond_both_reads_the_ratio_in_the_true_subspace_where_given() -> None:
+    s = SignatureSettings(k=K, k_sweep=(K,))
+    t = pd.DataFrame({"key": ["a", "b"], "layer": [0, 0], "role": ["q", "k"], "kind": "read",
+                      "k": K, "moment": "raw", "family": "stage", "pair": "p",
+                      "enrichment": [5.0, 5.0], "vs_weight": [1.2, 1.2],
+                      "null_centre": [1.2, 1.2], "vs_weight_true": [1.5, math.nan]})  # fmt: skip
+    got = dict(zip(["a", "b"], beyond_both(t, s, family="stage", pair="p"), strict=True))
+    assert got["a"] == pytest.approx(1.5) and got["b"] == pytest.approx(1.0)

@@ -61,8 +61,8 @@ FRAMING: dict[str, str] = {
 _ENRICHED = dict(
     kind="effect", unit="ratio", resampling="matrix", test="Wilcoxon signed-rank (log ratio > 0)",
     sided="greater", direction=1, null=1.0, claimed=(1.0, math.inf),
-    statistic="geo-mean over Q, K of RSF(ΔW) / max(c RSF(W), k/d), c the null centre that "
-    "estimating P_A from finite tokens gives a gradient-shaped ΔW (lamina.weights.qk_null)",
+    statistic="geo-mean over Q, K of ρ̂(ΔW) / max(ρ̂(W), k/d), each RSF read back into the true "
+    "P_A through the leakage of its estimate from finite tokens (lamina.weights.qk_null.true_rsf)",
 )  # fmt: skip
 _CLOSE = dict(
     kind="effect", unit="ratio", resampling="matrix", sided="two-sided", direction=0, null=1.0,

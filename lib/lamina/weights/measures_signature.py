@@ -2,11 +2,11 @@
 :func:`lamina.weights.probes.organism_deltas`: one dict of
 :class:`lamina.evidence.decide.Measurement` fields per claim of :mod:`lamina.weights.claims`.
 
-The Q/K rows read, per matrix, RSF(ΔW) / max(c RSF(W), k/d) (:func:`beyond_both`): above 1
-only when the update is more concentrated in the input principal subspace than both an
-isotropic matrix and the matrix it updates, beyond the factor c that the estimation of P_A
-gives a gradient-shaped update (:mod:`lamina.weights.qk_null`). The write rows read the write enrichment against the
-claimed range [1/m, m] with a TOST (:func:`tost_summary`).
+The Q/K rows read, per matrix, ρ̂(ΔW) / max(ρ̂(W), k/d) (:func:`beyond_both`): above 1 only
+when the update is more concentrated in the input principal subspace than both an isotropic
+matrix and the matrix it updates, each RSF read back into the true P_A through the leakage of
+its estimate (:mod:`lamina.weights.qk_null`). The write rows read the write enrichment against
+the claimed range [1/m, m] with a TOST (:func:`tost_summary`).
 """
 
 from __future__ import annotations
@@ -52,17 +52,20 @@ def beyond_both(
     (:func:`~lamina.weights.summaries.per_matrix`). Without a ``vs_weight`` column (W not
     measured): the enrichment alone.
 
-    With a ``null_centre`` column (P_A estimated from n tokens,
-    :func:`lamina.weights.qk_null.add_null_centres`), the second baseline is RSF(W) × c, c the
-    ratio a gradient-shaped ΔW as concentrated as W reaches through the estimation of P_A
-    alone: min(enrichment, vs_weight / c) (a row without a finite centre keeps c = 1).
-    -> (n_matrices,)."""
+    With P_A estimated from n tokens (:func:`lamina.weights.qk_null.add_null_centres`), the
+    ratio is read in the true P_A: ``vs_weight_true`` = ρ̂(ΔW) / max(ρ̂(W), k/d), each RSF
+    mapped back through the estimate's leakage (:func:`lamina.weights.qk_null.true_rsf`), which
+    removes both the bias a gradient-shaped ΔW gains at equal concentration and the attenuation
+    of a real excess; min(enrichment, vs_weight_true). A row without it keeps vs_weight / c, c
+    the ``null_centre`` (1 where not finite). -> (n_matrices,)."""
     t = selected_rows(deltas, s, QK, **where)
     value = t["enrichment"]
     if "vs_weight" in t:
         own = t["vs_weight"]
         if "null_centre" in t:
             own = own / t["null_centre"].where(np.isfinite(t["null_centre"]), 1.0)
+        if "vs_weight_true" in t:
+            own = t["vs_weight_true"].where(np.isfinite(t["vs_weight_true"]), own)
         value = np.minimum(value, own)
     return per_matrix(value, t["key"])
 
@@ -118,8 +121,9 @@ def qk_measure(
             centre = float(np.exp(np.log(c).mean()))
             extra = {"null_centre": centre, "null_tokens": float(t["null_tokens"].median()),
                      "null_tail": float(t["null_tail"].median())}  # fmt: skip
-            detail += (f"; null centre {centre:.3g} (P_A from {extra['null_tokens']:.0f} tokens, "
-                       f"tails E s⁴ {extra['null_tail']:.2g}): judged against RSF(W) × it")  # fmt: skip
+            detail += (f"; P_A from {extra['null_tokens']:.0f} tokens (tails E s⁴ "
+                       f"{extra['null_tail']:.2g}): judged in the true P_A, ρ̂(ΔW) / ρ̂(W) (the "
+                       f"null centre of the measured ratio {centre:.3g})")  # fmt: skip
     return out | {"effect_size": geo, "effect_name": "Q/K enrichment vs k/d", "detail": detail} | extra
 
 

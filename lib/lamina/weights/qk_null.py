@@ -1,5 +1,6 @@
-"""The null centre of the Q/K rows' ratio RSF(ΔW) / RSF(W) when P_A is *estimated*: a plug-in
-(parametric bootstrap) fit per read moment, from that moment's own data.
+"""The Q/K rows' ratio RSF(ΔW) / RSF(W) when P_A is *estimated*: its null centre and each RSF
+read back into the true P_A, by a plug-in (parametric bootstrap) fit per read moment, from that
+moment's own data.
 
 Why a centre. P_A is the top-k of a finite-sample second moment M̂ = (1/n) Σ_t a_t a_tᵀ
 (n tokens at width d: 2,048 at d = 576 for SmolLM2, 512 at d = 640 for Gemma 3, fewer than d).
@@ -32,6 +33,14 @@ norms (their tails; optional). Nothing of a source's generative model is used.
    true RSF F / (F + d - k) = r and expected RSF in P̃ of (F Σ_{i<k} w_i q_i + Σ_{i≥k} q_i) /
    (F + d - k). The centre is that of the gradient shape w_i = λ̂_i / Σ_{j<k} λ̂_j over that
    of the flat shape w_i = 1/k (≥ 1 when the best-estimated directions are the largest).
+5. **Inversion** (:func:`true_rsf`; what the Q/K rows read). In the true RSF ρ = F / (F + d - k)
+   the expected RSF in P̃ is linear, g_w(ρ) = ρ A_w + (1 - ρ) R', A_w = Σ_{i<k} w_i q_i,
+   R' = Σ_{i≥k} q_i / (d - k), so each measured RSF maps back to ρ̂ = (m - R') / (A_w - R'):
+   ΔW's with the gradient shape, W's with the flat one. The centre of step 4 corrects the ratio
+   at equal concentrations only; a real excess is also *attenuated*, because R' > 0 pulls every
+   measured RSF towards one floor. Through the fit of one block of the calibration's source, the
+   centre-corrected ratio of a planted doubling is 1.96 at 2,048 tokens and d = 576, and 1.85 at
+   512 tokens and d = 640 (tests/weights/test_qk_null.py); ρ̂(ΔW) / ρ̂(W) is 2.
 
 Cost: (:data:`DECONVOLVE_STEPS` + :data:`FIT_BLOCKS`) simulated moments, each an (n, d) × (d, n)
 product and a d × d eigendecomposition, per read moment (Q and K of a block share one).
@@ -48,7 +57,7 @@ import pandas as pd
 import torch
 
 __all__ = ["DECONVOLVE_STEPS", "FIT_BLOCKS", "FIT_SEED", "MomentFit", "QK_ROLES", "add_null_centres",
-           "fit_moment", "null_centre", "token_scales"]  # fmt: skip
+           "fit_moment", "null_centre", "token_scales", "true_rsf"]  # fmt: skip
 
 QK_ROLES = ("q", "k")
 """The roles whose rows get a centre (the Q/K rows' matrices)."""
@@ -181,6 +190,25 @@ def null_centre(fit: MomentFit, k: int, weight_rsf: float) -> float:
     return (big_f * float((g * q[:k]).sum()) + rest) / (big_f * float(q[:k].mean()) + rest)
 
 
+def true_rsf(fit: MomentFit, k: int, measured_rsf: float, shape: str) -> float:
+    """The true RSF (unitless, in P_A) of a matrix whose RSF in P̂ is ``measured_rsf``, through
+    the fit's leakage model, which is linear in the true RSF ρ:
+
+        E RSF_P̂ = g(ρ) = ρ A + (1 - ρ) R',  A = Σ_{i<k} w_i q_i,  R' = Σ_{i≥k} q_i / (d - k),
+
+    so ρ̂ = (measured - R') / (A - R'), clipped to [1e-6, 0.95]. ``shape``: "gradient" (w_i =
+    λ̂_i / Σ_{j<k} λ̂_j, an update's) or "flat" (w_i = 1/k, a weight's). The centre of
+    :func:`null_centre` is g_gradient(r) / g_flat(r) at one true RSF r; the inversion also
+    undoes the attenuation of a real excess (ρ_ΔW > ρ_W), which the centre leaves: R' > 0
+    pulls every measured RSF towards the same floor."""
+    if shape not in ("gradient", "flat"):
+        raise ValueError(f"shape must be 'gradient' or 'flat'; got {shape!r}")
+    q, lam, d = fit.leakage[k], fit.spectrum, fit.d
+    w = lam[:k] / lam[:k].sum() if shape == "gradient" else torch.full((k,), 1.0 / k, dtype=torch.float64)
+    a, rest = float((w * q[:k]).sum()), float(q[k:].sum()) / (d - k)
+    return min(max((float(measured_rsf) - rest) / (a - rest), 1e-6), 0.95)
+
+
 def add_null_centres(
     table: pd.DataFrame, moments: Mapping[str, torch.Tensor], n_tokens: int | Mapping[str, int],
     squared_norms: Mapping[str, torch.Tensor] | None = None, cache: dict | None = None,
@@ -188,14 +216,15 @@ def add_null_centres(
     """``table`` (one row per matrix and k, with ``key``, ``kind``, ``k``, ``weight_rsf``) with
     the read rows' null centre of RSF(ΔW)/RSF(W) (:func:`null_centre`) and its inputs:
     ``null_centre`` (unitless), ``null_tokens`` (n), ``null_tail`` (the fit's mean s⁴: 1 for
-    Gaussian tokens) and ``null_top`` (ℓ_1 / λ̂_1), on the Q and K rows (:data:`QK_ROLES`, the
-    rows that use it); NaN elsewhere. One fit per moment
+    Gaussian tokens), ``null_top`` (ℓ_1 / λ̂_1) and, where the table has ΔW's ``rsf``,
+    ``vs_weight_true`` = ρ̂(ΔW) / max(ρ̂(W), k/d) (:func:`true_rsf`: ΔW gradient-shaped, W
+    flat; unitless), on the Q and K rows (:data:`QK_ROLES`, the rows that use it); NaN elsewhere. One fit per moment
     tensor (Q and K of a block share one). moments: {key: (d, d)}; n_tokens: the tokens each
     moment averages (one count, or per key); squared_norms: {key: (n,) ‖a_t‖²}, or None
     (Gaussian tails assumed); cache: a dict whose ``"null_fits"`` entry keeps each moment's
     fit across calls (the moment tensor is kept with it, so its id stays unique)."""
     out = table.copy()
-    for col in ("null_centre", "null_tokens", "null_tail", "null_top"):
+    for col in ("null_centre", "null_tokens", "null_tail", "null_top", "vs_weight_true"):
         out[col] = math.nan
     read = out[(out["kind"] == "read") & out["role"].isin(QK_ROLES) & out["key"].isin(list(moments))]
     ks = sorted({int(k) for k in read["k"]})
@@ -211,8 +240,12 @@ def add_null_centres(
             eig = torch.linalg.eigvalsh(moment.to(torch.float64))
             hit = fits[id(moment)] = (moment, fit_moment(eig, n, ok, norms))
         f = hit[1]
-        if int(row["k"]) in f.leakage:
-            out.loc[i, ["null_centre", "null_tokens", "null_tail", "null_top"]] = (
-                null_centre(f, int(row["k"]), float(row["weight_rsf"])), f.n_tokens, f.tail,
-                f.sample_top)  # fmt: skip
+        k = int(row["k"])
+        if k in f.leakage:
+            ratio = (true_rsf(f, k, float(row["rsf"]), "gradient")
+                     / max(true_rsf(f, k, float(row["weight_rsf"]), "flat"), k / f.d)
+                     if "rsf" in out else math.nan)  # fmt: skip
+            out.loc[i, ["null_centre", "null_tokens", "null_tail", "null_top", "vs_weight_true"]] = (
+                null_centre(f, k, float(row["weight_rsf"])), f.n_tokens, f.tail, f.sample_top,
+                ratio)  # fmt: skip
     return out

@@ -12,8 +12,8 @@ dimensions). And the null's ΔW is shaped like a gradient (its concentration fol
 spectrum, most of it in the best-estimated directions) while W's is spread evenly over Σ's top-k:
 the shapes for which a noisy P_A favours ΔW. Measured on this source (10 blocks per size, equal
 true RSF): the estimated P_A raises RSF(ΔW)/RSF(W) by 6% at SmolLM2's size and 14% at Gemma's.
-The Q/K rows judge the ratio against a null centre fitted per block from the block's own data
-(sample eigenvalues, token count, the tokens' squared norms: :mod:`lamina.weights.qk_null`,
+The Q/K rows read the ratio in the true P_A, through a leakage model fitted per block from the
+block's own data (sample eigenvalues, token count, the tokens' squared norms: :mod:`lamina.weights.qk_null`,
 which knows nothing of this source's spectrum or tails); the source hands those data to
 :func:`~lamina.weights.probes.signature_from_deltas` as the chapter does.
 
