@@ -185,3 +185,8 @@ def test_beyond_both_reads_the_ratio_in_the_true_subspace_where_given() -> None:
                       "null_centre": [1.2, 1.2], "vs_weight_true": [1.5, math.nan]})  # fmt: skip
     got = dict(zip(["a", "b"], beyond_both(t, s, family="stage", pair="p"), strict=True))
     assert got["a"] == pytest.approx(1.5) and got["b"] == pytest.approx(1.0)
+    # the true-P_A ratio carries its own isotropic floor: a measured enrichment below it is
+    # not taken again (the declared statistic is ρ̂(ΔW) / max(ρ̂(W), k/d))
+    t["enrichment"] = [1.2, 1.2]
+    got = dict(zip(["a", "b"], beyond_both(t, s, family="stage", pair="p"), strict=True))
+    assert got["a"] == pytest.approx(1.5) and got["b"] == pytest.approx(1.0)

@@ -26,8 +26,8 @@ the gradients source draws none (:data:`SOURCE_KINDS`).
 
 Each (source, seed) is cached under ``<data>/cache/calibration/p2-<key>/`` (the key covers the
 source of every lamina module this one imports, transitively, the settings and the library
-versions), as
-JSON with the SHA-256 of its rows, verified on read: a damaged entry is recomputed with a warning.
+versions), as JSON with the SHA-256 of its rows, verified on read: a damaged entry is recomputed
+with a warning.
 
 CLI: ``python -m lamina.weights.calibration OUT.csv [N_SEEDS] [JOBS]`` writes the runs table.
 """
@@ -265,9 +265,10 @@ def calibration_runs(
 ) -> pd.DataFrame:
     """The runs table (:data:`RUN_COLUMNS` and :data:`COVERAGE_COLUMN`, :func:`_covered`) of
     every calibrated paper-2 claim over seeds 0..n_seeds-1 and the three sources, computed in
-    ``jobs`` worker processes (one thread each). settings: the rules' settings (default: bootstrap 500 resamples, 10 scrambled
-    copies, 6 edit tokens). cache: a folder (default ``<data>/cache/calibration``; None: no
-    cache) under which each (source, seed) is kept (module docstring)."""
+    ``jobs`` worker processes (one thread each). settings: the rules' settings (default:
+    bootstrap 500 resamples, 10 scrambled copies, 6 edit tokens). cache: a folder (default
+    ``<data>/cache/calibration``; None: no cache) under which each (source, seed) is kept
+    (module docstring)."""
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be at least 1; got {n_seeds}")
     s = settings or _default_settings()

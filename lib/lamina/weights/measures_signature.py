@@ -56,17 +56,18 @@ def beyond_both(
     ratio is read in the true P_A: ``vs_weight_true`` = ρ̂(ΔW) / max(ρ̂(W), k/d), each RSF
     mapped back through the estimate's leakage (:func:`lamina.weights.qk_null.true_rsf`), which
     removes both the bias a gradient-shaped ΔW gains at equal concentration and the attenuation
-    of a real excess; min(enrichment, vs_weight_true). A row without it keeps vs_weight / c, c
-    the ``null_centre`` (1 where not finite). -> (n_matrices,)."""
+    of a real excess; its floor k/d is the isotropic baseline, so the measured enrichment is not
+    taken again. A row without it keeps min(enrichment, vs_weight / c), c the ``null_centre``
+    (1 where not finite). -> (n_matrices,)."""
     t = selected_rows(deltas, s, QK, **where)
     value = t["enrichment"]
     if "vs_weight" in t:
         own = t["vs_weight"]
         if "null_centre" in t:
             own = own / t["null_centre"].where(np.isfinite(t["null_centre"]), 1.0)
-        if "vs_weight_true" in t:
-            own = t["vs_weight_true"].where(np.isfinite(t["vs_weight_true"]), own)
         value = np.minimum(value, own)
+        if "vs_weight_true" in t:  # both baselines in the true P_A
+            value = t["vs_weight_true"].where(np.isfinite(t["vs_weight_true"]), value)
     return per_matrix(value, t["key"])
 
 

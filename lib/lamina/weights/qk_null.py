@@ -182,12 +182,21 @@ def null_centre(fit: MomentFit, k: int, weight_rsf: float) -> float:
         q̄_k = (1/k) Σ_{i<k} q_i,  R = Σ_{i≥k} q_i,  F = r (d - k) / (1 - r),
 
     r = ``weight_rsf`` clipped to [k/d, 0.95] (W's true RSF, taken as measured)."""
-    q, lam, d = fit.leakage[k], fit.spectrum, fit.d
+    d = fit.d
     r = min(max(float(weight_rsf), k / d), 0.95)
     big_f = r * (d - k) / (1 - r)
-    g = lam[:k] / lam[:k].sum()
-    rest = float(q[k:].sum())
-    return (big_f * float((g * q[:k]).sum()) + rest) / (big_f * float(q[:k].mean()) + rest)
+    (a_grad, rest), (a_flat, _) = _leakage(fit, k, "gradient"), _leakage(fit, k, "flat")
+    return (big_f * a_grad + rest) / (big_f * a_flat + rest)
+
+
+def _leakage(fit: MomentFit, k: int, shape: str) -> tuple[float, float]:
+    """(A_w = Σ_{i<k} w_i q_i, R = Σ_{i≥k} q_i) of ``shape``: "gradient" (w_i = λ̂_i /
+    Σ_{j<k} λ̂_j) or "flat" (w_i = 1/k)."""
+    if shape not in ("gradient", "flat"):
+        raise ValueError(f"shape must be 'gradient' or 'flat'; got {shape!r}")
+    q, lam = fit.leakage[k], fit.spectrum
+    a = float((lam[:k] / lam[:k].sum() * q[:k]).sum()) if shape == "gradient" else float(q[:k].mean())
+    return a, float(q[k:].sum())
 
 
 def true_rsf(fit: MomentFit, k: int, measured_rsf: float, shape: str) -> float:
@@ -201,11 +210,8 @@ def true_rsf(fit: MomentFit, k: int, measured_rsf: float, shape: str) -> float:
     :func:`null_centre` is g_gradient(r) / g_flat(r) at one true RSF r; the inversion also
     undoes the attenuation of a real excess (ρ_ΔW > ρ_W), which the centre leaves: R' > 0
     pulls every measured RSF towards the same floor."""
-    if shape not in ("gradient", "flat"):
-        raise ValueError(f"shape must be 'gradient' or 'flat'; got {shape!r}")
-    q, lam, d = fit.leakage[k], fit.spectrum, fit.d
-    w = lam[:k] / lam[:k].sum() if shape == "gradient" else torch.full((k,), 1.0 / k, dtype=torch.float64)
-    a, rest = float((w * q[:k]).sum()), float(q[k:].sum()) / (d - k)
+    a, rest = _leakage(fit, k, shape)
+    rest /= fit.d - k
     return min(max((float(measured_rsf) - rest) / (a - rest), 1e-6), 0.95)
 
 
@@ -218,8 +224,8 @@ def add_null_centres(
     ``null_centre`` (unitless), ``null_tokens`` (n), ``null_tail`` (the fit's mean s⁴: 1 for
     Gaussian tokens), ``null_top`` (ℓ_1 / λ̂_1) and, where the table has ΔW's ``rsf``,
     ``vs_weight_true`` = ρ̂(ΔW) / max(ρ̂(W), k/d) (:func:`true_rsf`: ΔW gradient-shaped, W
-    flat; unitless), on the Q and K rows (:data:`QK_ROLES`, the rows that use it); NaN elsewhere. One fit per moment
-    tensor (Q and K of a block share one). moments: {key: (d, d)}; n_tokens: the tokens each
+    flat; unitless), on the Q and K rows (:data:`QK_ROLES`, the rows that use it); NaN
+    elsewhere. One fit per moment tensor (Q and K of a block share one). moments: {key: (d, d)}; n_tokens: the tokens each
     moment averages (one count, or per key); squared_norms: {key: (n,) ‖a_t‖²}, or None
     (Gaussian tails assumed); cache: a dict whose ``"null_fits"`` entry keeps each moment's
     fit across calls (the moment tensor is kept with it, so its id stays unique)."""
