@@ -143,26 +143,29 @@ claims = result.claims
 # output, MLP down) on their output side, in the prediction subspace (top-k right singular
 # vectors of W_U). Enrichment is RSF / (k/d), with k = {glue:text}`ws_k`. A Q/K update is
 # "enriched" only beyond both of its baselines, matrix by matrix: RSF(ΔW) / max(RSF(W), k/d)
-# (an update that is as concentrated as the matrix it updates, as weight decay gives, scores 1).
+# (an update that is as concentrated as the matrix it updates, as weight decay gives, scores 1),
+# averaged over a block's Q and K, which share one estimated subspace: the block is the unit of
+# the Q/K rows' Wilcoxon test and t interval.
 # "Close to random" is an equivalence test (TOST) of the enrichment within
 # [1/{glue:text}`ws_margin`, {glue:text}`ws_margin`]. A claim over parts ("every objective",
 # "any single group") is judged on its weakest part. Each row needs the behavioural gate of the
 # stage it reads; every verdict comes from the one engine in `lamina.evidence`, from the
 # declarations in `lamina.weights.claims`. Models: {glue:text}`ws_models`; the run took
-# {glue:text}`ws_seconds` s. The method on one model, Q/K matrix by matrix at @sft:
+# {glue:text}`ws_seconds` s. The method on one model, Q/K block by block at @sft:
 
 # %% tags=["hide-input"]
 deltas = result.tables["deltas"]
 one = deltas[deltas["model"] == result.models[0]]
 pair = stage_pair(one, "sft") or stage_pair(one, "dpo")
-per_matrix = pd.DataFrame({"ratio": beyond_both(one, config, family="stage", pair=pair)}) if pair else pd.DataFrame({"ratio": []})
+per_block = pd.DataFrame({"ratio": beyond_both(one, config, family="stage", pair=pair)}) if pair else pd.DataFrame({"ratio": []})
 show_figure(
-    alt.Chart(per_matrix.reset_index()).mark_point(filled=True).encode(
+    alt.Chart(per_block.reset_index()).mark_point(filled=True).encode(
         x=alt.X("ratio:Q", scale=alt.Scale(type="log"), title="RSF(ΔW) / max(RSF(W), k/d)"),
-        y=alt.Y("index:O", title="Q/K matrix"),
+        y=alt.Y("index:O", title="block (Q and K)"),
     ).properties(height=120, title=f"{result.models[0]}: each Q/K update against its baselines"),
-    what="One point per Q/K matrix of the first model's @sft update: its concentration in the "
-    "input principal subspace over the stronger of its two baselines (log scale).",
+    what="One point per probed block of the first model's @sft update: the concentration of its "
+    "Q and K updates in their input principal subspace over the stronger of their two baselines "
+    "(geometric mean of the two; log scale).",
     look_at="how many points lie right of 1",
 )
 

@@ -132,7 +132,7 @@ def test_null_ratio_centres_on_one_after_the_centre() -> None:
 
 def test_beyond_both_divides_by_the_centre() -> None:
     s = SignatureSettings(k=K, k_sweep=(K,))
-    t = pd.DataFrame({"key": ["a", "b"], "layer": [0, 0], "role": ["q", "k"], "kind": "read",
+    t = pd.DataFrame({"key": ["a", "b"], "layer": [0, 1], "role": ["q", "q"], "kind": "read",
                       "k": K, "moment": "raw", "family": "stage", "pair": "p",
                       "enrichment": [5.0, 5.0], "vs_weight": [1.2, 1.2],
                       "null_centre": [1.2, math.nan]})  # fmt: skip
@@ -179,7 +179,7 @@ def test_the_centre_attenuates_a_real_excess_and_the_inversion_does_not() -> Non
 
 def test_beyond_both_reads_the_ratio_in_the_true_subspace_where_given() -> None:
     s = SignatureSettings(k=K, k_sweep=(K,))
-    t = pd.DataFrame({"key": ["a", "b"], "layer": [0, 0], "role": ["q", "k"], "kind": "read",
+    t = pd.DataFrame({"key": ["a", "b"], "layer": [0, 1], "role": ["q", "q"], "kind": "read",
                       "k": K, "moment": "raw", "family": "stage", "pair": "p",
                       "enrichment": [5.0, 5.0], "vs_weight": [1.2, 1.2],
                       "null_centre": [1.2, 1.2], "vs_weight_true": [1.5, math.nan]})  # fmt: skip

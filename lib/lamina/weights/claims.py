@@ -17,6 +17,8 @@ Conventions (reimplementation choices the paper leaves open):
   (isotropy, and the concentration of the matrix it updates, which a ΔW ∝ W inherits, times
   c, what the estimation of P_A from finite tokens alone gives a gradient-shaped ΔW:
   :mod:`lamina.weights.qk_null`).
+* The Q/K rows' unit is the block: Q and K read one input moment, so one estimated P_A and
+  its error; their CI is a t interval over the blocks (8 per model).
 * "Close to random" (a ratio ≈ 1) is an equivalence claim: two one-sided Wilcoxon tests that
   the log ratio lies within ±log m (TOST, p = the larger), m = ``random_margin``; the
   row's CI is the two-sided 95% bootstrap interval.
@@ -59,7 +61,8 @@ FRAMING: dict[str, str] = {
 """The abstract's framing statements: no statistic of their own, no row."""
 
 _ENRICHED = dict(
-    kind="effect", unit="ratio", resampling="matrix", test="Wilcoxon signed-rank (log ratio > 0)",
+    kind="effect", unit="ratio", resampling="block (its Q and K share one estimated P_A)",
+    test="Wilcoxon signed-rank over blocks (log ratio > 0); one-sided t interval",
     sided="greater", direction=1, null=1.0, claimed=(1.0, math.inf),
     statistic="geo-mean over Q, K of ρ̂(ΔW) / max(ρ̂(W), k/d), each RSF read back into the true "
     "P_A through the leakage of its estimate from finite tokens (lamina.weights.qk_null.true_rsf)",

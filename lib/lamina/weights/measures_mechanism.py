@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lamina.evidence.stats import bootstrap_ci
+from lamina.evidence.stats import bootstrap_ci, spearman_permutation
 from lamina.weights.measures_signature import tost_summary
 from lamina.weights.settings import SignatureSettings
 from lamina.weights.summaries import ratio_summary, worst
@@ -57,13 +57,15 @@ def read_grad_inherits(read: pd.DataFrame, margin: float, s: SignatureSettings) 
 def raw_read_follows(read: pd.DataFrame, s: SignatureSettings) -> dict[str, object]:
     """Spearman ρ(activation share, summed-gradient RSF) over the read matrices under the LM
     objective, with its one-sided 90% percentile bootstrap CI over matrices and the one-sided
-    (greater) p; effect_size: the geo-mean summed read-gradient enrichment. Untestable under
-    3 matrices."""
+    (greater) permutation p (:func:`lamina.evidence.stats.spearman_permutation`: scipy's t
+    approximation rejects 5.2% of exact nulls at 20 matrices); effect_size: the geo-mean
+    summed read-gradient enrichment. Untestable under 3 matrices."""
     lm = read[read["objective"] == "lm"]
     if len(lm) < 3:
         return {"untestable": f"{len(lm)} read matrices under the LM objective (needs 3)"}
     x, y = lm["activation_share"].to_numpy(), lm["rsf_summed"].to_numpy()
-    rho = float(sps.spearmanr(x, y)[0])
+    rho, p = spearman_permutation(x, y, alternative="greater", seed=s.seed)
+    p_opposite = spearman_permutation(x, y, alternative="less", seed=s.seed)[1]
     res = sps.bootstrap((x, y), lambda a, b: sps.spearmanr(a, b)[0], paired=True,
                         vectorized=False, n_resamples=min(s.n_bootstrap, 1000),
                         confidence_level=0.90, method="percentile",
@@ -72,8 +74,7 @@ def raw_read_follows(read: pd.DataFrame, s: SignatureSettings) -> dict[str, obje
     return {
         "estimate": rho, "ci_low": float(res.confidence_interval.low),
         "ci_high": float(res.confidence_interval.high), "sided": "greater",
-        "p": float(sps.spearmanr(x, y, alternative="greater")[1]),
-        "p_opposite": float(sps.spearmanr(x, y, alternative="less")[1]), "n_units": len(lm),
+        "p": p, "p_opposite": p_opposite, "n_units": len(lm),
         "effect_size": float(np.exp(np.log(enr).mean())),
         "effect_name": "summed read-gradient enrichment",
     }  # fmt: skip
