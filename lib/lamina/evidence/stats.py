@@ -26,6 +26,7 @@ from lamina.evidence.resampling import (
     partial_spearman,
     peak_bootstrap,
     resample_indices,
+    spearman_permutation,
     top_share_permutation,
 )
 
@@ -368,30 +369,6 @@ def permutation_test(
             }
         ]
     )
-
-
-def _rank_correlation(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Pearson correlation along ``axis`` (Spearman's ρ when ``a`` and ``b`` are ranks)."""
-    a = a - a.mean(axis=axis, keepdims=True)
-    b = b - b.mean(axis=axis, keepdims=True)
-    return (a * b).sum(axis=axis) / np.sqrt((a * a).sum(axis=axis) * (b * b).sum(axis=axis))
-
-
-def spearman_permutation(
-    x: Any, y: Any, *, alternative: Alternative, n_resamples: int = 9_999, seed: int | None = 0
-) -> tuple[float, float]:
-    """Spearman's ρ of paired samples and its permutation p: the pairings of y with x
-    reshuffled (exact when n! <= ``n_resamples``, else Monte Carlo with p = (b + 1) / (R + 1)),
-    a test of exact size under independence. scipy's default p for ρ is a t approximation,
-    whose size at n = 20 is 5.2% at the 5% level (20,000 draws of independent samples).
-    x, y: (n,), n >= 3 -> (ρ, p), unitless."""
-    xa, ya = _sample(x, "x", min_size=3), _sample(y, "y", min_size=3)
-    if xa.size != ya.size:
-        raise ValueError(f"x and y must be paired: {xa.size} != {ya.size} values")
-    rx, ry = sps.rankdata(xa), sps.rankdata(ya)
-    res = permutation_test(rx, ry, _rank_correlation, n_resamples=n_resamples, seed=seed,
-                           alternative=alternative, permutation_type="pairings").iloc[0]  # fmt: skip
-    return float(res["statistic"]), float(res["p_value"])
 
 
 # ----------------------------------------------------------------------------- paired tests
