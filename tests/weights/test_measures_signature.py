@@ -104,3 +104,22 @@ def test_early_against_late_pairs_each_matrix_with_itself():
     assert np.isclose(m["estimate"], 1.5) and m["p"] < 0.001
     only_late = stage_not_objective(late, S)
     assert "untestable" in only_late
+
+
+def test_too_few_blocks_read_undecidable_not_absent():
+    # with the block as the unit, 4 blocks give the one-sided Wilcoxon a smallest p of 1/16:
+    # the rule could never read "reproduced", so the row says so instead of "absent"
+    from lamina.evidence.decide import UNDECIDABLE
+    from lamina.weights.judging import judge_unit
+    from lamina.weights.measure import PREFIX
+
+    rng = np.random.default_rng(6)
+    few = qk_measure(_shared_block(rng, n_layers=4).assign(vs_weight=3.0), S,
+                     family="stage", pair="final→sft")  # fmt: skip
+    assert few["n_units"] == 4 and "5 units would decide it" in few["undecidable"]
+    cid = f"{PREFIX}align-qk-sft"
+    rows = judge_unit("m", {cid: few}, {"sft": (True, "passed")}, only=[cid])
+    assert rows["verdict"].item() == UNDECIDABLE
+    enough = qk_measure(_shared_block(rng, n_layers=5).assign(vs_weight=3.0), S,
+                        family="stage", pair="final→sft")  # fmt: skip
+    assert "undecidable" not in enough and enough["p"] < 0.05

@@ -106,9 +106,9 @@ def qk_measure(
     """The Q/K enrichment of the rows of ``where`` against both baselines
     (:func:`beyond_both`), one value per block, summarised by
     :func:`~lamina.weights.summaries.ratio_summary` (one-sided, greater) with a t interval
-    over the blocks (8 on the chapters' models and the calibration's source; the percentile
-    bootstrap over 16 matrices, which treated Q and K of one block as independent, covered
-    the known value on 80% of planted draws against a target of 85%); effect_size: the paper's
+    over the blocks (8 on the chapters' models and the calibration's source; a percentile
+    bootstrap over the 16 matrices counted Q and K of one block as independent); undecidable
+    with 4 blocks or fewer (the Wilcoxon cannot reach 0.05); effect_size: the paper's
     statistic, the geo-mean enrichment against k/d alone."""
     out = ratio_summary(beyond_both(deltas, s, **where), "greater", s.n_bootstrap, s.seed,
                         interval="t")  # fmt: skip
@@ -146,8 +146,9 @@ def late_pretraining(
     deltas: pd.DataFrame, s: SignatureSettings, margin: float
 ) -> dict[str, dict[str, object]]:
     """{"qk": ..., "writes": ...} of every late consecutive pretraining ΔW (family
-    "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (the unit is
-    the matrix: its pairs share W and its basis); each "not testable" without one."""
+    "pretraining", phase "late"), each matrix's ratios geo-averaged over the pairs (its pairs
+    share W and its basis), the Q/K rows' then over each block (:func:`beyond_both`: the unit
+    is the block; the writes rows' is the matrix); each "not testable" without one."""
     where: RowSelection = {"family": "pretraining", "phase": "late"}
     out = {"qk": qk_measure(deltas, s, **where), "writes": writes_measure(deltas, s, margin, **where)}
     if not len(enrichments(deltas, s, QK, **where)):

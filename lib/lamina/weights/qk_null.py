@@ -225,10 +225,11 @@ def add_null_centres(
     Gaussian tokens), ``null_top`` (ℓ_1 / λ̂_1) and, where the table has ΔW's ``rsf``,
     ``vs_weight_true`` = ρ̂(ΔW) / max(ρ̂(W), k/d) (:func:`true_rsf`: ΔW gradient-shaped, W
     flat; unitless), on the Q and K rows (:data:`QK_ROLES`, the rows that use it); NaN
-    elsewhere. One fit per moment tensor (Q and K of a block share one). moments: {key: (d, d)}; n_tokens: the tokens each
-    moment averages (one count, or per key); squared_norms: {key: (n,) ‖a_t‖²}, or None
-    (Gaussian tails assumed); cache: a dict whose ``"null_fits"`` entry keeps each moment's
-    fit across calls (the moment tensor is kept with it, so its id stays unique)."""
+    elsewhere. One fit per moment tensor (Q and K of a block share one).
+    moments: {key: (d, d)}; n_tokens: the tokens each moment averages (one count, or per key);
+    squared_norms: {key: (n,) ‖a_t‖²}, or None (Gaussian tails assumed); cache: a dict whose
+    ``"null_fits"`` entry keeps each moment's fit across calls (the moment tensor is kept with
+    it, so its id stays unique)."""
     out = table.copy()
     for col in ("null_centre", "null_tokens", "null_tail", "null_top", "vs_weight_true"):
         out[col] = math.nan

@@ -125,15 +125,18 @@ def _ci_level(sided: Sided, level: float = 0.95) -> float:
 
 def ratio_summary(
     values: ArrayLike, sided: Sided, n_bootstrap: int, seed: int, *, null: float = 1.0,
-    interval: Interval = "percentile",
+    interval: Interval = "percentile", alpha: float = 0.05,
 ) -> dict[str, object]:
     """Geometric mean of positive per-unit ratios (a unit: a matrix, or a block) with its CI
     over the units and the one-sample Wilcoxon signed-rank p of log(ratio) against
     log(``null``), both of sidedness ``sided``; ``p_opposite`` is the p of the other side (the
     two-sided p for a two-sided test). ``interval``: "percentile" (bootstrap over the units)
     or "t" (Student's t on the logs, for few units: a percentile bootstrap over 8 units is
-    too narrow by about sqrt((n-1)/n) and its tails are the sample's own). Ratios within a relative 1e-6 of ``null`` count as ties (dropped by the test: a
-    ratio equal to its null by construction is no evidence either way).
+    too narrow by about sqrt((n-1)/n) and its tails are the sample's own). Ratios within a
+    relative 1e-6 of ``null`` count as ties (dropped by the test: a ratio equal to its null by
+    construction is no evidence either way). With too few untied units for the exact
+    Wilcoxon to reach p < ``alpha`` (the claims' level; its smallest p is 2^-n one-sided,
+    2^(1-n) two-sided: 4 units or fewer one-sided), ``undecidable`` says so.
     -> Measurement fields; estimate NaN with no finite positive value, p None with fewer than
     2 values or no spread."""
     if interval not in ("percentile", "t"):
@@ -155,6 +158,12 @@ def ratio_summary(
         b = bootstrap_ci(x, n_resamples=n_bootstrap, seed=seed, method="percentile",
                          confidence=_ci_level(sided)).iloc[0]  # fmt: skip
         out["ci_low"], out["ci_high"] = float(np.exp(b["ci_low"])), float(np.exp(b["ci_high"]))
+    n_untied = int(np.count_nonzero(d))
+    smallest = 2.0 ** -n_untied * (2 if sided == "two-sided" else 1)
+    if len(x) >= 2 and smallest >= alpha:
+        need = next(n for n in range(1, 64) if 2.0**-n * (2 if sided == "two-sided" else 1) < alpha)
+        out["undecidable"] = (f"a Wilcoxon over {n_untied} untied units cannot reach p < {alpha:g} "
+                              f"(its smallest p is {smallest:.3g}); {need} units would decide it")  # fmt: skip
     if np.any(d != 0) and len(x) >= 2:
         out["p"] = float(sps.wilcoxon(d, alternative=sided).pvalue)
         out["p_opposite"] = float(sps.wilcoxon(d, alternative=_OPPOSITE[sided]).pvalue)
