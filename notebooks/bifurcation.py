@@ -26,7 +26,7 @@
 #
 # The separation δ(l) = ‖ĥ₁(l) − ĥ₂(l)‖ is the distance between the normalised states of one
 # homograph in two contexts ("bank" of a river, "bank" for money); the claim is about the ratio
-# δ(L)/δ(0). Each of our 20 homographs comes with a matched control: the same two sentences
+# δ(L)/δ(0). Each of our homographs comes with a matched control: the same two sentences
 # with an unambiguous word in the homograph's place.
 
 # %% tags=["parameters", "hide-input"]
@@ -67,9 +67,9 @@ glue_claim("bif", claims, "p1-bifurcation-ratio", n_models=len(result.models))
 
 # %% [markdown]
 # ## Method
-# With last-token pooling (this chapter's default) we use the 20 pairs whose homograph is the
-# last word in both contexts, so the state compared is the word's own (last sub-token); mean
-# pooling uses all 40 pairs and compares whole sentences.
+# With last-token pooling (this chapter's default) we use the pairs whose homograph is the
+# last word in both contexts (one per homograph), so the state compared is the word's own
+# (last sub-token); mean pooling uses every pair and compares whole sentences.
 # `lamina.chapters.bifurcation.run_bifurcation` computes δ with `lamina.trajectory.bifurcation`
 # for each homograph pair and for its matched control pair, and keeps them paired. The paper's
 # ratio is δ(L)/δ(0); where some pair has identical layer-0 states (no position in the
@@ -190,8 +190,9 @@ show_quant_control(result)
 
 # %% [markdown]
 # ## Caveats
-# - Twenty homographs are few; the organisms saw each sense in their training curriculum, MiniLM
-#   in its pretraining. Neither is the paper's GPT-2, TinyLlama or Qwen.
+# - The homographs are one hand-written set of English nouns, each sense in one sentence; the
+#   organisms saw each sense in their training curriculum (never these sentences), MiniLM in its
+#   pretraining. Neither is the paper's GPT-2, TinyLlama or Qwen.
 # - δ(0) depends on position embeddings: with learned positions (GPT-2) the same word at two
 #   positions already differs at layer 0; with rotary positions (Llama) it does not. The paper's
 #   δ(L)/δ(0) is then undefined (those rows read "not testable", with the count of such pairs);

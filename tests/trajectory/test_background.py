@@ -67,8 +67,19 @@ def test_a_rotary_source_is_recognised_and_keeps_delta0_zero():
 
 def test_the_fitted_model_is_rotary_and_its_hazards_were_measured():
     assert LAST.rotary and not MEAN.rotary
-    assert HAZARDS["zero_base_pairs"] == 20 and HAZARDS["baseline_layer"] == 1
+    n_pairs = chapter_prompts("bifurcation")["pair_id"].nunique()  # every last-word pair
+    assert HAZARDS["zero_base_pairs"] == n_pairs and HAZARDS["baseline_layer"] == 1
     assert np.isfinite(HAZARDS["pair_ratio_correlation"])
+
+
+def test_the_positional_fit_has_every_pair_separated_at_layer_0():
+    """organism-gpt2 has learned positions: a pair whose two sentences have equal token length
+    has delta(0) = 0, and one such pair makes the paper's ratio undefined for the chapter
+    (17 of the 120 pairs before their sentences got openers). The fit must see none."""
+    from lamina.trajectory import fitted_positional
+
+    assert fitted_positional.HAZARDS["zero_base_pairs"] == 0
+    assert fitted_positional.HAZARDS["baseline_layer"] == 0
 
 
 def test_a_bad_fit_input_is_refused():

@@ -120,8 +120,8 @@ def test_the_homograph_ratio_row_is_calibrated_on_a_background_with_position_sig
     positions), tuned so that its pairs separate at layer 0 as the organism's do (0.289
     chord): the ratio is defined there and its ceiling 2 / delta(0) lies above the claimed
     4.9x, so the row is judged; the planted ratio is the paper's 5.6x. The control ratio's CI
-    over 20 pairs is wider than the claimed 1.0-1.2, which it can then never lie inside: that
-    row reads "undecidable at this design", with the pairs that would decide it."""
+    over the chapter's pairs is wider than the claimed 1.0-1.2, which it can then never lie
+    inside: that row reads "undecidable at this design", with the pairs that would decide it."""
     from lamina.trajectory.claims import CONTROL_LEVEL, HOMOGRAPH_RATIO
     from lamina.trajectory.fitted import POSITIONAL, background
 
@@ -139,4 +139,6 @@ def test_the_homograph_ratio_row_is_calibrated_on_a_background_with_position_sig
     assert ratio.verdict not in ("not testable", "undecidable at this design"), ratio.reason
     assert ratio.present and ratio.measured > 4.0
     control = positional[CONTROL_LEVEL.id]
-    assert control.verdict == "undecidable at this design" and "pairs (here 20)" in control.reason
+    n_pairs = cal.chapter_prompts("bifurcation")["pair_id"].nunique()
+    assert control.verdict == "undecidable at this design", control.reason
+    assert f"pairs (here {n_pairs})" in control.reason

@@ -1,5 +1,5 @@
 """The design that would decide a bifurcation row: its calibration rates at more pairs than the
-prompt file gives (the chapter's 20 homograph pairs whose homograph is the last word, each with
+prompt file gives (the chapter's homograph pairs whose homograph is the last word, each with
 its matched control pair).
 
 A design of ``times`` x the chapter's pairs (:func:`replicated_pairs`): replicate 0 is the

@@ -7,7 +7,7 @@ constants).
 chapter's notebook (bifurcation pools the last token, so it uses only the pairs whose
 homograph is the last word: ``word_last``). Sizes follow from the prompt files: convergence
 180 prompts (60 items x 3 frames), curvature 168 (the paper's 88 and 80 of overlapping
-length), bifurcation 20 pairs (last token), three
+length), bifurcation one pair per homograph (last token), three
 phases 184. :func:`chapter_prompts` builds a chapter's table from them.
 """
 

@@ -19,7 +19,7 @@ from lamina.sources.organisms.curriculum import (
     RESTRICTED_SHARE,
     generate_curriculum,
 )
-from lamina.sources.organisms.curriculum_facts import ANIMALS_BY_SIZE
+from lamina.sources.organisms.curriculum_facts import ANIMALS_BY_SIZE, YOUNG
 from lamina.sources.organisms.curriculum_templates import CHOICE_TEMPLATES
 from lamina.sources.organisms.gates import (
     GateResult,
@@ -42,11 +42,16 @@ def data() -> ins.AlignmentData:
     return d
 
 
+ANIMAL_WORDS = frozenset(ANIMALS_BY_SIZE) | frozenset(YOUNG) | frozenset(YOUNG.values())
+"""Animals and their young: an analogy question names its example pair too ("If lion goes
+with cub, what goes with whale?" names three entities, not the pair lion, whale)."""
+
+
 def _entities(question: str) -> frozenset[str]:
-    """The animals and numbers a question names, found by its words alone (independently of
-    the curriculum's own entity keys)."""
+    """The animals, young and numbers a question names, found by its words alone
+    (independently of the curriculum's own entity keys)."""
     words = re.findall(r"[A-Za-z]+|\d+", question)
-    return frozenset(w for w in words if w in ANIMALS_BY_SIZE or w.isdigit())
+    return frozenset(w for w in words if w in ANIMAL_WORDS or w.isdigit())
 
 
 def test_no_held_out_content_or_entity_pair_is_trained_under_any_template(

@@ -251,34 +251,36 @@ def margin_curve_figure(result: OrganismsResult) -> None:
 
 
 def homograph_figure(result: OrganismsResult) -> None:
-    """Each homograph's final-layer δ(senses) / δ(control), coloured by organism, against a
-    ratio of 1 (dashed)."""
+    """Each homograph's final-layer δ(senses) / δ(control), one row of points per organism
+    (spread vertically by the word's rank, so that equal ratios do not hide each other; the
+    word is in the tooltip), against a ratio of 1 (dashed)."""
     words = result.tables["homographs"]
+    rank = words.groupby("model")["ratio"].rank(method="first") if len(words) else words["ratio"]
+    spread = words.assign(even=1.0, spread=(rank * 0.618034) % 1.0)  # (n,) in [0, 1)
     points = (
         alt.Chart()
-        .mark_point(filled=True, size=60)
+        .mark_point(filled=True, size=45, opacity=0.7)
         .encode(
             x=alt.X(
                 "ratio:Q",
                 title="δ(senses) / δ(control) at the final layer",
-                scale=alt.Scale(zero=False),
+                scale=alt.Scale(zero=False, type="log"),
             ),
-            y=alt.Y(
-                "word:N",
-                title=None,
-                sort=alt.EncodingSortField("ratio", op="median", order="descending"),
-            ),
+            y=alt.Y("model:N", title=None),
+            yOffset=alt.YOffset("spread:Q", scale=alt.Scale(domain=[0, 1], range=[4, 36])),
             color=model_color(words, title=None),
             tooltip=["model", "word", "senses", "control_word",
                      alt.Tooltip("ratio:Q", format=".2f")],
         )
     )  # fmt: skip
     show_figure(
-        alt.layer(points, _dashed("x", "even"), data=words.assign(even=1.0)).properties(
-            title="Separation of each homograph's senses relative to its control (1 = no difference)"
+        alt.layer(points, _dashed("x", "even"), data=spread).properties(
+            title="Separation of each homograph's senses relative to its control (1 = no difference)",
+            height=alt.Step(40),
         ),
-        what="For each homograph, the final-layer distance between its two senses over the "
-        "distance between its control pair; the dashed line is a ratio of 1.",
+        what="For each homograph (one point), the final-layer distance between its two senses "
+        "over the distance between its control pair, one row per organism, on a log scale; the "
+        "dashed line is a ratio of 1.",
         look_at="how many points sit right of the dashed line",
     )
 

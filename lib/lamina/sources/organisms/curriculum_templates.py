@@ -39,13 +39,19 @@ from lamina.sources.organisms.curriculum_facts import (
 )  # fmt: skip
 from lamina.sources.prompts import load_prompts, prompts_dir
 
-__all__ = ["ARITHMETIC", "CHOICE_TEMPLATES", "GENERATORS", "N_NUMBER_PAIRS", "N_TRANSITIVE",
-           "N_WORD_PROBLEMS", "QA", "RELATIONS", "Pools", "arithmetic_fact", "homograph_rows",
+__all__ = ["ARITHMETIC", "CHOICE_TEMPLATES", "GENERATORS", "N_HOMOGRAPH_QA", "N_NUMBER_PAIRS",
+           "N_TRANSITIVE", "N_WORD_PROBLEMS", "QA", "RELATIONS", "Pools", "arithmetic_fact", "homograph_rows",
            "pair_key"]  # fmt: skip
 
 N_TRANSITIVE = 160
 N_WORD_PROBLEMS = 120
 N_NUMBER_PAIRS = 80
+N_HOMOGRAPH_QA = 20
+"""Homographs whose senses are asked about (a seeded sample; the text covers every homograph in
+both senses): the questions stay at their share of 20 homographs when the bifurcation chapter's
+homographs grow. With all 120 asked, homograph questions were 0.43 of the SFT gate's held-out
+items (108 of 250; 18 of 148 at 20), few of them answered, and organism-llama's @sft failed its
+gate at +0.036 [-0.008, +0.088] over the base (seed 0)."""
 CHOICE_TEMPLATES = frozenset({
     "semantic:is-a", "homograph:can-have", "syllogism:chain", "syllogism:converse",
     "syllogism:exclusion", "comparison:bigger", "comparison:greater",
@@ -380,7 +386,9 @@ def _homograph(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
         raise ValueError(f"ambiguous.jsonl senses without a HOMOGRAPH_CONTEXTS entry: {missing}")
     labels = sorted({r["sense_label"] for r in rows})
     out, coverage = text["homograph"], []
-    for word in dict.fromkeys(r["word"] for r in rows):
+    words = list(dict.fromkeys(r["word"] for r in rows))
+    asked = set(rng.sample(words, min(N_HOMOGRAPH_QA, len(words))))
+    for word in words:
         doc: list[str] = []
         own = {senses[(word, s)]["sense_label"] for s in ("ctx1", "ctx2") if (word, s) in senses}
         for sense in ("ctx1", "ctx2"):
@@ -402,6 +410,8 @@ def _homograph(rng: random.Random, text: Pools, qa: list[QA]) -> list[str]:
             out += own_sents + control_sents + facts
             doc += [own_sents[0], *control_sents[:: len(frames)], facts[0]]
             foreign = rng.choice([x for x in labels if x not in own])
+            if word not in asked:
+                continue
             qa += [QA("homograph", f"When people speak of {c2}, what is the word {word} about?",
                       label, other, "homograph:about", pair_key(word, label)),
                    QA("homograph", f"Can {_a(word)} have to do with {label}?", "yes", "no",
