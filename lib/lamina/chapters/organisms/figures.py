@@ -261,11 +261,8 @@ def homograph_figure(result: OrganismsResult) -> None:
         alt.Chart()
         .mark_point(filled=True, size=45, opacity=0.7)
         .encode(
-            x=alt.X(
-                "ratio:Q",
-                title="δ(senses) / δ(control) at the final layer",
-                scale=alt.Scale(zero=False, type="log"),
-            ),
+            x=alt.X("ratio:Q", title="δ(senses) / δ(control) at the final layer",
+                    scale=alt.Scale(zero=False, type="log")),
             y=alt.Y("model:N", title=None),
             yOffset=alt.YOffset("spread:Q", scale=alt.Scale(domain=[0, 1], range=[4, 36])),
             color=model_color(words, title=None),
