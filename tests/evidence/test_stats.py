@@ -133,3 +133,7 @@ def test_spearman_permutation_holds_its_size_where_scipys_t_approximation_does_n
     assert np.mean([p_of[r] < 0.05 for r in rho]) <= 0.05
     with pytest.raises(ValueError, match="paired"):
         stats.spearman_permutation(x, x[:5], alternative="greater")
+    with pytest.raises(ValueError, match="1 of 7 pairs are NaN"):  # named, never dropped
+        stats.spearman_permutation(x, np.where(x == x[0], np.nan, x), alternative="greater")
+    with pytest.raises(ValueError, match="at least 3 pairs"):
+        stats.spearman_permutation(x[:2], x[:2], alternative="greater")

@@ -117,7 +117,7 @@ def test_the_homograph_ratio_row_is_calibrated_on_a_background_with_position_sig
     """On SmolLM2's rotary background delta(0) = 0 for pairs ending in one word, so the ratio
     delta(L)/delta(0) is undefined and the row is "not testable" on every seed (at e2b72a5 the
     row had no other source, and read "not calibrated"). Its rows come from organism-gpt2's background (learned
-    positions), tuned so that its pairs separate at layer 0 as the organism's do (0.289
+    positions), tuned so that its pairs separate at layer 0 as the organism's do (0.389
     chord): the ratio is defined there and its ceiling 2 / delta(0) lies above the claimed
     4.9x, so the row is judged; the planted ratio is the paper's 5.6x. The control ratio's CI
     over the chapter's pairs is wider than the claimed 1.0-1.2, which it can then never lie

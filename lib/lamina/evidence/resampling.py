@@ -261,8 +261,11 @@ def spearman_permutation(
     xa, ya = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
     if xa.size != ya.size:
         raise ValueError(f"x and y must be paired: {xa.size} != {ya.size} values")
-    if xa.size < 3 or not (np.isfinite(xa).all() and np.isfinite(ya).all()):
-        raise ValueError(f"x and y need at least 3 finite pairs; got {xa.size} values")
+    if xa.size < 3:
+        raise ValueError(f"x and y need at least 3 pairs; got {xa.size}")
+    bad = int((~np.isfinite(xa) | ~np.isfinite(ya)).sum())
+    if bad:
+        raise ValueError(f"x and y must be finite (a pair is not dropped): {bad} of {xa.size} pairs are NaN or inf")
     res = sps.permutation_test((sps.rankdata(xa), sps.rankdata(ya)), _rank_correlation,
                                permutation_type="pairings", vectorized=True,
                                n_resamples=n_resamples, alternative=alternative,

@@ -3,7 +3,7 @@ hazards measured on its states (:mod:`lamina.trajectory.hazards`) and its own ef
 (:func:`lamina.trajectory.fit.model_effects`), as printed by
 ``python -m lamina.trajectory.fit smollm2-135m-instruct`` (mean-pooled and last-token states
 of the union of paper 1's prompt tables, 944 prompts; the hazards at the 13 layers the
-sources take; 1 min 22 s on one core beside two training processes). Do not edit by hand:
+sources take; about 1.5 minutes on one core beside two training processes). Do not edit by hand:
 rerun the command (``tests/trajectory/test_fitted.py`` checks that each value reads back
 through the command's renderer; the refit itself is not in the suite).
 
