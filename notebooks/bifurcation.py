@@ -199,9 +199,9 @@ show_quant_control(result)
 #   the headline ratio over the control's is read at the same baseline for both and does not
 #   depend on where it falls.
 # - Where δ(0) > 0 the paper's ratio has a ceiling: δ is a chord distance (at most 2), so
-#   δ(L)/δ(0) ≤ 2/δ(0). Where the pairs' median δ(0) exceeds 2/4.9 ≈ 0.41, the claimed 4.9× is
-#   out of reach whatever the model does, and the row reads "undecidable at this design" with
-#   the ceiling.
+#   δ(L)/δ(0) ≤ 2/δ(0). Where the pairs' median δ(0) exceeds 2/5.6 ≈ 0.357, the paper's own
+#   5.6× is out of reach whatever the model does (above 0.41, so is the claimed 4.9×), and the
+#   row reads "undecidable at this design" with the ceiling.
 # - The control ratio is judged by an equivalence test against 1.0–1.2: its CI must lie inside
 #   that range. A CI wider than the range can never lie inside it; where it also overlaps the
 #   range, the row reads "undecidable at this design" with the number of pairs that would

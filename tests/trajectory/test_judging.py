@@ -124,19 +124,38 @@ def test_bifurcation_secondary_rows_need_the_excess_present():
     assert rows["p1-bifurcation-onset"].verdict == "located as claimed"
 
 
+def _positional(base_separation: float, **ratio: float) -> dict:
+    """A bifurcation summary with the excess present and delta(0) > 0 (learned positions): the
+    pairs' median layer-0 separation and so the ratio's ceiling 2 / delta(0)."""
+    return {"excess": 5.0, "excess_low": 4.5, "excess_high": 5.5, "p": 1e-4, "rank_biserial": 0.9,
+            "n_pairs": 120, "base_layer": 0, "base_defined": True, "n_zero_base": 0,
+            "control_ratio": 1.1, "control_low": 1.0, "control_high": 1.2, "onset": 0.2,
+            "onset_low": 0.15, "onset_high": 0.28, "ratio_ceiling": 2 / base_separation,
+            "base_separation": base_separation, **ratio}
+
+
 def test_a_homograph_ratio_beyond_the_chord_ceiling_is_undecidable():
     """delta is a chord distance (at most 2), so r <= 2 / delta(0): a model whose pairs already
     separate by 0.6 at layer 0 cannot show 4.9x; its row says so instead of "not reproduced".
     Where delta(0) is small enough, the row is judged on its CI as before."""
-    s = {"excess": 5.0, "excess_low": 4.5, "excess_high": 5.5, "p": 1e-4, "rank_biserial": 0.9,
-         "n_pairs": 20, "base_layer": 0, "base_defined": True, "n_zero_base": 0,
-         "ratio": 3.0, "ratio_low": 2.6, "ratio_high": 3.2, "control_ratio": 1.1,
-         "control_low": 1.0, "control_high": 1.2, "onset": 0.2, "onset_low": 0.15,
-         "onset_high": 0.28, "ratio_ceiling": 2 / 0.6, "base_separation": 0.6}
+    s = _positional(ratio=3.0, ratio_low=2.6, ratio_high=3.2, base_separation=0.6)
     row = _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"]
     assert row.verdict == "undecidable at this design" and "cannot exceed 3.33x" in row.reason
     s.update(ratio_ceiling=2 / 0.1, base_separation=0.1)
     assert _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"].verdict == "smaller than claimed"
+
+
+def test_a_ceiling_below_the_papers_own_size_is_undecidable():
+    """A ceiling above the claim's low end (4.9x) but below the paper's 5.6x (organism-gpt2's
+    5.1x) leaves only a compressed effect to read: the planted source's median ratio reached
+    5.09, and the rule read "reproduced" on 42% of its seeds. The row says the design cannot
+    show the paper's size, and names the layer-0 separation that would."""
+    s = _positional(ratio=5.0, ratio_low=4.6, ratio_high=5.1, base_separation=0.389)
+    row = _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"]
+    assert row.verdict == "undecidable at this design", row.reason
+    assert "below the paper's 5.6x" in row.reason and "less than 0.357" in row.reason
+    s.update(ratio_ceiling=2 / 0.35, base_separation=0.35)
+    assert _rows("bifurcation", s)["p1-bifurcation-homograph-ratio"].verdict == "reproduced"
 
 
 def test_an_estimate_outside_its_ci_is_not_judged():

@@ -50,6 +50,7 @@ THREE_PHASE = ("Layerwise cosine similarity reveals a universal three-phase stru
 # exceedances: B + 1 >= MIN_EXCEEDANCES / alpha (10,000 permutations at alpha = 0.001).
 MIN_EXCEEDANCES = 10
 RATIO = 4.9  # the smallest quoted homograph ratio (TinyLlama; "up to 5.6x")
+PAPER_RATIO = 5.6  # the largest quoted homograph ratio (GPT-2): the size the planted sources carry
 RATIO_TOLERANCE = 0.35  # half the spread of the quoted ratios 4.9-5.6
 CONTROL_RATIO = (1.0, 1.2)  # claimed 1.1x
 PAPER_SIM_RANGES = ((0.35, 0.55), (0.70, 0.85), (0.60, 0.70))  # GPT-2, per fixed band
@@ -65,7 +66,7 @@ NULL_SOURCES = ("the realistic null: a background fitted to SmolLM2-135M-Instruc
 POSITIONAL_SOURCES = ("the realistic null on a background fitted to organism-gpt2's last-token "
                       "states (learned absolute positions: delta(0) > 0, where the ratio "
                       "delta(L)/delta(0) is defined; on SmolLM2's rotary background it is not), "
-                      "its homograph pairs separating at layer 0 as the organism's do (0.289 "
+                      "its homograph pairs separating at layer 0 as the organism's do (0.389 "
                       "chord, which sets the ratio's ceiling); planted: the homograph ratio at "
                       "the paper's 5.6x and the control ratio at 1.1x; half: 3.3x and 1.05x")
 SURVIVOR = ("the survivor source (the paper's effects, carried by what the controls keep: a "

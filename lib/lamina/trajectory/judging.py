@@ -80,12 +80,16 @@ def _bifurcation(s: dict[str, Any]) -> dict[str, Measurement]:
         f"delta(0) = 0 for {s['n_zero_base']} of {s['n_pairs']} pairs (no position signal in "
         "the embedding layer): delta(L)/delta(0) is undefined, and a later baseline gives any "
         "pair a large ratio")  # fmt: skip
-    low = C.HOMOGRAPH_RATIO.claimed[0]
-    ceiling = None if s.get("ratio_ceiling", math.inf) >= low else (
-        f"delta(L)/delta(0) <= 2/delta(0) (chord distances are at most 2): at this model's "
-        f"median layer-0 separation of the homograph pairs, {s['base_separation']:.3f}, the "
-        f"median ratio cannot exceed {s['ratio_ceiling']:.2f}x, below the claimed {low:g}x; a "
-        f"model whose pairs separate by less than {2 / low:.2f} at layer 0 would decide it")  # fmt: skip
+    # The paper's own size must be reachable: a ceiling between the claim's low end (4.9x) and
+    # the size it reports for GPT-2 (5.6x) leaves only a compressed effect to read, and the
+    # rule's power at the paper's size is then that of the ceiling, not of the design (42% on
+    # the positional background at a 5.1x ceiling, benchmarks/HISTORY.md).
+    size = C.PAPER_RATIO
+    ceiling = None if s.get("ratio_ceiling", math.inf) >= size else (
+        f"the median ratio cannot exceed {s['ratio_ceiling']:.2f}x, below the paper's {size:g}x "
+        f"(pairs separating by {s['base_separation']:.3f} at layer 0); less than "
+        f"{2 / size:.3f} would decide it (delta(L)/delta(0) <= 2/delta(0): chord distances are at "
+        f"most 2; the claim's low end is {C.RATIO:g}x)")  # fmt: skip
     return {
         C.EXCESS.id: Measurement(
             estimate=s["excess"], ci_low=s["excess_low"], ci_high=s["excess_high"],

@@ -56,6 +56,7 @@ from lamina.core.provenance import atomic_write_text, data_dir
 from lamina.trajectory import convergence_stats
 from lamina.trajectory.background import Background
 from lamina.trajectory.bifurcation_stats import baseline_layer, bifurcation_rows
+from lamina.trajectory.claims import PAPER_RATIO
 from lamina.trajectory.convergence_stats import (
     ci_profile,
     ci_profiles,
@@ -85,7 +86,7 @@ def targets(kind: str) -> dict[str, float]:
     pairs' ratio r_amb."""
     if kind in ("planted", "survivor"):
         return {"margin": 0.125, "reasoning": 0.77, "lexical": 0.29, "peak": 0.495,
-                "control": 1.1, "excess": 5.6 / 1.1, "ratio": 5.6}
+                "control": 1.1, "excess": PAPER_RATIO / 1.1, "ratio": PAPER_RATIO}
     if kind == "planted-half":
         return {"margin": 0.0625, "reasoning": 0.65, "lexical": 0.41, "peak": 0.2475,
                 "control": 1.05, "excess": 3.3 / 1.05, "ratio": 3.3}
