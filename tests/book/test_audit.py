@@ -55,3 +55,21 @@ def test_a_missing_chapter_the_universal_row_and_the_calibration_page_are_found(
     check = _row(claim_id="self-reanalysis-released-ci", kind="self-check", verdict="check passed",
                  present=False, p=None)  # fmt: skip
     assert "calibration" not in [f.rule for f in _book([_row(), check])]
+
+
+def test_a_chapter_above_the_memory_budget_or_without_a_recorded_peak_is_found(tmp_path):
+    """The ``memory`` rule reads each chapter's report: weight_update_signature's 17.1 GiB (its
+    peak before issue 52) is a finding, 8.1 GiB is not, and a report without a peak, a damaged
+    one or none at all cannot show the budget was kept."""
+    from lamina.book.audit import MEMORY_BUDGET_GIB, audit_memory
+
+    (tmp_path / "weight_update_signature.report.json").write_text('{"peak_memory_gib": 17.1}')
+    (tmp_path / "layer_anatomy.report.json").write_text('{"peak_memory_gib": 8.1}')
+    (tmp_path / "curvature.report.json").write_text('{"seconds": 3}')
+    (tmp_path / "convergence.report.json").write_text("{not json")
+    chapters = ["weight_update_signature", "layer_anatomy", "curvature", "convergence", "bifurcation"]
+    found = {f.claim_id.split(":")[0]: f for f in audit_memory(tmp_path, chapters)}
+    assert set(found) == {"weight_update_signature", "curvature", "convergence", "bifurcation"}
+    assert all(f.rule == "memory" for f in found.values())
+    assert "17.1 GiB" in found["weight_update_signature"].detail and MEMORY_BUDGET_GIB == 12.0
+    assert "no recorded peak" in found["bifurcation"].detail

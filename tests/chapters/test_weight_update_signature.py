@@ -87,7 +87,18 @@ def test_one_real_checkpoint_runs_every_declared_claim(tiny_model_dirs, tmp_path
         alive.extend(r() is not None for r in held)
 
     monkeypatch.setattr(chapter_run, "release_unit", release)
+    beside: list[tuple[list[str], list[str]]] = []  # what the unit holds when the adaptation runs
+    adapt = chapter_run.single_group_adaptation
+
+    def adaptation(ck, s):
+        beside.append((sorted(ck._models), sorted(ck.__dict__.get("_adopted", {}))))
+        return adapt(ck, s)
+
+    monkeypatch.setattr(chapter_run, "single_group_adaptation", adaptation)
     result = run(config)
+    # the adaptation's full-parameter AdamW copy runs beside the base alone, before the targets
+    # and the objective runs are held (beside them it set the chapter's 17.1 GiB peak on Gemma 3)
+    assert len(beside) == 1 and len(beside[0][0]) == 1 and not beside[0][1], beside
     # base, stages and objectives were held, and none outlives its unit's measurement while
     # the run goes on (a run over SmolLM2 then Gemma-3 went past 22 GiB when they did)
     assert len(held) >= 4 and not any(alive), alive

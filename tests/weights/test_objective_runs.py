@@ -101,3 +101,29 @@ def test_the_lm_objective_reads_text_the_checkpoint_has_not_trained_on():
     seen = {int(t) for batch in batches for w in batch for t in w}
     val = set(tok("a")["input_ids"]) | {tok.eos_token_id}
     assert len(batches) == 2 and seen <= val and not seen & set(tok("z")["input_ids"])
+
+
+def test_each_objective_copies_the_checkpoint_once(monkeypatch):
+    """DPO's reference is the checkpoint itself (it scores under no_grad and is never stepped):
+    one copy per objective, the trained one. A reference copy was one model more of memory
+    (1 GiB on Gemma 3) while the chapter held its targets and objective runs."""
+    import copy
+
+    from lamina.weights import objective_runs
+
+    base, tok = tiny_model("llama", n_layers=2), _byte_tokenizer()
+    s = SignatureSettings(objective_steps=2, objective_batch=2, objective_lr=1e-3,
+                          objective_eval=4, n_bootstrap=50)  # fmt: skip
+    cfg = ORGANISMS["organism-llama"].replace(context=48, replay_batch_size=0)
+    copied: list[type] = []
+    deepcopy = copy.deepcopy
+
+    def counting(x, *args):
+        if isinstance(x, torch.nn.Module):
+            copied.append(type(x))
+        return deepcopy(x, *args)
+
+    monkeypatch.setattr(objective_runs.copy, "deepcopy", counting)
+    out = run_objectives(base, tok, pair_corpus()[0], cfg, s, set())
+    assert len(copied) == len(out) == 3, copied
+    assert out["dpo"].curve[0]["loss"] == pytest.approx(math.log(2), abs=1e-5)

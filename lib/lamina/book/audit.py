@@ -17,6 +17,9 @@ build. It decides nothing: it only reports rows that break a rule, by rule:
 * ``calibration``: every claim id of the papers appears on the calibration page (lamina's
   self-checks, ``self-``, are not claims of the papers);
 * ``not run``: every chapter of the book has results;
+* ``memory``: every chapter's last completed run of the book recorded its kernel's peak
+  resident memory (``peak_memory_gib`` of ``book/executed/<chapter>.report.json``), at most
+  :data:`MEMORY_BUDGET_GIB`;
 * ``mark``: every claim whose calibration misses a target (the calibration page's outcomes,
   ``calibration.json`` beside it) or has no measured rate is marked (‡ / †) on every row of
   the generated pages that show it (the matrix of ``scorecard.md``, the picture and matrix of
@@ -27,6 +30,7 @@ Run ``python -m lamina.book.audit [RESULTS] [CALIBRATION_PAGE]``; exit status 1 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -45,7 +49,11 @@ from lamina.book.scorecard import (
 from lamina.evidence.claims import VERDICTS, check_id
 from lamina.states.io import results_dir
 
-__all__ = ["Finding", "audit_marks", "audit_rows", "audit_book", "main"]
+__all__ = ["MEMORY_BUDGET_GIB", "Finding", "audit_book", "audit_marks", "audit_memory",
+           "audit_rows", "main"]  # fmt: skip
+
+MEMORY_BUDGET_GIB = 12.0
+"""The most resident memory a chapter's kernel may reach (GiB): a nightly runner has 16 GB."""
 
 _JUDGED = ("reproduced", "partially", "smaller than claimed", "not reproduced", "reversed")
 
@@ -163,15 +171,36 @@ def audit_marks(
     return out
 
 
-def audit_book(results: Path | None = None, calibration: Path | None = None) -> list[Finding]:
+def audit_memory(executed: Path, chapters: Iterable[str] = CHAPTER_PAPER) -> list[Finding]:
+    """The ``memory`` rule: a finding for each of ``chapters`` whose report in ``executed``
+    (``<chapter>.report.json``, a completed run's) is missing, records no peak, or records a
+    peak above :data:`MEMORY_BUDGET_GIB` (GiB)."""
+    out: list[Finding] = []
+    for chapter in chapters:
+        path = Path(executed) / f"{chapter}.report.json"
+        try:
+            peak = float(json.loads(path.read_text(encoding="utf-8"))["peak_memory_gib"])
+        except (OSError, ValueError, KeyError, TypeError):
+            out.append(Finding("memory", f"{chapter}:*", "-", f"no recorded peak memory in {path}"))
+            continue
+        if not peak <= MEMORY_BUDGET_GIB:
+            out.append(Finding("memory", f"{chapter}:*", "-", f"its kernel peaked at {peak:.1f} "
+                               f"GiB, above the {MEMORY_BUDGET_GIB:g} GiB budget ({path})"))  # fmt: skip
+    return out
+
+
+def audit_book(results: Path | None = None, calibration: Path | None = None,
+               executed: Path | None = None) -> list[Finding]:  # fmt: skip
     """:func:`audit_rows` over the book's results folder (default: :func:`results_dir`) and
     its calibration page (default ``book/generated/calibration.md``; a missing page is a
-    finding, not a skip)."""
+    finding, not a skip), and :func:`audit_memory` over the book's chapter reports (default
+    ``book/executed``)."""
     folder = results if results is not None else results_dir(create=False)
     page = calibration if calibration is not None else Path("book/generated/calibration.md")
     text = page.read_text(encoding="utf-8") if page.is_file() else None
     records = load_records(folder)
     findings = audit_rows(records, text)
+    findings += audit_memory(executed if executed is not None else Path("book/executed"))
     if text is None:
         findings.append(Finding("calibration", "-", "-", f"no calibration page at {page}"))
     outcomes_file = page.with_name(CALIBRATION_OUTCOMES)

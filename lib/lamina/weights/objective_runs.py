@@ -145,7 +145,9 @@ def _train(
 ) -> ObjectiveRun:
     model: Any = copy.deepcopy(base).train().requires_grad_(True)
     input_embeddings(model).weight.requires_grad_(False)
-    ref: Any = copy.deepcopy(base).eval().requires_grad_(False) if objective == "dpo" else None
+    # DPO's reference is the checkpoint itself, in eval mode: it scores under no_grad and is
+    # never stepped, so a copy (1 GiB on Gemma 3) would hold the same numbers twice.
+    ref: Any = base.eval() if objective == "dpo" else None
     opt = make_optimizer(model, stage_cfg, s.objective_lr)
     warmup = max(1, s.objective_steps // 10)
     run = ObjectiveRun(objective, model)

@@ -1,7 +1,7 @@
 """What the weight-update-signature chapter runs on one unit before and after measuring it:
 the settings it runs with (:func:`unit_settings`), the applied objectives trained from its base
-and adopted into it (:func:`adopt_objectives`), the progress line of each measurement
-(:func:`report_part`), the release of its models once measured (:func:`release_unit`), and the
+and adopted into it (:func:`adopt_objectives`), each measurement with its time and progress line
+(:func:`run_part`, :func:`report_part`), the release of its models once measured (:func:`release_unit`), and the
 quantisation control of a quantised
 real checkpoint (:func:`unit_quant_control`: the claims of :data:`SUBSPACE_CLAIMS` recomputed
 with the base's subspaces from its weights re-quantised)."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 
 import pandas as pd
 import torch
@@ -26,8 +27,8 @@ from lamina.weights.settings import SignatureSettings, context_length, real_budg
 from lamina.weights.single import SingleCheckpoint
 from lamina.weights.units import ModelPair, Units
 
-__all__ = ["SUBSPACE_CLAIMS", "adopt_objectives", "release_unit", "report_part", "unit_quant_control",
-           "unit_settings"]  # fmt: skip
+__all__ = ["SUBSPACE_CLAIMS", "adopt_objectives", "release_unit", "report_part", "run_part",
+           "unit_quant_control", "unit_settings"]  # fmt: skip
 
 SUBSPACE_CLAIMS = tuple(f"{PREFIX}{c}" for c in (
     "align-qk-sft", "align-qk-dpo", "align-writes-sft", "align-writes-dpo",
@@ -104,6 +105,23 @@ def report_part(unit: str, part: str, seconds: float) -> None:
     peak = peak_memory_gib()
     say(f"{unit}: {part} in {seconds:.0f} s"
         + (f"; peak memory so far {peak:.1f} GiB" if peak is not None else ""))  # fmt: skip
+
+
+def run_part(name: str, part: str, fn: Callable[..., pd.DataFrame], args: tuple,
+             parts: dict[str, pd.DataFrame], tables: dict[str, list[pd.DataFrame]],
+             timings: dict[str, float]) -> None:  # fmt: skip
+    """One measurement of unit ``name``: ``fn(*args)``'s table into ``parts[part]`` and
+    ``tables[part]``, its wall time (s) into ``timings``, one progress line
+    (:func:`report_part`). The chapter runs the single-group adaptation first, while the base
+    is the only model its unit holds: its full-parameter AdamW copy is four models' worth of
+    memory, and beside the stage targets and the three objective runs it set the chapter's
+    peak (17.1 GiB on Gemma 3). Every measurement seeds its own generator, so the order
+    changes no table (organism-gpt2's ten tables were identical, benchmarks/HISTORY.md)."""
+    t1 = time.perf_counter()
+    parts[part] = fn(*args).assign(model=name)
+    timings[f"{name}:{part}"] = round(time.perf_counter() - t1, 2)
+    report_part(name, part, timings[f"{name}:{part}"])
+    tables.setdefault(part, []).append(parts[part])
 
 
 def release_unit(ck: Units) -> None:

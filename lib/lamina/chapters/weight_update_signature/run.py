@@ -34,6 +34,7 @@ from lamina.weights.unit_runs import (
     adopt_objectives,
     release_unit,
     report_part,
+    run_part,
     unit_quant_control,
     unit_settings,
 )
@@ -74,18 +75,21 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
         name, t0 = ck.name, time.perf_counter()
         s = unit_settings(ck, run_config)
         base_model, tok = ck.load(ck.spec(s.base))
-        for target in s.targets:
-            ck.load(ck.spec(target))
+        recorded = ck.gates()  # a real checkpoint's SFT/DPO build, if missing, made here
+        loading, parts = time.perf_counter() - t0, dict[str, pd.DataFrame]()
+        # the adaptation beside the base alone (lamina.weights.unit_runs.run_part)
+        run_part(name, "adaptation", single_group_adaptation, (ck, s), parts, tables, s.timings)
+        t0 = time.perf_counter()
         objective_curves = adopt_objectives(ck, s, notes)
-        s.timings[f"{name}:load and objectives"] = round(time.perf_counter() - t0, 2)
+        for target in s.targets:  # after the objective runs: not held while they train
+            ck.load(ck.spec(target))
+        s.timings[f"{name}:load and objectives"] = round(loading + time.perf_counter() - t0, 2)
         report_part(name, "load and objectives", s.timings[f"{name}:load and objectives"])
         basis_docs, grad_docs = split_sample(ck.documents(s.text_source), s.seed)
         length = context_length(base_model, s.max_length)
         texts = text_sample(basis_docs, tok, s.n_tokens, s.seed, length)
         grad_texts = text_sample(grad_docs, tok, s.grad_tokens, s.seed, length)
-        recorded = ck.gates()
         cache: dict = {}
-        parts: dict[str, pd.DataFrame] = {}
         passed = [t for t, g in recorded.items() if g.passed] + (
             [s.base] if getattr(ck, "aligned_base", False) else [])  # fmt: skip
         steps: dict[str, tuple[Callable[..., pd.DataFrame], tuple]] = {
@@ -94,14 +98,9 @@ def _run(user: Config, run_config: Config, units: list[Units], notes: list[str])
             "write_gradients": (write_gradients_across_training, (ck, grad_texts, s)),
             "adam": (adam_signature, (ck, texts, s, cache)),
             "edits": (write_edit_effects, (ck, texts, s, [t for t in null_stages(ck, s) if t in passed])),
-            "adaptation": (single_group_adaptation, (ck, s)),
         }
         for part, (fn, args) in steps.items():
-            t1 = time.perf_counter()
-            parts[part] = fn(*args).assign(model=name)
-            s.timings[f"{name}:{part}"] = round(time.perf_counter() - t1, 2)
-            report_part(name, part, s.timings[f"{name}:{part}"])
-            tables.setdefault(part, []).append(parts[part])
+            run_part(name, part, fn, args, parts, tables, s.timings)
         finetune = pd.concat([objective_curves, ck.curves().assign(gate_passed=None, gate="")]
                              if isinstance(ck, SingleCheckpoint) else [objective_curves],
                              ignore_index=True)  # fmt: skip
