@@ -73,3 +73,13 @@ def test_a_chapter_above_the_memory_budget_or_without_a_recorded_peak_is_found(t
     assert all(f.rule == "memory" for f in found.values())
     assert "17.1 GiB" in found["weight_update_signature"].detail and MEMORY_BUDGET_GIB == 12.0
     assert "no recorded peak" in found["bifurcation"].detail
+
+
+def test_the_memory_rule_covers_every_chapter_of_the_book(tmp_path):
+    """Chapters without claims (the tour, the organisms) run kernels too: with no reports at
+    all, each chapter of the registry is a finding, not only those of the scorecard."""
+    from lamina.book.audit import audit_memory
+    from lamina.core import registry
+
+    found = {f.claim_id.split(":")[0] for f in audit_memory(tmp_path)}
+    assert found == set(registry.names()) and {"trajectory_tour", "organisms"} <= found

@@ -17,7 +17,7 @@ build. It decides nothing: it only reports rows that break a rule, by rule:
 * ``calibration``: every claim id of the papers appears on the calibration page (lamina's
   self-checks, ``self-``, are not claims of the papers);
 * ``not run``: every chapter of the book has results;
-* ``memory``: every chapter's last completed run of the book recorded its kernel's peak
+* ``memory``: every chapter's (those without claims too) last completed run of the book recorded its kernel's peak
   resident memory (``peak_memory_gib`` of ``book/executed/<chapter>.report.json``), at most
   :data:`MEMORY_BUDGET_GIB`;
 * ``mark``: every claim whose calibration misses a target (the calibration page's outcomes,
@@ -46,6 +46,7 @@ from lamina.book.scorecard import (
     load_records,
     read_calibration_outcomes,
 )
+from lamina.core import registry
 from lamina.evidence.claims import VERDICTS, check_id
 from lamina.states.io import results_dir
 
@@ -171,12 +172,13 @@ def audit_marks(
     return out
 
 
-def audit_memory(executed: Path, chapters: Iterable[str] = CHAPTER_PAPER) -> list[Finding]:
-    """The ``memory`` rule: a finding for each of ``chapters`` whose report in ``executed``
+def audit_memory(executed: Path, chapters: Iterable[str] | None = None) -> list[Finding]:
+    """The ``memory`` rule: a finding for each of ``chapters`` (default every chapter of the
+    book, :func:`lamina.core.registry.names`, those without claims too) whose report in ``executed``
     (``<chapter>.report.json``, a completed run's) is missing, records no peak, or records a
     peak above :data:`MEMORY_BUDGET_GIB` (GiB)."""
     out: list[Finding] = []
-    for chapter in chapters:
+    for chapter in registry.names() if chapters is None else chapters:
         path = Path(executed) / f"{chapter}.report.json"
         try:
             peak = float(json.loads(path.read_text(encoding="utf-8"))["peak_memory_gib"])
