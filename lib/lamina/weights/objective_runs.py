@@ -61,8 +61,9 @@ OBJECTIVES = ("lm", "sft", "dpo")
 
 @dataclass
 class ObjectiveRun:
-    """One objective applied to the checkpoint: the trained model (eval mode, frozen), its
-    training curve (step, lr, loss in nats before the step, examples), the AdamW state of the
+    """One objective applied to the checkpoint: the trained model (eval mode, frozen; its input
+    embedding is the checkpoint's own tensor, shared, so edit it only in a context that
+    restores it), its training curve (step, lr, loss in nats before the step, examples), the AdamW state of the
     kept parameters ({name: {"step", "exp_avg", "exp_avg_sq"}}), and its gate (passed, values
     as text)."""
 
@@ -143,20 +144,33 @@ def _train(
     objective: str, base: nn.Module, tok: Any, batches: list, stage_cfg: Any,
     s: SignatureSettings, keep: set[str],
 ) -> ObjectiveRun:
-    model: Any = copy.deepcopy(base).train().requires_grad_(True)
-    input_embeddings(model).weight.requires_grad_(False)
+    # The frozen input embedding (tied to the unembedding where the model ties them) is the
+    # base's own tensor, shared rather than copied (0.63 GiB a copy on Gemma 3). Its flag is
+    # off while the run trains and restored after, so the base leaves as it came.
+    frozen = input_embeddings(base).weight
+    was = bool(frozen.requires_grad)
+    model: Any = copy.deepcopy(base, {id(frozen): frozen}).train()
+    trained = [p for p in model.parameters() if p is not frozen]
     # DPO's reference is the checkpoint itself, in eval mode: it scores under no_grad and is
     # never stepped, so a copy (1 GiB on Gemma 3) would hold the same numbers twice.
     ref: Any = base.eval() if objective == "dpo" else None
-    opt = make_optimizer(model, stage_cfg, s.objective_lr)
-    warmup = max(1, s.objective_steps // 10)
     run = ObjectiveRun(objective, model)
-    for i, batch in enumerate(batches):
-        lr = lr_at(i, s.objective_steps, s.objective_lr, warmup, stage_cfg.min_lr_ratio)
-        loss = stage_loss(objective, model, ref, tok, batch, stage_cfg)
-        run.curve.append({"objective": objective, "step": i + 1, "lr": lr, "examples": len(batch),
-                          "loss": optimizer_step(model, opt, loss, lr, stage_cfg.grad_clip)})  # fmt: skip
-    model.eval().requires_grad_(False)
+    try:
+        frozen.requires_grad_(False)
+        for p in trained:
+            p.requires_grad_(True)
+        opt = make_optimizer(model, stage_cfg, s.objective_lr)
+        warmup = max(1, s.objective_steps // 10)
+        for i, batch in enumerate(batches):
+            lr = lr_at(i, s.objective_steps, s.objective_lr, warmup, stage_cfg.min_lr_ratio)
+            loss = stage_loss(objective, model, ref, tok, batch, stage_cfg)
+            run.curve.append({"objective": objective, "step": i + 1, "lr": lr, "examples": len(batch),
+                              "loss": optimizer_step(model, opt, loss, lr, stage_cfg.grad_clip)})  # fmt: skip
+    finally:
+        model.eval()
+        for p in trained:
+            p.requires_grad_(False)
+        frozen.requires_grad_(was)
     run.adam = {name: {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in st.items()}
                 for name, p in model.named_parameters() if name in keep and (st := opt.state.get(p))}  # fmt: skip
     return run
@@ -171,7 +185,8 @@ def run_objectives(
     with its gate. stage_cfg: an :class:`lamina.sources.organisms.configs.OrganismConfig` whose
     losses (DPO's beta), AdamW betas, weight decay, clip and ``context`` the runs use (its
     replay is ignored: set ``replay_batch_size=0``); keep: names of the parameters whose AdamW
-    state is kept. ``base`` is not modified. -> {objective: ObjectiveRun}."""
+    state is kept. ``base`` is not modified (its values and requires_grad flags leave as they
+    came). -> {objective: ObjectiveRun}."""
     context = int(stage_cfg.context)
     out = {}
     for objective in objectives:
