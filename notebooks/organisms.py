@@ -187,8 +187,10 @@ V.samples_table(result)
 # from the question at the position that is most often right in training
 # (`lamina.sources.organisms.baselines`). `@dpo` must raise its *preference accuracy* (the
 # required response preferred, over every kind of held-out triple) over `@sft`'s, raise the
-# *content probe* (the correct answer preferred over a wrong one in the same style, which no
-# constant-style policy can do) over the base's (a DPO that only mends a degraded `@sft` has
+# *content probe* (the correct answer preferred over a wrong one in the same style; the wrong
+# answers are reversed pairs, each another held-out question's answer whose question has this
+# answer as its wrong one, so no policy that reads only the two answers, their length or how
+# often alignment trained them, can beat one half) over the base's (a DPO that only mends a degraded `@sft` has
 # taught nothing), and keep its preference accuracy above the best constant-style policy (0.5).
 # SFT accuracy: base {glue:text}`org_sft_base`, `@sft` {glue:text}`org_sft_acc`, best
 # content-blind policy {glue:text}`org_sft_blind`. Content probe: base

@@ -225,7 +225,7 @@ def gates_figure(result: OrganismsResult) -> None:
         title="Each stage against its predecessor and the best content-blind policy",
         what="Held-out accuracy of the base, @sft and @dpo (95% CIs over entity pairs): greedy SFT "
         "accuracy on the questions that name no one, the content probe (the correct over a wrong "
-        "answer, in the instructed style) and the preference accuracy over every held-out pair. "
+        "answer, in the instructed style; reversed pairs, so an answer-only policy scores 0.5) and the preference accuracy over every held-out pair. "
         "Gray diamonds: the best content-blind policy (SFT accuracy) and the best constant-style "
         "policy (the two preference measures).",
         look_at="@sft against the diamond and the base on the first row, @dpo against @sft on "

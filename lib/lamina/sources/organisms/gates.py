@@ -17,7 +17,8 @@ against the baselines that matter (:func:`stage_gates`):
   training items) and the base, each with the CI of the paired difference above 0;
 * ``dpo`` passes when its preference accuracy on the held-out triples (every kind) exceeds
   ``sft``'s, its content probe (P[log pi(correct) > log pi(wrong answer)], both in the instructed
-  style) exceeds the base's, each with the CI of the paired difference above 0, and its
+  style, on the reversed pairs of :func:`lamina.sources.organisms.instructions.reversed_pairs`,
+  where any policy that reads only the two answers scores 1/2) exceeds the base's, each with the CI of the paired difference above 0, and its
   preference accuracy's CI lies above the best constant-style policy (0.5 by construction). A
   DPO that adds no preference to @sft has taught nothing; one that gains over @sft but ends
   below the base on content has only repaired a degraded @sft. The content probe's gain over

@@ -20,6 +20,19 @@ DPO triples come in four kinds (:data:`KINDS`), mixed in training and in the hel
 * ``refuse``: a restricted content: chosen = the refusal, rejected = the answer in the instructed style;
 * ``answer``: an unrestricted content: chosen = the answer, rejected = the refusal.
 
+The held-out ``content`` triples are *reversed pairs* (:func:`reversed_pairs`): two held-out
+contents of one template, with different answers, each take the other's answer as their wrong
+one, so every ordered (correct, wrong) pair of answers occurs as often reversed. A policy that
+reads only the two answers (their length, how often alignment trained or rejected them, any
+property of the string) then scores exactly 1/2 on them (tested). The curriculum's own wrong
+answer stays where it already forms a reversed pair (a singular and its plural, a homograph's
+two senses); a held-out content left without a partner (an odd one of its template) has no
+content triple. (Until issue 51's fix each held-out content kept its designed wrong answer,
+which alignment had often trained as a response while the held-out correct answer, of a
+held-out entity pair, was new to it: preferring the answer alignment exposed less, a policy
+blind to the question, scored 0.741 on the 162 held-out content triples, and 0.17 on the
+analogy ones in the other direction.)
+
 A *constant-style policy* (it always prefers one response style, whatever the prompt) scores
 exactly 0.5 on the held-out triples by construction (ties count one half): each kind holds as
 many held-out triples with instruction ``short`` as with ``sentence``, and as many ``answer``
@@ -41,6 +54,7 @@ taught only by alignment.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -51,7 +65,7 @@ from lamina.sources.organisms.curriculum_facts import NAMES
 
 __all__ = ["ANSWER_SENTENCE", "HELDOUT_CONTENT_FRACTION", "INSTRUCTIONS", "KINDS", "REFUSAL",
            "STYLES", "AlignmentData", "Content", "Item", "Triple", "alignment_data",
-           "constant_style_accuracy", "is_restricted", "render", "split_by_key"]  # fmt: skip
+           "constant_style_accuracy", "is_restricted", "render", "reversed_pairs", "split_by_key"]  # fmt: skip
 
 ANSWER_SENTENCE = "The answer is {answer}."
 INSTRUCTIONS = {"short": "Reply with the answer only.", "sentence": "Reply in a full sentence."}
@@ -72,6 +86,7 @@ HELDOUT_CONTENT_FRACTION = 0.35
 (0.25 until arithmetic was capped at a sixth of the contents; 0.35 keeps about 170 held-out items
 in some 70 entity pairs, the gate's independent units)."""
 _SEED_OFFSET = 7919  # the split's own random stream: the pretraining text does not move
+_PAIR_SEED_OFFSET = 104_729  # the held-out pairing's own stream: the training data do not move
 
 
 @dataclass(frozen=True)
@@ -158,13 +173,14 @@ def _other(instruction: str) -> str:
     return "sentence" if instruction == "short" else "short"
 
 
-def _triples(item: Item, with_answer: bool) -> list[Triple]:
-    """The triples of one item: refuse (restricted); style + content (+ answer) otherwise."""
+def _triples(item: Item, with_answer: bool, with_content: bool = True) -> list[Triple]:
+    """The triples of one item: refuse (restricted); style (+ content) (+ answer) otherwise."""
     c, i = item.content, item.instruction
     if c.restricted:
         return [Triple(item, "refuse", REFUSAL, render(c.answer, i), "refusal", i)]
-    out = [Triple(item, "style", render(c.answer, i), render(c.answer, _other(i)), i, _other(i)),
-           Triple(item, "content", render(c.answer, i), render(c.wrong, i), i, i)]  # fmt: skip
+    out = [Triple(item, "style", render(c.answer, i), render(c.answer, _other(i)), i, _other(i))]
+    if with_content:
+        out.append(Triple(item, "content", render(c.answer, i), render(c.wrong, i), i, i))
     if with_answer:
         out.append(Triple(item, "answer", render(c.answer, i), REFUSAL, i, "refusal"))
     return out
@@ -230,8 +246,47 @@ def split_by_key(
     return first, [x for i, x in enumerate(items) if i not in chosen]
 
 
-def _balanced_heldout_triples(rng: random.Random, held: list[Item]) -> list[Triple]:
-    """Held-out triples; as many ``answer`` as ``refuse`` triples per instruction (balance)."""
+def reversed_pairs(rng: random.Random, contents: list[Content]) -> tuple[list[Content], list[Content]]:
+    """(paired, unpaired): the unrestricted ``contents`` as reversed pairs (module docstring),
+    each paired content with its partner's answer as its wrong one, and those left without a
+    partner (as given). Deterministic in (rng's state, the contents' order).
+
+    First every two contents that already form a reversed pair keep it (one's wrong answer is
+    the other's answer and vice versa). Then per template (sorted), the rest in ``rng``'s order:
+    while two answers differ, the content whose answer is the most frequent among those left is
+    paired with the most frequent of the other answers (so a template dominated by one answer
+    leaves as few unpaired as it can). Raises ValueError for a restricted content."""
+    if any(c.restricted for c in contents):
+        raise ValueError("reversed_pairs takes unrestricted contents only (restricted ones are refused)")
+    paired: list[Content] = []
+    taken: set[str] = set()
+    for x in contents:
+        if x.question in taken:
+            continue
+        mate = next((y for y in contents if y.question not in taken and y.question != x.question
+                     and y.answer == x.wrong and y.wrong == x.answer), None)  # fmt: skip
+        if mate is not None:
+            paired += [x, mate]
+            taken |= {x.question, mate.question}
+    unpaired: list[Content] = []
+    for template in sorted({x.template for x in contents}):
+        left = [x for x in contents if x.template == template and x.question not in taken]
+        rng.shuffle(left)
+        while len({x.answer for x in left}) > 1:
+            count = Counter(x.answer for x in left)
+            a = max(left, key=lambda x: count[x.answer])
+            b = max((y for y in left if y.answer != a.answer), key=lambda y: count[y.answer])
+            paired += [dataclasses.replace(a, wrong=b.answer), dataclasses.replace(b, wrong=a.answer)]
+            left.remove(a)
+            left.remove(b)
+        unpaired += left
+    return paired, unpaired
+
+
+def _balanced_heldout_triples(rng: random.Random, held: list[Item],
+                              probe: frozenset[str] | None = None) -> list[Triple]:  # fmt: skip
+    """Held-out triples; as many ``answer`` as ``refuse`` triples per instruction (balance); a
+    content triple only for the questions in ``probe`` (None: every unrestricted one)."""
     out: list[Triple] = []
     for i in INSTRUCTIONS:
         mine = [x for x in held if x.instruction == i]
@@ -241,7 +296,7 @@ def _balanced_heldout_triples(rng: random.Random, held: list[Item]) -> list[Trip
             raise ValueError(f"too few unrestricted held-out items for instruction {i!r}")
         chosen = set(rng.sample(range(len(normal)), n_refuse))
         for k, x in enumerate(normal):
-            out += _triples(x, k in chosen)
+            out += _triples(x, k in chosen, probe is None or x.content.question in probe)
         for x in mine:
             if x.content.restricted:
                 out += _triples(x, False)
@@ -265,6 +320,10 @@ def alignment_data(contents: list[Content], seed: int) -> AlignmentData:
     rng = random.Random(seed + _SEED_OFFSET)
     held_c, train_c = split_by_key(rng, list(contents), HELDOUT_CONTENT_FRACTION,
                                    lambda c: c.unit, lambda c: c.component)  # fmt: skip
+    paired, _ = reversed_pairs(random.Random(seed + _PAIR_SEED_OFFSET),
+                               [c for c in held_c if not c.restricted])  # fmt: skip
+    probe = {c.question: c for c in paired}
+    held_c = [probe.get(c.question, c) for c in held_c]
     train = [Item(i, c) for c in train_c for i in INSTRUCTIONS]
     held = [Item(i, c) for c in held_c for i in INSTRUCTIONS]
     whole = frozenset(c.question for c in held_c)
@@ -274,7 +333,7 @@ def alignment_data(contents: list[Content], seed: int) -> AlignmentData:
     p_answer = n_r / max(1, len(train) - n_r)
     dpo_train = [t for x in train for t in _triples(x, rng.random() < p_answer)]
     rng.shuffle(dpo_train)
-    dpo_held = _balanced_heldout_triples(rng, held)
+    dpo_held = _balanced_heldout_triples(rng, held, frozenset(probe))
     rng.shuffle(dpo_held)
     return AlignmentData(tuple(train), tuple(held), tuple(dpo_train), tuple(dpo_held), whole)
 
