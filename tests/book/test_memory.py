@@ -46,8 +46,9 @@ def test_a_failed_run_stopped_early_never_lowers_the_peak(tmp_path):
     (tmp_path / "curvature.report.json").write_text(json.dumps({"finished": "2026-12-03T15:00:00", "peak_memory_gib": 1.2}))
     (tmp_path / "curvature.failed.report.json").write_text(json.dumps({"finished": "2026-12-03T12:00:00", "peak_memory_gib": 9.0}))
     assert last_peak(tmp_path, "curvature") == 1.2  # a failure before the completed run: older code
-    budget = 0.9 * 23.4  # make book's mem_mb on the reference machine (GiB)
-    assert last_peak(tmp_path, "weight_update_signature") + last_peak(tmp_path, "layer_anatomy") > budget
+    # the typical peaks themselves are measured (issue 52: weight_update_signature 12 GiB, where
+    # it was 16-22 GiB at 60b9c79): the two may now share the reference machine's 0.9 x 23.4 GiB
+    assert last_peak(tmp_path, "weight_update_signature") + last_peak(tmp_path, "layer_anatomy") <= 0.9 * 23.4
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is read from /proc")
